@@ -1,0 +1,1 @@
+"""Experiments: the speculative-vs-plain harness, bundled scenarios, and pytest-benchmark microbenchmarks."""

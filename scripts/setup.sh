@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Idempotent set-up: system packages (when root), a virtual environment in .venv, the project installed
+# editable with its dev extras. Sourced by scripts/bench.sh and scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: $PY is older than Python 3.11" >&2; exit 1
+fi
+
+# System packages: FUSE (pyfuse3 builds against libfuse3), fuse-overlayfs (the reference C overlay in the
+# benchmarks), ripgrep (Grep's fast path), tmux (the REPL's end-to-end tests), util-linux's unshare.
+SYS_PKGS=(fuse3 libfuse3-dev pkg-config fuse-overlayfs ripgrep tmux util-linux gcc python3-dev)
+missing=()
+for p in "${SYS_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "setup: not root (or no apt-get): missing ${missing[*]}; FUSE, fuse-overlayfs, ripgrep and tmux" \
+         "parts will be skipped with a stated reason" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  extras=dev
+  if pkg-config --exists fuse3 2>/dev/null; then extras=dev,fuse; else
+    echo "setup: libfuse3-dev not found: installing without pyfuse3 (FUSE backend unavailable)" >&2
+  fi
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+  rm -f .venv/.installed-*; touch "$stamp"
+fi

@@ -1,0 +1,1 @@
+"""Model backends: one small interface (:class:`Model`) and the production backend on the anthropic SDK."""

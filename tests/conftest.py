@@ -1,0 +1,1 @@
+"""Shared fixtures. Area-specific fixtures live in the area's own conftest.py."""
