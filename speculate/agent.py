@@ -1,0 +1,328 @@
+"""The agent loop: ``run`` → ``step`` → ``query`` → ``execute``, on one screen.
+
+Control flow uses small exceptions: :class:`ToolDenied` (becomes an ``is_error`` result),
+:class:`BoundaryReached` (a speculative fork must stop before this call; propagates out of ``run``) and
+:class:`MaxTurnsReached`. Tool failures go back to the model; our own bugs propagate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import trio
+from pydantic import BaseModel
+
+from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta, Usage
+from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.types import Block, Message, text_of, tool_result, tool_uses, user
+
+INTERRUPTED = "Interrupted: the user cancelled this tool call before it finished."
+MAX_TOKENS_CONTINUE = "Your response was cut off by the output token limit. Continue exactly where you stopped."
+
+
+class ToolDenied(Exception):
+    """A call that must not run; the message goes back to the model as an is_error result."""
+
+
+class BoundaryReached(Exception):
+    """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
+
+    def __init__(self, kind: str, detail: str, tool_use_id: str | None = None) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+        self.tool_use_id = tool_use_id
+
+
+class MaxTurnsReached(Exception):
+    pass
+
+
+class Authorizer(Protocol):
+    """Decides each tool call. Raise ToolDenied to refuse, BoundaryReached to stop a fork."""
+
+    def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
+        """May this call start now, without asking anyone (used to start reads while streaming)?"""
+        ...
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    id: str
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    id: str
+    name: str
+    summary: str
+    is_error: bool
+    duration_s: float
+    result: str = field(repr=False, default="")
+
+
+@dataclass(frozen=True)
+class ResponseDone:
+    response: ModelResponse
+
+
+AgentEvent = TextDelta | ToolStarted | ToolFinished | ResponseDone
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    stop: str = ""  # end_turn | refusal | max_turns | max_tokens | ...
+    responses: list[ModelResponse] = field(default_factory=list)
+    tools_run: int = 0
+    written: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    finished: float = 0.0
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for r in self.responses:
+            total = total.add(r.usage)
+        return total
+
+    @property
+    def duration_s(self) -> float:
+        return (self.finished or time.perf_counter()) - self.started
+
+
+def summarize(name: str, inp: dict[str, Any]) -> str:
+    for k in ("command", "file_path", "pattern", "path"):
+        if k in inp:
+            v = str(inp[k])
+            return f"{name}({v[:77] + '...' if len(v) > 80 else v})"
+    return f"{name}()"
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        model: Model,
+        key: CacheKey,
+        tools: Sequence[Tool],
+        ctx: ToolContext,
+        authorizer: Authorizer,
+        messages: list[Message] | None = None,
+        max_turns: int = 50,
+        max_messages: int | None = None,
+        on_event: Callable[[AgentEvent], None] | None = None,
+        repair_on_interrupt: bool = True,
+    ) -> None:
+        self.model, self.key, self.ctx, self.authorizer = model, key, ctx, authorizer
+        self.tools = {t.name: t for t in tools}
+        self.messages: list[Message] = messages if messages is not None else []
+        self.max_turns, self.max_messages = max_turns, max_messages
+        self.on_event = on_event or (lambda e: None)
+        self.repair_on_interrupt = repair_on_interrupt
+
+    # -- the loop -------------------------------------------------------------------------------------
+    async def run(self, prompt: str) -> TurnResult:
+        """Add the user's prompt and run until a response has no tool calls."""
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "user":
+            last["content"].append({"type": "text", "text": prompt})  # after an interrupted turn
+        else:
+            self.messages.append(user(prompt))
+        return await self.resume()
+
+    async def resume(self) -> TurnResult:
+        """Run the loop from the current messages (e.g. after injected speculative messages)."""
+        result = TurnResult()
+        try:
+            turns = 0
+            while True:
+                if turns >= self.max_turns:
+                    raise MaxTurnsReached(f"max_turns ({self.max_turns})")
+                if self.max_messages is not None and len(self.messages) >= self.max_messages:
+                    raise MaxTurnsReached(f"max_messages ({self.max_messages})")
+                turns += 1
+                if await self.step(result):
+                    break
+        except BaseException:
+            if self.repair_on_interrupt:
+                self.repair()
+            raise
+        finally:
+            result.finished = time.perf_counter()
+        return result
+
+    async def step(self, result: TurnResult) -> bool:
+        """One request and its tool calls. True when the turn is over."""
+        async with trio.open_nursery() as nursery:
+            early: dict[str, trio.Event] = {}
+            done: dict[str, Block] = {}
+            resp = await self.query(nursery, early, done)
+            result.responses.append(resp)
+            self.messages.append(resp.message)
+            uses = tool_uses(resp.message)
+            if resp.stop_reason == "pause_turn":
+                return False
+            if not uses:
+                result.text, result.stop = text_of(resp.message), resp.stop_reason or "end_turn"
+                if resp.stop_reason == "max_tokens" and len(result.responses) < 4:
+                    self.messages.append(user(MAX_TOKENS_CONTINUE))
+                    return False
+                return True
+            results = await self.execute(uses, early, done, result)
+            self.messages.append(user(*results))
+            return False
+
+    async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]
+                    ) -> ModelResponse:
+        """Stream one response; start a read-only call as soon as its block is complete."""
+        all_safe_so_far = True
+        async for update in self.model.stream(self.key, self.messages):
+            if isinstance(update, TextDelta):
+                self.on_event(update)
+            elif isinstance(update, BlockDone) and update.block.get("type") == "tool_use":
+                if all_safe_so_far and self._can_start_early(update.block):
+                    ev = early[update.block["id"]] = trio.Event()
+                    nursery.start_soon(self._run_one_into, update.block, done, ev)
+                else:
+                    all_safe_so_far = False
+            elif isinstance(update, Done):
+                self.on_event(ResponseDone(update.response))
+                return update.response
+        raise RuntimeError("model stream ended without a response")
+
+    async def execute(self, uses: list[Block], early: dict[str, trio.Event], done: dict[str, Block],
+                      result: TurnResult) -> list[Block]:
+        """Run the calls: consecutive concurrency-safe calls in parallel, others serially, in call order."""
+        self._pending = done
+        try:
+            i = 0
+            while i < len(uses):
+                batch = [uses[i]]
+                if self._safe(uses[i]):
+                    while i + len(batch) < len(uses) and self._safe(uses[i + len(batch)]):
+                        batch.append(uses[i + len(batch)])
+                for b in batch:  # authorise in call order, before any of the batch runs
+                    if b["id"] not in early:
+                        await self._authorize(b, done)
+                async with trio.open_nursery() as n:
+                    for b in batch:
+                        if b["id"] in early:
+                            n.start_soon(early[b["id"]].wait)
+                        elif b["id"] not in done:
+                            n.start_soon(self._run_one_into, b, done, None)
+                i += len(batch)
+        except BoundaryReached:
+            # Keep the results of the calls before the boundary; the engine trims the rest.
+            for b in uses:
+                if b["id"] in done:
+                    result.written.extend(done[b["id"]].pop("_written", ()))
+            self.messages.append(user(*[done[b["id"]] for b in uses if b["id"] in done]))
+            raise
+        finally:
+            self._pending = None
+        result.tools_run += len(uses)
+        for b in uses:
+            result.written.extend(done[b["id"]].pop("_written", ()))
+        return [done[b["id"]] for b in uses]
+
+    # -- helpers --------------------------------------------------------------------------------------
+    _pending: dict[str, Block] | None = None
+
+    def _safe(self, block: Block) -> bool:
+        tool = self.tools.get(block["name"])
+        if tool is None:
+            return False
+        try:
+            return tool.is_concurrency_safe(tool.parse(block["input"]))
+        except ToolError:
+            return False
+
+    def _can_start_early(self, block: Block) -> bool:
+        tool = self.tools.get(block["name"])
+        if tool is None:
+            return False
+        try:
+            inp = tool.parse(block["input"])
+        except ToolError:
+            return False
+        return tool.is_concurrency_safe(inp) and self.authorizer.preauthorized(tool, inp)
+
+    async def _authorize(self, block: Block, done: dict[str, Block]) -> None:
+        tool = self.tools.get(block["name"])
+        if tool is None:
+            try:  # a fork's authorizer turns this into a denied_tool boundary
+                await self.authorizer.authorize(_UnknownTool(block["name"]), _Empty(), block)
+            except ToolDenied:
+                pass
+            done[block["id"]] = tool_result(block["id"], f"No such tool: {block['name']}", is_error=True)
+            return
+        try:
+            inp = tool.parse(block["input"])
+            await self.authorizer.authorize(tool, inp, block)
+        except ToolError as e:
+            done[block["id"]] = tool_result(block["id"], str(e), is_error=True)
+        except ToolDenied as e:
+            done[block["id"]] = tool_result(block["id"], f"Permission denied: {e}", is_error=True)
+
+    async def _run_one_into(self, block: Block, done: dict[str, Block], ev: trio.Event | None) -> None:
+        try:
+            done[block["id"]] = await self._run_one(block)
+        finally:
+            if ev is not None:
+                ev.set()
+
+    async def _run_one(self, block: Block) -> Block:
+        tool = self.tools[block["name"]]
+        summary = summarize(block["name"], block.get("input", {}))
+        self.on_event(ToolStarted(block["id"], block["name"], summary))
+        t0 = time.perf_counter()
+        try:
+            res = await tool.call(tool.parse(block["input"]), self.ctx)
+        except ToolError as e:
+            res = ToolResult(str(e), is_error=True)
+        except OSError as e:  # a filesystem answer (not found, is a directory, escape): the model's to see
+            res = ToolResult(f"{type(e).__name__}: {e}", is_error=True)
+        self.on_event(ToolFinished(block["id"], block["name"], summary, res.is_error,
+                                   time.perf_counter() - t0, res.content))
+        out = tool_result(block["id"], res.content, is_error=res.is_error)
+        if res.written:
+            out["_written"] = res.written
+        return out
+
+    def repair(self) -> None:
+        """Make the conversation valid after an interruption: every tool_use gets a tool_result."""
+        if not self.messages or self.messages[-1]["role"] != "assistant":
+            return
+        uses = tool_uses(self.messages[-1])
+        if not uses:
+            return
+        done = self._pending or {}
+        blocks = []
+        for b in uses:
+            r = done.get(b["id"]) or tool_result(b["id"], INTERRUPTED, is_error=True)
+            r.pop("_written", None)
+            blocks.append(r)
+        self.messages.append(user(*blocks))
+
+
+class _Empty(BaseModel):
+    pass
+
+
+class _UnknownTool(Tool):
+    description = "a tool the model named that does not exist"
+    Input = _Empty
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # type: ignore[misc]
+
+    async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:  # pragma: no cover
+        raise ToolError(f"No such tool: {self.name}")

@@ -1,0 +1,170 @@
+"""The production backend: the official anthropic SDK (``AsyncAnthropic``) under trio.
+
+Works against api.anthropic.com or any Anthropic-compatible server (``base_url``), the embedded simulator
+included. The SDK's own retries are off: this backend retries 429, 529, 5xx, dropped connections and
+stalled streams itself, with backoff, so that a stall mid-stream is covered too and the final failure is
+one clear :class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anthropic
+import trio
+
+from speculate.models.base import (
+    BlockDone,
+    CacheKey,
+    Done,
+    ModelError,
+    ModelResponse,
+    StreamUpdate,
+    TextDelta,
+)
+from speculate.models.streaming import Snapshot, StreamProtocolError, accumulate_event
+from speculate.types import Message
+
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+Recorder = Callable[[dict[str, Any], dict[str, Any], dict[str, float]], None]
+
+
+class StreamStalled(Exception):
+    pass
+
+
+class AnthropicModel:
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_attempts: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 20.0,
+        stall_timeout_s: float = 60.0,
+        recorder: Recorder | None = None,
+        name: str = "anthropic",
+    ) -> None:
+        self.name = name
+        self.base_url = base_url
+        self._client = anthropic.AsyncAnthropic(
+            base_url=base_url, api_key=api_key or "sk-none", max_retries=0, timeout=600.0
+        )
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.stall_timeout_s = stall_timeout_s
+        self.recorder = recorder
+
+    async def __aenter__(self) -> AnthropicModel:
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._client.__aexit__(et, e, tb)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
+                     ) -> AsyncIterator[StreamUpdate]:
+        body = key.request(messages, max_tokens=max_tokens)
+        last_error = ""
+        for attempt in range(1, self.max_attempts + 1):
+            yielded_block = False
+            try:
+                async for update in self._attempt(body, attempt):
+                    if isinstance(update, BlockDone):
+                        yielded_block = True
+                    yield update
+                return
+            except anthropic.APIStatusError as e:
+                if e.status_code not in RETRYABLE_STATUS or attempt == self.max_attempts or yielded_block:
+                    raise ModelError(_describe(e, attempt)) from e
+                last_error = _describe(e, attempt)
+                delay = _retry_after(e) or self._backoff(attempt)
+            except (anthropic.APIConnectionError, StreamStalled, StreamProtocolError, _StreamError) as e:
+                if attempt == self.max_attempts or yielded_block:
+                    raise ModelError(f"{type(e).__name__} after {attempt} attempt(s): {e}") from e
+                last_error = str(e)
+                delay = self._backoff(attempt)
+            await trio.sleep(delay)
+        raise ModelError(f"gave up: {last_error}")  # pragma: no cover - loop always returns or raises
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
+
+    async def _attempt(self, body: dict[str, Any], attempt: int) -> AsyncIterator[StreamUpdate]:
+        t0 = time.perf_counter()
+        ttft = 0.0
+        snap = Snapshot()
+        events: list[dict[str, Any]] = []
+        stream = await self._client.messages.create(**body, stream=True)
+        async with stream:
+            it = stream.__aiter__()
+            while True:
+                with trio.move_on_after(self.stall_timeout_s) as scope:
+                    try:
+                        ev = await it.__anext__()
+                    except StopAsyncIteration:
+                        break
+                if scope.cancelled_caught:
+                    raise StreamStalled(f"no stream event for {self.stall_timeout_s:.0f} s")
+                raw = ev.to_dict() if hasattr(ev, "to_dict") else ev.model_dump()
+                if raw.get("type") == "error":
+                    raise _StreamError(str(raw.get("error")))
+                events.append(raw)
+                snap = accumulate_event(raw, snap)
+                if raw.get("type") == "content_block_delta" and not ttft:
+                    ttft = time.perf_counter() - t0
+                d = raw.get("delta", {})
+                if raw.get("type") == "content_block_delta" and d.get("type") == "text_delta":
+                    yield TextDelta(raw["index"], d["text"])
+                if snap.completed_index is not None:
+                    yield BlockDone(snap.completed_index, snap.blocks[snap.completed_index])
+        if not snap.stopped:
+            raise _StreamError("stream ended without message_stop")
+        total = time.perf_counter() - t0
+        message: Message = {"role": "assistant", "content": [_clean(b) for b in snap.blocks]}
+        resp = ModelResponse(message=message, stop_reason=snap.stop_reason, usage=snap.usage,
+                             model=snap.model, ttft_s=ttft or total, total_s=total, attempts=attempt,
+                             raw_events=events)
+        if self.recorder is not None:
+            self.recorder(body, {"id": snap.id, "type": "message", "role": "assistant", "model": snap.model,
+                                 "content": message["content"], "stop_reason": snap.stop_reason,
+                                 "usage": snap.usage.as_dict()},
+                          {"ttft_s": resp.ttft_s, "total_s": total})
+        yield Done(resp)
+
+
+class _StreamError(Exception):
+    pass
+
+
+def _clean(block: dict[str, Any]) -> dict[str, Any]:
+    # Drop SDK-added nulls (e.g. "citations": None) so that what we send back is what the API sent.
+    return {k: v for k, v in block.items() if v is not None}
+
+
+def _retry_after(e: anthropic.APIStatusError) -> float | None:
+    try:
+        v = float(e.response.headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and 0 <= v <= 60 else None
+
+
+def _describe(e: anthropic.APIStatusError, attempt: int) -> str:
+    try:
+        err = e.body.get("error", {}) if isinstance(e.body, dict) else {}
+        kind, msg = err.get("type", ""), err.get("message", str(e))
+    except AttributeError:
+        kind, msg = "", str(e)
+    return f"HTTP {e.status_code} {kind} after {attempt} attempt(s): {msg}"
