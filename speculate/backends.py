@@ -1,0 +1,57 @@
+"""Choosing a model backend: the embedded simulator (default, started and stopped here) or a real
+Anthropic-compatible endpoint. Either way the client is the anthropic SDK (:class:`AnthropicModel`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speculate.models.anthropic import AnthropicModel
+
+
+@dataclass(kw_only=True)
+class BackendConfig:
+    backend: str = "sim"  # sim | anthropic
+    base_url: str | None = None  # for anthropic: any compatible server; None = api.anthropic.com
+    api_key: str | None = None
+    scenarios: Sequence[Path] = ()  # sim: scenario files (default: the bundled ones)
+    seed: int = 0
+    time_scale: float = 1.0  # sim: 1.0 = real time
+    faults: Any = None  # sim: speculate.sim FaultConfig
+    record: Path | None = None  # anthropic: save every request/response with timings (a replayable trace)
+    trace: Path | None = None  # sim: serve a recorded trace
+
+
+@asynccontextmanager
+async def open_model(cfg: BackendConfig) -> AsyncIterator[AnthropicModel]:
+    if cfg.backend == "sim":
+        from speculate.sim import SimServer
+
+        kwargs: dict[str, Any] = {"seed": cfg.seed, "time_scale": cfg.time_scale}
+        if cfg.scenarios:
+            kwargs["scenarios"] = list(cfg.scenarios)
+        if cfg.faults is not None:
+            kwargs["faults"] = cfg.faults
+        if cfg.trace is not None:
+            kwargs["trace"] = cfg.trace
+        with SimServer(**kwargs) as sim:
+            async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim") as m:
+                yield m
+    elif cfg.backend == "anthropic":
+        key = cfg.api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key and cfg.base_url is None:
+            raise ValueError("--model anthropic needs ANTHROPIC_API_KEY (or --base-url for a local server)")
+        recorder = None
+        if cfg.record is not None:
+            from speculate.sim.replay import TraceWriter
+
+            recorder = TraceWriter(cfg.record)
+        async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
+                                  name="anthropic") as m:
+            yield m
+    else:
+        raise ValueError(f"unknown backend {cfg.backend!r}: expected 'sim' or 'anthropic'")

@@ -1,0 +1,178 @@
+"""A session: one conversation on one project, the main agent, and (optionally) the speculation engine.
+
+This is the surface the REPL and the benchmark drive::
+
+    async with open_session(SessionConfig(project=path, model=model), ask=ask, on_event=cb) as s:
+        outcome = await s.submit("fix the bug")      # a normal turn (first turn: no suggestion yet)
+        text = await s.wait_suggestion()              # the predicted next prompt, or None
+        outcome = await s.submit(text)                # equal to the suggestion: accept the speculation
+        s.statistics()
+
+Background work (suggestion, speculation) runs in the session's own nursery and never outlives it.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from speculate.agent import Agent, AgentEvent, TurnResult
+from speculate.models.base import CacheKey, Model, ModelError
+from speculate.prompts import system_prompt
+from speculate.spec.events import EventLog, SpecEvent, SpeculationRecord
+
+AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
+PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
+
+
+@dataclass(kw_only=True)
+class SessionConfig:
+    project: Path
+    model: Model
+    model_name: str = "claude-sonnet-4-5"
+    mode: PermissionMode = "acceptEdits"
+    speculate: bool = True
+    overlay_backend: str = "auto"  # auto | pure | fuse | kernel
+    accept_running: Literal["wait", "stop"] = "wait"  # accepting a running fork: let it finish, or stop it
+    max_turns: int = 50
+    spec_max_turns: int = 20
+    spec_max_messages: int = 100
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+    events_path: Path | None = None
+    transcript_path: Path | None = None
+    spill_dir: Path | None = None
+    max_tokens: int = 8192
+
+
+@dataclass
+class TurnOutcome:
+    prompt: str
+    text: str
+    latency_s: float  # submit -> final answer, as the user perceives it
+    accepted: bool  # the speculation was used
+    result: TurnResult | None  # the normal loop's part (None when the speculation answered it all)
+    speculation: SpeculationRecord | None = None
+    note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
+    error: str = ""  # the model failed (retries exhausted)
+
+
+class Session:
+    def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
+                 on_event: Callable[[AgentEvent | SpecEvent], None] | None) -> None:
+        from speculate.fs import LocalFS, LocalShell
+        from speculate.spec.authorize import MainAuthorizer
+        from speculate.spec.engine import SpeculationEngine
+        from speculate.tools import default_tools
+
+        self.cfg = cfg
+        self.project = cfg.project.resolve()
+        self.on_event = on_event or (lambda e: None)
+        self.tools = default_tools()
+        self.key = CacheKey.build(model=cfg.model_name, system=system_prompt(self.project),
+                                  tools=[t.schema() for t in self.tools], max_tokens=cfg.max_tokens)
+        self.spill_dir = cfg.spill_dir or Path(trio_tempdir())
+        from speculate.tools.base import ToolContext
+
+        self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
+        self.authorizer = MainAuthorizer(mode=cfg.mode, allow=cfg.allow, deny=cfg.deny, ask=ask)
+        self.messages: list[dict[str, Any]] = []
+        self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
+                           authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,
+                           on_event=self.on_event)
+        self.events = EventLog(cfg.events_path)
+        self.engine = SpeculationEngine(session=self, nursery=nursery)
+        self.turn = 0
+        self.last_error = False
+        self.outcomes: list[TurnOutcome] = []
+
+    # -- what the REPL and the benchmark call ----------------------------------------------------------
+    @property
+    def suggestion(self) -> str | None:
+        return self.engine.suggestion
+
+    async def wait_suggestion(self) -> str | None:
+        """Wait until the suggestion for the next prompt exists or was suppressed; return it or None."""
+        return await self.engine.wait_suggestion()
+
+    async def wait_speculation(self) -> None:
+        """Wait until the current speculation has finished (complete or boundary) or there is none."""
+        await self.engine.wait_finished()
+
+    async def submit(self, prompt: str) -> TurnOutcome:
+        """Run one user turn. A prompt equal to the current suggestion accepts the speculation."""
+        t0 = time.perf_counter()
+        self.turn += 1
+        if self.cfg.speculate and self.engine.suggestion is not None and prompt == self.engine.suggestion:
+            outcome = await self.engine.accept(prompt, t0)
+        else:
+            await self.engine.ignore()
+            outcome = await self._normal_turn(prompt, t0)
+        self.outcomes.append(outcome)
+        if self.cfg.speculate and not outcome.error:
+            self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
+        return outcome
+
+    async def _normal_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
+                           spec: SpeculationRecord | None = None) -> TurnOutcome:
+        try:
+            result = await (self.agent.resume() if resume else self.agent.run(prompt))
+        except ModelError as e:
+            self.last_error = True
+            return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
+                               error=str(e))
+        self.last_error = False
+        return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
+
+    def set_mode(self, mode: PermissionMode) -> None:
+        self.cfg.mode = mode
+        self.authorizer.set_mode(mode)
+
+    async def set_speculation(self, on: bool) -> None:
+        self.cfg.speculate = on
+        if not on:
+            await self.engine.ignore()
+
+    async def clear(self) -> None:
+        await self.engine.ignore()
+        self.messages.clear()
+        self.turn = 0
+
+    def diff(self) -> str:
+        return self.engine.diff()
+
+    def statistics(self) -> dict[str, Any]:
+        stats = self.events.statistics()
+        stats["turns"] = len(self.outcomes)
+        stats["accepted_turns"] = sum(o.accepted for o in self.outcomes)
+        return stats
+
+    def snapshot_messages(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.messages)
+
+
+def trio_tempdir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="speculate-spill-")
+
+
+@asynccontextmanager
+async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
+                       on_event: Callable[[AgentEvent | SpecEvent], None] | None = None
+                       ) -> AsyncIterator[Session]:
+    async with trio.open_nursery() as nursery:
+        s = Session(cfg, nursery, ask=ask, on_event=on_event)
+        try:
+            yield s
+        finally:
+            with trio.CancelScope(shield=True):
+                await s.engine.shutdown()
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,118 @@
+"""What the engine tells the outside: state changes (for the REPL's toolbar and the benchmark) and the
+per-suggestion / per-speculation records written as JSONL (``speculate stats`` summarises them)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+State = Literal[
+    "idle",  # nothing in flight
+    "generating",  # the suggestion request is running
+    "speculating",  # the fork is running on the overlay
+    "ready",  # the fork completed its turn: accepting is instant
+    "boundary",  # the fork stopped at a boundary: accepting promotes the part done, then goes on
+    "accepted",
+    "aborted",
+]
+
+
+@dataclass(frozen=True)
+class SpecEvent:
+    """A state change. ``detail`` carries: suggestion, tools_run, elapsed_s, boundary, boundary_detail."""
+
+    state: State
+    suggestion: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class SuggestionRecord:
+    kind: Literal["suggestion"] = "suggestion"
+    turn: int = 0
+    outcome: str = ""  # accepted | ignored | suppressed | filtered
+    reason: str = ""  # why suppressed / filtered
+    text: str = ""
+    generation_s: float = 0.0
+    time_to_decision_s: float | None = None
+    pipelined: bool = False
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0
+
+
+@dataclass
+class SpeculationRecord:
+    kind: Literal["speculation"] = "speculation"
+    turn: int = 0
+    suggestion: str = ""
+    outcome: str = ""  # accepted | aborted | error | conflict
+    reason: str = ""
+    boundary: str = ""  # complete | edit | bash | denied_tool | max_turns | max_messages | ""
+    boundary_detail: str = ""
+    completed: bool = False  # the fork had finished (complete or boundary) when accepted/aborted
+    duration_s: float = 0.0  # start -> finished (or -> abort)
+    time_to_accept_s: float | None = None
+    time_saved_s: float = 0.0  # min(accept time, completion time) - start
+    fork_start_s: float = 0.0  # speculation start -> fork's first request sent
+    overlay_create_s: float = 0.0
+    promote_s: float = 0.0
+    tools_run: int = 0
+    files_written: list[str] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    pipelined: bool = False
+    overlay_backend: str = "pure"
+
+
+class EventLog:
+    """Append-only JSONL of records; also kept in memory for ``statistics()``."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.records: list[SuggestionRecord | SpeculationRecord] = []
+
+    def write(self, rec: SuggestionRecord | SpeculationRecord) -> None:
+        self.records.append(rec)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(asdict(rec)) + "\n")
+
+    def statistics(self) -> dict[str, Any]:
+        return summarize_records([asdict(r) for r in self.records])
+
+
+def summarize_records(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Acceptance, outcomes, boundaries, time saved and tokens wasted from raw records."""
+    sugg = [r for r in recs if r["kind"] == "suggestion"]
+    spec = [r for r in recs if r["kind"] == "speculation"]
+    shown = [r for r in sugg if r["outcome"] in ("accepted", "ignored")]
+    accepted = [r for r in spec if r["outcome"] == "accepted"]
+    wasted = sum(sum(r["tokens"].values()) for r in spec if r["outcome"] != "accepted")
+    out: dict[str, Any] = {
+        "suggestions": len(sugg),
+        "suggestions_shown": len(shown),
+        "suggestion_outcomes": _count(r["outcome"] for r in sugg),
+        "suppressed_reasons": _count(r["reason"] for r in sugg if r["outcome"] in ("suppressed", "filtered")),
+        "acceptance_rate": (sum(r["outcome"] == "accepted" for r in shown) / len(shown)) if shown else 0.0,
+        "speculations": len(spec),
+        "speculation_outcomes": _count(r["outcome"] for r in spec),
+        "boundaries": _count(r["boundary"] for r in spec if r["boundary"]),
+        "time_saved_s": sum(r["time_saved_s"] for r in accepted),
+        "wasted_tokens": wasted,
+        "wasted_cost_usd": sum(r["cost_usd"] for r in spec if r["outcome"] != "accepted")
+        + sum(r["cost_usd"] for r in sugg if r["outcome"] != "accepted"),
+        "cost_usd": sum(r["cost_usd"] for r in recs),
+    }
+    return out
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
