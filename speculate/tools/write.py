@@ -1,0 +1,52 @@
+"""Write: create or overwrite a project file (parents created), through the filesystem view."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from speculate import FileSystem
+from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.tools.common import display, fs_error, relative
+
+
+class WriteInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    file_path: str = Field(description="Absolute path of the file (or relative to the project root)")
+    content: str = Field(description="The complete new content of the file")
+
+
+def write_text(fs: FileSystem, rel: str, content: str) -> bool:
+    """Write ``content`` to ``rel``, creating parent directories; returns whether the file existed."""
+    shown = display(fs, rel)
+    if rel == ".":
+        raise ToolError(f"{shown} is the project root, not a file")
+    try:
+        existed = fs.exists(rel)
+        if existed and fs.is_dir(rel):
+            raise ToolError(f"{shown} is a directory, not a file")
+        parent = rel.rpartition("/")[0]
+        if parent and not fs.is_dir(parent):
+            fs.mkdir(parent, parents=True)
+        fs.write_bytes(rel, content.encode("utf-8"))
+    except OSError as e:
+        raise fs_error(e, shown) from None
+    return existed
+
+
+class Write(Tool):
+    name = "Write"
+    description = (
+        "Write a file in the project, replacing it if it exists and creating missing parent directories. "
+        "Prefer Edit for changing part of an existing file."
+    )
+    Input: ClassVar[type[BaseModel]] = WriteInput
+
+    async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
+        assert isinstance(inp, WriteInput)
+        rel = relative(ctx.fs, inp.file_path)
+        existed = write_text(ctx.fs, rel, inp.content)
+        lines = inp.content.count("\n") + (bool(inp.content) and not inp.content.endswith("\n"))
+        verb = "Updated" if existed else "Created"
+        return ToolResult(f"{verb} {display(ctx.fs, rel)} ({lines} lines)", written=(rel,))
