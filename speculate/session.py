@@ -24,7 +24,7 @@ from typing import Any, Literal
 import trio
 
 from speculate.agent import Agent, AgentEvent, TurnResult
-from speculate.models.base import CacheKey, Model, ModelError
+from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.prompts import system_prompt
 from speculate.spec.events import EventLog, SpecEvent, SpeculationRecord
 
@@ -92,6 +92,7 @@ class Session:
         self.turn = 0
         self.last_error = False
         self.outcomes: list[TurnOutcome] = []
+        self._last_usage: Usage | None = None
 
     # -- what the REPL and the benchmark call ----------------------------------------------------------
     @property
@@ -129,7 +130,13 @@ class Session:
             return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
                                error=str(e))
         self.last_error = False
+        if result.responses:
+            self._last_usage = result.responses[-1].usage
         return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
+
+    def agent_last_usage(self) -> Usage | None:
+        """Usage of the last response of the last turn (the cold-cache check reads it)."""
+        return self._last_usage
 
     def set_mode(self, mode: PermissionMode) -> None:
         self.cfg.mode = mode

@@ -1,0 +1,102 @@
+"""Authorizers: the main loop's (permission gate + asking the user) and a speculative fork's, which turns
+every call that would need the user into a boundary instead of running it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from speculate.agent import BoundaryReached, ToolDenied, summarize
+from speculate.tools.base import Tool
+from speculate.types import Block
+
+AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
+SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
+WRITE_TOOLS = {"Write", "Edit"}
+
+
+def _gate(mode: str, allow: list[str], deny: list[str]) -> Any:
+    from speculate.permissions import PermissionGate
+
+    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny))
+
+
+class MainAuthorizer:
+    """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
+
+    def __init__(self, *, mode: str, allow: list[str], deny: list[str], ask: AskFn | None) -> None:
+        self.mode, self.allow, self.deny, self.ask = mode, list(allow), list(deny), ask
+        self.gate = _gate(mode, self.allow, self.deny)
+        self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
+
+    def set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self.gate = _gate(mode, self.allow, self.deny)
+
+    def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
+        return self.gate.check(tool, inp).behavior == "allow"
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None:
+        d = self.gate.check(tool, inp)
+        if d.behavior == "allow":
+            return
+        if d.behavior == "deny":
+            raise ToolDenied(d.reason)
+        if self.ask is None:
+            raise ToolDenied(f"{d.reason} (no one to ask in this session)")
+        self.pending_ask = True
+        try:
+            answer = await self.ask(tool.name, summarize(tool.name, block.get("input", {})))
+        finally:
+            self.pending_ask = False
+        if answer == "n":
+            raise ToolDenied("the user declined this call")
+        if answer == "always":
+            cmd = getattr(inp, "command", None)
+            self.allow.append(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
+            self.gate = _gate(self.mode, self.allow, self.deny)
+
+
+class SpecAuthorizer:
+    """A fork's gate: never asks. A call the user would have to approve, or whose effects the sandbox
+    cannot contain, raises BoundaryReached so the fork stops before it."""
+
+    def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
+                 overlay_changed: Callable[[], bool]) -> None:
+        self.gate = _gate(mode, allow, deny)
+        self.sandboxed_bash = sandboxed_bash
+        self.overlay_changed = overlay_changed
+
+    def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[str, str] | None:
+        if tool.name not in SPEC_TOOLS:
+            return "denied_tool", f"{tool.name} is not allowed while speculating"
+        d = self.gate.check(tool, inp)
+        if d.behavior == "deny":
+            return "denied_tool", d.reason
+        if tool.name in WRITE_TOOLS:
+            if d.behavior == "ask":
+                return "edit", f"{tool.name} {getattr(inp, 'file_path', '')} needs permission"
+            return None
+        if tool.name == "Bash":
+            from speculate.shell import classify
+
+            cmd = getattr(inp, "command", "")
+            c = classify(cmd)
+            if self.sandboxed_bash:
+                return None if c.sandboxable else ("bash", f"{cmd!r}: {c.reason}")
+            if not c.read_only:
+                return "bash", f"{cmd!r}: not read-only and no mounted overlay to contain it ({c.reason})"
+            if self.overlay_changed():
+                # Without a mount, Bash reads the real tree, which lacks the fork's own changes.
+                return "bash", f"{cmd!r}: would read the real tree, not the overlay's changes (no mount)"
+        return None
+
+    def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
+        return self._boundary(tool, inp) is None
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None:
+        b = self._boundary(tool, inp)
+        if b is not None:
+            raise BoundaryReached(b[0], b[1], block.get("id"))

@@ -1,0 +1,321 @@
+"""The speculation engine: after each turn, suggest the next prompt and run it on an overlay.
+
+One *cycle* per completed main turn runs in the session's nursery under its own cancel scope:
+suggestion (or a pipelined one) → fork on a fresh overlay → stop at complete or a boundary → (complete)
+pipelined next suggestion. ``accept`` promotes and injects; ``ignore`` cancels the cycle and discards the
+overlay. Nothing but ``accept`` writes the real tree. See docs/speculation.md for the state machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from speculate.agent import Agent, AgentEvent, BoundaryReached, MaxTurnsReached, ResponseDone, ToolFinished
+from speculate.models.base import ModelError, Usage
+from speculate.spec import suggest
+from speculate.spec.authorize import SpecAuthorizer
+from speculate.spec.events import SpecEvent, SpeculationRecord, SuggestionRecord
+from speculate.spec.trim import completed_part
+from speculate.tools.base import ToolContext
+from speculate.types import Message, text_of
+
+if TYPE_CHECKING:
+    from speculate.session import Session, TurnOutcome
+
+
+def cost_usd(model: str, usage: Usage) -> float:
+    from speculate.sim.profiles import find_profile
+
+    p = find_profile(model)
+    return p.cost_usd(usage.as_dict()) if p else 0.0
+
+
+class Speculation:
+    """One fork: its overlay, agent, timings and outcome."""
+
+    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool) -> None:
+        self.suggestion = suggestion
+        self.prefix_len = prefix_len
+        self.started = time.perf_counter()
+        self.finished = trio.Event()  # the fork stopped: complete, boundary or error
+        self.finished_at: float | None = None
+        self.next_ready = trio.Event()  # the pipelined suggestion is known (or will not come)
+        self.next: suggest.SuggestionOutcome | None = None
+        self.overlay: Any = None
+        self.agent: Agent | None = None
+        self.usage = Usage()
+        self.tools_run = 0
+        self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
+
+    @property
+    def complete(self) -> bool:
+        return self.record.boundary == "complete"
+
+
+class SpeculationEngine:
+    def __init__(self, *, session: Session, nursery: trio.Nursery) -> None:
+        self.s = session
+        self.nursery = nursery
+        self.suggestion: str | None = None
+        self._suggestion_ready = trio.Event()
+        self._suggestion_ready.set()
+        self._sugg_rec: SuggestionRecord | None = None
+        self._sugg_shown_at = 0.0
+        self._spec: Speculation | None = None
+        self._scope: trio.CancelScope | None = None
+        self._cycle_done = trio.Event()
+        self._cycle_done.set()
+        self._pipelined_from: Speculation | None = None
+        self.state = "idle"
+
+    # -- driven by the session -----------------------------------------------------------------------
+    def after_turn(self, *, pipelined: bool) -> None:
+        """Start the next cycle (the previous one is over: accepted or ignored)."""
+        self.suggestion = None
+        self._suggestion_ready = trio.Event()
+        self._cycle_done = trio.Event()
+        source = self._pipelined_from if pipelined else None
+        self._pipelined_from = None
+        snapshot = copy.deepcopy(self.s.messages)
+        scope = self._scope = trio.CancelScope()
+        self.nursery.start_soon(self._cycle, scope, snapshot, self.s.turn, source)
+
+    async def wait_suggestion(self) -> str | None:
+        await self._suggestion_ready.wait()
+        return self.suggestion
+
+    async def wait_finished(self) -> None:
+        await self._suggestion_ready.wait()
+        if self._spec is not None:
+            await self._spec.finished.wait()
+
+    def diff(self) -> str:
+        spec = self._spec
+        return spec.overlay.diff() if spec is not None and spec.overlay is not None else ""
+
+    async def ignore(self, reason: str = "typed") -> None:
+        """The user typed something else (or left): drop the suggestion, abort and discard the fork."""
+        if self._sugg_rec is not None:
+            self._decide_suggestion("ignored")
+        spec, self._spec = self._spec, None
+        await self._cancel_cycle()
+        if spec is not None:
+            self._close(spec, "aborted", reason)
+            self._emit("aborted", spec.suggestion)
+        self.suggestion = None
+
+    async def shutdown(self) -> None:
+        await self.ignore("shutdown")
+
+    async def accept(self, prompt: str, t0: float) -> TurnOutcome:
+        """Use the speculation for ``prompt`` (the current suggestion)."""
+        from speculate.session import TurnOutcome
+
+        self._decide_suggestion("accepted")
+        spec = self._spec
+        if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
+            await self.ignore("no_speculation")
+            return await self.s._normal_turn(prompt, t0)
+        if not spec.finished.is_set():
+            if self.s.cfg.accept_running == "wait":
+                await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
+            else:
+                await self._cancel_cycle()
+                spec.record.boundary = spec.record.boundary or "interrupted"
+        rec = spec.record
+        rec.time_to_accept_s = t0 - spec.started
+        finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
+        rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
+        tp = time.perf_counter()
+        result = spec.overlay.promote()
+        rec.promote_s = time.perf_counter() - tp
+        if result.conflicts:
+            note = ("speculation discarded: the real tree changed under it ("
+                    + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
+            self._spec = None
+            if not spec.complete:
+                await self._cancel_cycle()
+            self._close(spec, "conflict", note, saved=False)
+            return await self.s._normal_turn(prompt, t0, note=note)
+        assert spec.agent is not None
+        assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
+        injected = completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete)
+        self.s.messages.extend(injected)
+        rec.files_written = [str(getattr(p, "path", p)) for p in result.promoted]
+        self._spec = None
+        self._close(spec, "accepted", "")
+        self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
+        if spec.complete:
+            self._pipelined_from = spec
+            last = self.s.messages[-1]
+            return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
+                               time.perf_counter() - t0, True, None, rec)
+        await self._cancel_cycle()
+        return await self.s._normal_turn(prompt, t0, resume=True, spec=rec)
+
+    # -- the cycle ----------------------------------------------------------------------------------
+    async def _cycle(self, scope: trio.CancelScope, snapshot: list[Message], turn: int,
+                     source: Speculation | None) -> None:
+        # Captured: after an accept, the next cycle replaces these while this one may still be finishing
+        # the pipelined suggestion.
+        done, ready = self._cycle_done, self._suggestion_ready
+        try:
+            with scope:
+                text = await (self._pipelined(source) if source is not None else self._suggest(snapshot, turn))
+                if text is None:
+                    return
+                self.suggestion = text
+                self._sugg_shown_at = time.perf_counter()
+                ready.set()
+                await self._speculate(snapshot, text, turn, pipelined=source is not None)
+        finally:
+            ready.set()
+            done.set()
+            if self._spec is None and self._cycle_done is done and self.state not in ("accepted", "aborted"):
+                self._emit("idle", None)
+
+    async def _pipelined(self, source: Speculation) -> str | None:
+        await source.next_ready.wait()
+        out = source.next
+        if out is None:
+            return None
+        rec = SuggestionRecord(turn=self.s.turn, text=out.text or "", generation_s=out.duration_s,
+                               pipelined=True, tokens=out.usage.as_dict(),
+                               cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
+        if out.text is None:
+            rec.outcome, rec.reason = "filtered", out.reason
+            self.s.events.write(rec)
+            return None
+        self._sugg_rec = rec
+        return out.text
+
+    async def _suggest(self, snapshot: list[Message], turn: int) -> str | None:
+        last = self.s.agent_last_usage()
+        reason = suggest.suppression_reason(snapshot, mode=self.s.cfg.mode, last_error=self.s.last_error,
+                                            pending_ask=self.s.authorizer.pending_ask, last_usage=last)
+        if reason:
+            self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
+            return None
+        self._emit("generating", None)
+        try:
+            out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot)
+        except ModelError as e:
+            self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=f"error: {e}"))
+            return None
+        rec = SuggestionRecord(turn=turn, text=out.text or "", generation_s=out.duration_s,
+                               tokens=out.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
+        if out.text is None:
+            rec.outcome, rec.reason = "filtered", out.reason
+            self.s.events.write(rec)
+            return None
+        self._sugg_rec = rec
+        return out.text
+
+    async def _speculate(self, snapshot: list[Message], text: str, turn: int, *, pipelined: bool) -> None:
+        from overlayfs import Overlay
+
+        spec = self._spec = Speculation(suggestion=text, prefix_len=len(snapshot), turn=turn,
+                                        pipelined=pipelined)
+        t = time.perf_counter()
+        spec.overlay = Overlay(lower=self.s.project)
+        spec.record.overlay_create_s = time.perf_counter() - t
+        shell, sandboxed, backend = self._shell_for(spec.overlay)
+        spec.record.overlay_backend = backend
+        authorizer = SpecAuthorizer(mode=self.s.cfg.mode, allow=self.s.authorizer.allow,
+                                    deny=self.s.authorizer.deny, sandboxed_bash=sandboxed,
+                                    overlay_changed=lambda: bool(spec.overlay.changes()))
+        spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
+                           ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
+                           authorizer=authorizer, messages=copy.deepcopy(snapshot),
+                           max_turns=self.s.cfg.spec_max_turns, max_messages=self.s.cfg.spec_max_messages,
+                           on_event=lambda e: self._fork_event(spec, e), repair_on_interrupt=False)
+        spec.record.fork_start_s = time.perf_counter() - spec.started
+        self._emit("speculating", text, tools_run=0, elapsed_s=0.0)
+        try:
+            await spec.agent.run(text)
+            spec.record.boundary = "complete"
+        except BoundaryReached as b:
+            spec.record.boundary, spec.record.boundary_detail = b.kind, b.detail
+        except MaxTurnsReached as e:
+            spec.record.boundary = "max_messages" if "messages" in str(e) else "max_turns"
+            spec.record.boundary_detail = str(e)
+        except ModelError as e:
+            spec.record.boundary, spec.record.boundary_detail = "error", str(e)
+        spec.finished_at = time.perf_counter()
+        spec.record.completed = True
+        spec.finished.set()
+        if spec.complete:
+            self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started)
+            try:
+                spec.next = await suggest.generate(self.s.cfg.model, self.s.key, spec.agent.messages)
+            except ModelError:
+                spec.next = None
+            finally:
+                spec.next_ready.set()
+        else:
+            spec.next_ready.set()
+            self._emit("boundary", text, boundary=spec.record.boundary, detail=spec.record.boundary_detail,
+                       tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _shell_for(self, overlay: Any) -> tuple[Any, bool, str]:
+        from speculate.fs import LocalShell
+
+        want = self.s.cfg.overlay_backend
+        if want != "pure":
+            try:
+                from overlayfs import available_backends
+
+                avail = available_backends()
+            except ImportError:
+                avail = ["pure"]
+            choices = [b for b in ("kernel", "fuse") if b in avail] if want == "auto" else \
+                ([want] if want in avail else [])
+            if choices:
+                from speculate.spec.sandbox_shell import SandboxShell
+
+                return SandboxShell(overlay, choices[0]), True, choices[0]
+        return LocalShell(self.s.project), False, "pure"
+
+    def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
+        if isinstance(e, ResponseDone):
+            spec.usage = spec.usage.add(e.response.usage)
+        elif isinstance(e, ToolFinished):
+            spec.tools_run += 1
+            self._emit("speculating", spec.suggestion, tools_run=spec.tools_run,
+                       elapsed_s=time.perf_counter() - spec.started)
+
+    async def _cancel_cycle(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+        await self._cycle_done.wait()
+
+    def _decide_suggestion(self, outcome: str) -> None:
+        rec, self._sugg_rec = self._sugg_rec, None
+        if rec is None:
+            return
+        rec.outcome = outcome
+        rec.time_to_decision_s = time.perf_counter() - self._sugg_shown_at
+        self.s.events.write(rec)
+
+    def _close(self, spec: Speculation, outcome: str, reason: str, *, saved: bool = True) -> None:
+        rec = spec.record
+        rec.outcome, rec.reason = outcome, reason
+        end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
+        rec.duration_s = end - spec.started
+        rec.tools_run = spec.tools_run
+        rec.tokens = spec.usage.as_dict()
+        rec.cost_usd = cost_usd(self.s.cfg.model_name, spec.usage)
+        if outcome != "accepted" or not saved:
+            rec.time_saved_s = 0.0
+        if spec.overlay is not None:
+            spec.overlay.discard()  # aborted, or promoted (the upper layer is spent)
+        self.s.events.write(rec)
+
+    def _emit(self, state: str, suggestion: str | None, **detail: Any) -> None:
+        self.state = state
+        self.s.on_event(SpecEvent(state, suggestion, detail))  # type: ignore[arg-type]
