@@ -1,0 +1,282 @@
+"""The bundled scenarios (bench/scenarios/*.yaml) replay for real against their workspace.
+
+The simulator only scripts the model; tool results come from really running the tools. So every scripted
+call must succeed on the project as it is at that point of the conversation (an Edit's old_string found
+exactly once, Read paths existing, Bash commands exiting as the text claims), and the suggestion_steps
+must succeed from the state after their turn. A small local executor with the tools' semantics replays
+them here, so a broken scenario fails in CI rather than in a benchmark run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "bench" / "scenarios"
+SCENARIO_FILES = sorted(SCENARIO_DIR.glob("*.yaml"))
+
+# Bash commands expected to fail, by (scenario, command): anything else must exit 0. pytest runs are not
+# listed: their expected outcome is read from the text of the step after them ("N failed" or not).
+EXPECTED_EXIT: dict[tuple[str, str], int] = {
+    ("add-low-stock-command", "git push"): 128,  # no remote configured: the scenario's text says so
+}
+# Commands a permission classifier must stop a speculation at (network, publishing, destructive).
+RISKY = re.compile(r"\b(git push|pip install|curl|wget|rm -rf|git reset --hard|git clean)\b")
+SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".venv", "node_modules"}
+COUNT_RE = re.compile(r"\b(\d+) (passed|failed)\b")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{path}: top level must be a mapping"
+    return data
+
+
+SCENARIOS = {p.stem: _load(p) for p in SCENARIO_FILES}
+
+
+def _subst(value: Any, root: Path) -> Any:
+    if isinstance(value, str):
+        return value.replace("{root}", str(root))
+    if isinstance(value, list):
+        return [_subst(v, root) for v in value]
+    if isinstance(value, dict):
+        return {k: _subst(v, root) for k, v in value.items()}
+    return value
+
+
+def _bash_commands(scenario: dict[str, Any]) -> list[tuple[int, str, bool]]:
+    """(turn index, command, is_from_suggestion_steps) for every Bash call in the scenario."""
+    out = []
+    for i, turn in enumerate(scenario["turns"]):
+        for steps, spec in ((turn["steps"], False), (turn.get("suggestion_steps") or [], True)):
+            for step in steps:
+                for call in step.get("tools") or []:
+                    if "Bash" in call:
+                        out.append((i, call["Bash"]["command"], spec))
+    return out
+
+
+def _needs_git(scenario: dict[str, Any]) -> bool:
+    return any(re.search(r"\bgit\b", cmd) for _, cmd, _ in _bash_commands(scenario))
+
+
+@dataclass
+class Replayer:
+    """Runs scripted tool calls on a real directory with the semantics of the agent's tools."""
+
+    root: Path
+    scenario: str
+    read: set[Path] = field(default_factory=set)
+
+    def path(self, raw: str) -> Path:
+        p = Path(raw) if os.path.isabs(raw) else self.root / raw
+        p = Path(os.path.normpath(p))
+        assert p == self.root or self.root in p.parents, f"path {raw!r} leaves the project root"
+        return p
+
+    def call(self, name: str, inp: dict[str, Any]) -> str:
+        return getattr(self, f"do_{name.lower()}")(**inp)
+
+    def do_read(self, file_path: str, offset: int = 1, limit: int | None = None) -> str:
+        p = self.path(file_path)
+        assert p.is_file(), f"Read {file_path}: no such file"
+        lines = p.read_text(encoding="utf-8").splitlines()
+        assert 1 <= offset <= max(1, len(lines)), f"Read {file_path}: offset {offset} past {len(lines)} lines"
+        self.read.add(p)
+        end = None if limit is None else offset - 1 + limit
+        return "\n".join(lines[offset - 1 : end])
+
+    def do_write(self, file_path: str, content: str) -> str:
+        p = self.path(file_path)
+        assert not p.exists() or p in self.read, f"Write {file_path}: overwrites a file never Read"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content, encoding="utf-8")
+        self.read.add(p)
+        return f"wrote {p}"
+
+    def do_edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
+        p = self.path(file_path)
+        assert p.is_file(), f"Edit {file_path}: no such file"
+        assert p in self.read, f"Edit {file_path}: file was not Read earlier in the session"
+        assert old_string != new_string, f"Edit {file_path}: old_string equals new_string"
+        text = p.read_text(encoding="utf-8")
+        n = text.count(old_string)
+        if replace_all:
+            assert n >= 1, f"Edit {file_path}: old_string not found: {old_string!r}"
+        else:
+            assert n == 1, f"Edit {file_path}: old_string found {n} times (need exactly 1): {old_string!r}"
+        p.write_text(text.replace(old_string, new_string), encoding="utf-8")
+        return f"edited {p}"
+
+    def _files(self, base: Path) -> list[Path]:
+        if base.is_file():
+            return [base]
+        out = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+            out.extend(Path(dirpath) / f for f in sorted(filenames))
+        return out
+
+    def do_glob(self, pattern: str, path: str | None = None) -> str:
+        base = self.path(path) if path else self.root
+        hits = [p for p in base.glob(pattern) if p.is_file() and not SKIP_DIRS & set(p.parts)]
+        assert hits, f"Glob {pattern!r} matched nothing"
+        return "\n".join(str(p) for p in sorted(hits))
+
+    def do_grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        output_mode: str = "files_with_matches",
+        case_insensitive: bool = False,
+        head_limit: int | None = None,
+    ) -> str:
+        rx = re.compile(pattern, re.IGNORECASE if case_insensitive else 0)
+        base = self.path(path) if path else self.root
+        assert base.exists(), f"Grep path {path!r} does not exist"
+        lines: list[str] = []
+        for f in self._files(base):
+            if glob and not fnmatch.fnmatch(f.name, glob) and not fnmatch.fnmatch(str(f.relative_to(self.root)), glob):
+                continue
+            data = f.read_bytes()
+            if b"\0" in data[:8192]:
+                continue
+            hits = [(n, line) for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1) if rx.search(line)]
+            if not hits:
+                continue
+            if output_mode == "content":
+                lines.extend(f"{f}:{n}:{line}" for n, line in hits)
+            elif output_mode == "count":
+                lines.append(f"{f}:{len(hits)}")
+            else:
+                lines.append(str(f))
+        return "\n".join(lines[:head_limit] if head_limit else lines) or "No matches found"
+
+    def do_bash(self, command: str, timeout_ms: int = 120_000, description: str | None = None) -> tuple[int, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
+        # `python` in a command means an interpreter with pytest: this one.
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env.update(GIT_AUTHOR_NAME="Sim User", GIT_AUTHOR_EMAIL="sim@example.invalid")
+        env.update(GIT_COMMITTER_NAME="Sim User", GIT_COMMITTER_EMAIL="sim@example.invalid")
+        proc = subprocess.run(
+            ["bash", "-c", command], cwd=self.root, env=env, capture_output=True, text=True,
+            timeout=timeout_ms / 1000,
+        )
+        return proc.returncode, proc.stdout + proc.stderr
+
+
+def _replay_steps(rp: Replayer, steps: list[dict[str, Any]], where: str) -> None:
+    for s, step in enumerate(steps):
+        next_text = (steps[s + 1].get("text") or "") if s + 1 < len(steps) else ""
+        for call in step.get("tools") or []:
+            ((name, inp),) = call.items()
+            inp = _subst(inp, rp.root)
+            label = f"{where} step {s} {name}"
+            if name != "Bash":
+                out = rp.call(name, inp)
+                if name == "Grep" and out == "No matches found":
+                    assert re.search(r"\b(no|nothing)\b", next_text, re.IGNORECASE), (
+                        f"{label}: Grep {inp['pattern']!r} found nothing but the next text does not say so"
+                    )
+                continue
+            code, output = rp.do_bash(**inp)
+            counts = COUNT_RE.findall(next_text) if "pytest" in inp["command"] else []
+            want = EXPECTED_EXIT.get((rp.scenario, inp["command"]), 0)
+            if any(kind == "failed" for _, kind in counts):
+                want = 1
+            assert code == want, f"{label}: `{inp['command']}` exited {code}, expected {want}:\n{output}"
+            for n, kind in counts:
+                assert re.search(rf"\b{n} {kind}\b", output), (
+                    f"{label}: the next text says '{n} {kind}' but pytest printed:\n{output[-800:]}"
+                )
+
+
+def _materialize(scenario: dict[str, Any], dest: Path) -> Path:
+    shutil.copytree(SCENARIO_DIR / "workspaces" / scenario["workspace"], dest)
+    for rel, content in (scenario.get("files") or {}).items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(content, encoding="utf-8")
+    if _needs_git(scenario):
+        rp = Replayer(dest, scenario["name"])
+        for cmd in ("git init -q", "git add -A", "git commit -q -m initial"):
+            code, out = rp.do_bash(cmd)
+            assert code == 0, f"{cmd}: {out}"
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", sorted(SCENARIOS))
+def test_scenario_replays_for_real(stem: str, tmp_path: Path) -> None:
+    scenario = SCENARIOS[stem]
+    root = _materialize(scenario, tmp_path / "project")
+    rp = Replayer(root, scenario["name"])
+    for t, turn in enumerate(scenario["turns"]):
+        _replay_steps(rp, turn["steps"], f"{stem} turn {t}")
+        if turn.get("suggestion_steps"):
+            # What the agent would do had the suggestion been run: from this state, in a throwaway copy.
+            fork = Path(shutil.copytree(root, tmp_path / f"fork{t}", symlinks=True))
+            fork_rp = Replayer(fork, scenario["name"], {fork / p.relative_to(root) for p in rp.read})
+            _replay_steps(fork_rp, turn["suggestion_steps"], f"{stem} turn {t} suggestion_steps")
+
+
+@pytest.mark.parametrize("stem", sorted(SCENARIOS))
+def test_scenario_shape(stem: str) -> None:
+    scenario = SCENARIOS[stem]
+    assert scenario["name"] == stem, "the file is named after the scenario"
+    assert (SCENARIO_DIR / "workspaces" / scenario["workspace"]).is_dir()
+    assert scenario.get("description")
+    turns = scenario["turns"]
+    assert 4 <= len(turns) <= 10
+    prompts = [t["prompt"] for t in turns]
+    for i, turn in enumerate(turns):
+        steps = turn["steps"]
+        assert all(step.get("tools") for step in steps[:-1]) and not steps[-1].get("tools")
+        assert steps[-1].get("text"), f"turn {i} ends without an answer"
+        nxt = prompts[i + 1] if i + 1 < len(turns) else None
+        suggestion = turn.get("suggestion")
+        needs_steps = suggestion is not None and suggestion != nxt
+        assert bool(turn.get("suggestion_steps")) == needs_steps, f"turn {i}: suggestion_steps vs suggestion"
+    if _needs_git(scenario):
+        assert "git" in scenario["description"], "a scenario that runs git says so in its description"
+
+
+def test_suite_invariants() -> None:
+    assert len(SCENARIOS) >= 7
+    names = [s["name"] for s in SCENARIOS.values()]
+    assert len(set(names)) == len(names)
+    firsts = [s["turns"][0]["prompt"] for s in SCENARIOS.values()]
+    assert len(set(firsts)) == len(firsts), "the simulator tells scenarios apart by their first prompt"
+
+    def accepted(s: dict[str, Any]) -> list[bool]:
+        t = s["turns"]
+        return [t[i].get("suggestion") == t[i + 1]["prompt"] for i in range(len(t) - 1)]
+
+    flags = [a for s in SCENARIOS.values() for a in accepted(s)]
+    assert sum(flags) / len(flags) >= 0.5, "suggestions should mostly match the next prompt"
+    assert any(not all(accepted(s)) for s in SCENARIOS.values()), "no scenario ignores a suggestion"
+    assert any(RISKY.search(cmd) for s in SCENARIOS.values() for _, cmd, _ in _bash_commands(s))
+    # A delete the speculation performs: an `rm` in a turn reached by an accepted suggestion.
+    assert any(
+        re.search(r"(^|&&|;)\s*rm\s", cmd) and t > 0 and accepted(s)[t - 1] and not spec
+        for s in SCENARIOS.values()
+        for t, cmd, spec in _bash_commands(s)
+    )
+
+
+def test_bundled_scenarios_pass_the_loader() -> None:
+    scenario_mod = pytest.importorskip("speculate.sim.scenario", reason="the scenario loader is not built yet")
+    loaded = [scenario_mod.load_scenario(p) for p in SCENARIO_FILES]
+    scenario_mod.check_unique(loaded)
+    assert [s.name for s in loaded] == [SCENARIOS[p.stem]["name"] for p in SCENARIO_FILES]
