@@ -1,0 +1,168 @@
+"""The prompt-toolkit front end: an input line with the predicted prompt as ghost text, Tab/Right to take
+it, an empty Enter that does nothing, and a bottom toolbar.
+
+prompt-toolkit runs on asyncio, the session on trio: :meth:`PromptFrontend.read` runs ``prompt()`` in a
+worker thread, and predictions are pushed into the running prompt with ``loop.call_soon_threadsafe`` (the
+buffer asks its AutoSuggest only when text is inserted, so a prediction arriving at an empty line must be
+pushed).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+from prompt_toolkit import PromptSession
+from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import AnyFormattedText
+from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+
+def rest_of(prediction: str | None, text: str) -> str | None:
+    """What is still to type of ``prediction`` after ``text``; None when ``text`` is not a prefix of it."""
+    if prediction is None or not prediction.startswith(text) or len(text) == len(prediction):
+        return None
+    return prediction[len(text):]
+
+
+class PredictionSuggest(AutoSuggest):
+    """Keeps the rest of the prediction visible while the typed text is a prefix of it."""
+
+    def __init__(self, prediction: Callable[[], str | None]) -> None:
+        self.prediction = prediction
+
+    def get_suggestion(self, buffer: Buffer, document: Document) -> Suggestion | None:
+        rest = rest_of(self.prediction(), document.text)
+        return Suggestion(rest) if rest and document.is_cursor_at_the_end else None
+
+
+class PromptFrontend:
+    """The input side of the REPL on a terminal. ``on_diverge`` is called (in the prompt's thread) on the
+    first keystroke that makes the line stop being a prefix of the prediction."""
+
+    color = True
+
+    def __init__(self, *, toolbar: Callable[[], AnyFormattedText], on_diverge: Callable[[], None],
+                 history: History | None = None, input: Any = None, output: Any = None,
+                 message: AnyFormattedText = "› ") -> None:
+        self._lock = threading.Lock()
+        self._prediction: str | None = None
+        self.on_diverge = on_diverge
+        self.message = message
+        self.session: PromptSession[str] = PromptSession(
+            history=history or InMemoryHistory(), auto_suggest=PredictionSuggest(self.prediction),
+            key_bindings=self._bindings(), bottom_toolbar=toolbar, refresh_interval=0.5,
+            input=input, output=output, enable_history_search=False)
+        self._io = {"input": input, "output": output}
+        buf = self.session.default_buffer
+        buf.on_text_changed += self._text_changed
+        buf.on_text_insert += self._text_inserted
+
+    # -- the prediction (any thread) --------------------------------------------------------------------
+    def prediction(self) -> str | None:
+        with self._lock:
+            return self._prediction
+
+    def push(self, prediction: str | None) -> None:
+        """Show ``prediction`` as ghost text now if a prompt is running, else when the next one starts."""
+        with self._lock:
+            self._prediction = prediction
+        self._call_in_prompt(self._apply)
+
+    def invalidate(self) -> None:
+        self._call_in_prompt(self.session.app.invalidate)
+
+    def abort(self) -> None:
+        """End a running prompt as if Ctrl-D was pressed (shutting down from the trio side)."""
+        app = self.session.app
+        self._call_in_prompt(lambda: app.exit(exception=EOFError()) if app.is_running and not app.is_done else None)
+
+    def _call_in_prompt(self, fn: Callable[[], object]) -> None:
+        loop = self.session.app.loop
+        if loop is None:
+            return  # no prompt running: the next prompt's pre_run applies the state
+        try:
+            loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            pass  # the prompt's loop just closed; same as above
+
+    # -- in the prompt's thread ---------------------------------------------------------------------------
+    def _apply(self) -> None:
+        buf = self.session.default_buffer
+        rest = rest_of(self.prediction(), buf.text)
+        buf.suggestion = Suggestion(rest) if rest and buf.document.is_cursor_at_the_end else None
+        self.session.app.invalidate()
+
+    def _text_changed(self, buf: Buffer) -> None:
+        # Any change clears buffer.suggestion; put it back (e.g. after Backspace) while still a prefix.
+        rest = rest_of(self.prediction(), buf.text)
+        if rest and buf.document.is_cursor_at_the_end:
+            buf.suggestion = Suggestion(rest)
+
+    def _text_inserted(self, buf: Buffer) -> None:
+        with self._lock:
+            p = self._prediction
+            diverged = p is not None and not p.startswith(buf.text)
+            if diverged:
+                self._prediction = None
+        if diverged:
+            buf.suggestion = None
+            self.on_diverge()
+
+    def _bindings(self) -> KeyBindings:
+        kb = KeyBindings()
+
+        @Condition
+        def ghost_at_end() -> bool:
+            buf = self.session.default_buffer
+            return bool(buf.suggestion and buf.suggestion.text) and buf.document.is_cursor_at_the_end
+
+        @Condition
+        def line_empty() -> bool:
+            return not self.session.default_buffer.text.strip()
+
+        @kb.add("tab", filter=ghost_at_end)
+        def _accept(event: KeyPressEvent) -> None:
+            buf = event.current_buffer
+            assert buf.suggestion is not None
+            buf.insert_text(buf.suggestion.text)
+
+        @kb.add("enter", filter=line_empty)
+        def _empty_enter(event: KeyPressEvent) -> None:
+            """An empty Enter neither submits nor takes the ghost text: taking it is Tab's job."""
+
+        return kb
+
+    # -- trio side ----------------------------------------------------------------------------------------
+    def prompt_blocking(self) -> str:
+        """One line (blocking; run in a worker thread). KeyboardInterrupt on Ctrl-C, EOFError on Ctrl-D."""
+        return self.session.prompt(self.message, pre_run=self._apply)
+
+    async def read(self) -> str:
+        return await trio.to_thread.run_sync(self.prompt_blocking)
+
+    async def ask(self, question: str, choices: Sequence[str]) -> str:
+        """A one-off question (permission prompt) answered by one of ``choices`` or a unique prefix."""
+        ps: PromptSession[str] = PromptSession(**self._io)
+
+        def blocking() -> str:
+            while True:
+                raw = ps.prompt(f"{question} [{'/'.join(choices)}] ").strip().lower()
+                hits = [c for c in choices if c.startswith(raw)] if raw else []
+                if raw in choices or len(hits) == 1:
+                    return raw if raw in choices else hits[0]
+
+        return await trio.to_thread.run_sync(blocking)
+
+
+def repl_main(argv: Sequence[str] | None = None) -> int:
+    """``speculate repl [DIR] [--model sim|anthropic] ...``: see :mod:`speculate.repl.main`."""
+    from speculate.repl.main import run_main
+
+    return run_main(argv)

@@ -1,0 +1,155 @@
+"""Key handling of the prompt-toolkit front end, in-process: pipe input, dummy output, a real prompt loop
+running in a worker thread exactly as the REPL runs it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from speculate.repl.app import PromptFrontend, rest_of
+
+RIGHT, TAB, ENTER = "\x1b[C", "\t", "\r"
+
+
+def wait_for(cond: Callable[[], Any], what: str, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+class Driver:
+    def __init__(self, fe: PromptFrontend, inp: Any, pool: ThreadPoolExecutor) -> None:
+        self.fe, self.inp, self.pool = fe, inp, pool
+        self.diverged = 0
+        self.result: Future[str] | None = None
+
+    @property
+    def buf(self) -> Any:
+        return self.fe.session.default_buffer
+
+    def start(self) -> None:
+        self.result = self.pool.submit(self.fe.prompt_blocking)
+        wait_for(lambda: self.fe.session.app.is_running and self.fe.session.app.loop is not None, "prompt")
+
+    def ghost(self) -> str | None:
+        s = self.buf.suggestion
+        return s.text if s is not None else None
+
+    def keys(self, text: str, *, settle: Callable[[], Any]) -> None:
+        self.inp.send_text(text)
+        wait_for(settle, f"keys {text!r} to be handled")
+
+    def finish(self) -> str:
+        assert self.result is not None
+        return self.result.result(timeout=5)
+
+
+@pytest.fixture
+def driver() -> Iterator[Driver]:
+    with create_pipe_input() as inp, ThreadPoolExecutor(1) as pool:
+        d: Driver
+        fe = PromptFrontend(toolbar=lambda: "toolbar", on_diverge=lambda: setattr(d, "diverged", d.diverged + 1),
+                            input=inp, output=DummyOutput())
+        d = Driver(fe, inp, pool)
+        try:
+            yield d
+        finally:
+            if d.result is not None and not d.result.done():
+                fe.abort()
+                with pytest.raises(EOFError):
+                    d.result.result(timeout=5)
+
+
+def test_rest_of() -> None:
+    assert rest_of("fix it", "") == "fix it"
+    assert rest_of("fix it", "fix") == " it"
+    assert rest_of("fix it", "fix it") is None
+    assert rest_of("fix it", "fox") is None
+    assert rest_of(None, "") is None
+
+
+def test_pushed_prediction_appears_in_empty_line(driver: Driver) -> None:
+    driver.start()
+    assert driver.ghost() is None
+    driver.fe.push("run the tests")
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+
+
+def test_prediction_pushed_before_prompt_starts_is_shown(driver: Driver) -> None:
+    driver.fe.push("run the tests")
+    driver.start()
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+
+
+def test_typing_a_prefix_keeps_the_rest_and_tab_accepts(driver: Driver) -> None:
+    driver.start()
+    driver.fe.push("run the tests")
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+    driver.keys("run t", settle=lambda: driver.buf.text == "run t" and driver.ghost() == "he tests")
+    driver.keys("\x7f", settle=lambda: driver.buf.text == "run " and driver.ghost() == "the tests")  # Backspace
+    driver.keys(TAB, settle=lambda: driver.buf.text == "run the tests")
+    assert driver.ghost() is None
+    driver.inp.send_text(ENTER)
+    assert driver.finish() == "run the tests"
+    assert driver.diverged == 0
+
+
+def test_right_arrow_accepts(driver: Driver) -> None:
+    driver.start()
+    driver.fe.push("run the tests")
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+    driver.keys(RIGHT, settle=lambda: driver.buf.text == "run the tests")
+    driver.inp.send_text(ENTER)
+    assert driver.finish() == "run the tests"
+
+
+def test_typing_something_else_drops_it_and_reports_divergence(driver: Driver) -> None:
+    driver.start()
+    driver.fe.push("run the tests")
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+    driver.keys("ru", settle=lambda: driver.buf.text == "ru")
+    assert driver.diverged == 0
+    driver.keys("x", settle=lambda: driver.buf.text == "rux")
+    assert driver.ghost() is None and driver.fe.prediction() is None
+    assert driver.diverged == 1
+    # Back to a prefix: the prediction is gone for good (its speculation was aborted).
+    driver.keys("\x7f\x7f", settle=lambda: driver.buf.text == "r")
+    assert driver.ghost() is None
+    driver.keys(TAB, settle=lambda: True)
+    driver.inp.send_text(ENTER)
+    assert driver.finish().startswith("r")
+    assert driver.diverged == 1
+
+
+def test_enter_on_empty_line_does_nothing(driver: Driver) -> None:
+    driver.start()
+    driver.fe.push("run the tests")
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+    driver.inp.send_text(ENTER)
+    driver.inp.send_text("   " + ENTER)
+    time.sleep(0.2)
+    assert driver.result is not None and not driver.result.done()
+    assert driver.ghost() is None or driver.buf.text == "   "
+    driver.keys("\x7f\x7f\x7fhello", settle=lambda: driver.buf.text == "hello")
+    driver.inp.send_text(ENTER)
+    assert driver.finish() == "hello"
+
+
+def test_push_from_many_threads_is_safe(driver: Driver) -> None:
+    driver.start()
+    threads = [threading.Thread(target=driver.fe.push, args=(f"prompt {i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    final = driver.fe.prediction()
+    wait_for(lambda: driver.ghost() == final, "the last pushed prediction")
