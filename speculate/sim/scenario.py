@@ -1,0 +1,280 @@
+"""Scenario files: load and validate the YAML that scripts the simulated model (format: docs/scenarios.md).
+
+Validation walks YAML nodes, not plain data, so every error names the file, the line and the reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from speculate import StrPath
+
+# Tool input fields as the real model sends them: name -> (required, optional with their types).
+_STR, _INT, _BOOL = (str,), (int,), (bool,)
+TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, ...]]]] = {
+    "Read": ({"file_path": _STR}, {"offset": _INT, "limit": _INT}),
+    "Write": ({"file_path": _STR, "content": _STR}, {}),
+    "Edit": ({"file_path": _STR, "old_string": _STR, "new_string": _STR}, {"replace_all": _BOOL}),
+    "Glob": ({"pattern": _STR}, {"path": _STR}),
+    "Grep": (
+        {"pattern": _STR},
+        {"path": _STR, "glob": _STR, "output_mode": _STR, "case_insensitive": _BOOL, "head_limit": _INT},
+    ),
+    "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
+}
+GREP_MODES = ("content", "files_with_matches", "count")
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed; ``str()`` is ``file:line: reason``."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        super().__init__(f"{source}:{line}: {reason}")
+        self.source = source
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One assistant response: optional text, then tool calls (none means the turn ends)."""
+
+    text: str | None = None
+    tools: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class Turn:
+    prompt: str
+    steps: tuple[Step, ...]
+    suggestion: str | None = None
+    suggestion_steps: tuple[Step, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    turns: tuple[Turn, ...]
+    description: str = ""
+    workspace: Path | None = None  # resolved directory, or None for an empty project
+    files: dict[str, str] = field(default_factory=dict)
+    source: str = "<memory>"
+
+    def materialize(self, dest: StrPath) -> Path:
+        """Create the project for this scenario in ``dest`` (workspace copy plus ``files``)."""
+        root = Path(dest)
+        if self.workspace is not None:
+            shutil.copytree(self.workspace, root, dirs_exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
+        for rel, content in self.files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        return root
+
+
+class _Parser:
+    def __init__(self, source: str, loader: yaml.SafeLoader) -> None:
+        self.source = source
+        self.loader = loader
+
+    def fail(self, node: yaml.Node, reason: str) -> ScenarioError:
+        return ScenarioError(self.source, node.start_mark.line + 1, reason)
+
+    def mapping(self, node: yaml.Node, what: str, allowed: Iterable[str]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, f"{what} must be a mapping")
+        allowed = tuple(allowed)
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key, value in node.value:
+            name = self.loader.construct_object(key, deep=True)
+            if name not in allowed:
+                raise self.fail(key, f"unknown key {name!r} in {what} (allowed: {', '.join(allowed)})")
+            if name in out:
+                raise self.fail(key, f"duplicate key {name!r} in {what}")
+            out[name] = (key, value)
+        return out
+
+    def value(self, node: yaml.Node) -> Any:
+        return self.loader.construct_object(node, deep=True)
+
+    def string(self, node: yaml.Node, what: str, *, nullable: bool = False) -> str | None:
+        value = self.value(node)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(node, f"{what} must be a non-empty string" + (" or null" if nullable else ""))
+        return value
+
+    def require(self, fields: dict[str, tuple[yaml.Node, yaml.Node]], node: yaml.Node, what: str, key: str) -> yaml.Node:
+        if key not in fields:
+            raise self.fail(node, f"{what} is missing required key {key!r}")
+        return fields[key][1]
+
+    def tool(self, node: yaml.Node, where: str) -> ToolCall:
+        if not isinstance(node, yaml.MappingNode) or len(node.value) != 1:
+            raise self.fail(node, f"{where} must be a one-key mapping like {{Read: {{file_path: ...}}}}")
+        key, value = node.value[0]
+        name = self.value(key)
+        if name not in TOOL_FIELDS:
+            raise self.fail(key, f"{where}: unknown tool {name!r} (known: {', '.join(TOOL_FIELDS)})")
+        required, optional = TOOL_FIELDS[name]
+        fields = self.mapping(value, f"{where} {name} input", [*required, *optional])
+        inp: dict[str, Any] = {}
+        for field_name, (_, field_node) in fields.items():
+            val = self.value(field_node)
+            types = required.get(field_name) or optional[field_name]
+            # bool is an int subclass; an int field must not accept true/false.
+            if not isinstance(val, types) or (types == _INT and isinstance(val, bool)):
+                raise self.fail(field_node, f"{where} {name}.{field_name} must be {types[0].__name__}")
+            inp[field_name] = val
+        for req in required:
+            if req not in inp:
+                raise self.fail(value, f"{where} {name} input is missing required field {req!r}")
+        if name == "Grep" and inp.get("output_mode", GREP_MODES[1]) not in GREP_MODES:
+            raise self.fail(fields["output_mode"][1], f"{where} Grep.output_mode must be one of {GREP_MODES}")
+        return ToolCall(name=name, input=inp)
+
+    def steps(self, node: yaml.Node, where: str) -> tuple[Step, ...]:
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            raise self.fail(node, f"{where} must be a non-empty list of steps")
+        out: list[Step] = []
+        for i, step_node in enumerate(node.value):
+            what = f"{where}[{i}]"
+            fields = self.mapping(step_node, what, ("text", "tools"))
+            text = self.string(fields["text"][1], f"{what}.text") if "text" in fields else None
+            tools: tuple[ToolCall, ...] = ()
+            if "tools" in fields:
+                tools_node = fields["tools"][1]
+                if not isinstance(tools_node, yaml.SequenceNode) or not tools_node.value:
+                    raise self.fail(tools_node, f"{what}.tools must be a non-empty list")
+                tools = tuple(self.tool(t, f"{what}.tools[{j}]") for j, t in enumerate(tools_node.value))
+            if text is None and not tools:
+                raise self.fail(step_node, f"{what} needs text, tools or both")
+            last = i == len(node.value) - 1
+            if last and tools:
+                raise self.fail(step_node, f"{what} is the last step but calls tools; the last step ends the turn")
+            if not last and not tools:
+                raise self.fail(step_node, f"{what} has no tools, so the turn would end before the steps after it")
+            out.append(Step(text=text, tools=tools))
+        return tuple(out)
+
+    def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
+        top = self.mapping(root, "scenario", ("name", "description", "workspace", "files", "turns"))
+        name = self.string(self.require(top, root, "scenario", "name"), "name")
+        description = ""
+        if "description" in top:
+            description = self.string(top["description"][1], "description") or ""
+        workspace: Path | None = None
+        if "workspace" in top:
+            ws_node = top["workspace"][1]
+            ws_name = self.string(ws_node, "workspace")
+            workspace = ((base_dir or Path.cwd()) / "workspaces" / str(ws_name)).resolve()
+            if not workspace.is_dir():
+                raise self.fail(ws_node, f"workspace {ws_name!r} not found: no directory {workspace}")
+        files: dict[str, str] = {}
+        if "files" in top:
+            files_node = top["files"][1]
+            if not isinstance(files_node, yaml.MappingNode):
+                raise self.fail(files_node, "files must be a mapping of relative path -> content")
+            for key, value in files_node.value:
+                rel, content = self.value(key), self.value(value)
+                if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in Path(rel).parts:
+                    raise self.fail(key, f"files: {rel!r} must be a relative path inside the project")
+                if not isinstance(content, str):
+                    raise self.fail(value, f"files: content of {rel!r} must be a string")
+                files[rel] = content
+        turns_node = self.require(top, root, "scenario", "turns")
+        if not isinstance(turns_node, yaml.SequenceNode) or not turns_node.value:
+            raise self.fail(turns_node, "turns must be a non-empty list")
+        raw: list[tuple[yaml.Node, dict[str, tuple[yaml.Node, yaml.Node]]]] = []
+        for i, turn_node in enumerate(turns_node.value):
+            raw.append(
+                (turn_node, self.mapping(turn_node, f"turns[{i}]", ("prompt", "steps", "suggestion", "suggestion_steps")))
+            )
+        prompts = [self.string(self.require(f, n, f"turns[{i}]", "prompt"), f"turns[{i}].prompt") for i, (n, f) in enumerate(raw)]
+        turns: list[Turn] = []
+        for i, (turn_node, fields) in enumerate(raw):
+            where = f"turns[{i}]"
+            steps = self.steps(self.require(fields, turn_node, where, "steps"), f"{where}.steps")
+            suggestion = None
+            if "suggestion" in fields:
+                suggestion = self.string(fields["suggestion"][1], f"{where}.suggestion", nullable=True)
+            next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
+            needs_steps = suggestion is not None and suggestion != next_prompt
+            suggestion_steps = None
+            if "suggestion_steps" in fields:
+                if not needs_steps:
+                    raise self.fail(
+                        fields["suggestion_steps"][0],
+                        f"{where}.suggestion_steps is unused: the suggestion is null or equals the next turn's prompt",
+                    )
+                suggestion_steps = self.steps(fields["suggestion_steps"][1], f"{where}.suggestion_steps")
+            elif needs_steps:
+                raise self.fail(
+                    turn_node,
+                    f"{where}.suggestion differs from the next turn's prompt, so suggestion_steps is required "
+                    "(what the agent does if the suggestion is run)",
+                )
+            turns.append(Turn(prompt=str(prompts[i]), steps=steps, suggestion=suggestion, suggestion_steps=suggestion_steps))
+        return Scenario(
+            name=str(name), description=description, workspace=workspace, files=files, turns=tuple(turns), source=self.source
+        )
+
+
+def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
+    """Parse and validate scenario YAML; ``base_dir`` is where ``workspaces/`` is looked up."""
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            root = loader.get_single_node()
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark is not None else 1
+            raise ScenarioError(source, line, f"YAML syntax error: {exc.problem or exc.context}") from None
+        if root is None:
+            raise ScenarioError(source, 1, "file is empty")
+        return _Parser(source, loader).scenario(root, Path(base_dir) if base_dir is not None else None)
+    finally:
+        loader.dispose()
+
+
+def load_scenario(path: StrPath) -> Scenario:
+    """Load one scenario file, raising :class:`ScenarioError` (file, line, reason) if it is malformed."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(p), 0, f"cannot read scenario file: {exc}") from exc
+    return parse_scenario(text, source=str(p), base_dir=p.parent)
+
+
+def default_scenario_dir() -> Path:
+    """``bench/scenarios`` of this checkout (where the bundled scenarios live)."""
+    return Path(__file__).resolve().parents[2] / "bench" / "scenarios"
+
+
+def default_scenario_paths() -> list[Path]:
+    directory = default_scenario_dir()
+    return sorted(directory.glob("*.yaml")) if directory.is_dir() else []
+
+
+def check_unique(scenarios: Iterable[Scenario]) -> None:
+    """Scenario names must be unique across everything one simulator serves."""
+    seen: dict[str, str] = {}
+    for s in scenarios:
+        if s.name in seen:
+            raise ScenarioError(s.source, 1, f"scenario name {s.name!r} is also used by {seen[s.name]}")
+        seen[s.name] = s.source

@@ -1,0 +1,75 @@
+"""The streaming event sequence for a finished Message, as a pure function (the server only paces it).
+
+message_start (usage with the cache fields, output 1) -> ping -> per block content_block_start / deltas
+(``text_delta`` or ``input_json_delta``, the first one empty as the API sends it) / content_block_stop ->
+message_delta (stop_reason, cumulative usage) -> message_stop; another ping every ``PING_EVERY`` deltas.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+CHUNK_CHARS = 24  # about six tokens per delta, close to what the API streams
+PING_EVERY = 40
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    data: dict[str, Any]
+    fraction: float  # share of the output generated before this event is due (0 = first token)
+
+    def encode(self) -> bytes:
+        return f"event: {self.name}\ndata: {json.dumps(self.data, ensure_ascii=False)}\n\n".encode()
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[Event]:
+    blocks = message["content"]
+    bodies = [
+        b["text"] if b["type"] == "text" else json.dumps(b["input"], ensure_ascii=False) for b in blocks
+    ]
+    total_chars = max(1, sum(len(x) for x in bodies))
+    done = 0
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}
+    out = [Event("message_start", {"type": "message_start", "message": start}, 0.0), Event("ping", {"type": "ping"}, 0.0)]
+    deltas = 0
+    for index, (block, body) in enumerate(zip(blocks, bodies, strict=True)):
+        if block["type"] == "text":
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+            pieces = _chunks(body, chunk_chars)
+        else:
+            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            pieces = ["", *_chunks(body, chunk_chars)]
+        out.append(Event("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}, done / total_chars))
+        for piece in pieces:
+            if block["type"] == "text":
+                delta: dict[str, Any] = {"type": "text_delta", "text": piece}
+            else:
+                delta = {"type": "input_json_delta", "partial_json": piece}
+            out.append(Event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}, done / total_chars))
+            done += len(piece)
+            deltas += 1
+            if deltas % PING_EVERY == 0:
+                out.append(Event("ping", {"type": "ping"}, done / total_chars))
+        out.append(Event("content_block_stop", {"type": "content_block_stop", "index": index}, done / total_chars))
+    final_usage = {k: v for k, v in usage.items() if k != "service_tier"}
+    out.append(
+        Event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
+                "usage": final_usage,
+            },
+            1.0,
+        )
+    )
+    out.append(Event("message_stop", {"type": "message_stop"}, 1.0))
+    return out
