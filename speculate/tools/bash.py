@@ -17,7 +17,10 @@ class BashInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
     command: str = Field(min_length=1, description="The bash command to run (in the project root)")
     timeout_ms: int = Field(
-        default=DEFAULT_TIMEOUT_MS, ge=1, le=MAX_TIMEOUT_MS, description="Timeout in milliseconds (max 600000)"
+        default=DEFAULT_TIMEOUT_MS,
+        ge=1,
+        le=MAX_TIMEOUT_MS,
+        description="Timeout in milliseconds (max 600000)",
     )
     description: str | None = Field(default=None, description="What the command does, in a few words")
 
@@ -37,7 +40,8 @@ class Bash(Tool):
     name = "Bash"
     description = (
         "Run a bash command in the project root (stdin is closed; each call starts a fresh shell). "
-        f"Default timeout {DEFAULT_TIMEOUT_MS // 1000} s, at most {MAX_TIMEOUT_MS // 1000} s. Returns stdout, "
+        f"Default timeout {DEFAULT_TIMEOUT_MS // 1000} s, at most {MAX_TIMEOUT_MS // 1000} s. "
+        "Returns stdout, "
         "stderr and a non-zero exit code. Prefer Read, Edit, Glob and Grep for files."
     )
     Input: ClassVar[type[BaseModel]] = BashInput

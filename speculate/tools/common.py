@@ -14,8 +14,18 @@ from speculate.tools.base import ToolContext, ToolError
 
 # Never searched or globbed (both Grep backends and Glob skip them, so results agree).
 SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache",
-     ".ruff_cache", ".tox"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        ".venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+    }
 )
 # A NUL byte in this many leading bytes marks a file as binary (as git and ripgrep decide).
 BINARY_SNIFF = 8192
@@ -71,7 +81,9 @@ def read_text(fs: FileSystem, rel: str, *, strict: bool = False) -> str:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ToolError(f"{shown} is not valid UTF-8 (byte {e.start}); editing it would corrupt it") from None
+            raise ToolError(
+                f"{shown} is not valid UTF-8 (byte {e.start}); editing it would corrupt it"
+            ) from None
     return data.decode("utf-8", errors="replace")
 
 

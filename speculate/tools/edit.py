@@ -1,4 +1,4 @@
-"""Edit: replace an exact string in a project file (unique unless replace_all), with a snippet of the result."""
+"""Edit: replace an exact string in a project file (unique unless replace_all); answers with a snippet."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ SNIPPET_CONTEXT = 3
 class EditInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
     file_path: str = Field(description="Absolute path of the file (or relative to the project root)")
-    old_string: str = Field(description="The exact text to replace (must occur exactly once unless replace_all)")
+    old_string: str = Field(
+        description="The exact text to replace (must occur exactly once unless replace_all)"
+    )
     new_string: str = Field(description="The text to put in its place (must differ from old_string)")
     replace_all: bool = Field(default=False, description="Replace every occurrence of old_string")
 

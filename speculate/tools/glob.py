@@ -51,7 +51,8 @@ class Glob(Tool):
     name = "Glob"
     description = (
         'Find files by path pattern ("**/*.py", "src/**/*.{ts,tsx}"). The pattern is matched against paths '
-        f"relative to `path` (default: the project root). Returns absolute paths, most recently modified first, "
+        f"relative to `path` (default: the project root). "
+        "Returns absolute paths, most recently modified first, "
         f"at most {MAX_RESULTS}. VCS, virtualenv and cache directories are skipped."
     )
     Input: ClassVar[type[BaseModel]] = GlobInput

@@ -47,7 +47,7 @@ class Grep(Tool):
     description = (
         "Search file contents with a regular expression (ripgrep syntax). output_mode files_with_matches "
         "(default) lists matching files newest first; content shows path:line:text; count shows matching "
-        "lines per file. Filter files with glob (\"*.py\", \"src/**/*.ts\"). Hidden files are searched; VCS, "
+        'lines per file. Filter files with glob ("*.py", "src/**/*.ts"). Hidden files are searched; VCS, '
         "virtualenv and cache directories and binary files are skipped."
     )
     Input: ClassVar[type[BaseModel]] = GrepInput
@@ -58,7 +58,9 @@ class Grep(Tool):
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(inp, GrepInput)
         matches = await search(ctx.fs, inp)
-        return ToolResult(spill(format_matches(ctx.fs, matches, inp), ctx, tool=self.name, limit=self.max_result_chars))
+        return ToolResult(
+            spill(format_matches(ctx.fs, matches, inp), ctx, tool=self.name, limit=self.max_result_chars)
+        )
 
 
 def use_ripgrep(fs: FileSystem) -> bool:
@@ -67,7 +69,9 @@ def use_ripgrep(fs: FileSystem) -> bool:
     return isinstance(fs, LocalFS) and shutil.which("rg") is not None
 
 
-async def search(fs: FileSystem, inp: GrepInput, *, backend: Literal["auto", "rg", "python"] = "auto") -> Matches:
+async def search(
+    fs: FileSystem, inp: GrepInput, *, backend: Literal["auto", "rg", "python"] = "auto"
+) -> Matches:
     """All matching lines, by file. ``backend`` forces one (tests compare them)."""
     base = relative(fs, inp.path) if inp.path else "."
     try:
@@ -171,15 +175,15 @@ def format_matches(fs: FileSystem, matches: Matches, inp: GrepInput) -> str:
         head = f"Found {total} matching lines in {len(entries)} files"
         unit = "files"
     else:
-        entries = [
-            f"{display(fs, r)}:{n}:{_cut(t)}" for r in sorted(matches) for n, t in matches[r]
-        ]
+        entries = [f"{display(fs, r)}:{n}:{_cut(t)}" for r in sorted(matches) for n, t in matches[r]]
         head = ""
         unit = "lines"
     shown = entries[: inp.head_limit] if inp.head_limit else entries
     out = ([head] if head else []) + shown
     if len(shown) < len(entries):
-        out.append(f"[showing first {len(shown)} of {len(entries)} {unit}; narrow the search or raise head_limit]")
+        out.append(
+            f"[showing first {len(shown)} of {len(entries)} {unit}; narrow the search or raise head_limit]"
+        )
     return "\n".join(out)
 
 

@@ -19,7 +19,9 @@ class ReadInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
     file_path: str = Field(description="Absolute path of the file (or relative to the project root)")
     offset: int | None = Field(default=None, ge=1, description="1-based line number to start from")
-    limit: int | None = Field(default=None, ge=1, description=f"Number of lines to read (default {DEFAULT_LIMIT})")
+    limit: int | None = Field(
+        default=None, ge=1, description=f"Number of lines to read (default {DEFAULT_LIMIT})"
+    )
 
 
 def number_lines(lines: list[str], first: int) -> list[str]:
@@ -36,11 +38,14 @@ class Read(Tool):
     name = "Read"
     description = (
         "Read a text file from the project. Output is line-numbered like `cat -n` (number, tab, line). "
-        f"Reads up to {DEFAULT_LIMIT} lines from the start by default; use offset (1-based) and limit to read "
+        f"Reads up to {DEFAULT_LIMIT} lines from the start by default; "
+        "use offset (1-based) and limit to read "
         f"other parts of long files. Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files "
         "are refused."
     )
     Input: ClassVar[type[BaseModel]] = ReadInput
+    # About 25k tokens: a default 2000-line window of ordinary code fits; past it Read pages.
+    max_result_chars: ClassVar[int] = 100_000
 
     def is_read_only(self, inp: BaseModel) -> bool:
         return True
