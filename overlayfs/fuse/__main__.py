@@ -1,0 +1,81 @@
+"""The FUSE server process: mount, print ``ready``, serve until unmounted, signalled, or orphaned."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from overlayfs.fuse.ops import OverlayOps
+
+FSNAME_PREFIX = "speculate-overlay"
+
+
+async def _watch_parent(owner: int, scope: trio.CancelScope) -> None:
+    # The owner died without unmounting (crash, SIGKILL): unmount rather than leave a mount behind.
+    try:
+        fd = os.pidfd_open(owner)
+    except OSError:
+        scope.cancel()
+        return
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    scope.cancel()
+
+
+async def _watch_signals(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def serve(ops: OverlayOps, mountpoint: str, owner: int | None) -> None:
+    options = set(pyfuse3.default_options)
+    options |= {f"fsname={FSNAME_PREFIX}.{os.getpid()}", "subtype=speculate"}
+    if os.geteuid() == 0:
+        options.add("allow_other")  # sandboxed commands may run under another uid
+    pyfuse3.init(ops, mountpoint, options)
+    try:
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, nursery.cancel_scope)
+            if owner is not None:
+                nursery.start_soon(_watch_parent, owner, nursery.cancel_scope)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()  # unmounted from outside
+    finally:
+        pyfuse3.close(unmount=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m overlayfs.fuse", description=__doc__)
+    ap.add_argument("lower", type=Path)
+    ap.add_argument("upper", type=Path)
+    ap.add_argument("metadir", type=Path)
+    ap.add_argument("mountpoint", type=Path)
+    ap.add_argument("--owner-pid", type=int, default=None, help="unmount and exit when this process ends")
+    ap.add_argument("--debug", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format="overlayfs.fuse[%(process)d] %(levelname)s %(message)s")
+    for name in ("lower", "upper", "metadir", "mountpoint"):
+        p: Path = getattr(args, name)
+        if not p.is_dir():
+            ap.error(f"{name} {str(p)!r} is not a directory")
+    ops = OverlayOps(args.lower.resolve(), args.upper.resolve(), args.metadir.resolve())
+    trio.run(serve, ops, os.fspath(args.mountpoint), args.owner_pid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

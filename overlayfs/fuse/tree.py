@@ -1,0 +1,335 @@
+"""The merged tree the FUSE server serves: inode table, per-node layer state, copy-up, merged listings.
+
+Everything here is synchronous syscalls on the lower and upper directories in the layer format of
+:mod:`overlayfs.layer`; the FUSE handlers in :mod:`overlayfs.fuse.ops` are thin wrappers around it. The
+server is the only writer of the view while mounted, so each node caches which layers it lives in.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import shutil
+import stat as stat_mod
+from pathlib import Path
+
+from overlayfs import layer
+
+ROOT_INO = 1
+_FICLONE = 0x40049409
+_COPY_CHUNK = 1 << 30
+_AT_FDCWD = -100
+_AT_SYMLINK_FOLLOW = 0x400
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Node:
+    """One inode of the merged view. ``upper``: has a real upper entry; ``lower``: a lower entry exists at
+    this path and is not hidden by a whiteout or an opaque ancestor; ``opaque``: (upper dir) lower children
+    hidden."""
+
+    __slots__ = ("fds", "ino", "is_dir", "kids", "lookups", "lower", "name", "opaque", "parent", "upper")
+
+    def __init__(self, ino: int, parent: Node | None, name: str, *, upper: bool, lower: bool,
+                 opaque: bool, is_dir: bool) -> None:
+        self.ino = ino
+        self.parent = parent
+        self.name = name
+        self.upper = upper
+        self.lower = lower
+        self.opaque = opaque
+        self.is_dir = is_dir
+        self.lookups = 0
+        self.kids: dict[str, Node] = {}  # children currently in the table, by name
+        self.fds: set[int] = set()  # open file handles (fds) on this node
+
+    @property
+    def lower_children(self) -> bool:
+        """Whether lower entries can show through beneath this directory."""
+        return self.lower and not self.opaque
+
+
+class MergedTree:
+    """Inode table plus the layer operations that keep the upper layer in the shared format."""
+
+    def __init__(self, lower: Path, upper: Path, metadir: Path) -> None:
+        self.lower_s = os.fspath(lower)
+        self.upper_s = os.fspath(upper)
+        self.lower = Path(lower)
+        self.metadir = Path(metadir)
+        root = Node(ROOT_INO, None, "", upper=True, lower=True, opaque=layer.is_opaque(upper), is_dir=True)
+        root.lookups = 1 << 40  # never forgotten
+        self.nodes: dict[int, Node] = {ROOT_INO: root}
+        self.root = root
+        self._next_ino = ROOT_INO + 1
+        # First record per path wins when loading, so one record per path per server is enough.
+        self._based = set(layer.load_identities(self.metadir, layer.BASES_FILE))
+        self._read = set(layer.load_identities(self.metadir, layer.READS_FILE))
+
+    # -- paths ---------------------------------------------------------------------------------------
+    def rel(self, node: Node) -> str:
+        parts: list[str] = []
+        while node.parent is not None:
+            parts.append(node.name)
+            node = node.parent
+        return "/".join(reversed(parts))
+
+    def upath(self, node: Node) -> str:
+        rel = self.rel(node)
+        return f"{self.upper_s}/{rel}" if rel else self.upper_s
+
+    def lpath(self, node: Node) -> str:
+        rel = self.rel(node)
+        return f"{self.lower_s}/{rel}" if rel else self.lower_s
+
+    def backing(self, node: Node) -> str:
+        return self.upath(node) if node.upper else self.lpath(node)
+
+    # -- inode table ---------------------------------------------------------------------------------
+    def get(self, ino: int) -> Node:
+        try:
+            return self.nodes[ino]
+        except KeyError:
+            raise OSError(errno.ENOENT, "stale inode") from None
+
+    def forget(self, node: Node, n: int) -> None:
+        node.lookups -= n
+        self._maybe_drop(node)
+
+    def _maybe_drop(self, node: Node) -> None:
+        # A node stays while the kernel holds it, a handle is open on it, or a child still names it.
+        while node.lookups <= 0 and not node.kids and not node.fds and node.ino != ROOT_INO:
+            self.nodes.pop(node.ino, None)
+            parent = node.parent
+            if parent is None:
+                return
+            if parent.kids.get(node.name) is node:
+                del parent.kids[node.name]
+            node.parent = None
+            node = parent
+
+    def detach(self, node: Node) -> None:
+        """The node's name is gone from the view (unlink, rmdir, replaced by rename)."""
+        parent = node.parent
+        if parent is not None and parent.kids.get(node.name) is node:
+            del parent.kids[node.name]
+        node.parent = None
+        if node.lookups <= 0 and not node.fds:
+            self.nodes.pop(node.ino, None)
+        if parent is not None:
+            self._maybe_drop(parent)
+
+    def _add(self, parent: Node, name: str, *, upper: bool, lower: bool, opaque: bool, is_dir: bool) -> Node:
+        node = Node(self._next_ino, parent, name, upper=upper, lower=lower, opaque=opaque, is_dir=is_dir)
+        self._next_ino += 1
+        self.nodes[node.ino] = node
+        parent.kids[name] = node
+        return node
+
+    # -- resolution ----------------------------------------------------------------------------------
+    def child(self, parent: Node, name: str) -> tuple[Node, os.stat_result] | None:
+        """Resolve ``name`` in ``parent`` in the merged view: the node and the lstat of its backing file."""
+        node = parent.kids.get(name)
+        if node is not None:
+            return node, os.lstat(self.backing(node))
+        ust = None
+        if parent.upper:
+            up = f"{self.upath(parent)}/{name}"
+            try:
+                ust = os.lstat(up)
+            except FileNotFoundError:
+                if os.path.lexists(f"{self.upath(parent)}/{layer.WH_PREFIX}{name}"):
+                    return None
+            else:
+                if (stat_mod.S_ISCHR(ust.st_mode) and ust.st_rdev == 0) or name.startswith(layer.WH_PREFIX):
+                    return None
+        lst = _lexists_stat(f"{self.lpath(parent)}/{name}") if parent.lower_children else None
+        if ust is None and lst is None:
+            return None
+        st = ust if ust is not None else lst
+        assert st is not None
+        is_dir = stat_mod.S_ISDIR(st.st_mode)
+        opaque = ust is not None and is_dir and layer.is_opaque(Path(f"{self.upath(parent)}/{name}"))
+        # An upper non-directory over a lower entry, or an upper dir over a lower non-dir, replaces it.
+        node = self._add(parent, name, upper=ust is not None, lower=lst is not None,
+                         opaque=opaque or (ust is not None and lst is not None
+                                           and not stat_mod.S_ISDIR(lst.st_mode)), is_dir=is_dir)
+        return node, st
+
+    def listing(self, node: Node) -> list[tuple[str, bool]]:
+        """The merged directory listing, built once per opendir: (name, in_upper) pairs."""
+        out: dict[str, bool] = {}
+        hidden: set[str] = set()
+        if node.upper:
+            with os.scandir(self.upath(node)) as it:
+                for e in it:
+                    name = e.name
+                    if name.startswith(layer.WH_PREFIX):
+                        if name != layer.OPAQUE_FILE:
+                            hidden.add(name[len(layer.WH_PREFIX):])
+                        continue
+                    if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)
+                            or e.is_symlink()):
+                        st = e.stat(follow_symlinks=False)
+                        if stat_mod.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                            hidden.add(name)
+                            continue
+                    out[name] = True
+        if node.lower_children:
+            with os.scandir(self.lpath(node)) as it:
+                for e in it:
+                    if e.name not in out and e.name not in hidden:
+                        out[e.name] = False
+        return list(out.items())
+
+    def is_empty(self, node: Node) -> bool:
+        return not self.listing(node)
+
+    # -- bookkeeping for promotion -------------------------------------------------------------------
+    def touch(self, node_or_rel: Node | str) -> None:
+        """Record the lower identity of a path before the view first changes it (the conflict base)."""
+        rel = node_or_rel if isinstance(node_or_rel, str) else self.rel(node_or_rel)
+        if rel and rel not in self._based:
+            self._based.add(rel)
+            layer.record_base(self.metadir, layer.Identity.of(self.lower, rel))
+
+    def note_read(self, node: Node) -> None:
+        rel = self.rel(node)
+        if rel not in self._read:
+            self._read.add(rel)
+            layer.record_read(self.metadir, layer.Identity.of(self.lower, rel))
+
+    # -- copy-up -------------------------------------------------------------------------------------
+    def copy_up(self, node: Node, *, data: bool = True) -> None:
+        """Give ``node`` an upper entry (parents first). ``data=False`` for an about-to-be-truncated file."""
+        if node.upper:
+            return
+        assert node.parent is not None
+        self.copy_up(node.parent)
+        lp, up = self.lpath(node), self.upath(node)
+        st = os.lstat(lp)
+        if stat_mod.S_ISDIR(st.st_mode):
+            os.mkdir(up, stat_mod.S_IMODE(st.st_mode))
+        else:
+            self.touch(node)
+            if stat_mod.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(lp), up)
+            elif stat_mod.S_ISREG(st.st_mode):
+                _copy_file(lp, up, st, data=data)
+            else:
+                os.mknod(up, st.st_mode, st.st_rdev)
+        os.chown(up, st.st_uid, st.st_gid, follow_symlinks=False)
+        os.utime(up, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        node.upper = True
+
+    def prepare_new(self, parent: Node, name: str) -> tuple[str, bool]:
+        """Make room for a new upper entry ``name`` in ``parent``: returns (upper path, replaces_lower)."""
+        self.copy_up(parent)
+        self.touch(_join(self.rel(parent), name))
+        pup = self.upath(parent)
+        replaces = parent.lower_children and os.path.lexists(f"{self.lpath(parent)}/{name}")
+        layer.remove_whiteout(Path(pup), name)
+        return f"{pup}/{name}", replaces
+
+    def new_node(self, parent: Node, name: str, *, is_dir: bool, replaces_lower: bool) -> Node:
+        old = parent.kids.get(name)
+        if old is not None:
+            self.detach(old)
+        return self._add(parent, name, upper=True, lower=replaces_lower, opaque=is_dir and replaces_lower,
+                         is_dir=is_dir)
+
+    def move(self, node: Node, parent: Node, name: str, *, lower_at_dest: bool) -> None:
+        old = parent.kids.get(name)
+        if old is not None and old is not node:
+            self.detach(old)
+        src_parent = node.parent
+        assert src_parent is not None
+        if src_parent.kids.get(node.name) is node:
+            del src_parent.kids[node.name]
+        node.parent, node.name = parent, name
+        parent.kids[name] = node
+        node.lower = lower_at_dest
+        if node.is_dir and lower_at_dest:
+            node.opaque = True
+        self._maybe_drop(src_parent)
+
+    def remove(self, node: Node) -> None:
+        """Delete ``node`` from the view (unlink or rmdir semantics checked by the caller)."""
+        parent = node.parent
+        assert parent is not None
+        self.touch(node)
+        if node.upper:
+            up = self.upath(node)
+            if node.is_dir:
+                shutil.rmtree(up)  # holds only whiteouts and markers: the merged dir was empty
+            else:
+                os.unlink(up)
+        if node.lower:
+            self.copy_up(parent)
+            layer.make_whiteout(Path(self.upath(parent)), node.name)
+        self.detach(node)
+
+
+def _join(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
+
+
+def _lexists_stat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _copy_file(src: str, dst: str, st: os.stat_result, *, data: bool) -> None:
+    """Copy a regular file so that ``dst`` appears complete or not at all (O_TMPFILE, then link)."""
+    parent = os.path.dirname(dst)
+    try:
+        fd = os.open(parent, os.O_TMPFILE | os.O_WRONLY, stat_mod.S_IMODE(st.st_mode))
+        tmp = None
+    except OSError:  # filesystem without O_TMPFILE: a hidden temp name, renamed into place
+        tmp = f"{parent}/{layer.WH_PREFIX}copyup.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat_mod.S_IMODE(st.st_mode))
+    try:
+        if data and st.st_size:
+            sfd = os.open(src, os.O_RDONLY)
+            try:
+                _copy_data(sfd, fd, st.st_size)
+            finally:
+                os.close(sfd)
+        os.fchmod(fd, stat_mod.S_IMODE(st.st_mode))
+        if tmp is None:
+            _link_fd(fd, dst)
+        else:
+            os.rename(tmp, dst)
+    finally:
+        os.close(fd)
+
+
+def _link_fd(fd: int, dst: str) -> None:
+    # os.link() would link the /proc magic link itself (EXDEV); linkat with AT_SYMLINK_FOLLOW follows it.
+    if _libc.linkat(_AT_FDCWD, f"/proc/self/fd/{fd}".encode(), _AT_FDCWD, os.fsencode(dst),
+                    _AT_SYMLINK_FOLLOW) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), dst)
+
+
+def _copy_data(sfd: int, dfd: int, size: int) -> None:
+    try:
+        fcntl.ioctl(dfd, _FICLONE, sfd)  # reflink where the filesystem shares extents (XFS, btrfs)
+        return
+    except OSError:
+        pass
+    done = 0
+    while done < size:
+        try:
+            n = os.copy_file_range(sfd, dfd, min(_COPY_CHUNK, size - done))
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            n = os.sendfile(dfd, sfd, None, min(_COPY_CHUNK, size - done))
+        if n == 0:
+            break
+        done += n

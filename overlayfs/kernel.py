@@ -1,0 +1,130 @@
+"""Kernel overlayfs backend: probing, host mounts (root only), and keeping promotion safe without a read set.
+
+Kernel overlayfs cannot tell us what a command read, nor record the conflict base of what it copied up. So
+a kernel session snapshots the lower tree's metadata (one lstat walk) before it runs, and afterwards records
+(a) a base, taken from the snapshot, for every path the session changed in the upper layer and (b) every
+regular file of the snapshot as read: promotion then conflicts if anything in the project changed during
+the speculation. Conservative, and its cost grows with the size of the project (see docs/overlay.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat as stat_mod
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from overlayfs import layer
+
+NSEXEC = Path(__file__).with_name("_nsexec.py")
+Snapshot = dict[str, layer.Identity]
+
+
+class Layers(Protocol):
+    """What a mounted backend needs of an overlay (``overlayfs.Overlay`` has these)."""
+
+    lower: Path
+    upper: Path
+    workdir: Path
+    metadir: Path
+
+
+def nsexec_argv(spec: dict[str, Any]) -> list[str]:
+    import json
+
+    return [sys.executable, "-I", "-S", os.fspath(NSEXEC), json.dumps(spec)]
+
+
+def overlay_source(ov: Layers) -> dict[str, Any]:
+    return {"overlay": {"lowerdir": os.fspath(ov.lower), "upperdir": os.fspath(ov.upper),
+                        "workdir": os.fspath(ov.workdir)}}
+
+
+@functools.cache
+def kernel_available() -> str | None:
+    """None if kernel overlayfs mounts work in a private namespace here, else why not."""
+    with tempfile.TemporaryDirectory(prefix="speculate-probe-") as d:
+        for sub in ("l", "u", "w", "m"):
+            os.mkdir(os.path.join(d, sub))
+        Path(d, "l", "f").write_text("x")
+        spec = {"target": f"{d}/m", "source": {"overlay": {"lowerdir": f"{d}/l", "upperdir": f"{d}/u",
+                                                              "workdir": f"{d}/w"}},
+                "argv": ["cat", f"{d}/m/f"], "cwd": "/", "isolate": False}
+        try:
+            r = subprocess.run(nsexec_argv(spec), capture_output=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"probe failed: {e}"
+        if r.returncode != 0 or r.stdout != b"x":
+            return f"overlay mount in a private namespace failed: {r.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def mount_host(ov: Layers, mountpoint: Path, *, owner: int) -> None:
+    """Mount kernel overlayfs in this process's mount namespace (needs CAP_SYS_ADMIN there: root)."""
+    from overlayfs._nsexec import _mount
+
+    Path(ov.workdir).mkdir(parents=True, exist_ok=True)
+    opts = f"lowerdir={ov.lower},upperdir={ov.upper},workdir={ov.workdir}"
+    _mount(f"speculate-overlay.{owner}", os.fspath(mountpoint), "overlay", 0, opts)
+
+
+def snapshot(lower: Path) -> Snapshot:
+    """Metadata (no hashes) of every entry of the lower tree, by relative path."""
+    out: Snapshot = {}
+    root = os.fspath(lower)
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(f"{root}/{rel}" if rel else root) as it:
+            for e in it:
+                r = f"{rel}/{e.name}" if rel else e.name
+                st = e.stat(follow_symlinks=False)
+                m = st.st_mode
+                kind = ("dir" if stat_mod.S_ISDIR(m) else "file" if stat_mod.S_ISREG(m)
+                        else "symlink" if stat_mod.S_ISLNK(m) else "other")
+                out[r] = layer.Identity(r, True, kind, st.st_size, st.st_mtime_ns, st.st_ino, None)
+                if kind == "dir":
+                    stack.append(r)
+    return out
+
+
+def record_session(ov: Layers, before: Snapshot) -> None:
+    """After a kernel-overlay session: bases for what it changed, the whole snapshot as the read set."""
+    metadir = Path(ov.metadir)
+    based = set(layer.load_identities(metadir, layer.BASES_FILE))
+    upper = os.fspath(ov.upper)
+    stack = [""]
+    changed: list[str] = []
+    while stack:
+        rel = stack.pop()
+        d = f"{upper}/{rel}" if rel else upper
+        with os.scandir(d) as it:
+            for e in it:
+                name = e.name
+                if name == layer.OPAQUE_FILE:
+                    continue
+                if name.startswith(layer.WH_PREFIX):
+                    name = name[len(layer.WH_PREFIX):]
+                r = f"{rel}/{name}" if rel else name
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(r)
+                    # A merged directory copied up for its children is not itself a change.
+                    if r in before and before[r].kind == "dir" and not layer.is_opaque(Path(e.path)):
+                        continue
+                changed.append(r)
+    for r in changed:
+        if r not in based:
+            layer.record_base(metadir, before.get(r, layer.Identity(r, False)))
+    read = set(layer.load_identities(metadir, layer.READS_FILE))
+    lines = [ident for r, ident in before.items() if ident.kind == "file" and r not in read]
+    if lines:
+        import json
+        from dataclasses import asdict
+
+        data = "".join(json.dumps(asdict(i), ensure_ascii=False) + "\n" for i in lines)
+        with open(metadir / layer.READS_FILE, "ab") as f:  # one append, not one per file
+            f.write(data.encode("utf-8", "surrogateescape"))
