@@ -1,0 +1,322 @@
+"""The REPL's trio side: the read → submit loop, slash commands, streaming output, permission prompts,
+Ctrl-C, and feeding predictions and speculation state to whichever front end holds the terminal."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, TextIO, cast, get_args
+
+import trio
+
+from speculate.agent import AgentEvent, ResponseDone, ToolFinished, ToolStarted
+from speculate.models.base import TextDelta
+from speculate.repl.status import Status
+from speculate.session import PermissionMode, Session, TurnOutcome
+from speculate.spec.events import SpecEvent
+
+HELP = """commands:
+  /help                 this list
+  /spec on|off          turn speculation on or off
+  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
+  /diff                 what the current speculation would change, as a diff
+  /stats                acceptance, time saved, tokens and cost wasted
+  /model                the model backend in use
+  /clear                forget the conversation (the project is untouched)
+  /accept               submit the predicted prompt (waits for it; handy in line mode)
+  /quit                 leave (Ctrl-D does the same)
+keys: Tab or Right takes the grey prediction, Enter sends, Ctrl-C cancels the running turn."""
+
+MODES: tuple[str, ...] = get_args(PermissionMode)
+
+
+class Frontend(Protocol):
+    color: bool
+
+    def push(self, prediction: str | None) -> None: ...
+    def invalidate(self) -> None: ...
+    def abort(self) -> None: ...
+    async def read(self) -> str: ...
+    async def ask(self, question: str, choices: Sequence[str]) -> str: ...
+
+
+class Quit(Exception):
+    """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
+
+
+class Repl:
+    """Owns one REPL run: bind a front end with :meth:`attach`, then ``await run(session)``.
+
+    ``fallback_prediction`` offers a prompt when the engine has none (the simulator demo's next scripted
+    prompt; the engine only predicts from the second turn on); ``on_submitted`` hears every prompt sent.
+    """
+
+    def __init__(self, *, out: TextIO | None = None, model_label: str = "",
+                 fallback_prediction: Callable[[], str | None] | None = None,
+                 on_submitted: Callable[[str], None] | None = None,
+                 on_cleared: Callable[[], None] | None = None) -> None:
+        self.out = out or sys.stdout
+        self.model_label = model_label
+        self.fallback = fallback_prediction or (lambda: None)
+        self.on_submitted = on_submitted or (lambda p: None)
+        self.on_cleared = on_cleared or (lambda: None)
+        self.status = Status()
+        self.fe: Frontend | None = None
+        self.s: Session | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._turn_scope: trio.CancelScope | None = None
+        self._predict_scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+        self._at_line_start = True
+        self._response_text = ""
+        self._last_response_text = ""
+
+    def attach(self, fe: Frontend) -> None:
+        self.fe = fe
+
+    # -- callbacks the session calls ----------------------------------------------------------------------
+    def on_event(self, ev: AgentEvent | SpecEvent) -> None:
+        if isinstance(ev, SpecEvent):
+            self.status.update(ev)
+            if self.fe is not None:
+                self.fe.invalidate()
+            return
+        if not self.status.busy:
+            return  # nothing of the main loop runs between turns; be safe anyway
+        if isinstance(ev, TextDelta):
+            self._write(ev.text)
+            self._response_text += ev.text
+        elif isinstance(ev, ResponseDone):
+            self._last_response_text, self._response_text = self._response_text, ""
+        elif isinstance(ev, ToolFinished):
+            mark = self._c("31", "✗") if ev.is_error else self._c("32", "✓")
+            first = ev.result.strip().splitlines()[0][:80] if ev.is_error and ev.result.strip() else ""
+            self._line(f"  {mark} {ev.summary} {self._c('2', f'{ev.duration_s:.2f}s')}"
+                       + (f" {self._c('31', first)}" if first else ""))
+        elif isinstance(ev, ToolStarted):
+            pass  # one line per call, written when it finishes (with its status)
+
+    async def ask(self, tool: str, summary: str) -> Literal["y", "n", "always"]:
+        """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""
+        assert self.fe is not None
+        self._newline()
+        try:
+            answer = await self.fe.ask(f"allow {summary}?", ("y", "n", "always"))
+        except (KeyboardInterrupt, EOFError):
+            if self._turn_scope is not None:
+                self._turn_scope.cancel()
+            return "n"
+        return cast(Literal["y", "n", "always"], answer)
+
+    def diverged(self) -> None:
+        """The user typed off the prediction (called from the prompt's thread): abort the speculation now."""
+        if self._token is None or self._nursery is None:
+            return
+        nursery = self._nursery
+
+        def start() -> None:
+            self._cancel_prediction()
+            nursery.start_soon(self._ignore)
+
+        try:
+            self._token.run_sync_soon(start)
+        except trio.RunFinishedError:
+            pass
+
+    async def _ignore(self) -> None:
+        if self.s is not None and self.s.cfg.speculate:
+            await self.s.engine.ignore()
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    async def run(self, session: Session) -> None:
+        assert self.fe is not None, "attach a front end first"
+        self.s = session
+        self._token = trio.lowlevel.current_trio_token()
+        self.status.mode, self.status.spec_on = session.cfg.mode, session.cfg.speculate
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._watch_sigint)
+            self._predict_next()
+            try:
+                while True:
+                    try:
+                        line = await self.fe.read()
+                    except KeyboardInterrupt:
+                        continue  # Ctrl-C at the prompt clears the line
+                    except EOFError:
+                        break
+                    try:
+                        await self.handle(line)
+                    except Quit:
+                        break
+            finally:
+                self._cancel_prediction()
+                self.fe.push(None)
+                nursery.cancel_scope.cancel()
+
+    async def handle(self, line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        if text.startswith("/"):
+            await self.command(text)
+            return
+        await self.submit(line.rstrip("\n"))
+
+    async def submit(self, prompt: str) -> TurnOutcome | None:
+        assert self.s is not None and self.fe is not None
+        self._cancel_prediction()
+        self.fe.push(None)
+        self.on_submitted(prompt)
+        self.status.busy = True
+        self._response_text = self._last_response_text = ""
+        outcome: TurnOutcome | None = None
+        with trio.CancelScope() as scope:
+            self._turn_scope = scope
+            try:
+                outcome = await self.s.submit(prompt)
+            finally:
+                self._turn_scope = None
+                self.status.busy = False
+        if scope.cancelled_caught:
+            self._line(self._c("33", "^C turn cancelled; the session goes on"))
+        elif outcome is not None:
+            self._report(outcome)
+        self.status.saved_s = float(self.s.statistics().get("time_saved_s", self.status.saved_s))
+        self._predict_next()
+        return outcome
+
+    def _report(self, o: TurnOutcome) -> None:
+        if o.accepted and o.speculation is not None:
+            r = o.speculation
+            files = ", ".join(r.files_written[:5]) + (" …" if len(r.files_written) > 5 else "")
+            self._line(self._c("36", f"⚡ speculation accepted: {r.tools_run} tools ran ahead"
+                                     + (f", wrote {files}" if files else "") + f", saved {r.time_saved_s:.1f}s"))
+        if o.note:
+            self._line(self._c("33", o.note))
+        if o.error:
+            self._line(self._c("31", f"error: {o.error}"))
+        elif o.text.strip() and o.text.strip() != self._last_response_text.strip():
+            self._newline()
+            self._write(o.text)  # the final answer came from the speculation, not the stream
+        self._newline()
+        self._line(self._c("2", f"({o.latency_s:.1f}s)"))
+
+    # -- predictions --------------------------------------------------------------------------------------
+    def _predict_next(self) -> None:
+        """Push the next prediction once it exists: the engine's, else the fallback (demo script)."""
+        assert self._nursery is not None
+        self._cancel_prediction()
+        scope = self._predict_scope = trio.CancelScope()
+        self._nursery.start_soon(self._predict, scope)
+
+    async def _predict(self, scope: trio.CancelScope) -> None:
+        assert self.s is not None and self.fe is not None
+        with scope:
+            text = await self.s.wait_suggestion() if self.s.cfg.speculate else None
+            self.fe.push(text or self.fallback())
+
+    async def wait_prediction(self) -> str | None:
+        assert self.s is not None
+        text = await self.s.wait_suggestion() if self.s.cfg.speculate else None
+        return text or self.fallback()
+
+    def _cancel_prediction(self) -> None:
+        if self._predict_scope is not None:
+            self._predict_scope.cancel()
+            self._predict_scope = None
+
+    async def _watch_sigint(self) -> None:
+        try:
+            receiver = trio.open_signal_receiver(signal.SIGINT)
+        except (RuntimeError, ValueError):
+            return  # not the main thread (embedded use): Ctrl-C stays Python's
+        with receiver as sigs:
+            async for _ in sigs:
+                if self._turn_scope is not None:
+                    self._turn_scope.cancel()
+                elif self.fe is not None:
+                    self.fe.abort()  # line mode waiting for input: Ctrl-C leaves
+
+    # -- slash commands -------------------------------------------------------------------------------------
+    async def command(self, text: str) -> None:
+        assert self.s is not None and self.fe is not None
+        name, _, arg = text.partition(" ")
+        arg = arg.strip()
+        if name in ("/quit", "/exit"):
+            raise Quit
+        if name == "/help":
+            self._line(HELP)
+        elif name == "/spec":
+            if arg not in ("on", "off"):
+                self._line(f"/spec takes on or off, not {arg!r}" if arg else
+                           f"speculation is {'on' if self.s.cfg.speculate else 'off'}; /spec on|off")
+                return
+            await self.s.set_speculation(arg == "on")
+            self.status.spec_on = arg == "on"
+            self._line(f"speculation {arg}")
+            if arg == "off":
+                self._predict_next()
+        elif name == "/mode":
+            if arg not in MODES:
+                self._line(f"unknown permission mode {arg!r}: choose one of {', '.join(MODES)}" if arg
+                           else f"mode is {self.s.cfg.mode}; /mode {'|'.join(MODES)}")
+                return
+            self.s.set_mode(cast(PermissionMode, arg))
+            self.status.mode = arg
+            self._line(f"permission mode {arg}")
+        elif name == "/diff":
+            self._line(self.s.diff() or "(the current speculation changes nothing)")
+        elif name == "/stats":
+            self._line(format_stats(self.s.statistics()))
+        elif name == "/model":
+            self._line(f"model: {self.s.cfg.model_name} via {self.model_label or self.s.cfg.model.name}")
+        elif name == "/clear":
+            self._cancel_prediction()
+            self.fe.push(None)
+            await self.s.clear()
+            self.on_cleared()
+            self._line("conversation cleared")
+            self._predict_next()
+        elif name == "/accept":
+            self._cancel_prediction()
+            text = await self.wait_prediction()
+            if text is None:
+                self._line("no prediction to accept")
+                self._predict_next()
+            else:
+                self._line(f"› {text}")
+                await self.submit(text)
+        else:
+            self._line(f"unknown command {name!r}; /help lists them")
+
+    # -- output ---------------------------------------------------------------------------------------------
+    def _c(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.fe is not None and self.fe.color else text
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _newline(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+
+    def _line(self, text: str) -> None:
+        self._newline()
+        self._write(text + "\n")
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4f}" if abs(v) < 1 else f"{v:.2f}"
+        if isinstance(v, dict):
+            return ", ".join(f"{k}={x}" for k, x in v.items()) or "-"
+        return str(v)
+
+    width = max((len(k) for k in stats), default=0)
+    return "\n".join(f"  {k.ljust(width)}  {fmt(v)}" for k, v in stats.items())

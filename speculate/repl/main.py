@@ -1,0 +1,123 @@
+"""``speculate repl``: parse the options, set up the project (the simulator demo's, or a given directory),
+open the model and the session, and run the REPL on the terminal (or in line mode when piped)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from speculate.repl.controller import MODES, Repl
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="speculate repl", description="Interactive coding agent with "
+                                "speculative execution: Tab takes the predicted next prompt.")
+    p.add_argument("dir", nargs="?", metavar="DIR",
+                   help="project directory (default: with --model sim, a fresh copy of the demo "
+                        "scenario's project; otherwise the current directory)")
+    p.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="model backend")
+    p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic)")
+    p.add_argument("--model-name", default=None, help="model id sent in requests")
+    p.add_argument("--scenario", default=None, metavar="NAME|FILE",
+                   help="simulator demo scenario: a bundled name or a .yaml file (default: fix-pagination)")
+    p.add_argument("--mode", choices=MODES, default="acceptEdits", help="permission mode")
+    p.add_argument("--no-spec", action="store_true", help="start with speculation off")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                   help="simulator speed: 1.0 is real time, 0.1 ten times faster")
+    p.add_argument("--events", type=Path, default=None, help="write speculation records (JSONL) here")
+    p.add_argument("--plain", action="store_true", help="line mode even on a terminal")
+    return p
+
+
+def history_path() -> Path:
+    """$SPECULATE_HISTORY, else $XDG_STATE_HOME/speculate/history, else ~/.speculate_history."""
+    if os.environ.get("SPECULATE_HISTORY"):
+        return Path(os.environ["SPECULATE_HISTORY"])
+    if os.environ.get("XDG_STATE_HOME"):
+        return Path(os.environ["XDG_STATE_HOME"]) / "speculate" / "history"
+    return Path.home() / ".speculate_history"
+
+
+def run_main(argv: Sequence[str] | None = None) -> int:
+    from speculate.repl.demo import DemoError
+
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not args.time_scale > 0:
+        print(f"speculate repl: --time-scale must be > 0, not {args.time_scale}", file=sys.stderr)
+        return 2
+    try:
+        return trio.run(_run, args)
+    except (DemoError, ValueError, FileNotFoundError, NotADirectoryError) as e:
+        print(f"speculate repl: {e}", file=sys.stderr)
+        return 2
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from speculate.backends import BackendConfig, open_model
+    from speculate.repl.demo import DEFAULT_SCENARIO, Demo, find_scenario, prepare_project
+    from speculate.session import SessionConfig, open_session
+    from speculate.sim.scenario import default_scenario_paths, load_scenario
+
+    demo: Demo | None = None
+    scenarios: list[Path] = []
+    temp: Path | None = None
+    if args.model == "sim" or args.scenario:
+        path = find_scenario(args.scenario or DEFAULT_SCENARIO)
+        demo = Demo(load_scenario(path))
+        scenarios = [*default_scenario_paths()]
+        if path not in scenarios:
+            scenarios.append(path)
+    if args.dir is not None:
+        project = Path(args.dir).expanduser().resolve()
+        if demo is not None and (not project.exists() or (project.is_dir() and not any(project.iterdir()))):
+            prepare_project(demo.scenario, project)
+        elif not project.is_dir():
+            raise NotADirectoryError(f"project directory {args.dir!r} does not exist")
+    elif demo is not None:
+        temp = Path(tempfile.mkdtemp(prefix="speculate-demo-"))
+        project = prepare_project(demo.scenario, temp / "project")
+    else:
+        project = Path.cwd()
+
+    plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
+    repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
+                fallback_prediction=demo.next_prompt if demo else None,
+                on_submitted=demo.submitted if demo else None, on_cleared=demo.cleared if demo else None)
+    if plain:
+        from speculate.repl.plain import PlainFrontend
+
+        repl.attach(PlainFrontend())
+    else:
+        from prompt_toolkit.formatted_text import FormattedText
+        from prompt_toolkit.history import FileHistory
+
+        from speculate.repl.app import PromptFrontend
+
+        hist = history_path()
+        hist.parent.mkdir(parents=True, exist_ok=True)
+        repl.attach(PromptFrontend(toolbar=lambda: FormattedText([("", " " + repl.status.line())]),
+                                   on_diverge=repl.diverged, history=FileHistory(str(hist))))
+    print(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
+          + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}")
+    print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")
+    bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
+                         time_scale=args.time_scale)
+    scfg_extra = {"model_name": args.model_name} if args.model_name else {}
+    try:
+        async with open_model(bcfg) as model, open_session(
+                SessionConfig(project=project, model=model, mode=args.mode, speculate=not args.no_spec,
+                              events_path=args.events, **scfg_extra),
+                ask=repl.ask, on_event=repl.on_event) as session:
+            await repl.run(session)
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    print("bye")
+    return 0

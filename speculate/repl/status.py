@@ -1,0 +1,74 @@
+"""The speculation state shown in the toolbar: a small reducer over SpecEvents, rendered as one line."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from speculate.spec.events import SpecEvent
+
+
+@dataclass
+class Status:
+    state: str = "idle"
+    suggestion: str | None = None
+    tools_run: int = 0
+    started: float | None = None  # perf_counter when the fork started
+    elapsed_s: float | None = None  # frozen once the fork finished
+    boundary: str = ""
+    saved_s: float = 0.0  # time saved this session (accepted speculations)
+    mode: str = "acceptEdits"
+    spec_on: bool = True
+    busy: bool = False  # a turn is running
+
+    def update(self, ev: SpecEvent) -> None:
+        d = ev.detail
+        self.state = ev.state
+        if ev.state == "generating":
+            self.suggestion, self.tools_run, self.started, self.elapsed_s, self.boundary = None, 0, None, None, ""
+        elif ev.state == "speculating":
+            self.suggestion = ev.suggestion
+            self.tools_run = int(d.get("tools_run", self.tools_run))
+            if self.started is None:
+                self.started = ev.at - float(d.get("elapsed_s", 0.0))
+        elif ev.state in ("ready", "boundary"):
+            self.tools_run = int(d.get("tools_run", self.tools_run))
+            self.elapsed_s = float(d.get("elapsed_s", (ev.at - self.started) if self.started else 0.0))
+            if ev.state == "boundary":
+                what = str(d.get("detail") or d.get("boundary_detail") or "")
+                self.boundary = f"{d.get('boundary', '?')}: {what}" if what else str(d.get("boundary", "?"))
+        elif ev.state in ("idle", "aborted", "accepted"):
+            self.suggestion, self.started, self.elapsed_s = None, None, None
+            if ev.state == "accepted" and "time_saved_s" in d:
+                self.saved_s += float(d["time_saved_s"])
+
+    def elapsed(self, now: float | None = None) -> float:
+        if self.elapsed_s is not None:
+            return self.elapsed_s
+        if self.started is None:
+            return 0.0
+        return (time.perf_counter() if now is None else now) - self.started
+
+    def line(self, now: float | None = None) -> str:
+        """The toolbar text, e.g. ``speculating (3 tools, 2.1s) │ saved 4.2s │ acceptEdits``."""
+        tools = f"{self.tools_run} tool{'s' if self.tools_run != 1 else ''}"
+        if not self.spec_on:
+            what = "speculation off"
+        elif self.state == "generating":
+            what = "generating suggestion…"
+        elif self.state == "speculating":
+            what = f"speculating ({tools}, {self.elapsed(now):.1f}s)"
+        elif self.state == "ready":
+            what = f"ready ({tools}, {self.elapsed(now):.1f}s) - Tab to accept"
+        elif self.state == "boundary":
+            what = f"stopped at boundary ({self.boundary})"
+        elif self.state == "accepted":
+            what = "accepted"
+        elif self.state == "aborted":
+            what = "speculation aborted"
+        else:
+            what = "idle"
+        parts = [what, f"saved {self.saved_s:.1f}s", self.mode]
+        if self.busy:
+            parts.insert(0, "working")
+        return " │ ".join(parts)
