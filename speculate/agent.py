@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -161,41 +162,56 @@ class Agent:
 
     async def step(self, result: TurnResult) -> bool:
         """One request and its tool calls. True when the turn is over."""
+        # The nursery holds only calls started early while streaming. An exception from the body (a
+        # boundary, a model error) is re-raised bare after the nursery closes, not as an ExceptionGroup.
+        failure: Exception | None = None
+        finished = False
         async with trio.open_nursery() as nursery:
-            early: dict[str, trio.Event] = {}
-            done: dict[str, Block] = {}
-            resp = await self.query(nursery, early, done)
-            result.responses.append(resp)
-            self.messages.append(resp.message)
-            uses = tool_uses(resp.message)
-            if resp.stop_reason == "pause_turn":
-                return False
-            if not uses:
-                result.text, result.stop = text_of(resp.message), resp.stop_reason or "end_turn"
-                if resp.stop_reason == "max_tokens" and len(result.responses) < 4:
-                    self.messages.append(user(MAX_TOKENS_CONTINUE))
-                    return False
-                return True
-            results = await self.execute(uses, early, done, result)
-            self.messages.append(user(*results))
+            try:
+                finished = await self._step(nursery, result)
+            except Exception as e:
+                failure = e
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return finished
+
+    async def _step(self, nursery: trio.Nursery, result: TurnResult) -> bool:
+        early: dict[str, trio.Event] = {}
+        done: dict[str, Block] = {}
+        resp = await self.query(nursery, early, done)
+        result.responses.append(resp)
+        self.messages.append(resp.message)
+        uses = tool_uses(resp.message)
+        if resp.stop_reason == "pause_turn":
             return False
+        if not uses:
+            result.text, result.stop = text_of(resp.message), resp.stop_reason or "end_turn"
+            if resp.stop_reason == "max_tokens" and len(result.responses) < 4:
+                self.messages.append(user(MAX_TOKENS_CONTINUE))
+                return False
+            return True
+        results = await self.execute(uses, early, done, result)
+        self.messages.append(user(*results))
+        return False
 
     async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]
                     ) -> ModelResponse:
         """Stream one response; start a read-only call as soon as its block is complete."""
         all_safe_so_far = True
-        async for update in self.model.stream(self.key, self.messages):
-            if isinstance(update, TextDelta):
-                self.on_event(update)
-            elif isinstance(update, BlockDone) and update.block.get("type") == "tool_use":
-                if all_safe_so_far and self._can_start_early(update.block):
-                    ev = early[update.block["id"]] = trio.Event()
-                    nursery.start_soon(self._run_one_into, update.block, done, ev)
-                else:
-                    all_safe_so_far = False
-            elif isinstance(update, Done):
-                self.on_event(ResponseDone(update.response))
-                return update.response
+        async with aclosing(self.model.stream(self.key, self.messages)) as stream:
+            async for update in stream:
+                if isinstance(update, TextDelta):
+                    self.on_event(update)
+                elif isinstance(update, BlockDone) and update.block.get("type") == "tool_use":
+                    if all_safe_so_far and self._can_start_early(update.block):
+                        ev = early[update.block["id"]] = trio.Event()
+                        nursery.start_soon(self._run_one_into, update.block, done, ev)
+                    else:
+                        all_safe_so_far = False
+                elif isinstance(update, Done):
+                    self.on_event(ResponseDone(update.response))
+                    return update.response
         raise RuntimeError("model stream ended without a response")
 
     async def execute(self, uses: list[Block], early: dict[str, trio.Event], done: dict[str, Block],

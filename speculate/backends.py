@@ -29,15 +29,14 @@ class BackendConfig:
 @asynccontextmanager
 async def open_model(cfg: BackendConfig) -> AsyncIterator[AnthropicModel]:
     if cfg.backend == "sim":
-        from speculate.sim import SimServer
+        from speculate.sim.server import SimServer
 
         kwargs: dict[str, Any] = {"seed": cfg.seed, "time_scale": cfg.time_scale}
-        if cfg.scenarios:
-            kwargs["scenarios"] = list(cfg.scenarios)
+        sources = [*cfg.scenarios, *([cfg.trace] if cfg.trace is not None else [])]
+        if sources:
+            kwargs["scenarios"] = sources  # .yaml scenarios and .jsonl recorded traces
         if cfg.faults is not None:
             kwargs["faults"] = cfg.faults
-        if cfg.trace is not None:
-            kwargs["trace"] = cfg.trace
         with SimServer(**kwargs) as sim:
             async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim") as m:
                 yield m

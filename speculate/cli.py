@@ -31,7 +31,7 @@ def _sim(argv: list[str]) -> int:
         print("usage: speculate sim serve [--port 0] [--scenario PATH ...] [--seed N] [--time-scale X]",
               file=sys.stderr)
         return 2
-    from speculate.sim.server import serve_main
+    from speculate.sim import serve_main
 
     return serve_main(argv[1:])
 

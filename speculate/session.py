@@ -36,7 +36,7 @@ PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
 class SessionConfig:
     project: Path
     model: Model
-    model_name: str = "claude-sonnet-4-5"
+    model_name: str = "claude-sonnet-4-6"
     mode: PermissionMode = "acceptEdits"
     speculate: bool = True
     overlay_backend: str = "auto"  # auto | pure | fuse | kernel
@@ -82,7 +82,8 @@ class Session:
         from speculate.tools.base import ToolContext
 
         self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
-        self.authorizer = MainAuthorizer(mode=cfg.mode, allow=cfg.allow, deny=cfg.deny, ask=ask)
+        self.authorizer = MainAuthorizer(mode=cfg.mode, allow=cfg.allow, deny=cfg.deny, ask=ask,
+                                         root=self.project)
         self.messages: list[dict[str, Any]] = []
         self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
                            authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,

@@ -12,10 +12,12 @@ import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from types import TracebackType
 from typing import Any
 
 import anthropic
+import httpx2
 import trio
 
 from speculate.models.base import (
@@ -78,20 +80,23 @@ class AnthropicModel:
         body = key.request(messages, max_tokens=max_tokens)
         last_error = ""
         for attempt in range(1, self.max_attempts + 1):
-            yielded_block = False
+            # A retry after some blocks were yielded is safe: only read-only calls start early, and the
+            # agent uses the tool_use ids of the final response, so an early call of a failed attempt
+            # only costs a repeated read.
             try:
-                async for update in self._attempt(body, attempt):
-                    if isinstance(update, BlockDone):
-                        yielded_block = True
-                    yield update
+                async with aclosing(self._attempt(body, attempt)) as updates:
+                    async for update in updates:
+                        yield update
                 return
             except anthropic.APIStatusError as e:
-                if e.status_code not in RETRYABLE_STATUS or attempt == self.max_attempts or yielded_block:
+                if e.status_code not in RETRYABLE_STATUS or attempt == self.max_attempts:
                     raise ModelError(_describe(e, attempt)) from e
                 last_error = _describe(e, attempt)
                 delay = _retry_after(e) or self._backoff(attempt)
-            except (anthropic.APIConnectionError, StreamStalled, StreamProtocolError, _StreamError) as e:
-                if attempt == self.max_attempts or yielded_block:
+            # A connection dropped mid-stream surfaces as the transport's own error, not the SDK's.
+            except (anthropic.APIConnectionError, httpx2.TransportError, StreamStalled, StreamProtocolError,
+                    _StreamError) as e:
+                if attempt == self.max_attempts:
                     raise ModelError(f"{type(e).__name__} after {attempt} attempt(s): {e}") from e
                 last_error = str(e)
                 delay = self._backoff(attempt)

@@ -4,6 +4,7 @@ every call that would need the user into a boundary instead of running it."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -17,23 +18,24 @@ SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
 WRITE_TOOLS = {"Write", "Edit"}
 
 
-def _gate(mode: str, allow: list[str], deny: list[str]) -> Any:
+def _gate(mode: str, allow: list[str], deny: list[str], root: Path | None) -> Any:
     from speculate.permissions import PermissionGate
 
-    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny))
+    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), root=root)
 
 
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
 
-    def __init__(self, *, mode: str, allow: list[str], deny: list[str], ask: AskFn | None) -> None:
-        self.mode, self.allow, self.deny, self.ask = mode, list(allow), list(deny), ask
-        self.gate = _gate(mode, self.allow, self.deny)
+    def __init__(self, *, mode: str, allow: list[str], deny: list[str], ask: AskFn | None,
+                 root: Path | None = None) -> None:
+        self.mode, self.allow, self.deny, self.ask, self.root = mode, list(allow), list(deny), ask, root
+        self.gate = _gate(mode, self.allow, self.deny, root)
         self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
-        self.gate = _gate(mode, self.allow, self.deny)
+        self.gate = _gate(mode, self.allow, self.deny, self.root)
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self.gate.check(tool, inp).behavior == "allow"
@@ -56,7 +58,7 @@ class MainAuthorizer:
         if answer == "always":
             cmd = getattr(inp, "command", None)
             self.allow.append(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
-            self.gate = _gate(self.mode, self.allow, self.deny)
+            self.gate = _gate(self.mode, self.allow, self.deny, self.root)
 
 
 class SpecAuthorizer:
@@ -64,8 +66,8 @@ class SpecAuthorizer:
     cannot contain, raises BoundaryReached so the fork stops before it."""
 
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
-                 overlay_changed: Callable[[], bool]) -> None:
-        self.gate = _gate(mode, allow, deny)
+                 overlay_changed: Callable[[], bool], root: Path | None = None) -> None:
+        self.gate = _gate(mode, allow, deny, root)
         self.sandboxed_bash = sandboxed_bash
         self.overlay_changed = overlay_changed
 

@@ -227,7 +227,8 @@ class SpeculationEngine:
         spec.record.overlay_backend = backend
         authorizer = SpecAuthorizer(mode=self.s.cfg.mode, allow=self.s.authorizer.allow,
                                     deny=self.s.authorizer.deny, sandboxed_bash=sandboxed,
-                                    overlay_changed=lambda: bool(spec.overlay.changes()))
+                                    overlay_changed=lambda: bool(spec.overlay.changes()),
+                                    root=self.s.project)
         spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
                            ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
                            authorizer=authorizer, messages=copy.deepcopy(snapshot),

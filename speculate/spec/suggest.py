@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +50,10 @@ async def generate(model: Model, key: CacheKey, messages: list[Message]) -> Sugg
     t0 = time.perf_counter()
     req: list[Message] = [*messages, user(SUGGESTION_INSTRUCTION)]
     resp = None
-    async for update in model.stream(key, req, max_tokens=SUGGESTION_MAX_TOKENS):
-        if isinstance(update, Done):
-            resp = update.response
+    async with aclosing(model.stream(key, req, max_tokens=SUGGESTION_MAX_TOKENS)) as stream:
+        async for update in stream:
+            if isinstance(update, Done):
+                resp = update.response
     assert resp is not None
     refused = len(tool_uses(resp.message))
     verdict = filters.check(text_of(resp.message))
