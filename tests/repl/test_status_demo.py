@@ -1,0 +1,98 @@
+"""The toolbar's state reducer and the simulator demo's project set-up and script position."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from speculate.repl.controller import format_stats
+from speculate.repl.demo import Demo, DemoError, find_scenario, needs_git, prepare_project
+from speculate.repl.status import Status
+from speculate.sim.scenario import load_scenario, parse_scenario
+from speculate.spec.events import SpecEvent
+
+
+def test_toolbar_follows_the_speculation_states() -> None:
+    st = Status(mode="default")
+    assert st.line().startswith("idle")
+    st.update(SpecEvent("generating"))
+    assert "generating suggestion" in st.line()
+    st.update(SpecEvent("speculating", "fix it", {"tools_run": 0, "elapsed_s": 0.0}, at=100.0))
+    st.update(SpecEvent("speculating", "fix it", {"tools_run": 2, "elapsed_s": 1.0}, at=101.0))
+    assert st.line(now=102.5) == "speculating (2 tools, 2.5s) │ saved 0.0s │ default"
+    st.update(SpecEvent("boundary", "fix it", {"boundary": "bash", "detail": "rm -rf build",
+                                               "tools_run": 3, "elapsed_s": 3.25}))
+    assert st.line(now=999.0).startswith("stopped at boundary (bash: rm -rf build)")
+    st.update(SpecEvent("accepted", "fix it", {"time_saved_s": 3.0}))
+    st.update(SpecEvent("generating"))
+    st.update(SpecEvent("speculating", "next", {"tools_run": 1, "elapsed_s": 0.5}, at=10.0))
+    st.update(SpecEvent("ready", "next", {"tools_run": 1, "elapsed_s": 0.75}))
+    assert st.line(now=50.0) == "ready (1 tool, 0.8s) - Tab to accept │ saved 3.0s │ default"
+    st.spec_on, st.busy = False, True
+    assert st.line() == "working │ speculation off │ saved 3.0s │ default"
+
+
+def test_format_stats_lists_every_figure() -> None:
+    out = format_stats({"acceptance_rate": 0.5, "time_saved_s": 12.345, "boundaries": {"bash": 2}})
+    assert "acceptance_rate  0.5000" in out and "12.35" in out and "bash=2" in out
+
+
+def test_find_scenario_by_name_and_clear_error() -> None:
+    assert load_scenario(find_scenario("fix-pagination")).name == "fix-pagination"
+    with pytest.raises(DemoError, match=r"no bundled scenario named 'nope'.*fix-pagination"):
+        find_scenario("nope")
+    with pytest.raises(DemoError, match=r"missing\.yaml"):
+        find_scenario("missing.yaml")
+
+
+def _scenario(command: str) -> str:
+    return f"""
+name: t
+files: {{"a.txt": "hello\\n"}}
+turns:
+  - prompt: "one"
+    steps:
+      - tools:
+          - Bash: {{command: "{command}"}}
+      - text: "done"
+    suggestion: "two"
+  - prompt: "two"
+    steps:
+      - text: "ok"
+"""
+
+
+def test_needs_git_looks_at_scripted_commands() -> None:
+    assert needs_git(parse_scenario(_scenario("git status --short")))
+    assert needs_git(parse_scenario(_scenario("make && git commit -qm x")))
+    assert not needs_git(parse_scenario(_scenario("python -m pytest -q tests/test_digit.py")))
+
+
+def test_prepare_project_inits_git_when_needed(tmp_path: Path) -> None:
+    root = prepare_project(parse_scenario(_scenario("git status")), tmp_path / "p")
+    assert (root / "a.txt").read_text() == "hello\n"
+    log = subprocess.run(["git", "log", "--oneline"], cwd=root, capture_output=True, text=True, check=True)
+    assert "initial" in log.stdout
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True)
+    assert status.stdout == ""
+    plain = prepare_project(parse_scenario(_scenario("ls")), tmp_path / "q")
+    assert not (plain / ".git").exists()
+    with pytest.raises(DemoError, match="not empty"):
+        prepare_project(parse_scenario(_scenario("ls")), root)
+
+
+def test_demo_follows_prompts_and_suggestions() -> None:
+    sc = parse_scenario(_scenario("ls").replace('suggestion: "two"', 'suggestion: "2"\n    suggestion_steps:\n'
+                                                "      - text: two-ish"))
+    d = Demo(sc)
+    assert d.next_prompt() == "one"
+    d.submitted("something else")
+    assert d.next_prompt() == "one"
+    d.submitted("one")
+    assert d.next_prompt() == "two"
+    d.submitted("2")  # the previous turn's suggestion also matches the turn
+    assert d.next_prompt() is None
+    d.cleared()
+    assert d.next_prompt() == "one"
