@@ -145,16 +145,17 @@ class Script:
             position: _Position | None = _Position(scenario, 0, False)
             for i, prompt in enumerate(conv.prompts[1:], start=1):
                 turns = scenario.turns
-                if i >= len(turns):
-                    reason = f"scenario {scenario.name!r} has only {len(turns)} turns"
-                    position = None
-                    break
-                if substitute(turns[i].prompt, conv.root) == prompt:
+                previous = turns[i - 1] if i - 1 < len(turns) else None
+                if i < len(turns) and substitute(turns[i].prompt, conv.root) == prompt:
                     position = _Position(scenario, i, False)
-                elif turns[i - 1].suggestion is not None and substitute(turns[i - 1].suggestion, conv.root) == prompt:
+                elif previous is not None and previous.suggestion is not None and (
+                    substitute(previous.suggestion, conv.root) == prompt
+                ):
                     position = _Position(scenario, i, True)
                 else:
                     reason = f"prompt {i + 1} {prompt[:80]!r} is not turn {i + 1} of scenario {scenario.name!r}"
+                    if i >= len(turns):
+                        reason = f"scenario {scenario.name!r} has only {len(turns)} turns"
                     position = None
                     break
             if position is not None:

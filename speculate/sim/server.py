@@ -7,8 +7,10 @@ requests, draws injected faults, and paces the answer by the latency model times
 from __future__ import annotations
 
 import json
+import logging
 import random
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -26,6 +28,8 @@ from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenar
 from speculate.sim.script import stable_id
 from speculate.sim.sse import events
 from speculate.sim.validate import RequestError
+
+log = logging.getLogger(__name__)
 
 FAULT_KINDS = ("overloaded", "rate_limit", "drop", "stall")
 
@@ -86,6 +90,11 @@ class _HTTPServer(ThreadingHTTPServer):
         self.conn_lock = threading.Lock()
         self.stopping = threading.Event()
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hang up (timeouts, cancelled streams): routine for a server, not worth a traceback.
+        if not isinstance(sys.exc_info()[1], OSError):
+            log.exception("simulator: error while serving %s", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
