@@ -33,6 +33,7 @@ EXPECTED_EXIT: dict[tuple[str, str], int] = {
 # Commands a permission classifier must stop a speculation at (network, publishing, destructive).
 RISKY = re.compile(r"\b(git push|pip install|curl|wget|rm -rf|git reset --hard|git clean)\b")
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".venv", "node_modules"}
+TEST_RUN = re.compile(r"\bpytest\b|\bmake test\b")
 COUNT_RE = re.compile(r"\b(\d+) (passed|failed)\b")
 
 
@@ -192,7 +193,7 @@ def _replay_steps(rp: Replayer, steps: list[dict[str, Any]], where: str) -> None
                     )
                 continue
             code, output = rp.do_bash(**inp)
-            counts = COUNT_RE.findall(next_text) if "pytest" in inp["command"] else []
+            counts = COUNT_RE.findall(next_text) if TEST_RUN.search(inp["command"]) else []
             want = EXPECTED_EXIT.get((rp.scenario, inp["command"]), 0)
             if any(kind == "failed" for _, kind in counts):
                 want = 1
