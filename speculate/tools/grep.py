@@ -92,10 +92,11 @@ async def _search_rg(fs: FileSystem, inp: GrepInput, base: str) -> Matches:
         args += ["--glob", inp.glob]
     for d in sorted(SKIP_DIRS):  # after the user's glob: the last matching glob wins in ripgrep
         args += ["--glob", f"!{d}"]
-    args += ["-e", inp.pattern]
-    if base != ".":
-        args += ["--", base]
-    proc = await trio.run_process(args, cwd=fs.root, capture_stdout=True, capture_stderr=True, check=False)
+    # Always name the path: with none, ripgrep reads stdin when it is not a terminal.
+    args += ["-e", inp.pattern, "--", base]
+    proc = await trio.run_process(
+        args, cwd=fs.root, stdin=b"", capture_stdout=True, capture_stderr=True, check=False
+    )
     matches: Matches = {}
     for raw in proc.stdout.splitlines():
         event = json.loads(raw)

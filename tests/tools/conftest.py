@@ -29,7 +29,10 @@ def ctx(project: Path, tmp_path: Path) -> ToolContext:
     return ToolContext(fs=LocalFS(project), shell=LocalShell(project), spill_dir=tmp_path / "spill")
 
 
-def call(name: str, raw: dict[str, Any], ctx: ToolContext) -> ToolResult:
+Call = Callable[[str, dict[str, Any], ToolContext], ToolResult]
+
+
+def run_tool(name: str, raw: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Run one tool call as the loop does: validate, call, and turn a ToolError into an is_error result."""
     tool = tools_by_name()[name]
 
@@ -43,5 +46,6 @@ def call(name: str, raw: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 
 @pytest.fixture
-def run() -> Callable[[str, dict[str, Any], ToolContext], ToolResult]:
-    return call
+def call() -> Call:
+    """``call(tool_name, raw_input, ctx) -> ToolResult``, run under trio."""
+    return run_tool

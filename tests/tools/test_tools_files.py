@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from speculate.tools import default_tools, tools_by_name
-from speculate.tools.base import ToolContext
+from speculate.tools.base import ToolContext, ToolResult
 from speculate.tools.read import DEFAULT_LIMIT, MAX_LINE_CHARS
 
-from .conftest import call
+Call = Callable[[str, dict[str, Any], ToolContext], ToolResult]
 
 
 def test_default_tools_order_flags_and_schemas() -> None:
@@ -37,7 +39,7 @@ def _minimal(name: str) -> dict[str, object]:
     }[name]
 
 
-def test_invalid_input_names_the_field(ctx: ToolContext) -> None:
+def test_invalid_input_names_the_field(ctx: ToolContext, call: Call) -> None:
     res = call("Read", {"file_path": "README.md", "offset": 0}, ctx)
     assert res.is_error and "offset" in res.content and "Read" in res.content
     res = call("Edit", {"file_path": "README.md", "old_string": "a"}, ctx)
@@ -49,13 +51,13 @@ def test_invalid_input_names_the_field(ctx: ToolContext) -> None:
 # -- Read -------------------------------------------------------------------------------------------------
 
 
-def test_read_numbers_lines_like_cat_n(ctx: ToolContext, project: Path) -> None:
+def test_read_numbers_lines_like_cat_n(ctx: ToolContext, project: Path, call: Call) -> None:
     res = call("Read", {"file_path": f"{project}/src/pkg/core.py"}, ctx)
     assert not res.is_error
     assert res.content == "     1\tdef add(a, b):\n     2\t    return a + b"
 
 
-def test_read_offset_limit_and_continuation_note(ctx: ToolContext, project: Path) -> None:
+def test_read_offset_limit_and_continuation_note(ctx: ToolContext, project: Path, call: Call) -> None:
     (project / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 3001)))
     res = call("Read", {"file_path": "long.txt", "offset": 10, "limit": 3}, ctx)
     assert res.content.splitlines()[:3] == ["    10\tline 10", "    11\tline 11", "    12\tline 12"]
@@ -68,7 +70,7 @@ def test_read_offset_limit_and_continuation_note(ctx: ToolContext, project: Path
     assert res.content == "  2999\tline 2999\n  3000\tline 3000"
 
 
-def test_read_truncates_long_lines_and_pages_huge_output(ctx: ToolContext, project: Path) -> None:
+def test_read_truncates_long_lines_and_pages_huge_output(ctx: ToolContext, project: Path, call: Call) -> None:
     (project / "wide.txt").write_text("x" * (MAX_LINE_CHARS + 500) + "\nshort\n")
     res = call("Read", {"file_path": "wide.txt"}, ctx)
     first = res.content.splitlines()[0]
@@ -82,7 +84,7 @@ def test_read_truncates_long_lines_and_pages_huge_output(ctx: ToolContext, proje
     assert f"offset={len(shown) + 1}" in res.content
 
 
-def test_read_errors(ctx: ToolContext, project: Path) -> None:
+def test_read_errors(ctx: ToolContext, project: Path, call: Call) -> None:
     (project / "blob.bin").write_bytes(b"\x89PNG\x00\x01\x02")
     (project / "empty.txt").write_text("")
     cases = {
@@ -101,7 +103,7 @@ def test_read_errors(ctx: ToolContext, project: Path) -> None:
     assert not res.is_error and "empty" in res.content
 
 
-def test_read_refuses_symlink_out(ctx: ToolContext, project: Path, tmp_path: Path) -> None:
+def test_read_refuses_symlink_out(ctx: ToolContext, project: Path, tmp_path: Path, call: Call) -> None:
     (tmp_path / "secret").write_text("top secret")
     (project / "s").symlink_to(tmp_path / "secret")
     res = call("Read", {"file_path": "s"}, ctx)
@@ -111,7 +113,7 @@ def test_read_refuses_symlink_out(ctx: ToolContext, project: Path, tmp_path: Pat
 # -- Write ------------------------------------------------------------------------------------------------
 
 
-def test_write_creates_parents_and_overwrites(ctx: ToolContext, project: Path) -> None:
+def test_write_creates_parents_and_overwrites(ctx: ToolContext, project: Path, call: Call) -> None:
     res = call("Write", {"file_path": f"{project}/new/deep/f.txt", "content": "a\nb\n"}, ctx)
     assert not res.is_error and res.content.startswith("Created") and "2 lines" in res.content
     assert res.written == ("new/deep/f.txt",)
@@ -120,7 +122,7 @@ def test_write_creates_parents_and_overwrites(ctx: ToolContext, project: Path) -
     assert res.content.startswith("Updated") and (project / "new/deep/f.txt").read_text() == "c"
 
 
-def test_write_errors(ctx: ToolContext, project: Path, tmp_path: Path) -> None:
+def test_write_errors(ctx: ToolContext, project: Path, tmp_path: Path, call: Call) -> None:
     (project / "out").symlink_to(tmp_path)
     for path, msg in {
         "src": "is a directory",
@@ -136,16 +138,14 @@ def test_write_errors(ctx: ToolContext, project: Path, tmp_path: Path) -> None:
 # -- Edit -------------------------------------------------------------------------------------------------
 
 
-def test_edit_replaces_unique_string_and_shows_snippet(ctx: ToolContext, project: Path) -> None:
-    res = call(
-        "Edit", {"file_path": "src/pkg/core.py", "old_string": "a + b", "new_string": "a - b"}, ctx
-    )
+def test_edit_replaces_unique_string_and_shows_snippet(ctx: ToolContext, project: Path, call: Call) -> None:
+    res = call("Edit", {"file_path": "src/pkg/core.py", "old_string": "a + b", "new_string": "a - b"}, ctx)
     assert not res.is_error and res.written == ("src/pkg/core.py",)
     assert (project / "src/pkg/core.py").read_text() == "def add(a, b):\n    return a - b\n"
     assert "     2\t    return a - b" in res.content
 
 
-def test_edit_errors(ctx: ToolContext, project: Path) -> None:
+def test_edit_errors(ctx: ToolContext, project: Path, call: Call) -> None:
     (project / "dup.txt").write_text("x = 1\nx = 1\nx = 1\n")
     res = call("Edit", {"file_path": "dup.txt", "old_string": "x = 1", "new_string": "x = 2"}, ctx)
     assert res.is_error and "not unique" in res.content and "found 3 matches" in res.content
@@ -163,7 +163,7 @@ def test_edit_errors(ctx: ToolContext, project: Path) -> None:
     assert (project / "dup.txt").read_text() == "x = 1\nx = 1\nx = 1\n"  # failed edits change nothing
 
 
-def test_edit_replace_all_crlf_and_create(ctx: ToolContext, project: Path) -> None:
+def test_edit_replace_all_crlf_and_create(ctx: ToolContext, project: Path, call: Call) -> None:
     (project / "dup.txt").write_text("x = 1\nx = 1\n")
     res = call(
         "Edit", {"file_path": "dup.txt", "old_string": "= 1", "new_string": "= 2", "replace_all": True}, ctx
