@@ -1,0 +1,26 @@
+"""`speculate check-bash "CMD"`: print the classification of a command as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from speculate.shell.classify import classify
+
+
+def check_bash_main(argv: list[str]) -> int:
+    """Entry for ``speculate check-bash [--root DIR] CMD...``; prints JSON, returns the exit status.
+
+    Exit status 0 whatever the verdict (the JSON carries it); 2 for bad usage.
+    """
+    parser = argparse.ArgumentParser(prog="speculate check-bash", description=check_bash_main.__doc__)
+    parser.add_argument("--root", default=None, help="project root (default: the current directory)")
+    parser.add_argument("command", nargs="+", help="the shell command (several words are joined by spaces)")
+    ns = parser.parse_args(argv)
+    result = classify(" ".join(ns.command), project_root=ns.root or os.getcwd())
+    json.dump({"read_only": result.read_only, "sandboxable": result.sandboxable, "reason": result.reason},
+              sys.stdout)
+    sys.stdout.write("\n")
+    return 0
