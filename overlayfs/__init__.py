@@ -5,6 +5,30 @@ conflict-checked atomic promotion into the real tree, and the mounted backends (
 No dependency on :mod:`speculate`.
 """
 
-from overlayfs.paths import PathEscapeError
+from __future__ import annotations
 
-__all__ = ["PathEscapeError"]
+from overlayfs.changes import Change
+from overlayfs.paths import PathEscapeError
+from overlayfs.promote import Conflict, PromoteResult
+from overlayfs.upper import OverlayStatistics
+from overlayfs.view import Overlay
+
+
+def available_backends() -> list[str]:
+    """Backends ``Overlay.mounted()`` can use here, best first; ``"pure"`` (no mount) is always there."""
+    try:
+        from overlayfs.mount import available_backends as _available
+    except ImportError:
+        return ["pure"]
+    return list(_available())
+
+
+__all__ = [
+    "Change",
+    "Conflict",
+    "Overlay",
+    "OverlayStatistics",
+    "PathEscapeError",
+    "PromoteResult",
+    "available_backends",
+]

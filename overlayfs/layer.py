@@ -49,7 +49,7 @@ class Identity:
         p = lower / rel
         try:
             st = os.lstat(p)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # an ancestor that is a file: absent too
             return cls(path=rel, exists=False)
         if stat_mod.S_ISREG(st.st_mode):
             kind = "file"
@@ -161,14 +161,14 @@ def remove_whiteout(upper_dir: Path, name: str) -> None:
         pass
 
 
-def is_opaque(upper_dir: Path) -> bool:
+def is_opaque(upper_dir: str | os.PathLike[str]) -> bool:
     for attr in OPAQUE_XATTRS:
         try:
             if os.getxattr(upper_dir, attr, follow_symlinks=False) == b"y":
                 return True
         except OSError:
             pass
-    return os.path.lexists(upper_dir / OPAQUE_FILE)
+    return os.path.lexists(os.path.join(upper_dir, OPAQUE_FILE))
 
 
 def make_opaque(upper_dir: Path) -> None:

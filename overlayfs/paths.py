@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 
 class PathEscapeError(PermissionError):
@@ -15,7 +15,7 @@ class PathEscapeError(PermissionError):
         self.root = root
 
 
-def to_relative(root: Path, path: str | os.PathLike[str]) -> str:
+def to_relative(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> str:
     """Lexically normalise ``path`` (relative to ``root`` or absolute inside it) to a relative POSIX path.
 
     Returns ``"."`` for the root itself. Symlinks are not followed here: callers that follow links check
@@ -43,7 +43,7 @@ def to_relative(root: Path, path: str | os.PathLike[str]) -> str:
     return "/".join(parts) or "."
 
 
-def check_link_target(root: Path, link_rel: str, target: str) -> str:
+def check_link_target(root: str | os.PathLike[str], link_rel: str, target: str) -> str:
     """The project-relative path a symlink at ``link_rel`` points to; raises if it points outside root."""
     if os.path.isabs(target):
         return to_relative(root, target)

@@ -1,0 +1,208 @@
+"""What an upper layer changes in the real tree: :class:`Change` records and a git-style unified diff.
+
+Computed from disk by walking the upper layer only (cost grows with the changes, not the project), except
+under a directory that replaced a lower one (opaque, or over a non-directory), where the lower subtree is
+listed too because every entry of it is deleted or replaced.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat as stat_mod
+from dataclasses import dataclass
+
+from overlayfs.layer import OPAQUE_FILE, WH_PREFIX, is_opaque
+from overlayfs.merged import is_whiteout_stat, join, kind_of, lstat_or_none
+
+DIFF_LIMIT = 1 << 20  # larger files are summarised, not diffed line by line
+
+
+@dataclass(frozen=True, order=True)
+class Change:
+    """One path whose merged-view entry differs from the real tree.
+
+    ``kind``: "added" (absent in the real tree), "deleted" (absent in the view) or "modified" (content,
+    mode, link target or type differs). ``type``: what the view holds ("file", "dir", "symlink"), or for a
+    deletion what the real tree holds.
+    """
+
+    path: str
+    kind: str
+    type: str = "file"
+
+
+def _same_file(a: str, b: str) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 16), fb.read(1 << 16)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _deleted(rel: str, lpath: str, lst: os.stat_result | None, out: list[Change]) -> None:
+    """Every entry of the real tree at and under ``rel`` is deleted."""
+    if lst is None:
+        return
+    kind = kind_of(lst.st_mode)
+    if kind == "dir":
+        with os.scandir(lpath) as it:
+            names = [e.name for e in it]
+        for name in names:
+            child = f"{lpath}/{name}"
+            _deleted(join(rel, name), child, lstat_or_none(child), out)
+    out.append(Change(rel, "deleted", kind))
+
+
+def _entry(rel: str, upath: str, ust: os.stat_result, lpath: str | None, lst: os.stat_result | None,
+           out: list[Change]) -> None:
+    """Compare upper entry ``upath`` with the real entry (``lst`` None: absent or hidden)."""
+    ukind = kind_of(ust.st_mode)
+    if ukind == "dir":
+        if lst is not None and stat_mod.S_ISDIR(lst.st_mode) and not is_opaque(upath):
+            _merged_dir(rel, upath, lpath, out)  # type: ignore[arg-type]
+        else:
+            _replaced_dir(rel, upath, ust, lpath, lst, out)
+        return
+    if lst is None:
+        out.append(Change(rel, "added", ukind))
+        return
+    lkind = kind_of(lst.st_mode)
+    if lkind == "dir":
+        _deleted_children(rel, lpath, out)  # type: ignore[arg-type]
+        out.append(Change(rel, "modified", ukind))
+    elif lkind != ukind:
+        out.append(Change(rel, "modified", ukind))
+    elif ukind == "symlink":
+        if os.readlink(upath) != os.readlink(lpath):  # type: ignore[arg-type]
+            out.append(Change(rel, "modified", ukind))
+    elif (ust.st_size != lst.st_size or stat_mod.S_IMODE(ust.st_mode) != stat_mod.S_IMODE(lst.st_mode)
+          or not _same_file(upath, lpath)):  # type: ignore[arg-type]
+        out.append(Change(rel, "modified", ukind))
+
+
+def _deleted_children(rel: str, lpath: str, out: list[Change]) -> None:
+    with os.scandir(lpath) as it:
+        names = [e.name for e in it]
+    for name in names:
+        child = f"{lpath}/{name}"
+        _deleted(join(rel, name), child, lstat_or_none(child), out)
+
+
+def _upper_children(upath: str) -> tuple[dict[str, os.stat_result], set[str]]:
+    """Real entries of an upper directory, and the names whited out in it."""
+    present: dict[str, os.stat_result] = {}
+    whiteouts: set[str] = set()
+    with os.scandir(upath) as it:
+        for e in it:
+            if e.name == OPAQUE_FILE:
+                continue
+            if e.name.startswith(WH_PREFIX):
+                whiteouts.add(e.name[len(WH_PREFIX) :])
+                continue
+            st = e.stat(follow_symlinks=False)
+            if is_whiteout_stat(st):
+                whiteouts.add(e.name)
+            else:
+                present[e.name] = st
+    return present, whiteouts - set(present)
+
+
+def _merged_dir(rel: str, upath: str, lpath: str, out: list[Change]) -> None:
+    """An upper directory merged over a real one: only what the upper layer holds can differ."""
+    present, whiteouts = _upper_children(upath)
+    for name in whiteouts:
+        lp = f"{lpath}/{name}"
+        _deleted(join(rel, name), lp, lstat_or_none(lp), out)
+    for name, st in present.items():
+        lp = f"{lpath}/{name}"
+        _entry(join(rel, name), f"{upath}/{name}", st, lp, lstat_or_none(lp), out)
+
+
+def _replaced_dir(rel: str, upath: str, ust: os.stat_result, lpath: str | None, lst: os.stat_result | None,
+                  out: list[Change]) -> None:
+    """An upper directory hiding whatever the real tree has: compare the whole subtrees."""
+    real_dir = lst is not None and stat_mod.S_ISDIR(lst.st_mode)
+    if lst is None:
+        out.append(Change(rel, "added", "dir"))
+    elif not real_dir:
+        out.append(Change(rel, "modified", "dir"))
+    present, _ = _upper_children(upath)
+    if real_dir:
+        with os.scandir(lpath) as it:  # type: ignore[arg-type]
+            for e in it:
+                if e.name not in present:
+                    lp = f"{lpath}/{e.name}"
+                    _deleted(join(rel, e.name), lp, lstat_or_none(lp), out)
+    for name, st in present.items():
+        child = f"{upath}/{name}"
+        lp = f"{lpath}/{name}" if real_dir else None
+        clst = lstat_or_none(lp) if lp is not None else None
+        if stat_mod.S_ISDIR(st.st_mode):
+            _replaced_dir(join(rel, name), child, st, lp, clst, out)  # hidden below an opaque dir too
+        else:
+            _entry(join(rel, name), child, st, lp, clst, out)
+
+
+def compute_changes(lower: str, upper: str) -> list[Change]:
+    out: list[Change] = []
+    _merged_dir(".", upper, lower, out)
+    return sorted(out)
+
+
+# -- diff ---------------------------------------------------------------------------------------------
+
+
+def _content(path: str, kind: str) -> bytes | None:
+    if kind == "symlink":
+        return os.fsencode(os.readlink(path))
+    if os.path.getsize(path) > DIFF_LIMIT:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _mode_of(path: str) -> str:
+    st = os.lstat(path)
+    if stat_mod.S_ISLNK(st.st_mode):
+        return "120000"
+    return "100755" if st.st_mode & 0o111 else "100644"
+
+
+def _file_diff(lower: str, upper: str, ch: Change) -> list[str]:
+    a, b = f"a/{ch.path}", f"b/{ch.path}"
+    lp, up = f"{lower}/{ch.path}", f"{upper}/{ch.path}"
+    head = [f"diff --git {a} {b}"]
+    old_kind = ch.type if ch.kind == "deleted" else (kind_of(os.lstat(lp).st_mode) if ch.kind == "modified" else "")
+    old = _content(lp, old_kind) if old_kind in ("file", "symlink") else b""
+    new = _content(up, ch.type) if ch.kind != "deleted" else b""
+    if ch.kind == "added":
+        head.append(f"new file mode {_mode_of(up)}")
+    elif ch.kind == "deleted":
+        head.append(f"deleted file mode {_mode_of(lp)}")
+    elif old_kind in ("file", "symlink") and _mode_of(lp) != _mode_of(up):
+        head += [f"old mode {_mode_of(lp)}", f"new mode {_mode_of(up)}"]
+    if old is None or new is None:
+        return [*head, f"Binary files {a} and {b} differ (larger than {DIFF_LIMIT} bytes)"]
+    if old == new:
+        return head
+    try:
+        old_t, new_t = old.decode("utf-8"), new.decode("utf-8")
+    except UnicodeDecodeError:
+        return [*head, f"Binary files {a} and {b} differ"]
+    body = difflib.unified_diff(old_t.splitlines(keepends=True), new_t.splitlines(keepends=True),
+                                "/dev/null" if ch.kind == "added" else a,
+                                "/dev/null" if ch.kind == "deleted" else b)
+    lines = [ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in body]
+    return [*head, "".join(lines).rstrip("\n")]
+
+
+def unified_diff(lower: str, upper: str, changes: list[Change]) -> str:
+    """Git-style unified diff of the file and symlink changes (directories show through their files)."""
+    parts: list[str] = []
+    for ch in changes:
+        if ch.type in ("file", "symlink"):
+            parts.extend(_file_diff(lower, upper, ch))
+    return "\n".join(parts) + ("\n" if parts else "")

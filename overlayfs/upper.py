@@ -1,0 +1,225 @@
+"""Writing the upper layer: copy-up, atomic replacement, whiteouts, and the bookkeeping of bases and reads.
+
+:class:`Upper` knows the on-disk layout of one overlay (upper, work and meta dirs) but nothing of path
+resolution: :class:`overlayfs.view.Overlay` resolves a user path to merged-view nodes and calls in here.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import stat as stat_mod
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlayfs.copyup import copy_file, stat_mode
+from overlayfs.layer import (
+    BASES_FILE,
+    HASH_LIMIT,
+    READS_FILE,
+    WH_PREFIX,
+    Identity,
+    load_identities,
+    make_whiteout,
+    record_base,
+    record_read,
+)
+from overlayfs.merged import Node, entries, is_whiteout_stat, join, lstat_or_none, parent_of, step
+
+
+def _read_umask() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
+UMASK = _read_umask()
+
+
+@dataclass(frozen=True)
+class OverlayStatistics:
+    """Counters of one overlay object (this process only)."""
+
+    copy_ups: int  # lower files copied into the upper layer
+    bytes_copied: int  # bytes of those copies
+    reads_recorded: int  # lower files added to the read set
+    bases_recorded: int  # conflict bases recorded at first change of a path
+
+
+class Upper:
+    def __init__(self, lower: str, upper: str, metadir: Path) -> None:
+        self.lower = lower
+        self.upper = upper
+        self.metadir = metadir
+        tmp = metadir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        # Temp files are renamed into the upper layer, so they must live on its filesystem.
+        self.tmp: str | None = str(tmp) if os.stat(tmp).st_dev == os.stat(upper).st_dev else None
+        self.copy_ups = 0
+        self.bytes_copied = 0
+        self.reads_recorded = 0
+        self.bases_recorded = 0
+        self.reload()
+
+    def reload(self) -> None:
+        """Reload which paths already have a base / read record (after open and after promotion)."""
+        self.based = set(load_identities(self.metadir, BASES_FILE))
+        self.read = set(load_identities(self.metadir, READS_FILE))
+
+    def statistics(self) -> OverlayStatistics:
+        return OverlayStatistics(self.copy_ups, self.bytes_copied, self.reads_recorded, self.bases_recorded)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+
+    def record_base(self, rel: str) -> None:
+        """Record what the real tree holds at ``rel`` before the first change to it (first record wins)."""
+        if rel in self.based:
+            return
+        record_base(self.metadir, Identity.of(Path(self.lower), rel))
+        self.based.add(rel)
+        self.bases_recorded += 1
+
+    def record_subtree(self, node: Node) -> None:
+        """Record bases for ``node`` and every merged entry beneath it (before a delete or rename)."""
+        self.record_base(node.rel)
+        if node.kind != "dir":
+            return
+        for name in entries(node):
+            child = step(node, name)
+            if child is not None:
+                self.record_subtree(child)
+
+    def note_read(self, rel: str, st: os.stat_result, data: bytes | None) -> None:
+        """Add a lower file the speculation read to the read set (identity of what was actually read)."""
+        if rel in self.read:
+            return
+        if data is not None:
+            digest = hashlib.sha256(data).hexdigest() if len(data) <= HASH_LIMIT else None
+            ident = Identity(rel, True, "file", st.st_size, st.st_mtime_ns, st.st_ino, digest)
+        else:
+            ident = Identity.of(Path(self.lower), rel)
+        record_read(self.metadir, ident)
+        self.read.add(rel)
+        self.reads_recorded += 1
+
+    # -- upper layer mutations -----------------------------------------------------------------------
+
+    def _tmp_name(self) -> str:
+        return f"{self.tmp}/{uuid.uuid4().hex}"
+
+    def copy_up_dir(self, rel: str) -> str:
+        """Make sure merged directory ``rel`` (canonical) has an upper directory; returns its path."""
+        up = self.upper if rel == "." else f"{self.upper}/{rel}"
+        st = lstat_or_none(up)
+        if st is not None and stat_mod.S_ISDIR(st.st_mode):
+            return up
+        parent, _ = parent_of(rel)
+        self.copy_up_dir(parent)
+        lst = lstat_or_none(f"{self.lower}/{rel}")
+        mode = stat_mode(lst.st_mode) if lst is not None and stat_mod.S_ISDIR(lst.st_mode) else 0o755
+        os.mkdir(up, 0o700)
+        os.chmod(up, mode)
+        return up
+
+    def clear_slot(self, udir: str, name: str) -> None:
+        """Remove whatever the upper layer holds at ``name`` (entry or whiteout, either form)."""
+        p = f"{udir}/{name}"
+        st = lstat_or_none(p)
+        if st is not None:
+            if stat_mod.S_ISDIR(st.st_mode):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+        try:
+            os.unlink(f"{udir}/{WH_PREFIX}{name}")
+        except FileNotFoundError:
+            pass
+
+    def _install(self, tmp: str, udir: str, name: str) -> None:
+        dst = f"{udir}/{name}"
+        st = lstat_or_none(dst)
+        if st is not None and stat_mod.S_ISDIR(st.st_mode):
+            shutil.rmtree(dst)
+        os.replace(tmp, dst)  # replaces a file, a symlink or a 0/0 whiteout in one step
+        try:
+            os.unlink(f"{udir}/{WH_PREFIX}{name}")
+        except FileNotFoundError:
+            pass
+
+    def put_bytes(self, udir: str, name: str, data: bytes, mode: int) -> None:
+        """Atomically make upper ``udir/name`` a regular file holding ``data`` with ``mode``."""
+        if self.tmp is None:  # meta dir on another filesystem: write in place
+            self.clear_slot(udir, name)
+            fd = os.open(f"{udir}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        else:
+            tmp = self._tmp_name()
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        if self.tmp is not None:
+            self._install(tmp, udir, name)
+
+    def copy_up_file(self, src: str, udir: str, name: str) -> None:
+        """Copy regular file ``src`` (usually lower) to upper ``udir/name``, keeping mode and times."""
+        st = os.lstat(src)
+        tmp = self._tmp_name() if self.tmp is not None else f"{udir}/{name}"
+        if self.tmp is None:
+            self.clear_slot(udir, name)
+        n = copy_file(src, tmp, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+        if self.tmp is not None:
+            self._install(tmp, udir, name)
+        self.copy_ups += 1
+        self.bytes_copied += n
+
+    def new_file(self, udir: str, name: str, mode: int | None) -> str:
+        """Prepare upper ``udir/name`` for an ``open(..., "w")``: whiteouts gone; returns the path."""
+        p = f"{udir}/{name}"
+        st = lstat_or_none(p)
+        if st is not None and (is_whiteout_stat(st) or not stat_mod.S_ISREG(st.st_mode)):
+            self.clear_slot(udir, name)
+        else:
+            try:
+                os.unlink(f"{udir}/{WH_PREFIX}{name}")
+            except FileNotFoundError:
+                pass
+        if mode is not None and lstat_or_none(p) is None:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.fchmod(fd, mode)
+            os.close(fd)
+        return p
+
+    def remove(self, udir: str, parent: Node, name: str) -> None:
+        """Delete merged entry ``name`` of ``parent``: drop its upper entry, white out a lower one."""
+        self.clear_slot(udir, name)
+        if parent.lower is not None and os.path.lexists(f"{parent.lower}/{name}"):
+            make_whiteout(Path(udir), name)
+
+    def materialize(self, node: Node, dst: str) -> None:
+        """Write the merged subtree of directory ``node`` as a plain upper tree at ``dst`` (for rename)."""
+        os.mkdir(dst, 0o700)
+        os.chmod(dst, stat_mode(node.st.st_mode))
+        for name in sorted(entries(node)):
+            child = step(node, name)
+            if child is None:
+                continue
+            target = f"{dst}/{name}"
+            if child.kind == "dir":
+                self.materialize(child, target)
+            elif child.kind == "symlink":
+                os.symlink(os.readlink(child.path), target)
+            elif child.kind == "file":
+                self.copy_up_file(child.path, dst, name)
+            else:
+                raise OSError(errno.EOPNOTSUPP, "cannot move a special file", join(node.rel, name))

@@ -1,0 +1,444 @@
+"""The pure-Python merged view of a project and its upper layer: :class:`Overlay`."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import IO, Any
+
+from overlayfs.changes import Change, compute_changes, unified_diff
+from overlayfs.copyup import stat_mode
+from overlayfs.layer import BASES_FILE, READS_FILE, WH_PREFIX, Identity, load_identities, make_opaque
+from overlayfs.merged import Node, Resolved, entries, join, parent_of, resolve, step
+from overlayfs.paths import PathEscapeError, check_link_target, to_relative
+from overlayfs.promote import PromoteResult, promote, recover
+from overlayfs.upper import UMASK, OverlayStatistics, Upper
+
+StrPath = str | os.PathLike[str]
+
+
+def _err(code: int, path: object) -> OSError:
+    """The OSError subclass the kernel's ``code`` maps to, naming the path the caller gave."""
+    return OSError(code, os.strerror(code), os.fsdecode(path) if isinstance(path, bytes | os.PathLike) else path)
+
+
+class Overlay:
+    """A copy-on-write view of ``lower`` (the real project): reads see the merged tree, writes go to ``upper``.
+
+    ``upper=None`` creates a private base directory holding ``upper/``, ``work/`` and ``meta/`` (O(1): nothing
+    is copied). A given ``upper`` reopens or creates that upper layer, with ``work/`` and ``meta/`` as its
+    siblings unless ``workdir``/``metadir`` say otherwise; a promotion interrupted by a crash is rolled
+    forward or back here. Paths are relative to the project root or absolute inside it.
+    """
+
+    def __init__(self, lower: StrPath, upper: StrPath | None = None, *, workdir: StrPath | None = None,
+                 metadir: StrPath | None = None) -> None:
+        given = Path(lower)
+        if not given.exists():
+            raise FileNotFoundError(errno.ENOENT, "overlay lower directory does not exist", str(lower))
+        if not given.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "overlay lower is not a directory", str(lower))
+        self.lower: Path = given.resolve()
+        self._aliases = [a for a in {os.path.abspath(given)} if a != str(self.lower)]
+        if upper is None:
+            self._base: Path | None = Path(tempfile.mkdtemp(prefix="overlay-"))
+            up, work, meta = self._base / "upper", self._base / "work", self._base / "meta"
+        else:
+            self._base = None
+            up = Path(upper).absolute()
+            work = Path(workdir).absolute() if workdir is not None else up.parent / "work"
+            meta = Path(metadir).absolute() if metadir is not None else up.parent / "meta"
+        for d in (up, work, meta):
+            d.mkdir(parents=True, exist_ok=True)
+        self.upper: Path = up.resolve()
+        self.workdir: Path = work.resolve()
+        self.metadir: Path = meta.resolve()
+        for d in (self.upper, self.metadir):
+            if d.is_relative_to(self.lower) or self.lower.is_relative_to(d):
+                raise ValueError(f"overlay layer {d} and lower {self.lower} must not contain each other")
+        self._lower_s = str(self.lower)
+        self._upper_s = str(self.upper)
+        recover(self)
+        self._up = Upper(self._lower_s, self._upper_s, self.metadir)
+        self._discarded = False
+
+    # -- paths ---------------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        return self.lower
+
+    def _rel(self, path: StrPath) -> str:
+        if self._discarded:
+            raise ValueError(f"overlay of {self.lower} was discarded")
+        try:
+            return to_relative(self.lower, path)
+        except PathEscapeError:
+            for alias in self._aliases:  # the root as the caller spelled it, before symlinks were resolved
+                try:
+                    return to_relative(Path(alias), path)
+                except PathEscapeError:
+                    pass
+            raise
+
+    def _root_node(self) -> Node:
+        return Node(".", "dir", self._upper_s, self._lower_s, os.lstat(self._upper_s))
+
+    def _resolve(self, path: StrPath, *, follow: bool = True) -> Resolved:
+        return resolve(self._root_node(), self._lower_s, self._rel(path), follow_last=follow)
+
+    def _need(self, r: Resolved, path: StrPath) -> Node:
+        if r.node is None:
+            raise _err(errno.ENOENT, path)
+        return r.node
+
+    def _writable_name(self, rel: str, path: StrPath) -> str:
+        if rel == ".":
+            raise _err(errno.EBUSY, path)
+        name = parent_of(rel)[1]
+        if name.startswith(WH_PREFIX):
+            raise OSError(errno.EINVAL, f"names starting with {WH_PREFIX!r} are reserved by the overlay "
+                          "layer format", os.fsdecode(path))
+        return name
+
+    def _try_node(self, path: StrPath) -> Node | None:
+        rel = self._rel(path)  # a path argument that escapes is an error, not "absent"
+        try:
+            return resolve(self._root_node(), self._lower_s, rel).node
+        except (FileNotFoundError, NotADirectoryError, PathEscapeError):
+            return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return None
+            raise
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def read_bytes(self, path: StrPath) -> bytes:
+        node = self._need(r := self._resolve(path), path)
+        if node.kind == "dir":
+            raise _err(errno.EISDIR, path)
+        if node.kind != "file":
+            raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(path))
+        with open(node.path, "rb") as f:
+            data = f.read()
+            if node.upper is None:
+                self._up.note_read(r.rel, os.fstat(f.fileno()), data)
+        return data
+
+    def read_text(self, path: StrPath, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def exists(self, path: StrPath) -> bool:
+        return self._try_node(path) is not None
+
+    def is_file(self, path: StrPath) -> bool:
+        node = self._try_node(path)
+        return node is not None and node.kind == "file"
+
+    def is_dir(self, path: StrPath) -> bool:
+        node = self._try_node(path)
+        return node is not None and node.kind == "dir"
+
+    def is_symlink(self, path: StrPath) -> bool:
+        try:
+            node = self._resolve(path, follow=False).node
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return node is not None and node.kind == "symlink"
+
+    def stat(self, path: StrPath, *, follow_symlinks: bool = True) -> os.stat_result:
+        node = self._need(self._resolve(path, follow=follow_symlinks), path)
+        return os.lstat(node.path) if node.rel == "." else node.st
+
+    def lstat(self, path: StrPath) -> os.stat_result:
+        return self.stat(path, follow_symlinks=False)
+
+    def readlink(self, path: StrPath) -> str:
+        node = self._need(self._resolve(path, follow=False), path)
+        if node.kind != "symlink":
+            raise _err(errno.EINVAL, path)
+        return os.readlink(node.path)
+
+    def listdir(self, path: StrPath = ".") -> list[str]:
+        node = self._need(self._resolve(path), path)
+        if node.kind != "dir":
+            raise _err(errno.ENOTDIR, path)
+        return sorted(entries(node))
+
+    def walk(self, path: StrPath = ".") -> Iterator[tuple[str, list[str], list[str]]]:
+        """Top-down like ``os.walk``: (dirpath relative to the root, sorted dirnames, sorted filenames).
+
+        Symlinks to directories are listed in dirnames but not descended; prune by editing dirnames.
+        """
+        top = self._rel(path)
+        node = self._try_node(path)
+        if node is None or node.kind != "dir":
+            return
+        stack: list[tuple[str, Node]] = [(top, node)]
+        while stack:
+            dirrel, node = stack.pop()
+            try:
+                ents = entries(node)
+            except OSError:
+                continue
+            dirs: list[str] = []
+            files: list[str] = []
+            links: set[str] = set()
+            for name in sorted(ents):
+                kind = ents[name]
+                if kind == "symlink" and self._link_is_dir(join(node.rel, name)):
+                    links.add(name)
+                    kind = "dir"
+                (dirs if kind == "dir" else files).append(name)
+            yield dirrel, dirs, files
+            for name in reversed(dirs):
+                child = None if name in links else step(node, name)
+                if child is not None and child.kind == "dir":
+                    stack.append((join(dirrel, name), child))
+
+    def _link_is_dir(self, rel: str) -> bool:
+        try:
+            node = resolve(self._root_node(), self._lower_s, rel).node
+        except (OSError, ValueError):
+            return False
+        return node is not None and node.kind == "dir"
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def write_bytes(self, path: StrPath, data: bytes) -> None:
+        r = self._resolve(path)  # writing through a symlink writes its target, as on a real filesystem
+        node = r.node
+        if node is not None and node.kind != "file":
+            raise _err(errno.EISDIR if node.kind == "dir" else errno.EINVAL, path)
+        name = self._writable_name(r.rel, path)
+        udir = self._up.copy_up_dir(r.parent.rel)
+        self._up.record_base(r.rel)
+        mode = stat_mode(node.st.st_mode) if node is not None else 0o666 & ~UMASK
+        self._up.put_bytes(udir, name, bytes(data), mode)
+
+    def write_text(self, path: StrPath, data: str, encoding: str = "utf-8", errors: str = "strict") -> None:
+        self.write_bytes(path, data.encode(encoding, errors))
+
+    def open(self, path: StrPath, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+             errors: str | None = None, newline: str | None = None) -> IO[Any]:
+        """``open()`` through the view, for streaming large files; writing modes copy up first."""
+        r = self._resolve(path)
+        node = r.node
+        if node is not None and node.kind == "dir":
+            raise _err(errno.EISDIR, path)
+        if not any(c in mode for c in "wax+"):
+            node = self._need(r, path)
+            f = open(node.path, mode, buffering, encoding, errors, newline)
+            if node.upper is None:
+                self._up.note_read(r.rel, os.fstat(f.fileno()), None)
+            return f
+        if node is not None and node.kind != "file":
+            raise _err(errno.EINVAL, path)
+        if "x" in mode and node is not None:
+            raise _err(errno.EEXIST, path)
+        if node is None and "r" in mode:
+            raise _err(errno.ENOENT, path)
+        name = self._writable_name(r.rel, path)
+        udir = self._up.copy_up_dir(r.parent.rel)
+        self._up.record_base(r.rel)
+        if node is not None and node.upper is None and ("a" in mode or "r" in mode):
+            self._up.copy_up_file(node.path, udir, name)
+            target = f"{udir}/{name}"
+        else:
+            keep = stat_mode(node.st.st_mode) if node is not None and node.upper is None else None
+            target = self._up.new_file(udir, name, keep)
+        return open(target, mode, buffering, encoding, errors, newline)
+
+    def mkdir(self, path: StrPath, parents: bool = False, exist_ok: bool = False) -> None:
+        try:
+            r = self._resolve(path, follow=False)
+        except FileNotFoundError:
+            if not parents:
+                raise _err(errno.ENOENT, path) from None
+            self.mkdir(parent_of(self._rel(path))[0], parents=True, exist_ok=True)
+            r = self._resolve(path, follow=False)
+        if r.node is not None:
+            if exist_ok and self.is_dir(path):
+                return
+            raise _err(errno.EEXIST, path)
+        name = self._writable_name(r.rel, path)
+        udir = self._up.copy_up_dir(r.parent.rel)
+        self._up.record_base(r.rel)
+        target = f"{udir}/{name}"
+        # A directory made where a lower entry was deleted must hide that entry's old contents.
+        hidden = r.parent.lower is not None and os.path.lexists(f"{r.parent.lower}/{name}")
+        self._up.clear_slot(udir, name)
+        os.mkdir(target)
+        if hidden:
+            make_opaque(Path(target))
+
+    def unlink(self, path: StrPath) -> None:
+        r = self._resolve(path, follow=False)
+        node = self._need(r, path)
+        if node.kind == "dir":
+            raise _err(errno.EISDIR, path)
+        name = self._writable_name(r.rel, path)
+        self._up.record_base(r.rel)
+        self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
+
+    def rmdir(self, path: StrPath) -> None:
+        r = self._resolve(path, follow=False)
+        node = self._need(r, path)
+        if node.kind != "dir":
+            raise _err(errno.ENOTDIR, path)
+        name = self._writable_name(r.rel, path)
+        if entries(node):
+            raise _err(errno.ENOTEMPTY, path)
+        self._up.record_base(r.rel)
+        self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
+
+    def rmtree(self, path: StrPath) -> None:
+        r = self._resolve(path, follow=False)
+        node = self._need(r, path)
+        if node.kind == "symlink":
+            raise OSError(errno.ENOTDIR, "cannot call rmtree on a symbolic link", os.fsdecode(path))
+        if node.kind != "dir":
+            raise _err(errno.ENOTDIR, path)
+        name = self._writable_name(r.rel, path)
+        self._up.record_subtree(node)
+        self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
+
+    def rename(self, src: StrPath, dst: StrPath) -> None:
+        """Rename like ``os.rename`` (replacing a file or an empty directory); directories move whole."""
+        rs = self._resolve(src, follow=False)
+        sn = self._need(rs, src)
+        rd = self._resolve(dst, follow=False)
+        sname = self._writable_name(rs.rel, src)
+        dname = self._writable_name(rd.rel, dst)
+        if rs.rel == rd.rel:
+            return
+        if rd.rel.startswith(rs.rel + "/"):
+            raise OSError(errno.EINVAL, "cannot move a directory into itself", os.fsdecode(dst))
+        dn = rd.node
+        if sn.kind == "dir" and dn is not None:
+            if dn.kind != "dir":
+                raise _err(errno.ENOTDIR, dst)
+            if entries(dn):
+                raise _err(errno.ENOTEMPTY, dst)
+        elif dn is not None and dn.kind == "dir":
+            raise _err(errno.EISDIR, dst)
+        self._record_move(sn, rs.rel, rd.rel)
+        if dn is not None:
+            self._up.record_subtree(dn)
+        sdir = self._up.copy_up_dir(rs.parent.rel)
+        ddir = self._up.copy_up_dir(rd.parent.rel)
+        target = f"{ddir}/{dname}"
+        self._up.clear_slot(ddir, dname)
+        if sn.kind == "dir":
+            if sn.upper is not None and sn.lower is None:  # wholly in the upper layer: one rename
+                os.rename(sn.upper, target)
+            else:
+                self._up.materialize(sn, target)
+            make_opaque(Path(target))  # whatever the real tree has at dst stays hidden
+        elif sn.upper is not None:
+            os.rename(sn.upper, target)
+        elif sn.kind == "symlink":
+            os.symlink(os.readlink(sn.path), target)
+        elif sn.kind == "file":
+            self._up.copy_up_file(sn.path, ddir, dname)
+        else:
+            raise OSError(errno.EOPNOTSUPP, "cannot move a special file", os.fsdecode(src))
+        self._up.remove(sdir, rs.parent, sname)
+
+    def _record_move(self, node: Node, src_rel: str, dst_rel: str) -> None:
+        """Bases for every path a move deletes (under src) and creates (the same suffixes under dst)."""
+        self._up.record_base(node.rel)
+        self._up.record_base(dst_rel + node.rel[len(src_rel) :])
+        if node.kind == "dir":
+            for name in entries(node):
+                child = step(node, name)
+                if child is not None:
+                    self._record_move(child, src_rel, dst_rel)
+
+    def chmod(self, path: StrPath, mode: int) -> None:
+        r = self._resolve(path)
+        node = self._need(r, path)
+        self._up.record_base(r.rel)
+        if node.kind == "dir":
+            os.chmod(self._up.copy_up_dir(r.rel), mode)
+            return
+        if node.upper is None:
+            self._up.copy_up_file(node.path, self._up.copy_up_dir(r.parent.rel), parent_of(r.rel)[1])
+            node = self._need(self._resolve(path), path)
+        os.chmod(node.path, mode)
+
+    def symlink(self, target: str, path: StrPath) -> None:
+        """Create symlink ``path`` -> ``target``; a target outside the project is refused."""
+        r = self._resolve(path, follow=False)
+        if r.node is not None:
+            raise _err(errno.EEXIST, path)
+        name = self._writable_name(r.rel, path)
+        check_link_target(self.lower, r.rel, target)
+        udir = self._up.copy_up_dir(r.parent.rel)
+        self._up.record_base(r.rel)
+        self._up.clear_slot(udir, name)
+        os.symlink(target, f"{udir}/{name}")
+
+    # -- changes, promotion, lifecycle ----------------------------------------------------------------
+
+    def changes(self) -> list[Change]:
+        """What promotion would do to the real tree, computed from the upper layer on disk now."""
+        self._rel(".")
+        return compute_changes(self._lower_s, self._upper_s)
+
+    def diff(self) -> str:
+        """A unified diff (git style) of all changes."""
+        return unified_diff(self._lower_s, self._upper_s, self.changes())
+
+    def promote(self, paths: list[StrPath] | None = None, *, all_or_nothing: bool = True,
+                durable: bool = True) -> PromoteResult:
+        """Write the changes (all, or those at/under ``paths``) into the real tree; see docs/overlay.md."""
+        rels = None if paths is None else [self._rel(p) for p in paths]
+        try:
+            return promote(self, rels, all_or_nothing=all_or_nothing, durable=durable)
+        finally:
+            self._up.reload()
+
+    def reads(self) -> dict[str, Identity]:
+        """The read set: lower files the view served, with their identity when first read."""
+        return load_identities(self.metadir, READS_FILE)
+
+    def bases(self) -> dict[str, Identity]:
+        """The conflict bases: what the real tree held at each changed path before its first change."""
+        return load_identities(self.metadir, BASES_FILE)
+
+    def statistics(self) -> OverlayStatistics:
+        return self._up.statistics()
+
+    def mounted(self, backend: str = "auto") -> AbstractContextManager[Path]:
+        """Mount this overlay (FUSE or kernel overlayfs) for processes such as Bash; see overlayfs.mount."""
+        from overlayfs.mount import mounted  # the mount backends are optional and heavier
+
+        return mounted(self, backend)
+
+    def discard(self) -> None:
+        """Remove the layers (the private base dir, or upper/work/meta); the overlay is unusable after."""
+        if self._discarded:
+            return
+        self._discarded = True
+        for d in [self._base] if self._base is not None else [self.upper, self.workdir, self.metadir]:
+            shutil.rmtree(d, ignore_errors=True)
+
+    @property
+    def discarded(self) -> bool:
+        return self._discarded
+
+    def __enter__(self) -> Overlay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+    def __repr__(self) -> str:
+        return f"Overlay(lower={str(self.lower)!r}, upper={str(self.upper)!r})"
