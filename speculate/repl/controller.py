@@ -107,6 +107,8 @@ class Repl:
             if self._turn_scope is not None:
                 self._turn_scope.cancel()
             return "n"
+        finally:
+            self._at_line_start = True
         return cast(Literal["y", "n", "always"], answer)
 
     def diverged(self) -> None:
@@ -180,7 +182,7 @@ class Repl:
                 self._turn_scope = None
                 self.status.busy = False
         if scope.cancelled_caught:
-            self._line(self._c("33", "^C turn cancelled; the session goes on"))
+            self._line(self._c("33", "turn cancelled; the session goes on"))
         elif outcome is not None:
             self._report(outcome)
         self.status.saved_s = float(self.s.statistics().get("time_saved_s", self.status.saved_s))

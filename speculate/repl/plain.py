@@ -54,6 +54,8 @@ class PlainFrontend:
             self.out.write(f"{question} [{'/'.join(choices)}] ")
             self.out.flush()
             raw = (await self._readline()).strip().lower()
+            if not self.stdin.isatty():
+                self.out.write(raw + "\n")  # piped answers are not echoed by a terminal
             hits = [c for c in choices if c.startswith(raw)] if raw else []
             if raw in choices or len(hits) == 1:
                 return raw if raw in choices else hits[0]

@@ -1,0 +1,65 @@
+"""The REPL in line mode (stdin piped), run as a subprocess against the simulator demo: what a script
+driving ``speculate repl`` sees, and what lands in the project."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from speculate.repl.demo import find_scenario, prepare_project
+from speculate.sim.scenario import load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def repl(*args: str, stdin: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "speculate.cli", "repl", *args], input=stdin, text=True,
+                          capture_output=True, cwd=REPO, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "SPECULATE_HISTORY": str(tmp / "h")})
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return prepare_project(load_scenario(find_scenario("fix-pagination")), tmp_path / "proj")
+
+
+def test_bad_options_name_the_input(tmp_path: Path) -> None:
+    r = repl("--scenario", "no-such-scenario", stdin="", tmp=tmp_path)
+    assert r.returncode == 2 and "no-such-scenario" in r.stderr and "fix-pagination" in r.stderr
+    r = repl(str(tmp_path / "missing"), "--model", "anthropic", "--base-url", "http://127.0.0.1:9", stdin="",
+             tmp=tmp_path)
+    assert r.returncode == 2 and "missing" in r.stderr
+    r = repl("--time-scale", "0", stdin="", tmp=tmp_path)
+    assert r.returncode == 2 and "--time-scale" in r.stderr
+
+
+@pytest.mark.slow
+def test_line_mode_without_speculation_runs_the_script(project: Path, tmp_path: Path) -> None:
+    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--no-spec",
+             stdin="\t\n/accept\nmaybe\nalways\ny\n/spec\n/mode plan\n/bogus\n/quit\n", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "[suggestion] why does page 2 of the product list repeat the last item of page 1?" in out
+    assert "off-by-one" in out and "✓ Grep(def paginate)" in out
+    assert "[suggestion] fix it and add a regression test" in out
+    assert "Full suite" in out and "speculation accepted" not in out
+    # Permission prompts in line mode: an unclear answer asks again; Bash ran after "always" and "y".
+    assert out.count("allow Bash(python -m pytest -q tests/test_pager.py)? [y/n/always]") == 2
+    assert "allow Bash(python -m pytest -q)? [y/n/always] y" in out
+    assert "speculation is off" in out and "permission mode plan" in out and "unknown command '/bogus'" in out
+    assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
+    assert out.rstrip().endswith("bye")
+
+
+@pytest.mark.slow
+def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
+    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02",
+             stdin="/accept\n/accept\n/stats\n", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "speculation accepted" in r.stdout
+    assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
+    assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
+    assert "accepted_turns" in r.stdout

@@ -1,0 +1,145 @@
+"""End to end in a real terminal: the REPL on the simulator demo inside tmux, driven by keystrokes and
+read off the screen, with the project tree hashed to see what speculation did (and did not) change."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from speculate.repl.demo import find_scenario, prepare_project
+from speculate.sim.scenario import load_scenario
+
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+P1 = "why does page 2 of the product list repeat the last item of page 1?"
+P2 = "fix it and add a regression test"
+FINISHED = ("ready (", "stopped at boundary")
+
+
+def tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        if p.is_file() and not p.is_symlink():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+class Term:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+        self.target = "repl"
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.target, *keys)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.target, "-l", text)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.target)
+
+    def scrollback(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", self.target)
+
+    def toolbar(self) -> str:
+        lines = [ln for ln in self.screen().splitlines() if ln.strip()]
+        return lines[-1] if lines else ""
+
+    def input_line(self) -> str:
+        lines = [ln for ln in self.screen().splitlines() if ln.startswith("› ")]
+        return lines[-1] if lines else ""
+
+    def wait(self, cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+        end = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {what}; screen:\n{self.scrollback()}")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return prepare_project(load_scenario(find_scenario("fix-pagination")), tmp_path / "proj")
+
+
+@pytest.fixture
+def term(tmp_path: Path, project: Path) -> Iterator[Term]:
+    t = Term(f"speculate-test-{uuid.uuid4().hex[:8]}")
+    cmd = (f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+           f"--scenario fix-pagination --time-scale 0.05; echo EXIT=$?; sleep 60")
+    try:
+        t.tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", t.target, "-c", str(REPO), cmd)
+        yield t
+    finally:
+        subprocess.run(["tmux", "-L", t.socket, "kill-server"], capture_output=True)
+
+
+def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> None:
+    h0 = tree_hash(project)
+    # First turn: the demo offers the scripted prompt as ghost text in the empty input.
+    term.wait(lambda: P1 in term.input_line(), "the first prompt as ghost text")
+    assert "idle" in term.toolbar() and "acceptEdits" in term.toolbar()
+    term.keys("Enter")  # an empty Enter does nothing (the ghost is not taken)
+    time.sleep(0.3)
+    assert "off-by-one" not in term.scrollback()
+    term.keys("Tab")
+    term.keys("Enter")
+    term.wait(lambda: "off-by-one" in term.scrollback(), "the first answer")
+    # After the turn: suggestion, speculation in the overlay, its state in the toolbar.
+    seen: set[str] = set()
+
+    def finished() -> bool:
+        bar = term.toolbar()
+        seen.update(s for s in ("generating", "speculating (", *FINISHED) if s in bar)
+        return any(s in bar for s in FINISHED)
+
+    term.wait(finished, "the speculation to finish")
+    assert P2 in term.input_line()
+    assert tree_hash(project) == h0, "a running speculation touched the real tree"
+
+    # Type something else: the speculation is dropped and the tree stays as it was.
+    term.type("no")
+    term.wait(lambda: "speculation aborted" in term.toolbar() or "idle" in term.toolbar(), "the abort")
+    assert P2 not in term.input_line()
+    term.type(", explain page_bounds first")
+    term.keys("Enter")
+    term.wait(lambda: "[simulator]" in term.scrollback(), "the simulator's fallback answer")
+    term.wait(lambda: term.input_line().startswith("›") and "working" not in term.toolbar(), "the prompt")
+    assert tree_hash(project) == h0, "an ignored speculation changed the real tree"
+
+    # Start over and accept: the speculated edits land in the project.
+    term.type("/clear")
+    term.keys("Enter")
+    term.wait(lambda: P1 in term.input_line(), "the first prompt again after /clear")
+    term.keys("Tab", "Enter")
+    term.wait(lambda: term.scrollback().count("off-by-one in `paginate`") == 2, "the first answer again")
+    term.wait(lambda: P2 in term.input_line() and finished(), "the second speculation")
+    assert tree_hash(project) == h0
+    term.keys("Right", "Enter")
+    term.wait(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
+    term.wait(lambda: "Full suite" in term.scrollback(), "the final answer")
+    assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
+    assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
+    assert seen & {"speculating (", *FINISHED}, f"toolbar states seen: {seen}"
+
+    term.wait(lambda: "saved" in term.toolbar() and "working" not in term.toolbar(), "the prompt")
+    term.keys("C-d")
+    term.wait(lambda: "EXIT=0" in term.scrollback(), "a clean exit")
