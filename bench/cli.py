@@ -1,0 +1,197 @@
+"""``speculate bench``: parse options, run the paired experiment, write the results directory."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from bench.harness import Condition, RunConfig, RunOutput, run_experiment
+from bench.user import FixedThink, ThinkTime, parse_think
+from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
+
+# Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
+DEFAULT_REPS = 2
+DEFAULT_CONCURRENCY = 6
+QUICK_SCENARIOS = ("fix-pagination", "inventory-ignored-suggestions")
+QUICK_TIME_SCALE = 0.2
+
+
+def _floats(s: str, what: str) -> list[float]:
+    try:
+        vals = [float(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} {s!r}: expected comma-separated numbers") from None
+    if not vals or any(v < 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"{what} {s!r}: expected non-negative numbers")
+    return vals
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="speculate bench", description="Speculative vs plain agent loop: "
+                                 "paired, interleaved sessions; results in a directory per run.")
+    ap.add_argument("--quick", action="store_true", help=f"subset ({', '.join(QUICK_SCENARIOS)}), 1 rep, "
+                    f"time scale {QUICK_TIME_SCALE}")
+    ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",
+                    help="bundled scenario name or path to a scenario YAML (repeatable; default: all bundled)")
+    ap.add_argument("--reps", type=int, default=None, help=f"repetitions per scenario (default {DEFAULT_REPS})")
+    ap.add_argument("--seed", type=int, default=0, help="base seed; rep r uses seed+r (default 0)")
+    ap.add_argument("--think-time", default="lognormal", metavar="lognormal|fixed:SECONDS|file:PATH",
+                    help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s)")
+    ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
+                    metavar="0,2,5,10", help="also run fixed think times (seconds), for the break-even curve")
+    ap.add_argument("--accept-prob", type=lambda s: _floats(s, "--accept-prob"), default=None, metavar="P[,P]",
+                    help="force acceptance with probability P (a sweep if several)")
+    ap.add_argument("--profile", default=None, metavar="MODEL[,MODEL]",
+                    help="simulated model(s), i.e. latency/price profile(s) (default claude-sonnet-4-5)")
+    ap.add_argument("--time-scale", type=float, default=None, help="simulated time per real second "
+                    "(1.0 = real time; think and typing times are scaled too)")
+    ap.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="backend (default sim)")
+    ap.add_argument("--base-url", default=None, help="an Anthropic-compatible endpoint (with --model anthropic)")
+    ap.add_argument("--mode", default="acceptEdits", choices=("default", "acceptEdits", "bypassPermissions", "plan"))
+    ap.add_argument("--overlay-backend", default="auto", choices=("auto", "pure", "fuse", "kernel"))
+    ap.add_argument("--out", type=Path, default=None, help="results directory (default results/<timestamp>)")
+    ap.add_argument("--concurrency", type=int, default=None,
+                    help=f"sessions at a time (default {DEFAULT_CONCURRENCY}; 1 for undisturbed timings)")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two results directories")
+    return ap
+
+
+def resolve_scenarios(names: list[str], *, quick: bool) -> tuple[list[Scenario], list[Path]]:
+    """Scenarios to run and the files the simulator serves (all bundled ones plus any extra paths)."""
+    bundled_paths = default_scenario_paths()
+    bundled = {s.name: s for s in map(load_scenario, bundled_paths)}
+    if not names:
+        names = [n for n in QUICK_SCENARIOS if n in bundled] if quick else sorted(bundled)
+        if quick and not names:
+            names = sorted(bundled)[:2]
+    chosen: list[Scenario] = []
+    extra: list[Path] = []
+    for n in names:
+        if n in bundled:
+            chosen.append(bundled[n])
+        elif n.endswith((".yaml", ".yml")) and Path(n).is_file():
+            sc = load_scenario(n)
+            chosen.append(sc)
+            if sc.name not in bundled:
+                extra.append(Path(n))
+        else:
+            raise ValueError(f"--scenario {n!r}: no such bundled scenario or YAML file "
+                             f"(bundled: {', '.join(sorted(bundled)) or 'none'})")
+    if not chosen:
+        raise ValueError("no scenarios to run: bench/scenarios has no *.yaml and no --scenario was given")
+    return chosen, [*bundled_paths, *extra]
+
+
+def build_config(a: argparse.Namespace) -> RunConfig:
+    scenarios, paths = resolve_scenarios([n for group in a.scenario for n in group], quick=a.quick)
+    base: ThinkTime = parse_think(a.think_time)
+    thinks: list[ThinkTime] = [base, *(FixedThink(x) for x in (a.sweep_think or []))]
+    probs: list[float | None] = list(a.accept_prob) if a.accept_prob else [None]
+    for p in probs:
+        if p is not None and p > 1:
+            raise ValueError(f"--accept-prob {p:g}: must be between 0 and 1")
+    models = [m.strip() for m in (a.profile or "claude-sonnet-4-5").split(",") if m.strip()]
+    if a.model == "sim":
+        from speculate.sim.profiles import PROFILES, find_profile
+
+        for m in models:
+            if find_profile(m) is None:
+                raise ValueError(f"--profile {m!r}: unknown (known: {', '.join(p.name for p in PROFILES)})")
+    reps = a.reps if a.reps is not None else (1 if a.quick else DEFAULT_REPS)
+    scale = a.time_scale if a.time_scale is not None else (QUICK_TIME_SCALE if a.quick else 1.0)
+    conc = a.concurrency if a.concurrency is not None else DEFAULT_CONCURRENCY
+    if reps < 1:
+        raise ValueError(f"--reps {reps}: must be >= 1")
+    if not scale > 0:
+        raise ValueError(f"--time-scale {scale}: must be > 0")
+    if conc < 1:
+        raise ValueError(f"--concurrency {conc}: must be >= 1")
+    conds = [Condition(think=t, accept_prob=p, model_name=m) for t in thinks for p in probs for m in models]
+    return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
+                     backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,
+                     mode=a.mode, overlay_backend=a.overlay_backend)
+
+
+def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
+    return {
+        "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
+        "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
+        "cpus": os.cpu_count(), "mode": cfg.mode, "overlay_backend": cfg.overlay_backend,
+        "scenarios": [s.name for s in cfg.scenarios],
+        "conditions": [c.label for c in cfg.conditions],
+        "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
+                              "model_name": c.model_name,
+                              "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None}
+                             for c in cfg.conditions],
+        "run": {"wall_s": res.wall_s, "interrupted": res.interrupted, "sessions": len(res.sessions),
+                "failures": res.failures, "started_at": res.started_at},
+    }
+
+
+async def _run(cfg: RunConfig, out: Path) -> RunOutput:
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as n:
+        async def watch_sigint() -> None:
+            with trio.open_signal_receiver(signal.SIGINT) as sigs:
+                async for _ in sigs:
+                    print("\ninterrupted: stopping the running sessions; finished ones are kept",
+                          file=sys.stderr)
+                    scope.cancel()
+                    return
+
+        if threading_is_main():
+            n.start_soon(watch_sigint)
+        res = await run_experiment(cfg, out, progress=lambda s: print(s, file=sys.stderr, flush=True),
+                                   cancel=scope)
+        n.cancel_scope.cancel()
+    return res
+
+
+def threading_is_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def bench_main(argv: list[str]) -> int:
+    ap = build_parser()
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:  # argparse has printed the error naming the option
+        return int(e.code or 0)
+    if a.compare:
+        from bench.compare import compare_main
+
+        return compare_main(a.compare[0], a.compare[1])
+    try:
+        cfg = build_config(a)
+    except ValueError as e:
+        print(f"speculate bench: error: {e}", file=sys.stderr)
+        return 2
+    out = a.out or Path("results") / time.strftime("%Y%m%d-%H%M%S")
+    if out.exists() and any(out.iterdir()):
+        print(f"speculate bench: error: --out {out}: directory exists and is not empty", file=sys.stderr)
+        return 2
+    n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * 2
+    print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
+          f"{len(cfg.conditions)} conditions × 2 arms), {cfg.concurrency} at a time, time scale "
+          f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
+    res = trio.run(_run, cfg, out)
+    from bench.report import write_report
+
+    summary = write_report(out, meta_for(cfg, out, res), canary_leaks=res.canary_leaks)
+    print((out / "report.md").read_text(encoding="utf-8").split("## Per scenario")[0])
+    print(f"results: {out}/ (report.md, summary.json, turns.jsonl, sessions.jsonl, events.jsonl, *.png)")
+    if res.interrupted:
+        return 130
+    if summary["leaks"]:
+        print(f"speculate bench: {summary['leaks']} leak(s) into a real tree: see summary.json leak_details",
+              file=sys.stderr)
+        return 1
+    return 1 if not res.sessions else 0

@@ -1,0 +1,300 @@
+"""The experiment harness: paired, interleaved plain/speculative sessions over scenarios, reps and conditions.
+
+Each job is one session of one arm on a fresh copy of a scenario's workspace. Jobs are queued in pair
+order (plain, speculative, speculative, plain, ... alternating which arm of a pair goes first) and pulled
+by ``concurrency`` workers, so both arms of a pair run at nearly the same time against the same simulator
+(same seed: same jitter draws for the same request). Finished sessions are appended to JSONL as they
+complete, so an interrupted run keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
+from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
+from speculate.backends import BackendConfig, open_model
+from speculate.models.base import Model, Usage
+from speculate.session import SessionConfig, TurnOutcome, open_session
+from speculate.sim.scenario import Scenario
+
+Arm = Literal["plain", "speculative"]
+ARMS: tuple[Arm, Arm] = ("plain", "speculative")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    """One cell of the sweep: think-time model, forced acceptance probability, model (latency profile)."""
+
+    think: ThinkTime
+    accept_prob: float | None = None
+    model_name: str = "claude-sonnet-4-5"
+
+    @property
+    def label(self) -> str:
+        acc = "natural" if self.accept_prob is None else f"p={self.accept_prob:g}"
+        return f"{self.think.label} {acc} {self.model_name}"
+
+
+@dataclass(kw_only=True)
+class RunConfig:
+    scenarios: list[Scenario]
+    conditions: list[Condition]
+    reps: int = 3
+    seed: int = 0
+    time_scale: float = 1.0
+    backend: str = "sim"
+    base_url: str | None = None
+    scenario_paths: list[Path] = field(default_factory=list)  # what the simulator serves
+    concurrency: int = 4
+    mode: str = "acceptEdits"
+    overlay_backend: str = "auto"
+    out: Path = Path("results")
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    cond_index: int
+    condition: Condition
+    scenario: Scenario
+    rep: int
+    arm: Arm
+    seed: int
+
+    @property
+    def pair(self) -> str:
+        return f"c{self.cond_index}/{self.scenario.name}/r{self.rep}"
+
+    @property
+    def session_id(self) -> str:
+        return f"{self.pair}/{self.arm}"
+
+
+def plan_jobs(cfg: RunConfig) -> list[Job]:
+    jobs: list[Job] = []
+    n = 0
+    for ci, cond in enumerate(cfg.conditions):
+        for rep in range(cfg.reps):
+            for scn in cfg.scenarios:
+                arms = ARMS if n % 2 == 0 else ARMS[::-1]  # counterbalance which arm starts
+                n += 1
+                for arm in arms:
+                    jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, cfg.seed + rep))
+    return jobs
+
+
+async def _approve(tool: str, detail: str) -> Literal["y"]:
+    return "y"  # the simulated user allows what the main agent asks for (edits are pre-allowed anyway)
+
+
+def _usage_cost(model_name: str, usage: Usage) -> float:
+    from speculate.sim.profiles import find_profile
+
+    p = find_profile(model_name)
+    return p.cost_usd(usage.as_dict()) if p else 0.0
+
+
+def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
+                shown: str | None, dismissed: bool, leak: list[str]) -> dict[str, Any]:
+    usage = o.result.usage if o.result is not None else Usage()
+    responses = o.result.responses if o.result is not None else []
+    return {
+        "session": job.session_id, "pair": job.pair, "arm": job.arm, "scenario": job.scenario.name,
+        "rep": job.rep, "seed": job.seed, "cond": job.cond_index, "condition": job.condition.label,
+        "think_model": job.condition.think.label, "accept_prob": job.condition.accept_prob,
+        "model_name": job.condition.model_name,
+        "turn": p.index, "prompt": o.prompt, "intent": p.intent, "think_s": think_s, "input_s": input_s,
+        "input": "tab" if tab else "typed", "suggestion_shown": shown,
+        "suggestion_matched": shown is not None and shown == p.text, "dismissed": dismissed,
+        "accepted": o.accepted, "latency_s": o.latency_s, "error": o.error, "note": o.note,
+        "stop": o.result.stop if o.result is not None else "speculated",
+        "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
+        "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
+        "speculation": asdict(o.speculation) if o.speculation is not None else None,
+        "leak": leak,
+    }
+
+
+async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
+                      ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """One session: returns (turn records, session record, event records)."""
+    work = Path(tempfile.mkdtemp(prefix="s-", dir=tmp_root))
+    scale = cfg.time_scale
+    try:
+        project = prepare_workspace(job.scenario, work / "project")
+        plan = plan_turns([t.prompt for t in job.scenario.turns], [t.suggestion for t in job.scenario.turns],
+                          think=job.condition.think, accept_prob=job.condition.accept_prob, seed=job.seed,
+                          scenario=job.scenario.name, rep=job.rep)
+        spec = job.arm == "speculative"
+        sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
+                           mode=cfg.mode, speculate=spec, overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
+                           spill_dir=work / "spill")
+        (work / "spill").mkdir()
+        turns: list[dict[str, Any]] = []
+        leaks: list[dict[str, Any]] = []
+        last = manifest(project)
+        async with open_session(sc, ask=_approve) as s:
+            t0 = time.perf_counter()
+            for p in plan:
+                think_s = p.think_s * scale
+                await trio.sleep(think_s)
+                shown = s.suggestion if spec else None
+                tab = spec and shown is not None and shown == p.text and p.intent != "forced_reject"
+                input_s = (TAB_ACCEPT_S if tab else typing_s(p.text)) * scale
+                await trio.sleep(input_s)
+                # Canary: only the speculation ran since the last turn ended; the real tree must not move.
+                now = manifest(project)
+                leak = changed(last, now)
+                if leak:
+                    leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
+                dismissed = False
+                if p.intent == "forced_reject" and spec and s.suggestion is not None and s.suggestion == p.text:
+                    await s.engine.ignore("dismissed")  # the user waves the suggestion away, then types
+                    dismissed = True
+                o = await s.submit(p.text)
+                last = manifest(project)
+                turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
+                                         dismissed=dismissed, leak=leak))
+            wall = time.perf_counter() - t0
+            events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
+            stats = s.statistics()
+        final = manifest(project)
+        if changed(last, final):  # the session closed: a leftover speculation must have been discarded
+            leaks.append({"turn": len(plan), "when": "after close", "paths": changed(last, final)})
+        sess = {
+            "session": job.session_id, "pair": job.pair, "arm": job.arm, "scenario": job.scenario.name,
+            "rep": job.rep, "seed": job.seed, "cond": job.cond_index, "condition": job.condition.label,
+            "wall_s": wall, "turns": len(turns), "accepted": sum(t["accepted"] for t in turns),
+            "errors": sum(bool(t["error"]) for t in turns), "leaks": leaks,
+            "final_tree": tree_hash({k: v for k, v in final.items() if not (set(k.split("/")) & CACHE_DIRS)}),
+            "cost_usd": sum(t["cost_usd"] for t in turns) + sum(e.get("cost_usd", 0.0) for e in events),
+            "statistics": stats,
+        }
+        return turns, sess, events
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class Progress:
+    """Per-arm counts and ETA on stderr (one line per finished session, at most every ``every`` s)."""
+
+    def __init__(self, jobs: list[Job], concurrency: int, write: Callable[[str], None] | None) -> None:
+        self.total = {a: sum(j.arm == a for j in jobs) for a in ARMS}
+        self.done: dict[str, list[float]] = {a: [] for a in ARMS}
+        self.concurrency = concurrency
+        self.write = write
+        self.t0 = time.perf_counter()
+
+    def finished(self, job: Job, seconds: float) -> None:
+        self.done[job.arm].append(seconds)
+        if self.write is not None:
+            self.write(self.line())
+
+    def line(self) -> str:
+        parts = []
+        remaining_work = 0.0
+        for a in ARMS:
+            d = self.done[a]
+            left = self.total[a] - len(d)
+            avg = sum(d) / len(d) if d else None
+            eta = "?" if avg is None else _mmss(left * avg / max(1, self.concurrency / len(ARMS)))
+            remaining_work += left * (avg or 0.0)
+            parts.append(f"{a} {len(d)}/{self.total[a]} (ETA {eta})")
+        total_eta = _mmss(remaining_work / max(1, self.concurrency))
+        return (f"[bench {_mmss(time.perf_counter() - self.t0)}] " + " · ".join(parts)
+                + f" · overall ETA {total_eta}")
+
+
+def _mmss(s: float) -> str:
+    s = max(0, round(s))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+@dataclass
+class RunOutput:
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    started_at: float = field(default_factory=time.time)
+    wall_s: float = 0.0
+    canary_leaks: list[str] = field(default_factory=list)  # changes to the bundled workspaces themselves
+
+
+def _append(path: Path, recs: list[dict[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        for r in recs:
+            f.write(json.dumps(r, default=str) + "\n")
+
+
+async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[str], None] | None = None,
+                         cancel: trio.CancelScope | None = None) -> RunOutput:
+    """Run every job; write turns/sessions/events JSONL into ``out_dir`` as sessions finish.
+
+    Cancelling ``cancel`` (e.g. on Ctrl-C) stops the running sessions and returns what finished.
+    """
+    if cfg.concurrency < 1:
+        raise ValueError(f"--concurrency {cfg.concurrency}: must be >= 1")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = plan_jobs(cfg)
+    res = RunOutput()
+    prog = Progress(jobs, cfg.concurrency, progress)
+    sources = {s.workspace for s in cfg.scenarios if s.workspace is not None}
+    before = {p: manifest(p) for p in sources}
+    tmp_root = Path(tempfile.mkdtemp(prefix="speculate-bench-"))
+    t_start = time.perf_counter()
+    scope = cancel or trio.CancelScope()
+    try:
+        with scope:
+            async with AsyncExitStack() as stack:
+                models: dict[int, Model] = {}
+                for seed in sorted({j.seed for j in jobs}) if cfg.backend == "sim" else [cfg.seed]:
+                    bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed,
+                                       time_scale=cfg.time_scale, scenarios=cfg.scenario_paths)
+                    models[seed] = await stack.enter_async_context(open_model(bc))
+                send, recv = trio.open_memory_channel[Job](len(jobs))
+                for j in jobs:
+                    send.send_nowait(j)
+                send.close()
+
+                async def worker() -> None:
+                    async for job in recv:
+                        model = models.get(job.seed) or next(iter(models.values()))
+                        t = time.perf_counter()
+                        try:
+                            turns, sess, events = await run_session(job, model, cfg, tmp_root)
+                        except Exception as e:  # one broken session must not lose the others' results
+                            res.failures.append({"session": job.session_id, "error": f"{type(e).__name__}: {e}"})
+                            _append(out_dir / "failures.jsonl", [res.failures[-1]])
+                            prog.finished(job, time.perf_counter() - t)
+                            continue
+                        res.turns += turns
+                        res.sessions.append(sess)
+                        res.events += events
+                        _append(out_dir / "turns.jsonl", turns)
+                        _append(out_dir / "sessions.jsonl", [sess])
+                        _append(out_dir / "events.jsonl", events)
+                        prog.finished(job, time.perf_counter() - t)
+
+                async with trio.open_nursery() as n:
+                    for _ in range(min(cfg.concurrency, len(jobs))):
+                        n.start_soon(worker)
+        res.interrupted = scope.cancelled_caught or scope.cancel_called
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+        res.wall_s = time.perf_counter() - t_start
+    for p, m in before.items():
+        res.canary_leaks += [f"{p}/{c}" for c in changed(m, manifest(p))]
+    return res

@@ -1,0 +1,100 @@
+"""PNG figures of a run (matplotlib, Agg backend: no display needed). What each shows: docs/experiments.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
+
+from bench.summary import paired_turns
+
+COLORS = {"plain": "#4c72b0", "speculative": "#dd8452"}
+PLOTS = ("latency_cdf.png", "time_saved_vs_think.png", "cost_vs_latency.png")
+
+
+def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for arm, color in COLORS.items():
+        xs = sorted(t["latency_s"] for t in turns if t["arm"] == arm)
+        if xs:
+            ys = [(i + 1) / len(xs) for i in range(len(xs))]
+            ax.step(xs, ys, where="post", color=color, label=f"{arm} (n={len(xs)})")
+    ax.set_xlabel("turn latency, submit to final answer (s)")
+    ax.set_ylabel("fraction of turns")
+    ax.set_title("User-perceived turn latency (CDF)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    acc_x, acc_y, oth_x, oth_y = [], [], [], []
+    for p, s in paired_turns(turns):
+        if s["turn"] == 0:
+            continue
+        x, y = s["think_s"] + s["input_s"], p["latency_s"] - s["latency_s"]
+        (acc_x if s["accepted"] else oth_x).append(x)
+        (acc_y if s["accepted"] else oth_y).append(y)
+    ax.scatter(oth_x, oth_y, s=14, color="#999999", alpha=0.6, label="not accepted")
+    ax.scatter(acc_x, acc_y, s=18, color=COLORS["speculative"], alpha=0.8, label="accepted")
+    xs = acc_x + oth_x + [c["think_s"] for c in curve]
+    if xs:
+        top = max(xs)
+        ax.plot([0, top], [0, top], ls="--", color="#333333", lw=0.8, label="saving = time available")
+    if curve:
+        ax.plot([c["think_s"] for c in curve], [c["mean_saving_per_turn_s"] for c in curve], marker="o",
+                color="#55a868", label="sweep: mean saving per turn")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xlabel("user time before submit: think + input (s)")
+    ax.set_ylabel("paired saving, plain − speculative (s)")
+    ax.set_title("Time saved vs think time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    lat: dict[str, list[float]] = {}
+    for t in turns:
+        lat.setdefault(t["session"], []).append(t["latency_s"])
+    for arm, color in COLORS.items():
+        pts = [(sum(lat[s["session"]]) / len(lat[s["session"]]), s["cost_usd"] / max(1, s["turns"]))
+               for s in sessions if s["arm"] == arm and lat.get(s["session"])]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, alpha=0.6, color=color,
+                       label=f"{arm} sessions")
+            mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+            ax.scatter([mx], [my], s=120, marker="X", color=color, edgecolor="black", label=f"{arm} mean")
+    ax.set_xlabel("mean turn latency in the session (s)")
+    ax.set_ylabel("cost per turn (USD)")
+    ax.set_title("Cost vs latency (one point per session)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
+                summary: dict[str, Any]) -> list[Path]:
+    """The three figures for the primary condition (plus the sweep curve); returns the paths written."""
+    first = min((s["cond"] for s in sessions), default=0)
+    ids = {s["session"] for s in sessions if s["cond"] == first}
+    t1 = [t for t in turns if t["session"] in ids]
+    s1 = [s for s in sessions if s["session"] in ids]
+    paths = [out / name for name in PLOTS]
+    latency_cdf(t1, paths[0])
+    time_saved_vs_think(t1, summary.get("break_even_think_s", {}).get("curve", []), paths[1])
+    cost_vs_latency(t1, s1, paths[2])
+    return paths

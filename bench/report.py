@@ -1,0 +1,166 @@
+"""Writing a run's results: summary.json, report.md (tables) and the PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.plots import write_plots
+from bench.summary import build_summary
+
+
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def f(x: Any, unit: str = "", digits: int = 2) -> str:
+    """A table cell: numbers rounded, None as an em dash."""
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}{unit}"
+    return f"{x}{unit}"
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def usd(x: float | None) -> str:
+    return "—" if x is None else f"${x:.4f}"
+
+
+def ci(c: list[float] | None) -> str:
+    return "—" if not c else f"[{c[0]:.2f}, {c[1]:.2f}]"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
+            *("| " + " | ".join(r) + " |" for r in rows), ""]
+
+
+def headline_table(s: dict[str, Any]) -> list[str]:
+    """The table the README shows: per arm latency, wall time and cost, and what speculation bought."""
+    p, q = s["arms"]["plain"], s["arms"]["speculative"]
+
+    def row(name: str, a: Any, b: Any, fmt: Any = f) -> list[str]:
+        delta = "—"
+        if isinstance(a, int | float) and isinstance(b, int | float) and a:
+            delta = f"{100 * (b - a) / a:+.0f}%"
+        return [name, fmt(a), fmt(b), delta]
+
+    rows = [row("turn latency p50 (s)", p["turn_latency_s"]["p50"], q["turn_latency_s"]["p50"]),
+            row("turn latency p90 (s)", p["turn_latency_s"]["p90"], q["turn_latency_s"]["p90"]),
+            row("turn latency p99 (s)", p["turn_latency_s"]["p99"], q["turn_latency_s"]["p99"]),
+            row("session wall p50 (s)", p["session_wall_s"]["p50"], q["session_wall_s"]["p50"]),
+            row("cost per turn (USD)", p["cost_per_turn_usd"], q["cost_per_turn_usd"], usd)]
+    lines = _table(["", "plain", "speculative", "Δ"], rows)
+    ts = s["time_saved_s"]
+    lines += _table(["speculation", "value"], [
+        ["accepted / acceptance rate / coverage",
+         f"{s['accepted']} / {pct(s['acceptance_rate'])} / {pct(s['suggestion_coverage'])}"],
+        ["time saved per accepted turn, median [95% CI] (s)", f"{f(ts['median'])} {ci(ts['ci95'])}"],
+        ["mean latency change per later turn [95% CI] (s)",
+         f"{f(s['latency_diff_per_turn_s']['mean'])} {ci(s['latency_diff_per_turn_s']['ci95'])}"],
+        ["efficiency (pooled / median)", f"{pct(s['efficiency']['pooled'])} / {pct(s['efficiency']['median'])}"],
+        ["fork input read from cache", pct(s["fork_cache_read_share"])],
+        ["wasted tokens (ignored speculations)", f(s["wasted_tokens"])],
+        ["extra cost / cost per second saved", f"{usd(s['extra_cost_usd'])} / {usd(s['cost_per_second_saved_usd'])}"],
+        ["leaks into the real tree", f(s["leaks"])],
+    ])
+    return lines
+
+
+def render_markdown(s: dict[str, Any]) -> str:
+    run = s["run"]
+    lines = [f"# speculate bench — {s['run_id']}", "",
+             f"Backend `{s['backend']}`, seed {s['seed']}, time scale {s['time_scale']:g}, "
+             f"{s['reps']} rep(s), scenarios: {', '.join(s['scenarios'])}. "
+             f"Sessions ran {s['concurrency']} at a time on {s['cpus']} CPU(s), arms paired and interleaved. "
+             f"Run wall time {run['wall_s']:.0f} s; {run['sessions']} sessions finished"
+             + (", **interrupted** (partial results)" if run["interrupted"] else "")
+             + (f", {len(run['failures'])} failed" if run["failures"] else "") + ".", "",
+             f"Primary condition: `{s['primary_condition']}`. All times are wall-clock seconds"
+             + (f" (the simulator and the simulated user run at {s['time_scale']:g}× real time)."
+                if s["time_scale"] != 1 else "."), "",
+             "## Headline", "", *headline_table(s)]
+
+    lines += ["## Per scenario", ""]
+    rows = []
+    for name, b in s["per_scenario"].items():
+        rows.append([name, f(b["arms"]["plain"]["turns"]), f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
+                     f(b["arms"]["speculative"]["turn_latency_s"]["p50"]), f(b["accepted"]),
+                     pct(b["acceptance_rate"]), f(b["time_saved_s"]["median"]), ci(b["time_saved_s"]["ci95"]),
+                     usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
+    lines += _table(["scenario", "turns/arm", "plain p50", "spec p50", "accepted", "acceptance", "saved p50",
+                     "saved CI", "plain $/turn", "spec $/turn"], rows)
+
+    lines += ["## Outcomes and boundaries", ""]
+    rows = [[f"suggestion: {k}", str(v)] for k, v in s["suggestion_outcomes"].items()]
+    rows += [[f"suppressed/filtered: {k}", str(v)] for k, v in s["suppressed_reasons"].items()]
+    rows += [[f"speculation: {k}", str(v)] for k, v in s["speculation_outcomes"].items()]
+    rows += [[f"boundary: {k}", str(v)] for k, v in s["boundaries"].items()]
+    rows += [["speculations finished by acceptance", pct(s["finished_by_accept_share"])],
+             ["speculations finished before the submit", pct(s["finished_before_submit_share"])],
+             ["accepted with Tab / by typing the same text",
+              f"{s['accepted_by_input']['tab']} / {s['accepted_by_input']['typed']}"]]
+    lines += _table(["outcome", "count"], rows)
+
+    lines += ["## Tokens by kind", ""]
+    rows = []
+    for arm in ("plain", "speculative"):
+        for part, tok in s["arms"][arm]["tokens"].items():
+            if any(tok.values()):
+                rows.append([arm, part, *(f(tok[k]) for k in ("input_tokens", "cache_creation_input_tokens",
+                                                               "cache_read_input_tokens", "output_tokens"))])
+    lines += _table(["arm", "requests", "input", "cache write", "cache read", "output"], rows)
+    lines += [f"Wasted suggestion tokens: {s['wasted_suggestion_tokens']}; wasted cost "
+              f"{usd(s['wasted_cost_usd'])}; total cost plain {usd(s['cost_usd']['plain'])}, speculative "
+              f"{usd(s['cost_usd']['speculative'])}.", ""]
+
+    lines += ["## Overheads (s)", ""]
+    rows = [[k.replace("_", " "), f(v["n"]), f(v["p50"], digits=4), f(v["p90"], digits=4)]
+            for k, v in s["overheads_s"].items()]
+    lines += _table(["overhead", "n", "p50", "p90"], rows)
+    lines += [f"Break-even think time: model estimate {f(s['break_even_think_model_s'])} s "
+              f"(suggestion + fork start + promotion); from the think sweep {f(s['break_even_think_s']['sweep'])} s.",
+              ""]
+
+    if len(s["conditions_detail"]) > 1:
+        lines += ["## Sweep", ""]
+        rows = []
+        for b in s["conditions_detail"]:
+            rows.append([f"`{b['label']}`", f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
+                         f(b["arms"]["speculative"]["turn_latency_s"]["p50"]),
+                         f"{f(b['latency_diff_per_turn_s']['mean'])} {ci(b['latency_diff_per_turn_s']['ci95'])}",
+                         pct(b["acceptance_rate"]), f(b["time_saved_s"]["median"]), pct(b["efficiency"]["pooled"]),
+                         usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
+        lines += _table(["condition", "plain p50", "spec p50", "mean saving/turn [CI]", "acceptance",
+                         "saved p50", "efficiency", "plain $/turn", "spec $/turn"], rows)
+
+    lines += ["## Integrity", "",
+              f"- Leaks into a real tree outside acceptance: **{s['leaks']}** (canary hashes of every session's "
+              "project before each submit and after close, and of the bundled workspaces before/after the run).",
+              f"- Pairs whose final trees differ between arms: {len(s['tree_divergence'])}"
+              + (f" ({', '.join(s['tree_divergence'])})" if s["tree_divergence"] else "") + ".",
+              f"- Turn errors: plain {s['arms']['plain']['errors']}, speculative {s['arms']['speculative']['errors']}; "
+              f"failed sessions: {len(run['failures'])}.", "",
+              "## Plots", "", "![latency CDF](latency_cdf.png)", "",
+              "![time saved vs think time](time_saved_vs_think.png)", "", "![cost vs latency](cost_vs_latency.png)", ""]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | None = None) -> dict[str, Any]:
+    """Read the run's JSONL files in ``out`` and write summary.json, report.md and the plots."""
+    turns = load_jsonl(out / "turns.jsonl")
+    sessions = load_jsonl(out / "sessions.jsonl")
+    events = load_jsonl(out / "events.jsonl")
+    summary = build_summary(turns=turns, sessions=sessions, events=events, meta=meta, canary_leaks=canary_leaks)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(summary), encoding="utf-8")
+    if turns:
+        write_plots(out, turns, sessions, summary)
+    return summary

@@ -1,0 +1,105 @@
+"""Statistics for the experiments, in plain Python so each is checkable by hand.
+
+- :func:`percentile`: linear interpolation between closest ranks (numpy's default method).
+- :func:`bootstrap_ci`: percentile bootstrap that resamples whole sessions (clusters), because turns of one
+  session share a conversation, a workspace and a server and are not independent.
+- :func:`efficiency`: measured saving / ideal saving, ideal = min(speculation duration, time available).
+- :func:`break_even`: where a curve of mean saving against think time first crosses zero.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Callable, Sequence
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``xs``; raises ValueError on an empty sample."""
+    if not xs:
+        raise ValueError("percentile of an empty sample")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q={q}: must be within 0..100")
+    s = sorted(xs)
+    pos = (len(s) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median(xs: Sequence[float]) -> float:
+    return percentile(xs, 50)
+
+
+def mean(xs: Sequence[float]) -> float:
+    if not xs:
+        raise ValueError("mean of an empty sample")
+    return sum(xs) / len(xs)
+
+
+def summary(xs: Sequence[float]) -> dict[str, float | int | None]:
+    """n, mean, p50, p90, p99 (None when empty) — the shape every latency table uses."""
+    if not xs:
+        return {"n": 0, "mean": None, "p50": None, "p90": None, "p99": None}
+    return {"n": len(xs), "mean": mean(xs), "p50": percentile(xs, 50), "p90": percentile(xs, 90),
+            "p99": percentile(xs, 99)}
+
+
+def bootstrap_ci(clusters: Sequence[Sequence[float]], stat: Callable[[Sequence[float]], float] = median, *,
+                 level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile-bootstrap CI of ``stat`` over the pooled values, resampling clusters with replacement.
+
+    Empty clusters (sessions with no accepted turn) are dropped first, so every resample has values.
+    Returns None with fewer than two clusters: resampling one session says nothing about variability.
+    """
+    groups = [list(c) for c in clusters if len(c)]
+    if len(groups) < 2:
+        return None
+    if not 0 < level < 1:
+        raise ValueError(f"bootstrap level {level}: must be within (0, 1)")
+    rng = random.Random(seed)
+    k = len(groups)
+    stats: list[float] = []
+    for _ in range(n_resamples):
+        pooled: list[float] = []
+        for _ in range(k):
+            pooled.extend(groups[rng.randrange(k)])
+        stats.append(stat(pooled))
+    alpha = (1 - level) / 2
+    return percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha))
+
+
+def efficiency(saving_s: float, duration_s: float, available_s: float) -> float | None:
+    """Measured saving over the ideal min(duration, available); None when the ideal is zero."""
+    ideal = min(duration_s, available_s)
+    if ideal <= 0:
+        return None
+    return saving_s / ideal
+
+
+def pooled_efficiency(savings: Sequence[float], durations: Sequence[float],
+                      available: Sequence[float]) -> float | None:
+    """Sum of savings over sum of ideals (a ratio of sums: short turns do not dominate)."""
+    ideal = sum(min(d, a) for d, a in zip(durations, available, strict=True))
+    if ideal <= 0:
+        return None
+    return sum(savings) / ideal
+
+
+def break_even(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """The smallest x where the piecewise-linear curve through (xs, ys) reaches y >= 0.
+
+    Returns xs[0] if the curve starts non-negative, None if it never gets there.
+    """
+    if len(xs) != len(ys):
+        raise ValueError("break_even: xs and ys differ in length")
+    pts = sorted(zip(xs, ys, strict=True))
+    if not pts:
+        return None
+    if pts[0][1] >= 0:
+        return pts[0][0]
+    for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+        if y1 >= 0:
+            return x0 + (x1 - x0) * (-y0) / (y1 - y0)
+    return None
