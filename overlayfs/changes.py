@@ -168,7 +168,7 @@ def _mode_of(path: str) -> str:
     st = os.lstat(path)
     if stat_mod.S_ISLNK(st.st_mode):
         return "120000"
-    return "100755" if st.st_mode & 0o111 else "100644"
+    return f"{stat_mod.S_IFREG | stat_mod.S_IMODE(st.st_mode):o}"  # the real mode, not git's 644/755 only
 
 
 def _file_diff(lower: str, upper: str, ch: Change) -> list[str]:

@@ -90,7 +90,8 @@ class Overlay:
         return Node(".", "dir", self._upper_s, self._lower_s, os.lstat(self._upper_s))
 
     def _resolve(self, path: StrPath, *, follow: bool = True) -> Resolved:
-        return resolve(self._root_node(), self._lower_s, self._rel(path), follow_last=follow)
+        rel = self._rel(path)  # first: it refuses a discarded overlay
+        return resolve(self._root_node(), self._lower_s, rel, follow_last=follow)
 
     def _need(self, r: Resolved, path: StrPath) -> Node:
         if r.node is None:
