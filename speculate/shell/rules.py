@@ -197,7 +197,7 @@ def _source(ctx: Ctx, name: str, args: Args) -> None:
 @rule("bash", "sh", "dash", "zsh", "ksh")
 def _shell(ctx: Ctx, name: str, args: Args) -> None:
     p = split(args, ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"), stop_at_operand=True)
-    if p.has("-s") or p.dynamic and not p.operands:
+    if p.has("-s") or (p.dynamic and not p.operands):
         ctx.risky(f"{name} reads commands not known before running")
     if p.has("-c"):
         text = p.operands[0] if p.operands else None

@@ -39,14 +39,14 @@ _FIND_FILE_OUT = ("-fprint", "-fprint0", "-fprintf", "-fls")
 @tool("find")
 def _find(ctx: Ctx, name: str, args: Args) -> None:
     i = 0
-    while i < len(args) and args[i] in ("-H", "-L", "-P", "-D", "-O") or (
-        i < len(args) and (args[i] or "").startswith(("-O", "-D"))
-    ):
+    while i < len(args) and (args[i] in ("-H", "-L", "-P") or (args[i] or "").startswith(("-O", "-D"))):
         i += 2 if args[i] == "-D" else 1
     roots: Args = []
     while i < len(args) and (args[i] is None or not args[i].startswith(("-", "(", "!", ")", ","))):  # type: ignore[union-attr]
         roots.append(args[i])
         i += 1
+    if None in roots:
+        ctx.risky("find with an argument not known before running (it could be -delete or -exec)")
     roots = roots or ["."]
     expr = args[i:]
     _static(ctx, "find", expr)
@@ -68,8 +68,16 @@ def _find(ctx: Ctx, name: str, args: Args) -> None:
             for root in roots:
                 found = None if root is None else root.rstrip("/") + "/_"
                 argv: Args = [found if a == "{}" else (None if a and "{}" in a else a) for a in command]
-                with ctx.cwd(None if token in ("-execdir", "-okdir") else "."):
-                    ctx.run(argv)
+                if token in ("-execdir", "-okdir") and found is not None:
+                    # Runs in each file's directory (some depth below the root): `..` could go anywhere.
+                    argv = argv[:1] + [_in_dir(a, found) for a in argv[1:]]
+                ctx.run(argv)
+
+
+def _in_dir(arg: str | None, directory: str) -> str | None:
+    if arg is None or arg.startswith(("-", "/")) or arg == directory:
+        return arg
+    return None if ".." in arg.split("/") else f"{directory}/{arg}"
 
 
 @tool("fd", "fdfind")
@@ -271,7 +279,7 @@ def _tar(ctx: Ctx, name: str, args: Args) -> None:
     k = 0
     if words and not words[0].startswith("-"):  # old style: `tar czf out.tgz dir`
         letters, k, value_from = words[0], 1, 1
-        mode |= set(letters) & set("ctxruAd")
+        mode |= set(letters)
         for letter in letters:
             if letter in takes and value_from < len(words):
                 (archive if letter == "f" else directory if letter == "C" else []).append(words[value_from])
