@@ -101,6 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
     timeout = 120  # an idle keep-alive connection frees its thread after this
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
 
     def setup(self) -> None:
         super().setup()
