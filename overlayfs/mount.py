@@ -272,4 +272,11 @@ def cleanup_stale() -> list[str]:
         with contextlib.suppress(OSError):
             os.rmdir(mp)
         cleaned.append(mp)
+    # Mountpoints of dead owners whose mount is already gone (the FUSE server unmounted itself).
+    for d in Path(tempfile.gettempdir()).glob(f"{MNT_PREFIX}*"):
+        m = _MNT_RE.search(f"/{d.name}")
+        if m is not None and not os.path.exists(f"/proc/{m.group(1)}") and os.fspath(d) not in cleaned:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+                cleaned.append(os.fspath(d))
     return cleaned

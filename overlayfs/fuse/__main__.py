@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyfuse3
@@ -38,6 +40,11 @@ async def _watch_signals(scope: trio.CancelScope) -> None:
             return
 
 
+async def _notify(fn: Callable[[], None]) -> None:
+    with contextlib.suppress(OSError):
+        await trio.to_thread.run_sync(fn)
+
+
 async def serve(ops: OverlayOps, mountpoint: str, owner: int | None) -> None:
     options = set(pyfuse3.default_options)
     options |= {f"fsname={FSNAME_PREFIX}.{os.getpid()}", "subtype=speculate"}
@@ -48,6 +55,7 @@ async def serve(ops: OverlayOps, mountpoint: str, owner: int | None) -> None:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         async with trio.open_nursery() as nursery:
+            ops.notify = lambda fn: nursery.start_soon(_notify, fn)
             nursery.start_soon(_watch_signals, nursery.cancel_scope)
             if owner is not None:
                 nursery.start_soon(_watch_parent, owner, nursery.cancel_scope)

@@ -69,6 +69,8 @@ class OverlayOps(pyfuse3.Operations):
         self._dirs: dict[int, list[tuple[str, bool]]] = {}
         self._dir_nodes: dict[int, Node] = {}
         self._next_dh = 1
+        # Set by the server: run a notification to the kernel outside the handler (it may block).
+        self.notify: Callable[[Callable[[], None]], None] | None = None
 
     # -- helpers -------------------------------------------------------------------------------------
     def _attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
@@ -76,7 +78,8 @@ class OverlayOps(pyfuse3.Operations):
         a.st_ino = node.ino
         a.generation = 0
         a.entry_timeout = TIMEOUT
-        a.attr_timeout = TIMEOUT
+        # A hard-linked file has one inode per name here: no attribute caching keeps the names coherent.
+        a.attr_timeout = TIMEOUT if st.st_nlink <= 1 or stat_mod.S_ISDIR(st.st_mode) else 0
         a.st_mode = st.st_mode
         a.st_nlink = st.st_nlink
         a.st_uid = st.st_uid
@@ -265,6 +268,8 @@ class OverlayOps(pyfuse3.Operations):
         self.tree.copy_up(node)
         path, replaces = self.tree.prepare_new(parent, sname)
         os.link(self.tree.upath(node), path, follow_symlinks=False)
+        if self.notify is not None:  # the kernel caches the old name's attributes (nlink 1): drop them
+            self.notify(functools.partial(pyfuse3.invalidate_inode, node.ino, True))
         # The new name is its own inode here: hard links share data in the upper layer, not inode numbers.
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
@@ -315,7 +320,7 @@ class OverlayOps(pyfuse3.Operations):
     def _fh(self, node: Node, fd: int) -> pyfuse3.FileInfo:
         self._fds[fd] = node
         node.fds.add(fd)
-        return pyfuse3.FileInfo(fh=fd, keep_cache=True)
+        return pyfuse3.FileInfo(fh=fd, keep_cache=os.fstat(fd).st_nlink <= 1)
 
     def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self.tree.get(inode)

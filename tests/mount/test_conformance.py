@@ -1,0 +1,230 @@
+"""One conformance suite over every backend: same operations, same merged view, same changes; lower intact."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from overlayfs.mount import mounted
+from overlayfs.view import Overlay
+from tests.mount.conftest import backend_params, require, tree_digest
+
+Op = tuple[str, ...]
+# A speculation's worth of edits: new, modified, deleted, moved (file and lower directory), replaced dir.
+OPS: list[Op] = [
+    ("mkdir", "notes"),
+    ("write", "notes/new.txt", "fresh\n"),
+    ("append", "src/shop/utils.py", "\n# touched\n"),
+    ("unlink", "README.md"),
+    ("mkdir", "docs"),
+    ("rename", "CHANGELOG.md", "docs/CHANGES.md"),
+    ("rmtree", "data"),
+    ("mkdir", "data"),
+    ("write", "data/fresh.json", "{}\n"),
+    ("rename", "tests", "checks"),
+    ("symlink", "notes/new.txt", "latest"),
+    ("chmod", "src/shop/cli.py", "0o755"),
+    ("write", "src/shop/pager.py", "replaced\n"),
+]
+
+
+def apply_native(root: Path, op: Op) -> None:
+    kind, a, *rest = op
+    p = root / a
+    if kind == "mkdir":
+        p.mkdir()
+    elif kind == "write":
+        p.write_text(rest[0])
+    elif kind == "append":
+        with p.open("a") as f:
+            f.write(rest[0])
+    elif kind == "unlink":
+        p.unlink()
+    elif kind == "rename":
+        shutil.move(p, root / rest[0])  # a lower directory gives EXDEV on kernel overlayfs: mv copies
+    elif kind == "rmtree":
+        shutil.rmtree(p)
+    elif kind == "symlink":
+        os.symlink(os.path.relpath(root / a, (root / rest[0]).parent), root / rest[0])
+    elif kind == "chmod":
+        p.chmod(int(rest[0], 8))
+
+
+def apply_pure(ov: Overlay, op: Op) -> None:
+    kind, a, *rest = op
+    if kind == "mkdir":
+        ov.mkdir(a)
+    elif kind == "write":
+        ov.write_text(a, rest[0])
+    elif kind == "append":
+        ov.write_text(a, ov.read_text(a) + rest[0])
+    elif kind == "unlink":
+        ov.unlink(a)
+    elif kind == "rename":
+        ov.rename(a, rest[0])
+    elif kind == "rmtree":
+        ov.rmtree(a)
+    elif kind == "symlink":
+        ov.symlink(os.path.relpath(a, os.path.dirname(rest[0]) or "."), rest[0])
+    elif kind == "chmod":
+        ov.chmod(a, int(rest[0], 8))
+
+
+Snapshot = dict[str, tuple[object, ...]]
+
+
+def snap_native(root: Path) -> Snapshot:
+    out: Snapshot = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            if rel == ".git" or rel.startswith(".git/"):
+                continue
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), p.read_bytes())
+    return out
+
+
+def snap_pure(ov: Overlay) -> Snapshot:
+    out: Snapshot = {}
+    stack = ["."]
+    while stack:
+        d = stack.pop()
+        for name in ov.listdir(d):
+            rel = name if d == "." else f"{d}/{name}"
+            if rel == ".git":
+                continue
+            st = ov.lstat(rel)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", ov.readlink(rel))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+                stack.append(rel)
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), ov.read_bytes(rel))
+    return out
+
+
+def changes(ov: Overlay) -> set[tuple[str, str]]:
+    return {(c.path, c.kind) for c in ov.changes() if not c.path.startswith(".git")}
+
+
+@pytest.mark.parametrize("backend", backend_params("pure", "fuse", "kernel", "fuse-overlayfs"))
+def test_same_operations_same_results(backend: str, project: Path, overlay: Overlay, tmp_path: Path) -> None:
+    require(backend)
+    reference = tmp_path / "reference"
+    shutil.copytree(project, reference, symlinks=True)
+    for op in OPS:
+        apply_native(reference, op)
+    before = tree_digest(project)
+
+    if backend == "pure":
+        for op in OPS:
+            apply_pure(overlay, op)
+        view = snap_pure(overlay)
+    else:
+        with mounted(overlay, backend) as root:
+            assert overlay.last_backend == backend
+            for op in OPS:
+                apply_native(root, op)
+            view = snap_native(root)
+
+    assert view == snap_native(reference)
+    assert tree_digest(project) == before, "the lower tree changed"
+    # The layer format is shared: a fresh pure view of the same upper layer sees the same tree.
+    reopened = Overlay(project, upper=overlay.upper)
+    assert snap_pure(reopened) == view
+    got = changes(reopened)
+    assert {("notes/new.txt", "added"), ("README.md", "deleted"), ("src/shop/utils.py", "modified"),
+            ("docs/CHANGES.md", "added"), ("CHANGELOG.md", "deleted"), ("data/catalog.json", "deleted"),
+            ("latest", "added")} <= got
+    # Same changes as the pure view computes for the same operations.
+    pure = Overlay(project, upper=tmp_path / "pure-layers" / "upper")
+    for op in OPS:
+        apply_pure(pure, op)
+    assert got == changes(pure)
+
+
+PosixCheck = Callable[[Path], object]
+
+
+def _posix_observations(root: Path) -> dict[str, object]:
+    """POSIX details build tools rely on, as observations comparable between native and mounted trees."""
+    obs: dict[str, object] = {}
+    src = root / "src" / "shop"
+    # An open file that is unlinked stays readable and fstat-able through its descriptor.
+    fd = os.open(src / "cart.py", os.O_RDONLY)
+    os.unlink(src / "cart.py")
+    obs["unlinked_read"] = os.pread(fd, 10, 0)
+    obs["unlinked_size"] = os.fstat(fd).st_size
+    os.close(fd)
+    obs["unlinked_gone"] = (src / "cart.py").exists()
+    # Rename over an existing file; rename a file within the tree.
+    os.rename(src / "pricing.py", src / "utils.py")
+    obs["renamed_over"] = (src / "utils.py").read_bytes()[:30]
+    # Hard link of a lower file: both names share data.
+    os.link(src / "pager.py", root / "pager-link.py")
+    with open(root / "pager-link.py", "ab") as f:
+        f.write(b"# via link\n")
+    obs["hardlink"] = (src / "pager.py").read_bytes().endswith(b"# via link\n"), os.stat(src / "pager.py").st_nlink
+    # truncate, chmod, utime.
+    os.truncate(src / "catalog.py", 5)
+    os.chmod(src / "catalog.py", 0o640)
+    os.utime(src / "catalog.py", ns=(1_000_000_000, 2_000_000_000))
+    st = os.stat(src / "catalog.py")
+    obs["setattr"] = (st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+    # O_DIRECT opens work (the backing file is opened without it).
+    fd = os.open(src / "inventory.py", os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    os.close(fd)
+    # Many entries: a listing neither repeats nor skips across readdir batches.
+    big = root / "many"
+    big.mkdir()
+    for i in range(600):
+        (big / f"file-{i:04d}-{'x' * 40}").write_bytes(b"")
+    obs["listing"] = sorted(os.listdir(big)) == [f"file-{i:04d}-{'x' * 40}" for i in range(600)]
+    # Delete a lower directory tree, recreate it: old entries stay hidden.
+    shutil.rmtree(root / "tests")
+    (root / "tests").mkdir()
+    obs["recreated"] = os.listdir(root / "tests")
+    # rmdir of a non-empty dir, mkdir over an existing name.
+    try:
+        os.rmdir(root / "src")
+    except OSError as e:
+        obs["rmdir_nonempty"] = e.errno
+    try:
+        os.mkdir(root / "src")
+    except OSError as e:
+        obs["mkdir_exists"] = e.errno
+    # xattrs pass through.
+    os.setxattr(root / "Makefile", "user.speculate", b"yes")
+    obs["xattr"] = os.getxattr(root / "Makefile", "user.speculate")
+    obs["statfs"] = os.statvfs(root).f_bsize > 0
+    obs["symlink"] = (os.symlink("src/shop", root / "shop-link"), os.readlink(root / "shop-link"),
+                      sorted(os.listdir(root / "shop-link")))
+    return obs
+
+
+@pytest.mark.parametrize("backend", backend_params("fuse", "kernel", "fuse-overlayfs"))
+def test_posix_surface_matches_native(backend: str, project: Path, overlay: Overlay, tmp_path: Path) -> None:
+    require(backend)
+    native = tmp_path / "native"
+    shutil.copytree(project, native, symlinks=True)
+    expected = _posix_observations(native)
+    assert expected["rmdir_nonempty"] == errno.ENOTEMPTY
+    before = tree_digest(project)
+    with mounted(overlay, backend) as root:
+        got = _posix_observations(root)
+    assert got == expected
+    assert tree_digest(project) == before
