@@ -46,9 +46,19 @@ def _replace_root(value: Any, root: str | None, new: str) -> Any:
     return value
 
 
+def _blocks(content: Any) -> Any:
+    # A string and a one-text-block list are the same prompt to the model.
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
 def canonical_key(request_body: dict[str, Any]) -> str:
     """A hex digest identifying a request for replay: same answer-deciding content, same key."""
     relevant = {k: request_body.get(k) for k in KEY_FIELDS}
+    relevant["system"] = _blocks(relevant["system"]) or None
+    if isinstance(relevant["messages"], list):
+        relevant["messages"] = [
+            {**m, "content": _blocks(m.get("content"))} if isinstance(m, dict) else m for m in relevant["messages"]
+        ]
     relevant = _replace_root(_strip_cache_control(relevant), project_root(request_body), "{root}")
     text = json.dumps(relevant, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
