@@ -13,6 +13,7 @@ import trio
 
 from bench.harness import Condition, RunConfig, RunOutput, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
+from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--accept-prob", type=lambda s: _floats(s, "--accept-prob"), default=None, metavar="P[,P]",
                     help="force acceptance with probability P (a sweep if several)")
     ap.add_argument("--profile", default=None, metavar="MODEL[,MODEL]",
-                    help="simulated model(s), i.e. latency/price profile(s) (default claude-sonnet-4-5)")
+                    help=f"simulated model(s), i.e. latency/price profile(s) (default {DEFAULT_MODEL})")
     ap.add_argument("--time-scale", type=float, default=None, help="simulated time per real second "
                     "(1.0 = real time; think and typing times are scaled too)")
     ap.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="backend (default sim)")
@@ -96,7 +97,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
     for p in probs:
         if p is not None and p > 1:
             raise ValueError(f"--accept-prob {p:g}: must be between 0 and 1")
-    models = [m.strip() for m in (a.profile or "claude-sonnet-4-5").split(",") if m.strip()]
+    models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]
     if a.model == "sim":
         from speculate.sim.profiles import PROFILES, find_profile
 

@@ -13,6 +13,7 @@ import json
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tr
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.session import SessionConfig, TurnOutcome, open_session
+from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario
 
 Arm = Literal["plain", "speculative"]
@@ -38,7 +40,7 @@ class Condition:
 
     think: ThinkTime
     accept_prob: float | None = None
-    model_name: str = "claude-sonnet-4-5"
+    model_name: str = DEFAULT_MODEL
 
     @property
     def label(self) -> str:
@@ -233,6 +235,13 @@ class RunOutput:
     canary_leaks: list[str] = field(default_factory=list)  # changes to the bundled workspaces themselves
 
 
+def _describe(e: BaseException) -> str:
+    """The innermost error of an exception group, which is the one worth reading."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return f"{type(e).__name__}: {e}"
+
+
 def _append(path: Path, recs: list[dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as f:
         for r in recs:
@@ -276,8 +285,11 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                         try:
                             turns, sess, events = await run_session(job, model, cfg, tmp_root)
                         except Exception as e:  # one broken session must not lose the others' results
-                            res.failures.append({"session": job.session_id, "error": f"{type(e).__name__}: {e}"})
+                            res.failures.append({"session": job.session_id, "error": _describe(e),
+                                                 "traceback": "".join(traceback.format_exception(e))})
                             _append(out_dir / "failures.jsonl", [res.failures[-1]])
+                            if progress is not None:
+                                progress(f"session {job.session_id} failed: {_describe(e)}")
                             prog.finished(job, time.perf_counter() - t)
                             continue
                         res.turns += turns

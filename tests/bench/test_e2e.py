@@ -1,0 +1,90 @@
+"""An end-to-end quick run on the simulator: every output file, consistent numbers, no leaks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.cli import bench_main
+from bench.plots import PLOTS
+from bench.workspace import manifest
+from speculate.sim.scenario import default_scenario_dir
+
+
+@pytest.mark.slow
+def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    workspaces = default_scenario_dir() / "workspaces"
+    before = manifest(workspaces)
+    out = tmp_path / "run"
+    rc = bench_main(["--scenario", "explain-codebase", "--reps", "1", "--time-scale", "0.05",
+                     "--think-time", "fixed:20", "--concurrency", "2", "--out", str(out)])
+    assert rc == 0
+    for name in ("turns.jsonl", "sessions.jsonl", "events.jsonl", "summary.json", "report.md", *PLOTS):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    for name in PLOTS:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert manifest(workspaces) == before  # the bundled workspace itself was never touched
+
+    s = json.loads((out / "summary.json").read_text())
+    turns = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    sessions = [json.loads(x) for x in (out / "sessions.jsonl").read_text().splitlines()]
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    for key in ("turn_latency_s", "session_wall_s"):
+        for arm in ("plain", "speculative"):
+            assert set(s["arms"][arm][key]) >= {"p50", "p90", "p99"}
+    for key in ("accepted", "acceptance_rate", "time_saved_s", "efficiency", "fork_cache_read_share",
+                "cost_usd", "wasted_tokens", "boundaries", "backend", "seed"):
+        assert key in s, key
+    assert s["backend"] == "sim" and s["seed"] == 0 and s["leaks"] == 0
+    assert len(sessions) == 2 and {x["arm"] for x in sessions} == {"plain", "speculative"}
+    n = len(turns) // 2
+    assert n >= 3 and s["arms"]["plain"]["turns"] == s["arms"]["speculative"]["turns"] == n
+    assert not any(t["error"] for t in turns)
+
+    plain = {t["turn"]: t for t in turns if t["arm"] == "plain"}
+    spec = {t["turn"]: t for t in turns if t["arm"] == "speculative"}
+    assert [plain[i]["prompt"] for i in range(n)] == [spec[i]["prompt"] for i in range(n)]  # paired
+    accepted = [t for t in spec.values() if t["accepted"]]
+    shown = [t for t in spec.values() if t["suggestion_shown"] is not None or t["accepted"]]
+    # 20 s of simulated think time is plenty: every scripted suggestion is shown and the matching ones taken.
+    assert 0 < len(accepted) < len(shown) == n - 1
+    assert s["accepted"] == len(accepted) <= s["suggestion_outcomes"].get("accepted", 0) + 0
+    assert s["acceptance_rate"] == pytest.approx(len(accepted) / len(shown))
+    for t in accepted:
+        saving = plain[t["turn"]]["latency_s"] - t["latency_s"]
+        assert saving <= plain[t["turn"]]["latency_s"]
+        assert t["speculation"]["time_saved_s"] <= plain[t["turn"]]["latency_s"] + 0.5
+        assert t["speculation"]["outcome"] == "accepted"
+    assert s["time_saved_s"]["n"] == len(accepted)
+    assert s["time_saved_s"]["median"] > 0  # a read-only fork that had 1 s (scaled) to run saved time
+    spec_recs = [e for e in events if e["kind"] == "speculation"]
+    assert sum(e["outcome"] == "accepted" for e in spec_recs) == len(accepted)
+    assert sum(s["boundaries"].values()) == len(spec_recs)
+    assert 0.5 < s["fork_cache_read_share"] <= 1.0  # the fork reads the parent's prompt cache
+    assert s["cost_usd"]["speculative"] > s["cost_usd"]["plain"] > 0
+    assert s["wasted_tokens"] > 0  # the ignored suggestion's fork
+    report = (out / "report.md").read_text()
+    assert "## Headline" in report and "latency_cdf.png" in report
+    assert "Sessions ran 2 at a time" in report
+
+    # --compare on the run against itself: every delta is zero.
+    assert bench_main(["--compare", str(out), str(out)]) == 0
+    cmp = capsys.readouterr().out
+    assert "| accepted |" in cmp and "+1" not in cmp.split("| accepted |")[1].splitlines()[0]
+
+
+def test_bad_options_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["--scenario", "no-such-scenario", "--out", str(tmp_path / "x")]) == 2
+    assert "--scenario 'no-such-scenario'" in capsys.readouterr().err
+    assert bench_main(["--think-time", "fixed:abc", "--out", str(tmp_path / "x")]) == 2
+    assert "fixed:abc" in capsys.readouterr().err
+    assert bench_main(["--accept-prob", "1.5", "--out", str(tmp_path / "x")]) == 2
+    assert "--accept-prob 1.5" in capsys.readouterr().err
+    assert bench_main(["--profile", "gpt-9", "--out", str(tmp_path / "x")]) == 2
+    assert "--profile 'gpt-9'" in capsys.readouterr().err
+    assert bench_main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # nothing ran

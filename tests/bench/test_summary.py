@@ -1,0 +1,115 @@
+"""The summary figures on constructed per-turn, per-session and per-event records with known answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.compare import compare_markdown
+from bench.report import render_markdown
+from bench.summary import build_summary
+
+TOK = {"input_tokens": 10, "output_tokens": 20, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+def turn(pair: str, arm: str, i: int, latency: float, *, accepted: bool = False, shown: str | None = None,
+         think: float = 4.0, spec_dur: float | None = None) -> dict[str, Any]:
+    spec = None
+    if spec_dur is not None:
+        spec = {"time_saved_s": min(spec_dur, think), "duration_s": spec_dur}
+    return {"session": f"{pair}/{arm}", "pair": pair, "arm": arm, "turn": i, "latency_s": latency,
+            "accepted": accepted, "suggestion_shown": shown, "input": "tab" if accepted else "typed",
+            "think_s": think, "input_s": 0.0, "error": "", "tokens": dict(TOK), "speculation": spec}
+
+
+def session(pair: str, arm: str, wall: float, cost: float, *, leaks: int = 0, tree: str = "t",
+            scenario: str = "a") -> dict[str, Any]:
+    return {"session": f"{pair}/{arm}", "pair": pair, "arm": arm, "scenario": scenario, "cond": 0,
+            "wall_s": wall, "cost_usd": cost, "turns": 3, "leaks": [{"turn": 1, "paths": ["x"]}] * leaks,
+            "final_tree": tree}
+
+
+def spec_event(pair: str, outcome: str, boundary: str, *, read: int, fresh: int) -> dict[str, Any]:
+    return {"session": f"{pair}/speculative", "arm": "speculative", "kind": "speculation", "outcome": outcome,
+            "boundary": boundary, "completed": True, "duration_s": 2.0, "time_to_accept_s": 3.0,
+            "fork_start_s": 0.01, "overlay_create_s": 0.002, "promote_s": 0.005, "cost_usd": 0.01,
+            "tokens": {"input_tokens": fresh, "output_tokens": 5, "cache_creation_input_tokens": 0,
+                       "cache_read_input_tokens": read}}
+
+
+def sugg_event(pair: str, outcome: str) -> dict[str, Any]:
+    return {"session": f"{pair}/speculative", "arm": "speculative", "kind": "suggestion", "outcome": outcome,
+            "reason": "", "generation_s": 0.5, "cost_usd": 0.001, "tokens": dict(TOK)}
+
+
+def records() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    turns, sessions, events = [], [], []
+    # Pair A: turn 1 accepted (saves 3 s of 5), turn 2 suggestion ignored (0.2 s slower).
+    # Pair B: turn 1 accepted (saves 1 s of 4), turn 2 no suggestion.
+    for pair, (p1, s1, d1), ign in (("A", (5.0, 2.0, 2.0), True), ("B", (4.0, 3.0, 8.0), False)):
+        turns += [turn(pair, "plain", 0, 1.0), turn(pair, "speculative", 0, 1.0),
+                  turn(pair, "plain", 1, p1), turn(pair, "speculative", 1, s1, accepted=True, shown="go",
+                                                   spec_dur=d1),
+                  turn(pair, "plain", 2, 2.0), turn(pair, "speculative", 2, 2.2 if ign else 2.0,
+                                                    shown="other" if ign else None)]
+        sessions += [session(pair, "plain", 20.0, 0.03), session(pair, "speculative", 16.0, 0.05,
+                                                                 tree="t" if pair == "A" else "u")]
+        events += [sugg_event(pair, "accepted"), spec_event(pair, "accepted", "complete", read=90, fresh=10)]
+        if ign:
+            events += [sugg_event(pair, "ignored"), spec_event(pair, "aborted", "edit", read=80, fresh=20)]
+    return turns, sessions, events
+
+
+META = {"run_id": "test", "backend": "sim", "seed": 0, "time_scale": 1.0, "reps": 1, "concurrency": 2,
+        "cpus": 2, "scenarios": ["a"], "conditions": ["fixed:4 natural m"],
+        "condition_params": [{"think_fixed_s": 4.0, "accept_prob": None}],
+        "run": {"wall_s": 40.0, "interrupted": False, "sessions": 4, "failures": []}}
+
+
+def test_summary_figures_on_constructed_records() -> None:
+    turns, sessions, events = records()
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    assert s["arms"]["plain"]["turn_latency_s"]["p50"] == pytest.approx(2.0)
+    assert s["arms"]["speculative"]["session_wall_s"]["p50"] == 16.0
+    assert s["accepted"] == 2
+    assert s["suggestion_coverage"] == pytest.approx(3 / 4)  # later turns with a suggestion shown
+    assert s["acceptance_rate"] == pytest.approx(2 / 3)
+    assert s["time_saved_s"]["n"] == 2
+    assert s["time_saved_s"]["median"] == pytest.approx(2.0)  # savings 3 and 1
+    assert s["time_saved_s"]["ci95"] == [pytest.approx(1.0), pytest.approx(3.0)]
+    # Savings 3 + 1 over ideals min(2, 4) + min(8, 4).
+    assert s["efficiency"]["pooled"] == pytest.approx(4 / 6)
+    assert s["latency_diff_per_turn_s"]["mean"] == pytest.approx((3 - 0.2 + 1 + 0) / 4)
+    assert s["fork_cache_read_share"] == pytest.approx(260 / 300)
+    assert s["wasted_tokens"] == 105  # the aborted fork's 20 + 80 + 5
+    assert s["boundaries"] == {"complete": 2, "edit": 1}
+    assert s["cost_usd"] == {"plain": pytest.approx(0.06), "speculative": pytest.approx(0.10)}
+    assert s["cost_per_second_saved_usd"] == pytest.approx(0.04 / 3.8)
+    assert s["session_wall_reduction"] == pytest.approx(1 - 32 / 40)
+    assert s["leaks"] == 0
+    assert s["tree_divergence"] == ["B"]
+    assert s["break_even_think_model_s"] == pytest.approx(0.5 + 0.01 + 0.005)
+    assert s["backend"] == "sim" and s["seed"] == 0
+
+
+def test_leaks_are_counted_and_reported() -> None:
+    turns, sessions, events = records()
+    sessions[1]["leaks"] = [{"turn": 1, "when": "before submit", "paths": ["src/x.py"]}]
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META, canary_leaks=["ws/a.py"])
+    assert s["leaks"] == 2
+    assert {"canary": "ws/a.py"} in s["leak_details"]
+    assert "Leaks into a real tree outside acceptance: **2**" in render_markdown(s)
+
+
+def test_report_and_compare_render_the_figures() -> None:
+    turns, sessions, events = records()
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    md = render_markdown(s)
+    assert "| turn latency p50 (s) | 2.00 | 2.00 | +0% |" in md
+    assert "| time saved per accepted turn, median [95% CI] (s) | 2.00 [1.00, 3.00] |" in md
+    assert "boundary: edit | 1" in md
+    b = {**s, "accepted": 5, "acceptance_rate": 0.9}
+    cmp = compare_markdown(s, b, "A", "B")
+    assert "| accepted | 2 | 5 | +3 |" in cmp
+    assert "| acceptance rate | 67% | 90% | +23 pp |" in cmp
