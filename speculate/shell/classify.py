@@ -68,7 +68,7 @@ _DANGEROUS_VAR_PREFIXES = ("LD_", "DYLD_", "GIT_", "BASH_FUNC_", "XDG_")
 # Node types that only group other nodes; their children are walked in order.
 _STRUCTURAL = frozenset(
     {"program", "list", "compound_statement", "do_group", "if_statement", "elif_clause", "else_clause",
-     "while_statement", "for_statement", "c_style_for_statement", "case_statement", "case_item",
+     "while_statement", "c_style_for_statement", "case_statement", "case_item",
      "negated_command", "test_command", "binary_expression", "unary_expression", "ternary_expression",
      "postfix_expression", "parenthesized_expression", "redirected_statement", "herestring_redirect",
      "heredoc_redirect", "heredoc_body", "variable_assignments", "unset_command", "word", "string",
@@ -107,6 +107,7 @@ class Walker:
         self.functions: dict[str, tree_sitter.Node] = {}
         self.depth = 0
         self.current = ""
+        self.cd_must_succeed = False  # inside the left operand of `&&`: a failed cd stops the rest
 
     # -- verdicts ----------------------------------------------------------------------------------
 
@@ -139,7 +140,10 @@ class Walker:
         if path.startswith("~"):
             return f"{path} in the home directory"
         if _BRACE_EXPANSION.search(path):
-            return f"{path} (brace expansion)"
+            expanded = _expand_braces(path)
+            if expanded is None:
+                return f"{path} (brace expansion too large to check)"
+            return next((why for alt in expanded if (why := self.locate(alt)) is not None), None)
         if path.startswith("/"):
             candidates: list[str | None] = [posixpath.normpath(path)]
         else:
@@ -252,10 +256,9 @@ class Walker:
         if path is None or path.startswith("~") or path == "-":
             self.cwds.add(None)
         else:
-            # cd may fail and leave the directory unchanged, so both stay possible.
-            self.cwds |= {
-                None if c is None else posixpath.normpath(posixpath.join(c, path)) for c in set(self.cwds)
-            }
+            moved = {None if c is None else posixpath.normpath(posixpath.join(c, path)) for c in self.cwds}
+            # Unless what follows needs it to succeed, cd may fail and leave the directory unchanged.
+            self.cwds = moved if self.cd_must_succeed else self.cwds | moved
 
     @contextmanager
     def cwd(self, path: str | None) -> Iterator[None]:
@@ -296,6 +299,17 @@ class Walker:
 
     def visit(self, node: tree_sitter.Node) -> None:
         kind = node.type
+        if self.cd_must_succeed and kind not in ("command", "redirected_statement", "list", "command_name",
+                                                 "word", "string", "raw_string", "concatenation"):
+            self.cd_must_succeed = False
+            try:
+                self.visit(node)
+            finally:
+                self.cd_must_succeed = True
+            return
+        if kind == "list" and not node.has_error:
+            self._list(node)
+            return
         if node.is_missing or kind == "ERROR":
             self.risky(f"cannot parse near {node.text.decode(errors='replace')[:40]!r}")
         if not node.is_named:
@@ -314,6 +328,13 @@ class Walker:
         elif kind == "variable_assignment":
             self._assignment(node)
         elif kind == "declaration_command":
+            if any(c.type == "word" and c.text.startswith(b"-") and b"n" in c.text for c in node.children):
+                self.risky("declares a name reference, which can set any variable")
+            self._children(node)
+        elif kind == "for_statement":
+            variable = node.child_by_field_name("variable")
+            if variable is not None:
+                self.assign(variable.text.decode())
             self._children(node)
         elif kind == "function_definition":
             name = node.child_by_field_name("name")
@@ -327,8 +348,47 @@ class Walker:
             self.risky(f"unsupported shell construct {kind}")
 
     def _children(self, node: tree_sitter.Node) -> None:
-        for child in node.children:
-            self.visit(child)
+        children = node.children
+        for k, child in enumerate(children):
+            if k + 1 < len(children) and children[k + 1].type == "&" and child.is_named:
+                self._background(child)
+            else:
+                self.visit(child)
+
+    def _list(self, node: tree_sitter.Node) -> None:
+        """`a && b`: b runs only if a succeeded, so a `cd` in a surely moved; `a || b`: b runs after a failed
+        anywhere. Afterwards any of the directories along the way is possible unless success is required."""
+        outer = self.cd_must_succeed
+        operator = next((c.type for c in node.children if not c.is_named and c.type in ("&&", "||")), "")
+        operands = [c for c in node.named_children if c.type != "comment"]
+        if operator not in ("&&", "||") or len(operands) != 2:
+            self.risky("unexpected command list shape")
+        left, right = operands
+        before = set(self.cwds)
+        try:
+            self.cd_must_succeed = operator == "&&"
+            self.visit(left)
+            if operator == "||":
+                self.cwds |= before
+                middle = set(self.cwds)
+            self.cd_must_succeed = outer
+            self.visit(right)
+            if operator == "||":
+                self.cwds |= middle
+            elif not outer:
+                self.cwds |= before
+        finally:
+            self.cd_must_succeed = outer
+
+    def _background(self, node: tree_sitter.Node) -> None:
+        """A job left running after the command returns may write after the sandbox is gone."""
+        saved = (self.level, self.reason)
+        self.level = Level.READ_ONLY
+        self.visit(node)
+        if self.level > Level.READ_ONLY:
+            self.current = node.text.decode(errors="replace")
+            self.risky("runs in the background, beyond the end of the command")
+        self.level, self.reason = max(saved, (self.level, self.reason))
 
     def _assignment(self, node: tree_sitter.Node) -> None:
         name = node.child_by_field_name("name")
@@ -361,6 +421,23 @@ class Walker:
         if operator == ">&" and (destination.type == "number" or target == "-"):
             return  # duplicates a descriptor: 2>&1, >&2
         self.write(target, f"redirection {operator}")
+
+
+def _expand_braces(path: str, limit: int = 256) -> list[str] | None:
+    """Bash brace expansion of comma lists; a range {a..b} stands for one component with no slash."""
+    todo, done = [path], []
+    while todo:
+        item = todo.pop()
+        m = _BRACE_EXPANSION.search(item)
+        if m is None:
+            done.append(item)
+        elif m.group(1) == "..":
+            todo.append(item[: m.start()] + "N" + item[m.end() :])
+        else:
+            todo += [item[: m.start()] + alt + item[m.end() :] for alt in m.group()[1:-1].split(",")]
+        if len(todo) + len(done) > limit:
+            return None
+    return done
 
 
 @contextmanager

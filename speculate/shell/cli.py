@@ -17,8 +17,10 @@ def check_bash_main(argv: list[str]) -> int:
     """
     parser = argparse.ArgumentParser(prog="speculate check-bash", description=check_bash_main.__doc__)
     parser.add_argument("--root", default=None, help="project root (default: the current directory)")
-    parser.add_argument("command", nargs="+", help="the shell command (several words are joined by spaces)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the shell command (words are joined by spaces)")
     ns = parser.parse_args(argv)
+    if not ns.command:
+        parser.error("the following arguments are required: command")
     result = classify(" ".join(ns.command), project_root=ns.root or os.getcwd())
     json.dump({"read_only": result.read_only, "sandboxable": result.sandboxable, "reason": result.reason},
               sys.stdout)

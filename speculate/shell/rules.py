@@ -14,13 +14,13 @@ from speculate.shell.args import Args, Ctx, Rule, split
 # Commands that never write, whatever their arguments (their output goes to stdout).
 READ_ONLY = frozenset(
     """
-    cat head tail wc grep egrep fgrep zgrep file stat du df pwd echo printf true false test [ which
+    cat head tail wc grep egrep fgrep zgrep file stat du df pwd echo true false test [ which
     whereis type basename dirname realpath readlink uname whoami id groups diff cmp comm cut tr nl fold
     fmt paste join column rev tac od hexdump strings md5sum sha1sum sha224sum sha256sum sha384sum
     sha512sum shasum cksum b2sum base64 base32 jq locate ps pgrep free uptime seq expr sleep printenv ls
     dir vdir less more zcat bzcat xzcat zless look getconf nproc arch locale tty logname users who cal
-    : read getopts return exit break continue shift wait jobs set shopt unalias umask man help info
-    apropos lsof nm objdump readelf expand unexpand numfmt factor tsort clear tput yes mapfile readarray
+    : getopts return exit break continue shift wait jobs set shopt unalias umask man help info
+    apropos lsof nm objdump readelf expand unexpand numfmt factor tsort clear tput yes
     dirs unset shellcheck ss netstat lsblk sha1 md5 env_parallel_noop
     """.split()
 )
@@ -227,6 +227,21 @@ def _alias(ctx: Ctx, name: str, args: Args) -> None:
         ctx.risky("defines an alias, which changes what later commands run")
 
 
+@rule("read", "mapfile", "readarray", "printf")
+def _sets_variables(ctx: Ctx, name: str, args: Args) -> None:
+    """These builtins assign the variables they name; PATH and friends must not be set this way."""
+    if name == "printf":
+        names = split(args, ("-v",)).values("-v")
+    else:
+        p = split(args, ("-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i", "-C", "-c", "-O", "-s"))
+        names = [*p.operands, *p.values("-a")]
+    for var in names:
+        if var is None:
+            ctx.risky(f"{name} assigns a variable whose name is not known before running")
+        else:
+            ctx.assign(var)
+
+
 @rule("export", "declare", "typeset", "local", "readonly")
 def _declare(ctx: Ctx, name: str, args: Args) -> None:
     # Reached only for names given as plain words (the parser turns `export X=1` into assignments).
@@ -258,16 +273,16 @@ def _wrapper(ctx: Ctx, name: str, args: Args) -> None:
         ctx.write("nohup.out", "nohup")
     if name == "timeout":
         rest = rest[1:]  # the duration
-    chdir: str | None = "."
-    if name == "env":
-        if p.has("-S", "--split-string"):
-            ctx.risky("env -S splits a string into a command")
-        dirs = p.values("-C", "--chdir")
-        chdir = dirs[-1] if dirs else "."
-        while rest and rest[0] is not None and "=" in rest[0]:
-            ctx.assign(rest[0].split("=", 1)[0])
-            rest = rest[1:]
-    with ctx.cwd(chdir):
+    if name != "env":
+        ctx.run(rest)  # `builtin cd` / `command cd` change this shell's directory: no scope
+        return
+    if p.has("-S", "--split-string"):
+        ctx.risky("env -S splits a string into a command")
+    while rest and rest[0] is not None and "=" in rest[0]:
+        ctx.assign(rest[0].split("=", 1)[0])
+        rest = rest[1:]
+    dirs = p.values("-C", "--chdir")
+    with ctx.cwd(dirs[-1] if dirs else "."):
         ctx.run(rest)
 
 

@@ -227,6 +227,8 @@ def _output_flag(ctx: Ctx, name: str, args: Args) -> None:
               "tree": ("-L", "-P", "-I", "--charset", "--filelimit", "--timefmt", "--sort"),
               "iconv": ("-f", "-t", "--from-code", "--to-code")}[name]
     p = split(_static(ctx, name, args), (*flags, *values))
+    if p.has("--compress-program"):
+        ctx.risky("sort --compress-program runs a program")
     for target in p.values(*flags):
         ctx.write(target, f"{name} {flags[0]}")
     for directory in p.values("-T", "--temporary-directory") if name == "sort" else []:
