@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 import yaml
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "bench" / "scenarios"
@@ -35,6 +36,7 @@ RISKY = re.compile(r"\b(git push|pip install|curl|wget|rm -rf|git reset --hard|g
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".venv", "node_modules"}
 TEST_RUN = re.compile(r"\bpytest\b|\bmake test\b")
 COUNT_RE = re.compile(r"\b(\d+) (passed|failed)\b")
+NO_MATCH = ("No matches found", "No files found")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -44,6 +46,26 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 SCENARIOS = {p.stem: _load(p) for p in SCENARIO_FILES}
+
+
+def _bash_env() -> dict[str, str]:
+    """Overrides for a command's environment: isolated from this pytest run, with a fixed git identity."""
+    return {
+        # `python` in a command means an interpreter with pytest: this one.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": "",
+        "PYTEST_ADDOPTS": "",
+        "GIT_AUTHOR_NAME": "Sim User",
+        "GIT_AUTHOR_EMAIL": "sim@example.invalid",
+        "GIT_COMMITTER_NAME": "Sim User",
+        "GIT_COMMITTER_EMAIL": "sim@example.invalid",
+    }
+
+
+def _project_path(root: Path, raw: str) -> Path:
+    p = Path(os.path.normpath(Path(raw) if os.path.isabs(raw) else root / raw))
+    assert p == root or root in p.parents, f"path {raw!r} leaves the project root"
+    return p
 
 
 def _subst(value: Any, root: Path) -> Any:
@@ -81,35 +103,30 @@ class Replayer:
     read: set[Path] = field(default_factory=set)
 
     def path(self, raw: str) -> Path:
-        p = Path(raw) if os.path.isabs(raw) else self.root / raw
-        p = Path(os.path.normpath(p))
-        assert p == self.root or self.root in p.parents, f"path {raw!r} leaves the project root"
-        return p
+        return _project_path(self.root, raw)
 
-    def call(self, name: str, inp: dict[str, Any]) -> str:
-        return getattr(self, f"do_{name.lower()}")(**inp)
+    def run(self, name: str, inp: dict[str, Any]) -> tuple[int, str]:
+        if name == "Bash":
+            return self.do_bash(**inp)
+        return 0, getattr(self, f"do_{name.lower()}")(**inp)
 
     def do_read(self, file_path: str, offset: int = 1, limit: int | None = None) -> str:
         p = self.path(file_path)
         assert p.is_file(), f"Read {file_path}: no such file"
         lines = p.read_text(encoding="utf-8").splitlines()
         assert 1 <= offset <= max(1, len(lines)), f"Read {file_path}: offset {offset} past {len(lines)} lines"
-        self.read.add(p)
         end = None if limit is None else offset - 1 + limit
         return "\n".join(lines[offset - 1 : end])
 
     def do_write(self, file_path: str, content: str) -> str:
         p = self.path(file_path)
-        assert not p.exists() or p in self.read, f"Write {file_path}: overwrites a file never Read"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(content, encoding="utf-8")
-        self.read.add(p)
         return f"wrote {p}"
 
     def do_edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         p = self.path(file_path)
         assert p.is_file(), f"Edit {file_path}: no such file"
-        assert p in self.read, f"Edit {file_path}: file was not Read earlier in the session"
         assert old_string != new_string, f"Edit {file_path}: old_string equals new_string"
         text = p.read_text(encoding="utf-8")
         n = text.count(old_string)
@@ -149,12 +166,20 @@ class Replayer:
         assert base.exists(), f"Grep path {path!r} does not exist"
         lines: list[str] = []
         for f in self._files(base):
-            if glob and not fnmatch.fnmatch(f.name, glob) and not fnmatch.fnmatch(str(f.relative_to(self.root)), glob):
+            if (
+                glob
+                and not fnmatch.fnmatch(f.name, glob)
+                and not fnmatch.fnmatch(str(f.relative_to(self.root)), glob)
+            ):
                 continue
             data = f.read_bytes()
             if b"\0" in data[:8192]:
                 continue
-            hits = [(n, line) for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1) if rx.search(line)]
+            hits = [
+                (n, line)
+                for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1)
+                if rx.search(line)
+            ]
             if not hits:
                 continue
             if output_mode == "content":
@@ -163,36 +188,73 @@ class Replayer:
                 lines.append(f"{f}:{len(hits)}")
             else:
                 lines.append(str(f))
-        return "\n".join(lines[:head_limit] if head_limit else lines) or "No matches found"
+        return "\n".join(lines[:head_limit] if head_limit else lines) or NO_MATCH[0]
 
-    def do_bash(self, command: str, timeout_ms: int = 120_000, description: str | None = None) -> tuple[int, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
-        # `python` in a command means an interpreter with pytest: this one.
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        env.update(GIT_AUTHOR_NAME="Sim User", GIT_AUTHOR_EMAIL="sim@example.invalid")
-        env.update(GIT_COMMITTER_NAME="Sim User", GIT_COMMITTER_EMAIL="sim@example.invalid")
+    def do_bash(
+        self, command: str, timeout_ms: int = 120_000, description: str | None = None
+    ) -> tuple[int, str]:
         proc = subprocess.run(
-            ["bash", "-c", command], cwd=self.root, env=env, capture_output=True, text=True,
+            ["bash", "-c", command],
+            cwd=self.root,
+            env={**os.environ, **_bash_env()},
+            capture_output=True,
+            text=True,
             timeout=timeout_ms / 1000,
         )
         return proc.returncode, proc.stdout + proc.stderr
 
 
-def _replay_steps(rp: Replayer, steps: list[dict[str, Any]], where: str) -> None:
+class ToolsReplayer:
+    """Runs scripted calls through the agent's real tools on LocalFS / LocalShell."""
+
+    def __init__(self, root: Path, scenario: str) -> None:
+        from speculate.fs import LocalFS, LocalShell
+        from speculate.tools import ToolContext, tools_by_name
+
+        self.root, self.scenario = root, scenario
+        self.read: set[Path] = set()
+        self.tools = tools_by_name()
+        env = _bash_env()
+        self.ctx = ToolContext(
+            fs=LocalFS(root), shell=LocalShell(root, env=env), spill_dir=root.parent / f"{root.name}-spill"
+        )
+
+    def run(self, name: str, inp: dict[str, Any]) -> tuple[int, str]:
+        from speculate.tools import ToolError
+
+        tool = self.tools[name]
+        try:
+            result = trio.run(tool.call, tool.parse(inp), self.ctx)
+        except ToolError as e:
+            raise AssertionError(f"{name} {inp}: {e}") from None
+        if not result.is_error:
+            return 0, result.content
+        code = re.search(r"Exit code (\d+)$", result.content) if name == "Bash" else None
+        assert code, f"{name} {inp} failed: {result.content}"
+        return int(code.group(1)), result.content
+
+
+def _replay_steps(rp: Replayer | ToolsReplayer, steps: list[dict[str, Any]], where: str) -> None:
     for s, step in enumerate(steps):
         next_text = (steps[s + 1].get("text") or "") if s + 1 < len(steps) else ""
         for call in step.get("tools") or []:
             ((name, inp),) = call.items()
             inp = _subst(inp, rp.root)
             label = f"{where} step {s} {name}"
+            path = _project_path(rp.root, inp["file_path"]) if "file_path" in inp else None
+            # As with the real agent, a file is edited or overwritten only after it was Read.
+            if name == "Edit" or (name == "Write" and path is not None and path.exists()):
+                assert path in rp.read, f"{label}: {path} is changed without an earlier Read"
+            code, output = rp.run(name, inp)
+            if name in ("Read", "Write") and path is not None:
+                rp.read.add(path)
             if name != "Bash":
-                out = rp.call(name, inp)
-                if name == "Grep" and out == "No matches found":
+                assert code == 0, f"{label}: {output}"
+                if name == "Grep" and output in NO_MATCH:
                     assert re.search(r"\b(no|nothing)\b", next_text, re.IGNORECASE), (
                         f"{label}: Grep {inp['pattern']!r} found nothing but the next text does not say so"
                     )
                 continue
-            code, output = rp.do_bash(**inp)
             counts = COUNT_RE.findall(next_text) if TEST_RUN.search(inp["command"]) else []
             want = EXPECTED_EXIT.get((rp.scenario, inp["command"]), 0)
             if any(kind == "failed" for _, kind in counts):
@@ -217,18 +279,32 @@ def _materialize(scenario: dict[str, Any], dest: Path) -> Path:
     return dest
 
 
+def _tools_available() -> bool:
+    try:
+        import speculate.fs
+        import speculate.tools
+
+        return hasattr(speculate.fs, "LocalShell") and hasattr(speculate.tools, "tools_by_name")
+    except ImportError:
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stem", sorted(SCENARIOS))
 def test_scenario_replays_for_real(stem: str, tmp_path: Path) -> None:
+    """Through the agent's own tools on LocalFS / LocalShell where they are built (so scenarios and tools
+    are checked against each other), else through this file's executor."""
     scenario = SCENARIOS[stem]
     root = _materialize(scenario, tmp_path / "project")
-    rp = Replayer(root, scenario["name"])
+    make = ToolsReplayer if _tools_available() else Replayer
+    rp = make(root, scenario["name"])
     for t, turn in enumerate(scenario["turns"]):
         _replay_steps(rp, turn["steps"], f"{stem} turn {t}")
         if turn.get("suggestion_steps"):
             # What the agent would do had the suggestion been run: from this state, in a throwaway copy.
             fork = Path(shutil.copytree(root, tmp_path / f"fork{t}", symlinks=True))
-            fork_rp = Replayer(fork, scenario["name"], {fork / p.relative_to(root) for p in rp.read})
+            fork_rp = make(fork, scenario["name"])
+            fork_rp.read = {fork / p.relative_to(root) for p in rp.read}
             _replay_steps(fork_rp, turn["suggestion_steps"], f"{stem} turn {t} suggestion_steps")
 
 
@@ -277,7 +353,9 @@ def test_suite_invariants() -> None:
 
 
 def test_bundled_scenarios_pass_the_loader() -> None:
-    scenario_mod = pytest.importorskip("speculate.sim.scenario", reason="the scenario loader is not built yet")
+    scenario_mod = pytest.importorskip(
+        "speculate.sim.scenario", reason="the scenario loader is not built yet"
+    )
     loaded = [scenario_mod.load_scenario(p) for p in SCENARIO_FILES]
     scenario_mod.check_unique(loaded)
     assert [s.name for s in loaded] == [SCENARIOS[p.stem]["name"] for p in SCENARIO_FILES]
