@@ -110,13 +110,15 @@ async def _run(args: argparse.Namespace) -> int:
     bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
                          time_scale=args.time_scale)
     scfg_extra = {"model_name": args.model_name} if args.model_name else {}
+    spill = Path(tempfile.mkdtemp(prefix="speculate-repl-spill-"))  # long tool outputs; gone at exit
     try:
         async with open_model(bcfg) as model, open_session(
                 SessionConfig(project=project, model=model, mode=args.mode, speculate=not args.no_spec,
-                              events_path=args.events, **scfg_extra),
+                              events_path=args.events, spill_dir=spill, **scfg_extra),
                 ask=repl.ask, on_event=repl.on_event) as session:
             await repl.run(session)
     finally:
+        shutil.rmtree(spill, ignore_errors=True)
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
     print("bye")

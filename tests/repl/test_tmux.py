@@ -7,8 +7,8 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,13 +39,23 @@ def tree_hash(root: Path) -> str:
 
 
 class Term:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
+    """A private tmux server (its own socket, no user config) running one session."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="sp-tmux-"))  # short: socket paths are limited to ~100 bytes
+        self.socket = str(self.dir / "sock")
         self.target = "repl"
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=True,
+        return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True,
                               capture_output=True, text=True).stdout
+
+    def start(self, cmd: str) -> None:
+        self.tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", self.target, "-c", str(REPO), cmd)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", self.target, *keys)
@@ -75,6 +85,12 @@ class Term:
             time.sleep(0.05)
 
 
+def repl_command(tmp_path: Path, project: Path, *, time_scale: float) -> str:
+    # The shell stays after the REPL exits so its exit status can be read off the screen.
+    return (f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+            f"--scenario fix-pagination --time-scale {time_scale}; echo EXIT=$?; sleep 60")
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return prepare_project(load_scenario(find_scenario("fix-pagination")), tmp_path / "proj")
@@ -82,14 +98,12 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def term(tmp_path: Path, project: Path) -> Iterator[Term]:
-    t = Term(f"speculate-test-{uuid.uuid4().hex[:8]}")
-    cmd = (f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
-           f"--scenario fix-pagination --time-scale 0.05; echo EXIT=$?; sleep 60")
+    t = Term()
     try:
-        t.tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", t.target, "-c", str(REPO), cmd)
+        t.start(repl_command(tmp_path, project, time_scale=0.05))
         yield t
     finally:
-        subprocess.run(["tmux", "-L", t.socket, "kill-server"], capture_output=True)
+        t.close()
 
 
 def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> None:
@@ -143,3 +157,28 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     term.wait(lambda: "saved" in term.toolbar() and "working" not in term.toolbar(), "the prompt")
     term.keys("C-d")
     term.wait(lambda: "EXIT=0" in term.scrollback(), "a clean exit")
+
+
+def test_ctrl_c_cancels_the_turn_and_keeps_the_session(tmp_path: Path, project: Path) -> None:
+    h0 = tree_hash(project)
+    t = Term()
+    try:
+        t.start(repl_command(tmp_path, project, time_scale=1.0))
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "Let me find the pagination code." in t.screen(), "the turn to start streaming")
+        t.keys("C-c")
+        t.wait(lambda: "turn cancelled; the session goes on" in t.screen(), "the cancellation")
+        assert "off-by-one" not in t.scrollback()  # the rest of the turn did not run
+        t.type("/model")
+        t.keys("Enter")
+        t.wait(lambda: "model: " in t.screen() and "via sim" in t.screen(), "/model's answer")
+        t.type("/stats")
+        t.keys("Enter")
+        t.wait(lambda: "acceptance_rate" in t.screen(), "/stats' answer")
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+        assert tree_hash(project) == h0
+        assert (tmp_path / "history").read_text().count("/model") == 1  # history persisted
+    finally:
+        t.close()
