@@ -37,10 +37,8 @@ def test_file_tools_write_only_to_the_overlay(project: Path, overlay_ctx: ToolCo
     edit = {"file_path": "src/pkg/core.py", "old_string": "a + b", "new_string": "a + b + VALUE"}
     assert not call("Edit", edit, ctx).is_error
     assert "a + b + VALUE" in call("Read", {"file_path": "src/pkg/core.py"}, ctx).content
-    assert call("Glob", {"pattern": "**/*.py"}, ctx).content.splitlines()[0] in {
-        f"{root}/new/mod.py",
-        f"{root}/src/pkg/core.py",
-    }
+    globbed = call("Glob", {"pattern": "**/*.py"}, ctx).content.splitlines()
+    assert sorted(globbed) == [f"{root}/new/mod.py", f"{root}/src/pkg/core.py", f"{root}/src/pkg/util.py"]
     assert (
         f"{root}/new/mod.py:1:VALUE = 1"
         in call("Grep", {"pattern": "VALUE", "output_mode": "content"}, ctx).content.splitlines()
