@@ -1,11 +1,14 @@
-"""Argument helpers shared by the per-command rules: option splitting and the rule context protocol."""
+"""Arguments: the literal value of a parsed word, GNU option splitting, and the rule context protocol."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import tree_sitter
 
 Args = list[str | None]
 
@@ -100,3 +103,30 @@ def split(args: Args, takes_value: Iterable[str] = (), *, stop_at_operand: bool 
 
 def is_version_query(args: Args) -> bool:
     return len(args) == 1 and args[0] in ("--version", "-V", "--help", "-h", "version", "help")
+
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_DQ_ESCAPE = re.compile(r"\\([\\\"$`\n])")
+
+
+def word(node: tree_sitter.Node) -> str | None:
+    """The literal value of a word, or None when it depends on an expansion."""
+    kind = node.type
+    text = node.text.decode(errors="replace")
+    if kind == "word":
+        return _ESCAPE.sub(r"\1", text)
+    if kind == "number":
+        return text
+    if kind == "raw_string":
+        return text[1:-1]
+    if kind == "string":
+        parts = node.named_children
+        if all(p.type == "string_content" for p in parts):
+            return "".join(_DQ_ESCAPE.sub(r"\1", p.text.decode(errors="replace")) for p in parts)
+        return None
+    if kind == "concatenation":
+        values = [word(p) for p in node.named_children]
+        return None if None in values else "".join(v for v in values if v is not None)
+    if kind == "process_substitution":
+        return "/dev/fd/63"
+    return None

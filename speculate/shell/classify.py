@@ -21,6 +21,8 @@ import tree_sitter
 import tree_sitter_bash
 
 from speculate.shell import rules
+from speculate.shell.args import word
+from speculate.shell.paths import NO_ROOT, NULL_SINKS, locate
 
 
 class Level(IntEnum):
@@ -49,10 +51,6 @@ class Classification:
         return not self.sandboxable
 
 
-# Stands in for the project root when none is given: a NUL cannot occur in a real path.
-_NO_ROOT = "/\0project"
-_TEMP_DIRS = ("/tmp",)
-_NULL_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _MAX_DEPTH = 6
 _MAX_SCRIPT_BYTES = 64 * 1024
 _SYSTEM_BIN_DIRS = frozenset(
@@ -79,9 +77,6 @@ _STRUCTURAL = frozenset(
 )
 _SCOPED = frozenset({"subshell", "command_substitution", "process_substitution"})
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
-_BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
-_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
-_DQ_ESCAPE = re.compile(r"\\([\\\"$`\n])")
 
 
 @lru_cache(maxsize=1)
@@ -98,7 +93,7 @@ class Walker:
 
     def __init__(self, project_root: str | None) -> None:
         self.real_root = project_root is not None
-        self.root = posixpath.normpath(os.path.abspath(project_root)) if project_root else _NO_ROOT
+        self.root = posixpath.normpath(os.path.abspath(project_root)) if project_root else NO_ROOT
         self.level = Level.READ_ONLY
         self.reason = ""
         self.parts: list[str] = []
@@ -125,7 +120,7 @@ class Walker:
 
     def write(self, path: str | None, what: str) -> None:
         """Record a write to ``path`` (as the command sees it); risky unless it stays in the sandbox."""
-        if path is not None and (path in _NULL_SINKS or path.startswith("/dev/fd/")):
+        if path is not None and (path in NULL_SINKS or path.startswith("/dev/fd/")):
             return
         where = self.locate(path)
         if where is None:
@@ -135,37 +130,7 @@ class Walker:
 
     def locate(self, path: str | None) -> str | None:
         """None when every reading of ``path`` is inside the project or /tmp, else why not."""
-        if path is None:
-            return "a path not known before running (expansion or substitution)"
-        if path.startswith("~"):
-            return f"{path} in the home directory"
-        if _BRACE_EXPANSION.search(path):
-            expanded = _expand_braces(path)
-            if expanded is None:
-                return f"{path} (brace expansion too large to check)"
-            return next((why for alt in expanded if (why := self.locate(alt)) is not None), None)
-        if path.startswith("/"):
-            candidates: list[str | None] = [posixpath.normpath(path)]
-        else:
-            candidates = [None if c is None else posixpath.normpath(posixpath.join(c, path)) for c in self.cwds]
-        for full in candidates:
-            if full is None:
-                return f"{path} relative to a directory not known before running"
-            if not self._inside(full):
-                return f"{path} outside the project".replace(_NO_ROOT, "<project>")
-        return None
-
-    def _inside(self, full: str) -> bool:
-        for base in (self.root, *_TEMP_DIRS):
-            if full == base or full.startswith(base.rstrip("/") + "/"):
-                if base == self.root and self.real_root:
-                    # A symlink inside the project may lead out of it.
-                    real, real_root = os.path.realpath(full), os.path.realpath(self.root)
-                    return real == real_root or real.startswith(real_root.rstrip("/") + "/") or any(
-                        real.startswith(os.path.realpath(t) + "/") for t in _TEMP_DIRS
-                    )
-                return True
-        return False
+        return locate(path, self.cwds, self.root, real_root=self.real_root)
 
     # -- callbacks for rules -----------------------------------------------------------------------
 
@@ -423,49 +388,9 @@ class Walker:
         self.write(target, f"redirection {operator}")
 
 
-def _expand_braces(path: str, limit: int = 256) -> list[str] | None:
-    """Bash brace expansion of comma lists; a range {a..b} stands for one component with no slash."""
-    todo, done = [path], []
-    while todo:
-        item = todo.pop()
-        m = _BRACE_EXPANSION.search(item)
-        if m is None:
-            done.append(item)
-        elif m.group(1) == "..":
-            todo.append(item[: m.start()] + "N" + item[m.end() :])
-        else:
-            todo += [item[: m.start()] + alt + item[m.end() :] for alt in m.group()[1:-1].split(",")]
-        if len(todo) + len(done) > limit:
-            return None
-    return done
-
-
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
-
-
-def word(node: tree_sitter.Node) -> str | None:
-    """The literal value of a word, or None when it depends on an expansion."""
-    kind = node.type
-    text = node.text.decode(errors="replace")
-    if kind == "word":
-        return _ESCAPE.sub(r"\1", text)
-    if kind == "number":
-        return text
-    if kind == "raw_string":
-        return text[1:-1]
-    if kind == "string":
-        parts = node.named_children
-        if all(p.type == "string_content" for p in parts):
-            return "".join(_DQ_ESCAPE.sub(r"\1", p.text.decode(errors="replace")) for p in parts)
-        return None
-    if kind == "concatenation":
-        values = [word(p) for p in node.named_children]
-        return None if None in values else "".join(v for v in values if v is not None)
-    if kind == "process_substitution":
-        return "/dev/fd/63"
-    return None
 
 
 def classify(command: str, *, project_root: str | None = None) -> Classification:

@@ -142,3 +142,9 @@ def test_check_bash_main_rejects_missing_command(capsys: pytest.CaptureFixture[s
         check_bash_main([])
     assert exc.value.code == 2
     assert "command" in capsys.readouterr().err
+
+
+def test_symlink_escape_counts_even_for_a_project_under_tmp(tmp_path: Path) -> None:
+    (tmp_path / "out").symlink_to("/etc")
+    assert classify("touch out/x", project_root=str(tmp_path)).risky
+    assert classify("touch ../sibling", project_root=str(tmp_path)).sandboxable  # still under /tmp
