@@ -317,10 +317,10 @@ class OverlayOps(pyfuse3.Operations):
         tree.move(node, newp, nname, lower_at_dest=dest_lower)
 
     # -- files ---------------------------------------------------------------------------------------
-    def _fh(self, node: Node, fd: int) -> pyfuse3.FileInfo:
+    def _fh(self, node: Node, fd: int, st: os.stat_result | None = None) -> pyfuse3.FileInfo:
         self._fds[fd] = node
         node.fds.add(fd)
-        return pyfuse3.FileInfo(fh=fd, keep_cache=os.fstat(fd).st_nlink <= 1)
+        return pyfuse3.FileInfo(fh=fd, keep_cache=(st or os.fstat(fd)).st_nlink <= 1)
 
     def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self.tree.get(inode)
@@ -334,8 +334,11 @@ class OverlayOps(pyfuse3.Operations):
             self.tree.touch(node)
             return self._fh(node, os.open(self.tree.upath(node), flags))
         if not node.upper:
-            self.tree.note_read(node)
-            return self._fh(node, os.open(self.tree.lpath(node), flags))
+            fd = os.open(self.tree.lpath(node), flags)
+            st = os.fstat(fd)
+            if stat_mod.S_ISREG(st.st_mode):
+                self.tree.note_read(node, st)
+            return self._fh(node, fd, st)
         return self._fh(node, os.open(self.tree.upath(node), flags))
 
     def create(self, parent_inode: int, name: bytes, mode: int, flags: int,

@@ -195,11 +195,14 @@ class MergedTree:
             self._based.add(rel)
             layer.record_base(self.metadir, layer.Identity.of(self.lower, rel))
 
-    def note_read(self, node: Node) -> None:
+    def note_read(self, node: Node, st: os.stat_result) -> None:
+        """Record a lower file opened for reading. No content hash: hashing doubled the cost of a first
+        read; promotion compares (size, mtime_ns, inode) when a record has no hash."""
         rel = self.rel(node)
         if rel not in self._read:
             self._read.add(rel)
-            layer.record_read(self.metadir, layer.Identity.of(self.lower, rel))
+            layer.record_read(self.metadir, layer.Identity(rel, True, "file", st.st_size, st.st_mtime_ns,
+                                                           st.st_ino, None))
 
     # -- copy-up -------------------------------------------------------------------------------------
     def copy_up(self, node: Node, *, data: bool = True) -> None:

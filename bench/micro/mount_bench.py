@@ -1,0 +1,183 @@
+"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our pyfuse3 server vs fuse-overlayfs.
+
+Run: ``.venv/bin/python -m bench.micro.mount_bench [--reps 5] [--files 5000] [--big-mb 200]``. Each timed run
+gets a fresh overlay (empty upper) and a fresh mount, so every figure is a first pass through the mount;
+the lower tree is page-cached (one warm-up read natively). Prints a table of median ms and the ratio to
+native (copy-up: ratio to a native copy of the file). Workloads run as the tools would: shell commands (find, cat, dd, grep), Python file I/O for
+creates/appends and copy-up, and the sample project's pytest suite end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+from overlayfs.mount import mounted, unavailable_reason
+from overlayfs.sandbox import run_sandboxed
+
+SAMPLE = Path(__file__).resolve().parents[1] / "scenarios" / "workspaces" / "sample_project"
+BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
+
+
+def build_tree(root: Path, files: int, big_mb: int) -> None:
+    payload = os.urandom(5000).hex().encode()  # 10 KB per file: 5k files = 50 MB
+    per_dir = 100
+    for i in range(files):
+        d = root / "tree" / f"d{i // per_dir:03d}"
+        if i % per_dir == 0:
+            d.mkdir(parents=True)
+        (d / f"f{i:05d}.txt").write_bytes(payload)
+    with open(root / "big.bin", "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(big_mb):
+            f.write(chunk)
+    (root / "log.txt").write_text("start\n")
+    shutil.copytree(SAMPLE, root / "project",
+                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache"))
+
+
+def sh(cmd: str, cwd: Path) -> None:
+    subprocess.run(cmd, shell=True, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+
+
+def creates(root: Path) -> None:
+    d = root / "created"
+    d.mkdir()
+    for i in range(1000):
+        (d / f"n{i}.txt").write_bytes(b"x" * 100)
+    for _ in range(100):
+        with open(root / "log.txt", "ab") as f:
+            f.write(b"appended line\n")
+
+
+def copy_up(root: Path) -> None:
+    with open(root / "big.bin", "r+b") as f:  # opening for write copies the whole file up
+        f.write(b"!")
+
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider project/tests"
+WORKLOADS: dict[str, Callable[[Path], None]] = {
+    "find (5k-file tree)": lambda r: sh("find tree | wc -l", r),
+    "cat all 5k files": lambda r: sh("find tree -type f -print0 | xargs -0 cat > /dev/null", r),
+    "sequential read 200 MB": lambda r: sh("dd if=big.bin of=/dev/null bs=1M status=none", r),
+    "grep -r (no match)": lambda r: sh("grep -r zzqqzz tree || true", r),
+    "1k creates + 100 appends": creates,
+    "copy-up 200 MB": copy_up,
+    "pytest sample project": lambda r: sh(PYTEST, r),
+}
+
+
+# What the native side does for a workload that only exists on an overlay: copy-up is a file copy.
+NATIVE_EQUIVALENT: dict[str, Callable[[Path], None]] = {
+    "copy-up 200 MB": lambda r: shutil.copyfile(r / "big.bin", r / "big.copy"),
+}
+
+
+def time_native(lower: Path, name: str, fn: Callable[[Path], None], reps: int) -> float:
+    fn = NATIVE_EQUIVALENT.get(name, fn)
+    out = []
+    for _ in range(reps):
+        scratch = Path(tempfile.mkdtemp(prefix="mb-native-", dir=lower.parent))
+        # Writes must not touch the shared tree: mutating workloads run on a fresh copy (untimed).
+        if name in ("1k creates + 100 appends", "copy-up 200 MB", "pytest sample project"):
+            work = scratch / "w"
+            work.mkdir()
+            for entry in ("log.txt", "big.bin", "project"):
+                src = lower / entry
+                if src.is_dir():
+                    shutil.copytree(src, work / entry)
+                else:
+                    shutil.copy2(src, work / entry)
+        else:
+            work = lower
+        t = time.perf_counter()
+        fn(work)
+        out.append(time.perf_counter() - t)
+        shutil.rmtree(scratch)
+    return statistics.median(out) * 1000
+
+
+def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: int) -> float:
+    out = []
+    for _ in range(reps):
+        base = Path(tempfile.mkdtemp(prefix="mb-layers-", dir=lower.parent))
+        ov = SimpleNamespace(lower=lower, upper=base / "upper", workdir=base / "work", metadir=base / "meta")
+        for d in (ov.upper, ov.workdir, ov.metadir):
+            d.mkdir()
+        with mounted(ov, backend) as root:
+            t = time.perf_counter()
+            fn(root)
+            out.append(time.perf_counter() - t)
+        shutil.rmtree(base)
+    return statistics.median(out) * 1000
+
+
+def time_sandboxed(lower: Path, backend: str, reps: int) -> float:
+    """End to end as speculative Bash runs it: namespaces, mount, pytest, unmount."""
+    out = []
+    for _ in range(reps):
+        base = Path(tempfile.mkdtemp(prefix="mb-layers-", dir=lower.parent))
+        ov = SimpleNamespace(lower=lower, upper=base / "upper", workdir=base / "work", metadir=base / "meta")
+        for d in (ov.upper, ov.workdir, ov.metadir):
+            d.mkdir()
+        t = time.perf_counter()
+        r = run_sandboxed(ov, PYTEST, timeout=300, backend=backend)
+        out.append(time.perf_counter() - t)
+        if r.exit_code != 0:
+            raise RuntimeError(f"sandboxed pytest failed on {backend}: {r.stdout[-500:]} {r.stderr[-500:]}")
+        shutil.rmtree(base)
+    return statistics.median(out) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.micro.mount_bench", description=__doc__)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--files", type=int, default=5000)
+    ap.add_argument("--big-mb", type=int, default=200)
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    args = ap.parse_args(argv)
+    backends = []
+    for b in args.backends.split(","):
+        why = unavailable_reason(b)
+        if why is None:
+            backends.append(b)
+        else:
+            print(f"# skipping {b}: {why}")
+    top = Path(tempfile.mkdtemp(prefix="mount-bench-"))
+    try:
+        lower = top / "lower"
+        lower.mkdir()
+        build_tree(lower, args.files, args.big_mb)
+        sh("cat big.bin > /dev/null; find tree -type f -print0 | xargs -0 cat > /dev/null", lower)  # warm
+        rows: list[tuple[str, float, list[float]]] = []
+        for name, fn in WORKLOADS.items():
+            native = time_native(lower, name, fn, args.reps)
+            rows.append((name, native, [time_mounted(lower, b, fn, args.reps) for b in backends]))
+            print(f"# {name}: done", file=sys.stderr)
+        native_e2e = time_native(lower, "pytest sample project", WORKLOADS["pytest sample project"], args.reps)
+        rows.append(("pytest, sandboxed (ns + mount)", native_e2e,
+                     [time_sandboxed(lower, b, args.reps) for b in backends]))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    print(f"\nmedian of {args.reps}, ms (x native); first pass through a fresh mount; "
+          f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}")
+    header = ["workload", "native", *backends]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, native, vals in rows:
+        cells = [f"{v:.0f} ({v / native:.1f}x)" for v in vals]
+        print(f"| {name} | {native:.0f} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
