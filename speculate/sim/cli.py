@@ -17,15 +17,33 @@ from speculate.sim.server import FaultConfig, SimServer
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="speculate sim serve", description="Serve the Messages API simulator.")
     p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: pick a free one)")
-    p.add_argument("--scenario", action="append", type=Path, default=None, metavar="PATH",
-                   help="scenario .yaml (repeatable; default: bench/scenarios/*.yaml)")
-    p.add_argument("--trace", action="append", type=Path, default=[], metavar="FILE",
-                   help="recorded trace .jsonl to replay with its latencies (repeatable)")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="scenario .yaml (repeatable; default: bench/scenarios/*.yaml)",
+    )
+    p.add_argument(
+        "--trace",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="recorded trace .jsonl to replay with its latencies (repeatable)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--time-scale", type=float, default=1.0, help="multiply simulated durations (1 = real time)")
-    p.add_argument("--fault-rate", type=float, default=0.0,
-                   help="total rate of injected faults, split evenly over 529, 429, drop and stall")
-    return p  # fmt: skip
+    p.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiply simulated durations (1 = real time)"
+    )
+    p.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="total rate of injected faults, split evenly over 529, 429, drop and stall",
+    )
+    return p
 
 
 def serve_main(argv: Sequence[str] | None = None) -> int:

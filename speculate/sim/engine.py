@@ -149,5 +149,6 @@ class Engine:
     def statistics(self) -> EngineStatistics:
         with self._lock:
             s = self._stats
-            return EngineStatistics(s.requests, s.scripted, s.replayed, s.fallbacks, s.cost_usd, dict(s.by_source))
-
+            return EngineStatistics(
+                s.requests, s.scripted, s.replayed, s.fallbacks, s.cost_usd, dict(s.by_source)
+            )

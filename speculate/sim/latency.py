@@ -30,9 +30,7 @@ def rng_for(seed: int, key: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def timing(
-    profile: ModelProfile, *, uncached_tokens: int, cached_tokens: int, seed: int, key: str
-) -> Timing:
+def timing(profile: ModelProfile, *, uncached_tokens: int, cached_tokens: int, seed: int, key: str) -> Timing:
     """Timings for one response; ``uncached_tokens`` includes cache writes (they are prefilled too)."""
     rng = rng_for(seed, key)
     # Log-normal with median 1: jitter never makes a time negative and is symmetric in ratio.

@@ -56,25 +56,14 @@ class ModelProfile:
 
 
 def _prices(inp: float, out: float) -> Prices:
-    return Prices(input=inp, output=out, cache_write_5m=inp * 1.25, cache_write_1h=inp * 2, cache_read=inp * 0.1)
+    return Prices(
+        input=inp, output=out, cache_write_5m=inp * 1.25, cache_write_1h=inp * 2, cache_read=inp * 0.1
+    )
 
 
 PROFILES: tuple[ModelProfile, ...] = (
     # The default: the SDK warns that claude-sonnet-4-5 is deprecated (end of life 2026-11-30), and tests
     # turn warnings into errors. Same latency parameters as Sonnet 4.5 (no separate public figures).
-    ModelProfile(
-        name="claude-sonnet-4-6",
-        display_name="Claude Sonnet 4.6 (simulated)",
-        created_at="2026-02-17T00:00:00Z",
-        min_cache_tokens=1024,
-        ttft_s=1.2,
-        prefill_tok_s=10_000,
-        cached_prefill_tok_s=70_000,
-        decode_tok_s=65,
-        prices=_prices(3.0, 15.0),
-    ),
-    # No public speed figures yet: the Sonnet 4.5 ones. anthropic 2.14 warns that claude-sonnet-4-5 is
-    # deprecated (DeprecationWarning), so this is the default.
     ModelProfile(
         name="claude-sonnet-4-6",
         display_name="Claude Sonnet 4.6 (simulated)",

@@ -57,7 +57,8 @@ def canonical_key(request_body: dict[str, Any]) -> str:
     relevant["system"] = _blocks(relevant["system"]) or None
     if isinstance(relevant["messages"], list):
         relevant["messages"] = [
-            {**m, "content": _blocks(m.get("content"))} if isinstance(m, dict) else m for m in relevant["messages"]
+            {**m, "content": _blocks(m.get("content"))} if isinstance(m, dict) else m
+            for m in relevant["messages"]
         ]
     relevant = _replace_root(_strip_cache_control(relevant), project_root(request_body), "{root}")
     text = json.dumps(relevant, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -135,7 +136,11 @@ class Replay:
             # The first recording of a request wins: replay is deterministic.
             self._entries.setdefault(
                 canonical_key(request),
-                (response, project_root(request), {"ttft_s": float(timings["ttft_s"]), "total_s": float(timings["total_s"])}),
+                (
+                    response,
+                    project_root(request),
+                    {"ttft_s": float(timings["ttft_s"]), "total_s": float(timings["total_s"])},
+                ),
             )
 
     def __len__(self) -> int:

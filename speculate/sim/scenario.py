@@ -93,7 +93,9 @@ class _Parser:
     def fail(self, node: yaml.Node, reason: str) -> ScenarioError:
         return ScenarioError(self.source, node.start_mark.line + 1, reason)
 
-    def mapping(self, node: yaml.Node, what: str, allowed: Iterable[str]) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    def mapping(
+        self, node: yaml.Node, what: str, allowed: Iterable[str]
+    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, f"{what} must be a mapping")
         allowed = tuple(allowed)
@@ -118,7 +120,9 @@ class _Parser:
             raise self.fail(node, f"{what} must be a non-empty string" + (" or null" if nullable else ""))
         return value
 
-    def require(self, fields: dict[str, tuple[yaml.Node, yaml.Node]], node: yaml.Node, what: str, key: str) -> yaml.Node:
+    def require(
+        self, fields: dict[str, tuple[yaml.Node, yaml.Node]], node: yaml.Node, what: str, key: str
+    ) -> yaml.Node:
         if key not in fields:
             raise self.fail(node, f"{what} is missing required key {key!r}")
         return fields[key][1]
@@ -165,9 +169,13 @@ class _Parser:
                 raise self.fail(step_node, f"{what} needs text, tools or both")
             last = i == len(node.value) - 1
             if last and tools:
-                raise self.fail(step_node, f"{what} is the last step but calls tools; the last step ends the turn")
+                raise self.fail(
+                    step_node, f"{what} is the last step but calls tools; the last step ends the turn"
+                )
             if not last and not tools:
-                raise self.fail(step_node, f"{what} has no tools, so the turn would end before the steps after it")
+                raise self.fail(
+                    step_node, f"{what} has no tools, so the turn would end before the steps after it"
+                )
             out.append(Step(text=text, tools=tools))
         return tuple(out)
 
@@ -202,9 +210,17 @@ class _Parser:
         raw: list[tuple[yaml.Node, dict[str, tuple[yaml.Node, yaml.Node]]]] = []
         for i, turn_node in enumerate(turns_node.value):
             raw.append(
-                (turn_node, self.mapping(turn_node, f"turns[{i}]", ("prompt", "steps", "suggestion", "suggestion_steps")))
+                (
+                    turn_node,
+                    self.mapping(
+                        turn_node, f"turns[{i}]", ("prompt", "steps", "suggestion", "suggestion_steps")
+                    ),
+                )
             )
-        prompts = [self.string(self.require(f, n, f"turns[{i}]", "prompt"), f"turns[{i}].prompt") for i, (n, f) in enumerate(raw)]
+        prompts = [
+            self.string(self.require(f, n, f"turns[{i}]", "prompt"), f"turns[{i}].prompt")
+            for i, (n, f) in enumerate(raw)
+        ]
         turns: list[Turn] = []
         for i, (turn_node, fields) in enumerate(raw):
             where = f"turns[{i}]"
@@ -228,9 +244,21 @@ class _Parser:
                     f"{where}.suggestion differs from the next turn's prompt, so suggestion_steps is required "
                     "(what the agent does if the suggestion is run)",
                 )
-            turns.append(Turn(prompt=str(prompts[i]), steps=steps, suggestion=suggestion, suggestion_steps=suggestion_steps))
+            turns.append(
+                Turn(
+                    prompt=str(prompts[i]),
+                    steps=steps,
+                    suggestion=suggestion,
+                    suggestion_steps=suggestion_steps,
+                )
+            )
         return Scenario(
-            name=str(name), description=description, workspace=workspace, files=files, turns=tuple(turns), source=self.source
+            name=str(name),
+            description=description,
+            workspace=workspace,
+            files=files,
+            turns=tuple(turns),
+            source=self.source,
         )
 
 

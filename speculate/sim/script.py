@@ -148,12 +148,16 @@ class Script:
                 previous = turns[i - 1] if i - 1 < len(turns) else None
                 if i < len(turns) and substitute(turns[i].prompt, conv.root) == prompt:
                     position = _Position(scenario, i, False)
-                elif previous is not None and previous.suggestion is not None and (
-                    substitute(previous.suggestion, conv.root) == prompt
+                elif (
+                    previous is not None
+                    and previous.suggestion is not None
+                    and (substitute(previous.suggestion, conv.root) == prompt)
                 ):
                     position = _Position(scenario, i, True)
                 else:
-                    reason = f"prompt {i + 1} {prompt[:80]!r} is not turn {i + 1} of scenario {scenario.name!r}"
+                    reason = (
+                        f"prompt {i + 1} {prompt[:80]!r} is not turn {i + 1} of scenario {scenario.name!r}"
+                    )
                     if i >= len(turns):
                         reason = f"scenario {scenario.name!r} has only {len(turns)} turns"
                     position = None
@@ -171,7 +175,9 @@ class Script:
         label = f"scenario {scenario.name!r} turn {t + 1}"
         if conv.suggestion_mode:
             suggestion = None if where.via_suggestion else scenario.turns[t].suggestion
-            content = [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
+            content = (
+                [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
+            )
             return Reply(content, "end_turn", f"{label} suggestion")
         steps: tuple[Step, ...]
         if where.via_suggestion:
@@ -188,6 +194,11 @@ class Script:
         for j, call in enumerate(step.tools):
             tool_id = stable_id("toolu_", self.seed, scenario.name, conv.prompts, conv.steps_done, j)
             content.append(
-                {"type": "tool_use", "id": tool_id, "name": call.name, "input": substitute(call.input, conv.root)}
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": call.name,
+                    "input": substitute(call.input, conv.root),
+                }
             )
         return Reply(content, "tool_use" if step.tools else "end_turn", f"{label} step {conv.steps_done + 1}")

@@ -60,7 +60,11 @@ class FaultConfig:
 
     def draw(self, rng: random.Random) -> str | None:
         r = rng.random()
-        for kind, rate in zip(FAULT_KINDS, (self.overloaded_rate, self.rate_limit_rate, self.drop_rate, self.stall_rate), strict=True):
+        for kind, rate in zip(
+            FAULT_KINDS,
+            (self.overloaded_rate, self.rate_limit_rate, self.drop_rate, self.stall_rate),
+            strict=True,
+        ):
             if r < rate:
                 return kind
             r -= rate
@@ -164,7 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         if path == "/v1/models":
             data = [_model_info(p) for p in sim.profiles]
-            self._json(200, {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]})
+            self._json(
+                200, {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
+            )
         elif path.startswith("/v1/models/"):
             name = path.removeprefix("/v1/models/")
             match = [p for p in sim.profiles if name == p.name or name in p.aliases]
@@ -193,8 +199,11 @@ class _Handler(BaseHTTPRequestHandler):
             if fault == "rate_limit":
                 wait = sim.faults.retry_after_s * sim.time_scale
                 self._error(
-                    RequestError("Number of request tokens has exceeded your per-minute rate limit (simulated)",
-                                 status=429, kind="rate_limit_error"),
+                    RequestError(
+                        "Number of request tokens has exceeded your per-minute rate limit (simulated)",
+                        status=429,
+                        kind="rate_limit_error",
+                    ),
                     {"retry-after": f"{wait:.3f}"},
                 )
                 return
@@ -326,7 +335,10 @@ class SimServer:
             raise RuntimeError("SimServer already started")
         self._httpd = _HTTPServer((self.host, self._port), self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="speculate-sim", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="speculate-sim",
+            daemon=True,
         )
         self._thread.start()
         return self

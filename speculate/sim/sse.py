@@ -37,8 +37,17 @@ def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[E
     total_chars = max(1, sum(len(x) for x in bodies))
     done = 0
     usage = message["usage"]
-    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}
-    out = [Event("message_start", {"type": "message_start", "message": start}, 0.0), Event("ping", {"type": "ping"}, 0.0)]
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 1},
+    }
+    out = [
+        Event("message_start", {"type": "message_start", "message": start}, 0.0),
+        Event("ping", {"type": "ping"}, 0.0),
+    ]
     deltas = 0
     for index, (block, body) in enumerate(zip(blocks, bodies, strict=True)):
         if block["type"] == "text":
@@ -47,18 +56,32 @@ def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[E
         else:
             opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             pieces = ["", *_chunks(body, chunk_chars)]
-        out.append(Event("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}, done / total_chars))
+        out.append(
+            Event(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opening},
+                done / total_chars,
+            )
+        )
         for piece in pieces:
             if block["type"] == "text":
                 delta: dict[str, Any] = {"type": "text_delta", "text": piece}
             else:
                 delta = {"type": "input_json_delta", "partial_json": piece}
-            out.append(Event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}, done / total_chars))
+            out.append(
+                Event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                    done / total_chars,
+                )
+            )
             done += len(piece)
             deltas += 1
             if deltas % PING_EVERY == 0:
                 out.append(Event("ping", {"type": "ping"}, done / total_chars))
-        out.append(Event("content_block_stop", {"type": "content_block_stop", "index": index}, done / total_chars))
+        out.append(
+            Event("content_block_stop", {"type": "content_block_stop", "index": index}, done / total_chars)
+        )
     final_usage = {k: v for k, v in usage.items() if k != "service_tier"}
     out.append(
         Event(

@@ -37,8 +37,10 @@ def block_tokens(block: Any) -> int:
         if kind == "text":
             return max(1, text_tokens(str(block.get("text", ""))))
         if kind == "tool_use":
-            return TOOL_USE_OVERHEAD + text_tokens(str(block.get("name", ""))) + text_tokens(
-                canonical_json(block.get("input", {}))
+            return (
+                TOOL_USE_OVERHEAD
+                + text_tokens(str(block.get("name", "")))
+                + text_tokens(canonical_json(block.get("input", {})))
             )
         if kind == "tool_result":
             content = block.get("content", "")

@@ -64,7 +64,9 @@ def _content(content: Any, path: str, role: str) -> list[dict[str, Any]]:
             raise RequestError(f"{where}: Input should be a valid dictionary")
         kind = _need(block, "type", where + ".")
         if kind not in BLOCK_TYPES:
-            raise RequestError(f"{where}.type: Input tag {kind!r} does not match any of the expected tags: {BLOCK_TYPES}")
+            raise RequestError(
+                f"{where}.type: Input tag {kind!r} does not match any of the expected tags: {BLOCK_TYPES}"
+            )
         if kind == "text":
             _text_block(block, where)
         elif kind == "tool_use":
@@ -141,7 +143,12 @@ def _tools(tools: Any, tool_choice: Any) -> None:
         if len(set(names)) != len(names):
             raise RequestError("tools: Tool names must be unique.")
     if tool_choice is not None:
-        if not isinstance(tool_choice, dict) or tool_choice.get("type") not in ("auto", "any", "tool", "none"):
+        if not isinstance(tool_choice, dict) or tool_choice.get("type") not in (
+            "auto",
+            "any",
+            "tool",
+            "none",
+        ):
             raise RequestError("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
         if tool_choice["type"] == "tool":
             name = _need(tool_choice, "name", "tool_choice.")
@@ -198,5 +205,7 @@ def validate(body: Any, profiles: tuple[ModelProfile, ...], *, count_only: bool 
             if not _is_int(budget) or budget < 1024:
                 raise RequestError("thinking.budget_tokens: Input should be greater than or equal to 1024")
             if max_tokens is not None and budget >= max_tokens:
-                raise RequestError("thinking.budget_tokens: `max_tokens` must be greater than `thinking.budget_tokens`")
+                raise RequestError(
+                    "thinking.budget_tokens: `max_tokens` must be greater than `thinking.budget_tokens`"
+                )
     return profile

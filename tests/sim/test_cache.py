@@ -17,8 +17,16 @@ from .conftest import MODEL, SYSTEM
 
 EPHEMERAL = {"type": "ephemeral"}
 TOOLS: list[dict[str, Any]] = [
-    {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}},
-    {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}},
+    {
+        "name": "Read",
+        "description": "Read a file.",
+        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}},
+    },
+    {
+        "name": "Bash",
+        "description": "Run a command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
 ]
 GUIDE = "Project conventions: keep functions small, test everything, explain briefly. " * 80  # ~1,600 tokens
 
@@ -35,7 +43,9 @@ def conversation(turns: int) -> list[dict[str, Any]]:
             {"role": "user", "content": [{"type": "text", "text": f"question {i}: " + "details " * 30}]},
             {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}: " + "because " * 30}]},
         ]
-    messages.append({"role": "user", "content": [{"type": "text", "text": "and now?", "cache_control": EPHEMERAL}]})
+    messages.append(
+        {"role": "user", "content": [{"type": "text", "text": "and now?", "cache_control": EPHEMERAL}]}
+    )
     return messages
 
 
@@ -45,16 +55,28 @@ def prefix_tokens(tools: list[dict[str, Any]], system: list[dict[str, Any]]) -> 
 
 @pytest.fixture
 def sdk() -> Iterator[tuple[SimServer, anthropic.Anthropic]]:
-    with SimServer([], time_scale=0.001) as sim, anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0) as c:
+    with (
+        SimServer([], time_scale=0.001) as sim,
+        anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0) as c,
+    ):
         yield sim, c
 
 
 def create(c: anthropic.Anthropic, **kw: Any) -> anthropic.types.Usage:
-    args = {"model": MODEL, "max_tokens": 500, "tools": TOOLS, "system": system_blocks(), "messages": conversation(2)} | kw
+    args = {
+        "model": MODEL,
+        "max_tokens": 500,
+        "tools": TOOLS,
+        "system": system_blocks(),
+        "messages": conversation(2),
+    } | kw
     usage = c.messages.create(**args).usage
     total = c.messages.count_tokens(**{k: v for k, v in args.items() if k != "max_tokens"}).input_tokens
     # The documented identity: every input token is exactly one of uncached, written or read.
-    assert usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0) == total
+    assert (
+        usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+        == total
+    )
     return usage
 
 
@@ -75,10 +97,14 @@ def test_write_then_read_the_whole_prefix(sdk: tuple[SimServer, anthropic.Anthro
     [
         pytest.param({"system": system_blocks(GUIDE[:-1] + "!")}, id="one-system-byte"),
         pytest.param({"tools": list(reversed(TOOLS))}, id="tool-order"),
-        pytest.param({"tools": [TOOLS[0], {**TOOLS[1], "description": "Run a command!"}]}, id="tool-description"),
+        pytest.param(
+            {"tools": [TOOLS[0], {**TOOLS[1], "description": "Run a command!"}]}, id="tool-description"
+        ),
     ],
 )
-def test_fork_differing_before_the_system_breakpoint_misses_everything(sdk: tuple[SimServer, anthropic.Anthropic], fork: dict[str, Any]) -> None:
+def test_fork_differing_before_the_system_breakpoint_misses_everything(
+    sdk: tuple[SimServer, anthropic.Anthropic], fork: dict[str, Any]
+) -> None:
     _, c = sdk
     parent = create(c)
     child = create(c, **fork)
@@ -86,17 +112,24 @@ def test_fork_differing_before_the_system_breakpoint_misses_everything(sdk: tupl
     assert child.cache_creation_input_tokens == parent.cache_creation_input_tokens
 
 
-def test_thinking_change_keeps_tools_and_system_but_misses_messages(sdk: tuple[SimServer, anthropic.Anthropic]) -> None:
+def test_thinking_change_keeps_tools_and_system_but_misses_messages(
+    sdk: tuple[SimServer, anthropic.Anthropic],
+) -> None:
     _, c = sdk
     parent = create(c, max_tokens=3000)
     child = create(c, max_tokens=3000, thinking={"type": "enabled", "budget_tokens": 1024})
     assert child.cache_read_input_tokens == prefix_tokens(TOOLS, system_blocks())
-    assert child.cache_creation_input_tokens == parent.cache_creation_input_tokens - child.cache_read_input_tokens
+    assert (
+        child.cache_creation_input_tokens
+        == parent.cache_creation_input_tokens - child.cache_read_input_tokens
+    )
     tool_choice = create(c, max_tokens=3000, tool_choice={"type": "any"})
     assert tool_choice.cache_read_input_tokens == prefix_tokens(TOOLS, system_blocks())
 
 
-def test_fork_appending_one_user_message_reads_the_parents_cache(sdk: tuple[SimServer, anthropic.Anthropic]) -> None:
+def test_fork_appending_one_user_message_reads_the_parents_cache(
+    sdk: tuple[SimServer, anthropic.Anthropic],
+) -> None:
     _, c = sdk
     parent_messages = conversation(3)
     parent = create(c, messages=parent_messages)
@@ -106,26 +139,37 @@ def test_fork_appending_one_user_message_reads_the_parents_cache(sdk: tuple[SimS
     fork_messages[-1] = {"role": "user", "content": [{"type": "text", "text": "and now?"}]}
     fork_messages += [
         {"role": "assistant", "content": [{"type": "text", "text": "here is the answer"}]},
-        {"role": "user", "content": [{"type": "text", "text": "fix it and run the tests", "cache_control": EPHEMERAL}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "fix it and run the tests", "cache_control": EPHEMERAL}],
+        },
     ]
     fork = create(c, messages=fork_messages)
     assert fork.cache_read_input_tokens == parent_total
-    assert fork.cache_creation_input_tokens == block_tokens({"type": "text", "text": "here is the answer"}) + block_tokens(
-        {"type": "text", "text": "fix it and run the tests"}
-    )
+    assert fork.cache_creation_input_tokens == block_tokens(
+        {"type": "text", "text": "here is the answer"}
+    ) + block_tokens({"type": "text", "text": "fix it and run the tests"})
 
 
 def test_lookback_stops_at_twenty_blocks(sdk: tuple[SimServer, anthropic.Anthropic]) -> None:
     _, c = sdk
     create(c, messages=conversation(1))  # entry after 3 message blocks
     far = conversation(1)
-    far[-1] = {"role": "user", "content": [{"type": "text", "text": "and now?"}] + [{"type": "text", "text": f"note {i}"} for i in range(20)]}
+    far[-1] = {
+        "role": "user",
+        "content": [{"type": "text", "text": "and now?"}]
+        + [{"type": "text", "text": f"note {i}"} for i in range(20)],
+    }
     far[-1]["content"][-1]["cache_control"] = EPHEMERAL
     # The window is the breakpoint and the 19 positions before it (the docs: a breakpoint on block 30 checks
     # blocks 30 down to 11). Entry 20 blocks back: missed, only the system breakpoint's entry is read.
     assert create(c, messages=far).cache_read_input_tokens == prefix_tokens(TOOLS, system_blocks())
     near = conversation(1)
-    near[-1] = {"role": "user", "content": [{"type": "text", "text": "and now?"}] + [{"type": "text", "text": f"note {i}"} for i in range(19)]}
+    near[-1] = {
+        "role": "user",
+        "content": [{"type": "text", "text": "and now?"}]
+        + [{"type": "text", "text": f"note {i}"} for i in range(19)],
+    }
     near[-1]["content"][-1]["cache_control"] = EPHEMERAL
     assert create(c, messages=near).cache_read_input_tokens > prefix_tokens(TOOLS, system_blocks())
 
@@ -142,18 +186,26 @@ def test_below_the_minimum_nothing_is_cached(sdk: tuple[SimServer, anthropic.Ant
     assert create(c).cache_creation_input_tokens > 0
 
 
-def test_automatic_top_level_breakpoint_caches_up_to_the_last_block(sdk: tuple[SimServer, anthropic.Anthropic]) -> None:
+def test_automatic_top_level_breakpoint_caches_up_to_the_last_block(
+    sdk: tuple[SimServer, anthropic.Anthropic],
+) -> None:
     _, c = sdk
     msgs = [{"role": "user", "content": "explain the pager " * 10}]
     system = [{"type": "text", "text": GUIDE}]
     first = create(c, system=system, messages=msgs, cache_control=EPHEMERAL)
     assert first.cache_creation_input_tokens > 0 and first.input_tokens == 0
-    assert create(c, system=system, messages=msgs, cache_control=EPHEMERAL).cache_read_input_tokens == first.cache_creation_input_tokens
+    assert (
+        create(c, system=system, messages=msgs, cache_control=EPHEMERAL).cache_read_input_tokens
+        == first.cache_creation_input_tokens
+    )
 
 
 def test_entry_is_invisible_until_the_writing_response_has_started() -> None:
     # time_scale 0.2: TTFT of ~1.4 simulated seconds is ~0.28 s of wall time, long enough to overlap.
-    with SimServer([], time_scale=0.2) as sim, anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0) as c:
+    with (
+        SimServer([], time_scale=0.2) as sim,
+        anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0) as c,
+    ):
         started = threading.Event()
         results: list[anthropic.types.Usage] = []
 
@@ -173,7 +225,11 @@ def test_entry_is_invisible_until_the_writing_response_has_started() -> None:
 
 
 def test_ttl_is_five_minutes_refreshed_on_hit_or_one_hour() -> None:
-    body: dict[str, Any] = {"model": MODEL, "system": system_blocks(), "messages": [{"role": "user", "content": "hi"}]}
+    body: dict[str, Any] = {
+        "model": MODEL,
+        "system": system_blocks(),
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     units = units_of(body)
     cache = PromptCache()
 
@@ -186,7 +242,13 @@ def test_ttl_is_five_minutes_refreshed_on_hit_or_one_hour() -> None:
     assert run(299.0) > 0  # alive, and the hit refreshes the TTL to 599
     assert run(598.0) > 0
     assert run(898.5) == 0  # 300.5 s after the last hit: expired, written again
-    long_body = {**body, "system": [system_blocks()[0], {**system_blocks()[1], "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
+    long_body = {
+        **body,
+        "system": [
+            system_blocks()[0],
+            {**system_blocks()[1], "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+        ],
+    }
     long_units = units_of(long_body)
     cache = PromptCache()  # same key as the 5-minute entry above, which is still alive: start afresh
     first = cache.plan(long_units, now=1000.0, min_tokens=1024)

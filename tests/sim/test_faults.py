@@ -60,14 +60,19 @@ def test_dropped_connection_is_retried_and_mid_stream_drop_surfaces() -> None:
     with SimServer([], seed=3, time_scale=0.001, faults=FaultConfig(drop_rate=0.3)) as sim:
         with anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=6) as client:
             for _ in range(4):
-                assert client.messages.create(model=MODEL, max_tokens=500, messages=HI).stop_reason == "end_turn"
+                assert (
+                    client.messages.create(model=MODEL, max_tokens=500, messages=HI).stop_reason == "end_turn"
+                )
         assert sim.statistics().faults["drop"] >= 1
     with SimServer([], time_scale=0.001, faults=FaultConfig(drop_rate=1.0)) as sim:
         with anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0) as client:
             with pytest.raises(anthropic.APIConnectionError):
                 client.messages.create(model=MODEL, max_tokens=500, messages=HI)
             seen = []
-            with pytest.raises(httpx2.RemoteProtocolError), client.messages.stream(model=MODEL, max_tokens=5000, messages=HI) as stream:
+            with (
+                pytest.raises(httpx2.RemoteProtocolError),
+                client.messages.stream(model=MODEL, max_tokens=5000, messages=HI) as stream,
+            ):
                 for event in stream:
                     seen.append(event.type)
             assert seen[0] == "message_start" and "message_stop" not in seen
@@ -79,7 +84,10 @@ def test_stalled_stream_times_out_and_close_cuts_it() -> None:
     try:
         with anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0, timeout=0.3) as client:
             seen = []
-            with pytest.raises(httpx2.ReadTimeout), client.messages.stream(model=MODEL, max_tokens=5000, messages=HI) as stream:
+            with (
+                pytest.raises(httpx2.ReadTimeout),
+                client.messages.stream(model=MODEL, max_tokens=5000, messages=HI) as stream,
+            ):
                 for event in stream:
                     seen.append(event.type)
             assert seen and "message_stop" not in seen

@@ -10,7 +10,16 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from speculate.sim import PROFILES, Replay, SimServer, TraceError, TraceWriter, canonical_key, find_profile, serve_main
+from speculate.sim import (
+    PROFILES,
+    Replay,
+    SimServer,
+    TraceError,
+    TraceWriter,
+    canonical_key,
+    find_profile,
+    serve_main,
+)
 from speculate.sim.cache import PromptCache, units_of
 from speculate.sim.tokens import output_tokens
 
@@ -38,8 +47,13 @@ def test_ttft_and_total_follow_the_latency_model_at_scale() -> None:
     system = [{"type": "text", "text": SYSTEM + guide, "cache_control": {"type": "ephemeral"}}]
     body = {"model": MODEL, "system": system, "messages": [{"role": "user", "content": FIRST}]}
     prompt_tokens = sum(u.tokens for u in units_of(body))
-    with SimServer([TINY], time_scale=SCALE, profiles=[profile]) as sim, anthropic.Anthropic(base_url=sim.base_url, api_key="k") as c:
-        measure(c, messages=[{"role": "user", "content": "warm up"}])  # first-call imports and connection set-up
+    with (
+        SimServer([TINY], time_scale=SCALE, profiles=[profile]) as sim,
+        anthropic.Anthropic(base_url=sim.base_url, api_key="k") as c,
+    ):
+        measure(
+            c, messages=[{"role": "user", "content": "warm up"}]
+        )  # first-call imports and connection set-up
         ttft, total, message = measure(c, system=system, messages=body["messages"])
         out = output_tokens([b.model_dump(exclude_none=True) for b in message.content])
         want_ttft = profile.ttft_s + prompt_tokens / profile.prefill_tok_s
@@ -49,7 +63,11 @@ def test_ttft_and_total_follow_the_latency_model_at_scale() -> None:
         # The same prompt again reads the cache: prefill at the cached rate, so the first token comes sooner.
         cached_ttft, _, again = measure(c, system=system, messages=body["messages"])
         assert again.usage.cache_read_input_tokens == prompt_tokens - 0 - again.usage.input_tokens
-        want_cached = profile.ttft_s + again.usage.cache_read_input_tokens / profile.cached_prefill_tok_s + again.usage.input_tokens / profile.prefill_tok_s
+        want_cached = (
+            profile.ttft_s
+            + again.usage.cache_read_input_tokens / profile.cached_prefill_tok_s
+            + again.usage.input_tokens / profile.prefill_tok_s
+        )
         assert want_cached * SCALE <= cached_ttft <= want_cached * SCALE * 1.15 + 0.03
         assert cached_ttft < ttft
 
@@ -66,7 +84,12 @@ def test_jitter_is_seeded() -> None:
 def test_cost_uses_the_price_table() -> None:
     sonnet = find_profile("claude-sonnet-4-6")
     assert sonnet is not None
-    usage = {"input_tokens": 1_000_000, "output_tokens": 1_000_000, "cache_creation_input_tokens": 1_000_000, "cache_read_input_tokens": 1_000_000}
+    usage = {
+        "input_tokens": 1_000_000,
+        "output_tokens": 1_000_000,
+        "cache_creation_input_tokens": 1_000_000,
+        "cache_read_input_tokens": 1_000_000,
+    }
     assert sonnet.cost_usd(usage) == pytest.approx(3 + 15 + 3.75 + 0.30)
 
 
@@ -83,10 +106,21 @@ def test_recorded_trace_replays_with_recorded_timings_in_another_root(tmp_path: 
     replayed_system = recorded_system.replace("/home/alice/shop", "/tmp/bob")
     ask = {**request, "system": replayed_system}
     # Cache markers and streaming do not change the answer: same key.
-    assert canonical_key(ask) == canonical_key({**ask, "stream": False, "system": [{"type": "text", "text": replayed_system, "cache_control": {"type": "ephemeral"}}]})
-    with SimServer([trace], time_scale=SCALE) as sim, anthropic.Anthropic(base_url=sim.base_url, api_key="k") as c:
+    assert canonical_key(ask) == canonical_key(
+        {
+            **ask,
+            "stream": False,
+            "system": [{"type": "text", "text": replayed_system, "cache_control": {"type": "ephemeral"}}],
+        }
+    )
+    with (
+        SimServer([trace], time_scale=SCALE) as sim,
+        anthropic.Anthropic(base_url=sim.base_url, api_key="k") as c,
+    ):
         began = time.monotonic()
-        message = c.messages.create(model=MODEL, max_tokens=300, system=replayed_system, messages=ask["messages"])
+        message = c.messages.create(
+            model=MODEL, max_tokens=300, system=replayed_system, messages=ask["messages"]
+        )
         elapsed = time.monotonic() - began
         assert message.content[0].input == {"file_path": "/tmp/bob/README.md"}  # type: ignore[union-attr]
         assert 3.0 * SCALE <= elapsed <= 3.0 * SCALE + 0.1
@@ -101,7 +135,9 @@ def test_malformed_trace_names_file_and_line(tmp_path: Path) -> None:
         Replay(trace)
 
 
-def test_serve_main_rejects_a_bad_scenario_with_its_location(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_main_rejects_a_bad_scenario_with_its_location(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nturns: []\n")
     assert serve_main(["--scenario", str(bad)]) == 2

@@ -46,20 +46,54 @@ def test_workspace_resolves_under_workspaces(tmp_path: Path) -> None:
         ("", 1, "file is empty"),
         ("turns:\n" + VALID_TURN, 1, "missing required key 'name'"),
         ("name: x\ntrns: []\n", 2, "unknown key 'trns'"),
-        ("name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - text: 'x'\n        tools:\n          - Raed: {file_path: a}\n", 7, "unknown tool 'Raed'"),
-        ("name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {path: a}\n      - text: b\n", 6, "unknown key 'path'"),
-        ("name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {offset: 3}\n      - text: b\n", 6, "missing required field 'file_path'"),
-        ("name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {file_path: a, limit: 'ten'}\n      - text: b\n", 6, "Read.limit must be int"),
-        ("name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Bash: {command: ls}\n", 5, "last step but calls tools"),
-        ("name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - text: a\n      - text: b\n", 5, "turn would end before"),
+        (
+            "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - text: 'x'\n        tools:\n          - Raed: {file_path: a}\n",
+            7,
+            "unknown tool 'Raed'",
+        ),
+        (
+            "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {path: a}\n      - text: b\n",
+            6,
+            "unknown key 'path'",
+        ),
+        (
+            "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {offset: 3}\n      - text: b\n",
+            6,
+            "missing required field 'file_path'",
+        ),
+        (
+            "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {file_path: a, limit: 'ten'}\n      - text: b\n",
+            6,
+            "Read.limit must be int",
+        ),
+        (
+            "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Bash: {command: ls}\n",
+            5,
+            "last step but calls tools",
+        ),
+        (
+            "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - text: a\n      - text: b\n",
+            5,
+            "turn would end before",
+        ),
         ("name: x\nturns:\n" + VALID_TURN + "    suggestion: 'go on'\n", 3, "suggestion_steps is required"),
-        ("name: x\nturns:\n" + VALID_TURN + "    suggestion_steps:\n      - text: a\n", 6, "suggestion_steps is unused"),
+        (
+            "name: x\nturns:\n" + VALID_TURN + "    suggestion_steps:\n      - text: a\n",
+            6,
+            "suggestion_steps is unused",
+        ),
         ("name: x\nworkspace: nowhere\nturns:\n" + VALID_TURN, 2, "workspace 'nowhere' not found"),
         ("name: x\nfiles: {../escape.py: 'x'}\nturns:\n" + VALID_TURN, 2, "relative path inside the project"),
-        ("name: x\nturns:\n  - prompt: ''\n    steps:\n      - text: a\n", 3, "prompt must be a non-empty string"),
+        (
+            "name: x\nturns:\n  - prompt: ''\n    steps:\n      - text: a\n",
+            3,
+            "prompt must be a non-empty string",
+        ),
     ],
 )
-def test_malformed_file_is_rejected_with_file_line_and_reason(tmp_path: Path, text: str, line: int, reason: str) -> None:
+def test_malformed_file_is_rejected_with_file_line_and_reason(
+    tmp_path: Path, text: str, line: int, reason: str
+) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(text)
     with pytest.raises(ScenarioError) as info:
@@ -72,7 +106,7 @@ def test_malformed_file_is_rejected_with_file_line_and_reason(tmp_path: Path, te
 
 def test_duplicate_scenario_names_are_rejected() -> None:
     s = parse_scenario("name: dup\nturns:\n" + VALID_TURN, source="a.yaml")
-    with pytest.raises(ScenarioError, match="also used by a.yaml"):
+    with pytest.raises(ScenarioError, match=r"also used by a\.yaml"):
         SimServer([s, s])
 
 
