@@ -1,4 +1,4 @@
-"""The real project tree as the tools see it: :class:`LocalFS` (a :class:`FileSystem`) and :class:`LocalShell`.
+"""The real project tree as the tools see it: :class:`LocalFS` (a FileSystem) and :class:`LocalShell`.
 
 Both are rooted at the project directory. LocalFS refuses paths that leave the root lexically (``..``,
 absolute paths elsewhere) or through a symlink (checked with ``realpath``), and writes atomically

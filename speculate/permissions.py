@@ -166,7 +166,8 @@ class PermissionGate:
         self.root = Path(os.path.abspath(root)) if root is not None else None
 
     def __repr__(self) -> str:
-        return f"PermissionGate(mode={self.mode!r}, allow={len(self.allow)}, deny={len(self.deny)}, ask={len(self.ask)})"
+        counts = f"allow={len(self.allow)}, deny={len(self.deny)}, ask={len(self.ask)}"
+        return f"PermissionGate(mode={self.mode!r}, {counts})"
 
     def check(self, tool: Tool, inp: BaseModel | Mapping[str, Any]) -> Decision:
         """The decision for one call; ``inp`` raw (validated here, ToolError if invalid) or parsed."""
@@ -179,7 +180,8 @@ class PermissionGate:
         if self.mode == "plan" and not read_only:
             what = "Bash command that may change state" if name == "Bash" else f"{name} (it changes files)"
             return Decision(
-                "deny", f"Plan mode: no changes allowed, so this {what} was refused. Only read-only tools may run."
+                "deny",
+                f"Plan mode: no changes allowed, so this {what} was refused. Only read-only tools may run.",
             )
         if rule := self._first(self.ask, name, inp, any_part=True):
             return Decision("ask", f"Rule {rule.text!r} requires confirmation for {name}.", rule.text)
@@ -211,9 +213,16 @@ class PermissionGate:
                 if r.specifier is None:
                     return r
             if any_part:
-                return next((r for r in candidates if any(_bash_match(r, p) for p in [*parts, command])), None)
-            if subst or not parts:
-                return None
+                return next(
+                    (r for r in candidates if any(_bash_match(r, p) for p in [*parts, command])), None
+                )
+            # An exact rule (no wildcard) for the whole line is what "always allow this command" stores.
+            exact = next(
+                (r for r in candidates if r.specifier and "*" not in r.specifier and _bash_match(r, command)),
+                None,
+            )
+            if exact or subst or not parts:
+                return exact
             chosen = [next((r for r in candidates if _bash_match(r, p)), None) for p in parts]
             return chosen[0] if all(chosen) else None
         field = PATH_FIELDS.get(name)
