@@ -37,7 +37,7 @@ def _sim(argv: list[str]) -> int:
 
 
 def _check_bash(argv: list[str]) -> int:
-    from speculate.shell.classify import check_bash_main
+    from speculate.shell import check_bash_main
 
     return check_bash_main(argv)
 
