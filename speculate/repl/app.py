@@ -44,7 +44,8 @@ class PredictionSuggest(AutoSuggest):
 
 class PromptFrontend:
     """The input side of the REPL on a terminal. ``on_diverge`` is called (in the prompt's thread) on the
-    first keystroke that makes the line stop being a prefix of the prediction."""
+    first keystroke that makes the line stop being a prefix of the prediction (slash commands excepted:
+    the prediction comes back at the next prompt)."""
 
     color = True
 
@@ -109,6 +110,8 @@ class PromptFrontend:
         with self._lock:
             p = self._prediction
             diverged = p is not None and not p.startswith(buf.text)
+            if diverged and buf.text.startswith("/"):
+                return  # a slash command (/diff, /stats) looks at the speculation; it must not abort it
             if diverged:
                 self._prediction = None
         if diverged:

@@ -153,3 +153,27 @@ def test_push_from_many_threads_is_safe(driver: Driver) -> None:
         t.join()
     final = driver.fe.prediction()
     wait_for(lambda: driver.ghost() == final, "the last pushed prediction")
+
+
+def test_slash_command_hides_the_ghost_without_dropping_it(driver: Driver) -> None:
+    driver.fe.push("run the tests")
+    driver.start()
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
+    driver.keys("/diff", settle=lambda: driver.buf.text == "/diff")
+    assert driver.ghost() is None and driver.diverged == 0
+    driver.inp.send_text(ENTER)
+    assert driver.finish() == "/diff"
+    driver.start()  # the next prompt shows the prediction again
+    wait_for(lambda: driver.ghost() == "run the tests", "ghost text back")
+
+
+def test_permission_question_takes_a_choice_or_a_unique_prefix() -> None:
+    import trio
+
+    with create_pipe_input() as inp:
+        fe = PromptFrontend(toolbar=lambda: "", on_diverge=lambda: None, input=inp, output=DummyOutput())
+        inp.send_text("maybe\r")  # not a choice: asked again
+        inp.send_text("al\r")
+        assert trio.run(fe.ask, "allow Bash(rm -rf build)?", ("y", "n", "always")) == "always"
+        inp.send_text("n\r")
+        assert trio.run(fe.ask, "allow Bash(rm -rf build)?", ("y", "n", "always")) == "n"

@@ -147,6 +147,11 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     term.wait(lambda: term.scrollback().count("off-by-one in `paginate`") == 2, "the first answer again")
     term.wait(lambda: P2 in term.input_line() and finished(), "the second speculation")
     assert tree_hash(project) == h0
+    # /diff shows what the speculation would change, and does not abort it.
+    term.type("/diff")
+    term.keys("Enter")
+    term.wait(lambda: "+def test_pages_do_not_overlap():" in term.screen(), "the speculation's diff")
+    term.wait(lambda: P2 in term.input_line() and finished(), "the prediction back after /diff")
     term.keys("Right", "Enter")
     term.wait(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
     term.wait(lambda: "Full suite" in term.scrollback(), "the final answer")
@@ -157,6 +162,7 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     term.wait(lambda: "saved" in term.toolbar() and "working" not in term.toolbar(), "the prompt")
     term.keys("C-d")
     term.wait(lambda: "EXIT=0" in term.scrollback(), "a clean exit")
+    assert str(project) not in Path("/proc/mounts").read_text()
 
 
 def test_ctrl_c_cancels_the_turn_and_keeps_the_session(tmp_path: Path, project: Path) -> None:
