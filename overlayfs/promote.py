@@ -89,6 +89,11 @@ def _related(a: str, b: str) -> bool:
     return a == b or a == "." or b == "." or a.startswith(b + "/") or b.startswith(a + "/")
 
 
+def parent_dirs(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
 def _selects(r: str, path: str) -> bool:
     return r == "." or path == r or path.startswith(r + "/")
 
@@ -163,6 +168,11 @@ def _plan(lower: str, upper: str, changes: list[Change], *, full: bool, durable:
         if (parent in pre or real.is_dir(parent)) and real.lstat(rel) is None:
             pre.append(rel)
             real.dirs[rel] = True
+    made = {rel for rel, _ in mkdirs}
+    for rel in [*puts, *made]:
+        parent = parent_of(rel)[0]
+        if parent not in made and (parent in rms or not real.is_dir(parent)):
+            raise ValueError(f"{rel}: cannot promote without its parent directory {parent}")
     staged: list[tuple[str, str]] = []
     for i, rel in enumerate(puts):
         stage, name = parent_of(rel)
@@ -328,6 +338,10 @@ def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durabl
             if not any(_selects(r, c.path) for c in changes):
                 raise ValueError(f"{r}: no change at or under this path to promote")
         selected = [c for c in changes if any(_selects(r, c.path) for r in rels)]
+        chosen = {c.path for c in selected}
+        parents = {d for c in selected for d in parent_dirs(c.path)}  # a new file needs its new parent
+        selected = [c for c in changes if c.path in chosen
+                    or (c.path in parents and c.type == "dir" and c.kind != "deleted")]
     conflicts = find_conflicts(ov.lower, selected, load_identities(ov.metadir, BASES_FILE),
                                load_identities(ov.metadir, READS_FILE))
     if conflicts:
@@ -336,6 +350,8 @@ def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durabl
         selected, extra = _drop_dependents(selected, conflicts)
         conflicts = sorted(conflicts + extra, key=lambda c: c.path)
     if not selected:
+        if not conflicts and len(changes) == 0:  # the upper layer holds nothing new: spend it all the same
+            _finalize(lower, upper, ov.metadir, {"full": True})
         return PromoteResult([], conflicts)
     j = _plan(lower, upper, selected, full=len(selected) == len(changes), durable=durable)
     _write_journal(ov.metadir, j)
