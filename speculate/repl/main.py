@@ -20,8 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="speculate repl", description="Interactive coding agent with "
                                 "speculative execution: Tab takes the predicted next prompt.")
     p.add_argument("dir", nargs="?", metavar="DIR",
-                   help="project directory (default: with --model sim, a fresh copy of the demo "
-                        "scenario's project; otherwise the current directory)")
+                   help="project directory (default: with --model sim, a temporary copy of the demo "
+                        "scenario's project; otherwise the current directory). A new or empty DIR gets the "
+                        "demo project; an existing one is used as it is")
     p.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="model backend")
     p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic)")
     p.add_argument("--model-name", default=None, help="model id sent in requests")
@@ -68,7 +69,9 @@ async def _run(args: argparse.Namespace) -> int:
     demo: Demo | None = None
     scenarios: list[Path] = []
     temp: Path | None = None
-    if args.model == "sim" or args.scenario:
+    fresh_dir = args.dir is None or not Path(args.dir).expanduser().exists() or (
+        Path(args.dir).expanduser().is_dir() and not any(Path(args.dir).expanduser().iterdir()))
+    if args.scenario or (args.model == "sim" and fresh_dir):  # an existing project gets no script
         path = find_scenario(args.scenario or DEFAULT_SCENARIO)
         demo = Demo(load_scenario(path))
         scenarios = [*default_scenario_paths()]
@@ -76,7 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
             scenarios.append(path)
     if args.dir is not None:
         project = Path(args.dir).expanduser().resolve()
-        if demo is not None and (not project.exists() or (project.is_dir() and not any(project.iterdir()))):
+        if demo is not None and fresh_dir:
             prepare_project(demo.scenario, project)
         elif not project.is_dir():
             raise NotADirectoryError(f"project directory {args.dir!r} does not exist")
