@@ -66,17 +66,18 @@ def _why(base: Identity, now: Identity) -> str:
     return "changed in the real tree"
 
 
-def find_conflicts(lower: Path, changes: list[Change], bases: dict[str, Identity],
+def find_conflicts(lower: Path, paths: set[str], bases: dict[str, Identity],
                    reads: dict[str, Identity]) -> list[Conflict]:
+    """Check ``paths`` (changed ones, and every path whose base was recorded) and the read set."""
     out: dict[str, Conflict] = {}
-    for ch in changes:
-        now = Identity.of(lower, ch.path)
-        base = bases.get(ch.path)
+    for path in sorted(paths):
+        now = Identity.of(lower, path)
+        base = bases.get(path)
         if base is None:
             if now.exists:  # changed by a writer that recorded no base: assume the worst
-                out[ch.path] = Conflict(ch.path, "exists in the real tree and no base was recorded for it")
+                out[path] = Conflict(path, "exists in the real tree and no base was recorded for it")
         elif not _same(base, now):
-            out[ch.path] = Conflict(ch.path, f"{_why(base, now)} after the overlay first changed it")
+            out[path] = Conflict(path, f"{_why(base, now)} after the overlay first changed it")
     for rel, ident in reads.items():
         if rel not in out:
             now = Identity.of(lower, rel)
@@ -342,8 +343,11 @@ def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durabl
         parents = {d for c in selected for d in parent_dirs(c.path)}  # a new file needs its new parent
         selected = [c for c in changes if c.path in chosen
                     or (c.path in parents and c.type == "dir" and c.kind != "deleted")]
-    conflicts = find_conflicts(ov.lower, selected, load_identities(ov.metadir, BASES_FILE),
-                               load_identities(ov.metadir, READS_FILE))
+    bases = load_identities(ov.metadir, BASES_FILE)
+    # Every path the overlay touched counts, changed or not now: a file moved away, then deleted by the
+    # user, is as much a conflict as one edited in place.
+    check = {c.path for c in selected} | {p for p in bases if rels is None or any(_selects(r, p) for r in rels)}
+    conflicts = find_conflicts(ov.lower, check, bases, load_identities(ov.metadir, READS_FILE))
     if conflicts:
         if all_or_nothing:
             return PromoteResult([], conflicts)
