@@ -48,7 +48,10 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[AnthropicModel]:
         if cfg.record is not None:
             from speculate.sim.replay import TraceWriter
 
-            recorder = TraceWriter(cfg.record)
+            writer = TraceWriter(cfg.record)
+
+            def recorder(request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]) -> None:
+                writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
         async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
                                   name="anthropic") as m:
             yield m

@@ -14,6 +14,8 @@ Background work (suggestion, speculation) runs in the session's own nursery and 
 from __future__ import annotations
 
 import copy
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -78,7 +80,9 @@ class Session:
         self.tools = default_tools()
         self.key = CacheKey.build(model=cfg.model_name, system=system_prompt(self.project),
                                   tools=[t.schema() for t in self.tools], max_tokens=cfg.max_tokens)
-        self.spill_dir = cfg.spill_dir or Path(trio_tempdir())
+        # Outputs over a tool's limit are saved here; a directory we made is removed with the session.
+        self._own_spill = cfg.spill_dir is None
+        self.spill_dir = cfg.spill_dir or Path(tempfile.mkdtemp(prefix="speculate-spill-"))
         from speculate.tools.base import ToolContext
 
         self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
@@ -166,12 +170,6 @@ class Session:
         return copy.deepcopy(self.messages)
 
 
-def trio_tempdir() -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="speculate-spill-")
-
-
 @asynccontextmanager
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                        on_event: Callable[[AgentEvent | SpecEvent], None] | None = None
@@ -184,3 +182,5 @@ async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
             with trio.CancelScope(shield=True):
                 await s.engine.shutdown()
             nursery.cancel_scope.cancel()
+            if s._own_spill:
+                shutil.rmtree(s.spill_dir, ignore_errors=True)

@@ -29,6 +29,9 @@ TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, 
     "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
 }
 GREP_MODES = ("content", "files_with_matches", "count")
+# Tools the real model may call although the agent does not offer them (a speculation stops at them with a
+# denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
+OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "TodoWrite", "NotebookEdit")
 
 
 class ScenarioError(ValueError):
@@ -132,8 +135,13 @@ class _Parser:
             raise self.fail(node, f"{where} must be a one-key mapping like {{Read: {{file_path: ...}}}}")
         key, value = node.value[0]
         name = self.value(key)
+        if name in OTHER_TOOLS:
+            if not isinstance(value, yaml.MappingNode):
+                raise self.fail(value, f"{where} {name} input must be a mapping")
+            return ToolCall(name=name, input={self.value(k): self.value(v) for k, v in value.value})
         if name not in TOOL_FIELDS:
-            raise self.fail(key, f"{where}: unknown tool {name!r} (known: {', '.join(TOOL_FIELDS)})")
+            known = ", ".join([*TOOL_FIELDS, *OTHER_TOOLS])
+            raise self.fail(key, f"{where}: unknown tool {name!r} (known: {known})")
         required, optional = TOOL_FIELDS[name]
         fields = self.mapping(value, f"{where} {name} input", [*required, *optional])
         inp: dict[str, Any] = {}

@@ -1,0 +1,90 @@
+"""Engine tests: sessions on the embedded simulator over small inline scenarios."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from speculate.models.anthropic import AnthropicModel
+from speculate.session import Session, SessionConfig, open_session
+from speculate.sim.scenario import parse_scenario
+from speculate.sim.server import SimServer
+
+LONG = " ".join(["The fork keeps talking so that it is still streaming when the user decides."] * 30)
+
+SCENARIO = f"""
+name: engine-test
+description: exercises every speculation state and boundary
+files:
+  a.txt: "alpha\\n"
+  b.txt: "beta\\n"
+turns:
+  - prompt: "look at a"
+    steps:
+      - tools:
+          - Read: {{file_path: "{{root}}/a.txt"}}
+      - text: "a.txt holds alpha."
+    suggestion: "change alpha to gamma"
+  - prompt: "change alpha to gamma"
+    steps:
+      - tools:
+          - Edit: {{file_path: "{{root}}/a.txt", old_string: "alpha", new_string: "gamma"}}
+      - text: "Changed a.txt."
+    suggestion: "fetch the docs"
+  - prompt: "fetch the docs"
+    steps:
+      - tools:
+          - Read: {{file_path: "{{root}}/b.txt"}}
+      - tools:
+          - Bash: {{command: "curl -s https://example.invalid/docs"}}
+      - text: "Fetched."
+    suggestion: "ask the web"
+  - prompt: "ask the web"
+    steps:
+      - tools:
+          - WebSearch: {{query: "alpha gamma"}}
+      - text: "Searched."
+    suggestion: "write a long essay"
+  - prompt: "write a long essay"
+    steps:
+      - tools:
+          - Read: {{file_path: "{{root}}/b.txt"}}
+      - text: "{LONG}"
+        tools:
+          - Write: {{file_path: "{{root}}/essay.txt", content: "essay\\n"}}
+      - text: "Written."
+    suggestion: null
+"""
+
+
+def tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath, name)
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def make_project(tmp: Path) -> Path:
+    root = tmp / "proj"
+    root.mkdir()
+    (root / "a.txt").write_text("alpha\n")
+    (root / "b.txt").write_text("beta\n")
+    return root
+
+
+@asynccontextmanager
+async def engine_session(root: Path, *, time_scale: float = 0.02, ask: Any = None,
+                         events: list | None = None, **cfg: Any) -> AsyncIterator[tuple[Session, SimServer]]:
+    sink: Callable[[Any], None] = events.append if events is not None else (lambda e: None)
+    with SimServer([parse_scenario(SCENARIO)], time_scale=time_scale) as sim:
+        async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
+            config = SessionConfig(project=root, model=model, events_path=root.parent / "events.jsonl", **cfg)
+            async with open_session(config, ask=ask, on_event=sink) as s:
+                yield s, sim
