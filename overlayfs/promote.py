@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from overlayfs.changes import Change
 from overlayfs.copyup import copy_file, fsync_dir, stat_mode
-from overlayfs.layer import BASES_FILE, READS_FILE, WH_PREFIX, Identity, is_opaque, load_identities
+from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, load_identities
 from overlayfs.merged import join, lstat_or_none, parent_of
+from overlayfs.upper import drop_wh_file
 
 if TYPE_CHECKING:
     from overlayfs.view import Overlay
@@ -303,10 +304,7 @@ def _finalize(lower: str, upper: str, metadir: Path, j: dict[str, Any]) -> None:
         st = lstat_or_none(p)
         if st is not None and not stat_mod.S_ISDIR(st.st_mode):
             os.unlink(p)
-        try:
-            os.unlink(f"{udir}/{WH_PREFIX}{name}")
-        except (FileNotFoundError, NotADirectoryError):
-            pass
+        drop_wh_file(udir, name)
     _rewrite(metadir, BASES_FILE, set(promoted), rebase)
     _rewrite(metadir, READS_FILE, set(promoted), [])
 

@@ -43,6 +43,17 @@ def _read_umask() -> int:
 UMASK = _read_umask()
 
 
+def drop_wh_file(udir: str, name: str) -> None:
+    """Remove a ``.wh.<name>`` whiteout if there is one (none can exist when the name is too long for it)."""
+    try:
+        os.unlink(f"{udir}/{WH_PREFIX}{name}")
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+
+
 @dataclass(frozen=True)
 class OverlayStatistics:
     """Counters of one overlay object (this process only)."""
@@ -137,10 +148,7 @@ class Upper:
                 shutil.rmtree(p)
             else:
                 os.unlink(p)
-        try:
-            os.unlink(f"{udir}/{WH_PREFIX}{name}")
-        except FileNotFoundError:
-            pass
+        drop_wh_file(udir, name)
 
     def _install(self, tmp: str, udir: str, name: str) -> None:
         dst = f"{udir}/{name}"
@@ -148,10 +156,7 @@ class Upper:
         if st is not None and stat_mod.S_ISDIR(st.st_mode):
             shutil.rmtree(dst)
         os.replace(tmp, dst)  # replaces a file, a symlink or a 0/0 whiteout in one step
-        try:
-            os.unlink(f"{udir}/{WH_PREFIX}{name}")
-        except FileNotFoundError:
-            pass
+        drop_wh_file(udir, name)
 
     def put_bytes(self, udir: str, name: str, data: bytes, mode: int) -> None:
         """Atomically make upper ``udir/name`` a regular file holding ``data`` with ``mode``."""
@@ -190,10 +195,7 @@ class Upper:
         if st is not None and (is_whiteout_stat(st) or not stat_mod.S_ISREG(st.st_mode)):
             self.clear_slot(udir, name)
         else:
-            try:
-                os.unlink(f"{udir}/{WH_PREFIX}{name}")
-            except FileNotFoundError:
-                pass
+            drop_wh_file(udir, name)
         if mode is not None and lstat_or_none(p) is None:
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.fchmod(fd, mode)

@@ -138,5 +138,5 @@ def test_promoting_selected_paths(project: Path, ov: Overlay) -> None:
     assert (project / "a/b/new.txt").read_text() == "n"
     assert (project / "README.md").read_text() == "# demo\n"
     assert [c.path for c in ov.changes()] == ["README.md"]
-    with pytest.raises(ValueError, match="nothing.txt: no change"):
+    with pytest.raises(ValueError, match=r"nothing\.txt: no change"):
         ov.promote(["nothing.txt"])

@@ -183,7 +183,7 @@ class OverlayMachine(RuleBasedStateMachine):
             except OSError as got:
                 assert got.errno == e.code, (got, e.code)
                 return None
-            raise AssertionError(f"overlay succeeded where the model fails with {errno.errorcode[e.code]}")
+            raise AssertionError(f"overlay succeeded where the model fails with {errno.errorcode[e.code]}") from None
         got = real_call()
         assert got == expected
         return got
@@ -256,7 +256,7 @@ class OverlayMachine(RuleBasedStateMachine):
     def view_equals_model(self) -> None:
         files: dict[str, bytes] = {}
         dirs = set()
-        for dirpath, dirnames, filenames in self.ov.walk():
+        for dirpath, _dirnames, filenames in self.ov.walk():
             dirs.add(dirpath)
             for f in filenames:
                 rel = f if dirpath == "." else f"{dirpath}/{f}"
