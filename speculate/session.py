@@ -29,6 +29,7 @@ from speculate.agent import Agent, AgentEvent, TurnResult
 from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.prompts import system_prompt
 from speculate.spec.events import EventLog, SpecEvent, SpeculationRecord
+from speculate.transcript import Transcript
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
 PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
@@ -98,6 +99,8 @@ class Session:
         self.last_error = False
         self.outcomes: list[TurnOutcome] = []
         self._last_usage: Usage | None = None
+        self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
+        self._logged = 0
 
     # -- what the REPL and the benchmark call ----------------------------------------------------------
     @property
@@ -122,6 +125,7 @@ class Session:
             await self.engine.ignore()
             outcome = await self._normal_turn(prompt, t0)
         self.outcomes.append(outcome)
+        self._log_turn(outcome)
         if self.cfg.speculate and not outcome.error:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
@@ -139,6 +143,19 @@ class Session:
             self._last_usage = result.responses[-1].usage
         return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
 
+    def _log_turn(self, outcome: TurnOutcome) -> None:
+        """Append the turn's new messages, usage and timings to the JSONL transcript (if configured)."""
+        if self.transcript is None:
+            return
+        for m in self.messages[self._logged:]:
+            self.transcript.message(m, turn=self.turn)
+        self._logged = len(self.messages)
+        if outcome.result is not None:
+            for r in outcome.result.responses:
+                self.transcript.usage(r.usage.as_dict(), turn=self.turn, ttft_s=r.ttft_s, total_s=r.total_s)
+        self.transcript.timing("turn", outcome.latency_s, turn=self.turn, accepted=outcome.accepted,
+                               error=outcome.error or None, note=outcome.note or None)
+
     def agent_last_usage(self) -> Usage | None:
         """Usage of the last response of the last turn (the cold-cache check reads it)."""
         return self._last_usage
@@ -155,6 +172,7 @@ class Session:
     async def clear(self) -> None:
         await self.engine.ignore()
         self.messages.clear()
+        self._logged = 0
         self.turn = 0
 
     def diff(self) -> str:
@@ -182,5 +200,7 @@ async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
             with trio.CancelScope(shield=True):
                 await s.engine.shutdown()
             nursery.cancel_scope.cancel()
+            if s.transcript is not None:
+                s.transcript.close()
             if s._own_spill:
                 shutil.rmtree(s.spill_dir, ignore_errors=True)

@@ -205,3 +205,23 @@ def test_first_turn_and_plan_mode_suppress_suggestions(tmp_path: Path) -> None:
             assert reasons == ["plan_mode"]
 
     trio.run(main)
+
+
+def test_transcript_records_messages_usage_and_timings(tmp_path: Path) -> None:
+    from speculate.transcript import read_transcript
+
+    root = make_project(tmp_path)
+    path = tmp_path / "t.jsonl"
+
+    async def main() -> None:
+        async with engine_session(root, transcript_path=path) as (s, _):
+            await s.submit("look at a")
+            await s.wait_speculation()
+            await s.submit("change alpha to gamma")
+            n = len(s.messages)
+        lines = read_transcript(path)
+        kinds = [x["event"] for x in lines]
+        assert kinds.count("message") == n
+        assert kinds.count("timing") == 2 and "usage" in kinds
+
+    trio.run(main)
