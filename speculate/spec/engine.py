@@ -216,7 +216,7 @@ class SpeculationEngine:
         return out.text
 
     async def _speculate(self, snapshot: list[Message], text: str, turn: int, *, pipelined: bool) -> None:
-        from overlayfs.view import Overlay
+        from overlayfs import Overlay
 
         spec = self._spec = Speculation(suggestion=text, prefix_len=len(snapshot), turn=turn,
                                         pipelined=pipelined)
