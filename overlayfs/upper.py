@@ -23,11 +23,12 @@ from overlayfs.layer import (
     WH_PREFIX,
     Identity,
     load_identities,
+    make_opaque,
     make_whiteout,
     record_base,
     record_read,
 )
-from overlayfs.merged import Node, entries, is_whiteout_stat, join, lstat_or_none, parent_of, step
+from overlayfs.merged import Node, Resolved, entries, is_whiteout_stat, join, lstat_or_none, parent_of, step
 
 
 def _read_umask() -> int:
@@ -225,3 +226,39 @@ class Upper:
                 self.copy_up_file(child.path, dst, name)
             else:
                 raise OSError(errno.EOPNOTSUPP, "cannot move a special file", join(node.rel, name))
+
+    def move(self, src: Resolved, dst: Resolved) -> None:
+        """Rename merged entry ``src`` to ``dst`` (both checked by the caller: dst absent or replaceable)."""
+        sn = src.node
+        assert sn is not None
+        self._record_move(sn, src.rel, dst.rel)
+        if dst.node is not None:
+            self.record_subtree(dst.node)
+        sdir = self.copy_up_dir(src.parent.rel)
+        ddir = self.copy_up_dir(dst.parent.rel)
+        dname = parent_of(dst.rel)[1]
+        target = f"{ddir}/{dname}"
+        self.clear_slot(ddir, dname)
+        if sn.kind == "dir":
+            if sn.upper is not None and sn.lower is None:  # wholly in the upper layer: one rename
+                os.rename(sn.upper, target)
+            else:
+                self.materialize(sn, target)
+            make_opaque(Path(target))  # whatever the real tree has at dst stays hidden
+        elif sn.upper is not None:
+            os.rename(sn.upper, target)
+        elif sn.kind == "symlink":
+            os.symlink(os.readlink(sn.path), target)
+        else:
+            self.copy_up_file(sn.path, ddir, dname)
+        self.remove(sdir, src.parent, parent_of(src.rel)[1])
+
+    def _record_move(self, node: Node, src_rel: str, dst_rel: str) -> None:
+        """Bases for every path a move deletes (under src) and creates (the same suffixes under dst)."""
+        self.record_base(node.rel)
+        self.record_base(dst_rel + node.rel[len(src_rel) :])
+        if node.kind == "dir":
+            for name in entries(node):
+                child = step(node, name)
+                if child is not None:
+                    self._record_move(child, src_rel, dst_rel)

@@ -315,8 +315,8 @@ class Overlay:
         rs = self._resolve(src, follow=False)
         sn = self._need(rs, src)
         rd = self._resolve(dst, follow=False)
-        sname = self._writable_name(rs.rel, src)
-        dname = self._writable_name(rd.rel, dst)
+        self._writable_name(rs.rel, src)
+        self._writable_name(rd.rel, dst)
         if rs.rel == rd.rel:
             return
         if rd.rel.startswith(rs.rel + "/"):
@@ -329,38 +329,9 @@ class Overlay:
                 raise _err(errno.ENOTEMPTY, dst)
         elif dn is not None and dn.kind == "dir":
             raise _err(errno.EISDIR, dst)
-        self._record_move(sn, rs.rel, rd.rel)
-        if dn is not None:
-            self._up.record_subtree(dn)
-        sdir = self._up.copy_up_dir(rs.parent.rel)
-        ddir = self._up.copy_up_dir(rd.parent.rel)
-        target = f"{ddir}/{dname}"
-        self._up.clear_slot(ddir, dname)
-        if sn.kind == "dir":
-            if sn.upper is not None and sn.lower is None:  # wholly in the upper layer: one rename
-                os.rename(sn.upper, target)
-            else:
-                self._up.materialize(sn, target)
-            make_opaque(Path(target))  # whatever the real tree has at dst stays hidden
-        elif sn.upper is not None:
-            os.rename(sn.upper, target)
-        elif sn.kind == "symlink":
-            os.symlink(os.readlink(sn.path), target)
-        elif sn.kind == "file":
-            self._up.copy_up_file(sn.path, ddir, dname)
-        else:
+        if sn.kind == "other":
             raise OSError(errno.EOPNOTSUPP, "cannot move a special file", os.fsdecode(src))
-        self._up.remove(sdir, rs.parent, sname)
-
-    def _record_move(self, node: Node, src_rel: str, dst_rel: str) -> None:
-        """Bases for every path a move deletes (under src) and creates (the same suffixes under dst)."""
-        self._up.record_base(node.rel)
-        self._up.record_base(dst_rel + node.rel[len(src_rel) :])
-        if node.kind == "dir":
-            for name in entries(node):
-                child = step(node, name)
-                if child is not None:
-                    self._record_move(child, src_rel, dst_rel)
+        self._up.move(rs, rd)
 
     def chmod(self, path: StrPath, mode: int) -> None:
         r = self._resolve(path)
