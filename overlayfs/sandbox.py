@@ -13,6 +13,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,6 +22,7 @@ from overlayfs import kernel
 from overlayfs.mount import Mount, MountError, choose_backend, open_mount
 
 _TIMEOUT_EXIT = 124
+_CANCEL_POLL_S = 0.05
 
 
 class SandboxResult(NamedTuple):
@@ -32,7 +35,7 @@ class SandboxResult(NamedTuple):
 def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float, cwd: str | os.PathLike[str] | None
                    = None, network: bool = False, isolate: bool = True, backend: str = "auto",
                    mount: Mount | None = None, env: dict[str, str] | None = None,
-                   stdin: bytes | None = None) -> SandboxResult:
+                   stdin: bytes | None = None, cancel: threading.Event | None = None) -> SandboxResult:
     """Run ``argv`` with the merged view of ``ov`` at ``ov.lower``'s own path; blocks until done.
 
     ``cwd`` defaults to the project root and must lie inside it. ``backend`` is "auto", "kernel", "fuse"
@@ -66,34 +69,45 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float, cwd: s
             source = {"bind": os.fspath(m.root)}
         spec = {"target": target, "source": source, "argv": list(argv), "cwd": workdir,
                 "network": network, "isolate": isolate}
-        result = _run(kernel.nsexec_argv(spec), timeout=timeout, env=env, stdin=stdin)
+        result = _run(kernel.nsexec_argv(spec), timeout=timeout, env=env, stdin=stdin, cancel=cancel)
         if snap is not None:
             kernel.record_session(ov, snap)
         return result
 
 
 def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: str = "auto",
-                  cwd: str | os.PathLike[str] | None = None) -> SandboxResult:
+                  cwd: str | os.PathLike[str] | None = None,
+                  cancel: threading.Event | None = None) -> SandboxResult:
     """Run a shell command line as speculative Bash would: ``bash -c command`` inside the sandbox.
 
     Returns (stdout, stderr, exit_code, timed_out); a command killed by the timeout has exit code 124.
+    Setting ``cancel`` (from another thread) kills the sandbox within about 50 ms.
     """
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-    return run_in_overlay(ov, [shell, "-c", command], timeout=timeout, backend=backend, cwd=cwd)
+    return run_in_overlay(ov, [shell, "-c", command], timeout=timeout, backend=backend, cwd=cwd, cancel=cancel)
 
 
 def _run(argv: list[str], *, timeout: float, env: dict[str, str] | None,
-         stdin: bytes | None) -> SandboxResult:
+         stdin: bytes | None, cancel: threading.Event | None = None) -> SandboxResult:
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        # Killing the session kills PID 1 of the sandbox's PID namespace, and with it everything inside.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        timed_out = True
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    while True:
+        # Short waits so that a cancel from another thread (an aborted speculation) is seen quickly;
+        # communicate() may be called again after TimeoutExpired without losing output.
+        step = max(0.0, min(_CANCEL_POLL_S, deadline - time.monotonic()))
+        try:
+            out, err = proc.communicate(stdin, timeout=step)
+            break
+        except subprocess.TimeoutExpired:
+            cancelled = cancel is not None and cancel.is_set()
+            if cancelled or time.monotonic() >= deadline:
+                # Killing the session kills PID 1 of the sandbox's PID namespace, and with it everything.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+                timed_out = not cancelled
+                break
     code = _TIMEOUT_EXIT if timed_out else proc.returncode
     return SandboxResult(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code, timed_out)

@@ -61,6 +61,25 @@ turns:
 """
 
 
+SLEEPER = """
+name: engine-sleeper
+description: a speculation that is aborted while its sandboxed command runs
+turns:
+  - prompt: "start sleeping"
+    steps:
+      - tools:
+          - Read: {file_path: "{root}/a.txt"}
+      - text: "Ready."
+    suggestion: "sleep in the sandbox"
+  - prompt: "sleep in the sandbox"
+    steps:
+      - tools:
+          - Bash: {command: "touch early.txt && sleep 30 && touch late.txt"}
+      - text: "Slept."
+    suggestion: null
+"""
+
+
 def tree_hash(root: Path) -> str:
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
@@ -83,7 +102,7 @@ def make_project(tmp: Path) -> Path:
 async def engine_session(root: Path, *, time_scale: float = 0.02, ask: Any = None,
                          events: list | None = None, **cfg: Any) -> AsyncIterator[tuple[Session, SimServer]]:
     sink: Callable[[Any], None] = events.append if events is not None else (lambda e: None)
-    with SimServer([parse_scenario(SCENARIO)], time_scale=time_scale) as sim:
+    with SimServer([parse_scenario(SCENARIO), parse_scenario(SLEEPER)], time_scale=time_scale) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
             config = SessionConfig(project=root, model=model, events_path=root.parent / "events.jsonl", **cfg)
             async with open_session(config, ask=ask, on_event=sink) as s:

@@ -225,3 +225,32 @@ def test_transcript_records_messages_usage_and_timings(tmp_path: Path) -> None:
         assert kinds.count("timing") == 2 and "usage" in kinds
 
     trio.run(main)
+
+
+def test_abort_kills_a_sandboxed_command_before_the_overlay_goes(tmp_path: Path) -> None:
+    import overlayfs
+
+    if not {"kernel", "fuse"} & set(overlayfs.available_backends()):
+        pytest.skip("no mounted overlay backend on this machine (needs kernel overlayfs or FUSE)")
+    root = make_project(tmp_path)
+
+    async def main() -> None:
+        async with engine_session(root) as (s, _):
+            await s.submit("start sleeping")
+            assert await s.wait_suggestion() == "sleep in the sandbox"
+            spec = s.engine._spec
+            while not (spec.overlay.upper / "early.txt").exists():  # the command is running in the sandbox
+                await trio.sleep(0.02)
+            t0 = time.perf_counter()
+            await s.engine.ignore()
+            elapsed = time.perf_counter() - t0
+            assert elapsed < 1.0, elapsed
+            assert not spec.overlay.upper.exists()
+            assert not (root / "early.txt").exists() and not (root / "late.txt").exists()
+        # no process of the sandbox is left
+        import subprocess
+
+        ps = subprocess.run(["pgrep", "-f", "sleep 30 && touch late.txt"], capture_output=True, text=True)
+        assert ps.stdout.strip() == ""
+
+    trio.run(main)
