@@ -17,9 +17,9 @@ from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
-DEFAULT_REPS = 2
+DEFAULT_REPS = 3
 DEFAULT_CONCURRENCY = 6
-QUICK_SCENARIOS = ("fix-pagination", "inventory-ignored-suggestions")
+QUICK_SCENARIOS = ("explain-codebase", "fix-pagination", "inventory-ignored-suggestions", "rename-format-price")
 QUICK_TIME_SCALE = 0.2
 
 

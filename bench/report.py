@@ -103,8 +103,7 @@ def render_markdown(s: dict[str, Any]) -> str:
     rows += [[f"suppressed/filtered: {k}", str(v)] for k, v in s["suppressed_reasons"].items()]
     rows += [[f"speculation: {k}", str(v)] for k, v in s["speculation_outcomes"].items()]
     rows += [[f"boundary: {k}", str(v)] for k, v in s["boundaries"].items()]
-    rows += [["speculations finished by acceptance", pct(s["finished_by_accept_share"])],
-             ["speculations finished before the submit", pct(s["finished_before_submit_share"])],
+    rows += [["accepted speculations finished by the time of acceptance", pct(s["finished_by_accept_share"])],
              ["accepted with Tab / by typing the same text",
               f"{s['accepted_by_input']['tab']} / {s['accepted_by_input']['typed']}"]]
     lines += _table(["outcome", "count"], rows)

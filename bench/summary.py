@@ -116,9 +116,9 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
     out["efficiency"] = {"pooled": stats.pooled_efficiency(sv, dur, avail),
                          "median": stats.median(effs) if effs else None, "n": len(effs)}
     acc_spec = [e for e in spec_ev if e["outcome"] == "accepted"]
-    out["finished_by_accept_share"] = (sum(bool(e["completed"]) and e["boundary"] != "interrupted"
-                                           for e in acc_spec) / len(acc_spec)) if acc_spec else None
-    out["finished_before_submit_share"] = (
+    # Finished by the time of acceptance (the submit), not merely by promotion: with accept_running="wait"
+    # every accepted fork has finished by the time it is promoted.
+    out["finished_by_accept_share"] = (
         sum(e["time_to_accept_s"] is not None and e["duration_s"] <= e["time_to_accept_s"] for e in acc_spec)
         / len(acc_spec)) if acc_spec else None
 
