@@ -54,6 +54,28 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
+def _private_tmp(tmp: str) -> None:
+    """Writes under ``tmp`` go to a fresh tmpfs; what was there stays readable (a venv or a checkout that
+    lives in /tmp must keep working), through a kernel overlay with the old ``tmp`` as its lower layer.
+    Where that overlay cannot be mounted, the bare tmpfs is kept: writes still go nowhere real."""
+    old = os.open(tmp, os.O_PATH | os.O_DIRECTORY)
+    try:
+        _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        upper, work = f"{tmp}/.sandbox-upper", f"{tmp}/.sandbox-work"
+        os.mkdir(upper, 0o1777)
+        os.chmod(upper, 0o1777)
+        os.mkdir(work, 0o700)
+        opts = f"lowerdir=/proc/self/fd/{old},upperdir={upper},workdir={work}"
+        if os.geteuid() != 0:
+            opts += ",userxattr"
+        try:
+            _mount("speculate-tmp", tmp, "overlay", MS_NOSUID | MS_NODEV, opts)
+        except OSError:
+            pass
+    finally:
+        os.close(old)
+
+
 def _setup(spec: dict) -> None:
     target = spec["target"]
     src = spec["source"]
@@ -70,7 +92,7 @@ def _setup(spec: dict) -> None:
     if spec.get("isolate", True):
         for tmp in ("/tmp", "/var/tmp"):
             if os.path.isdir(tmp):
-                _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+                _private_tmp(tmp)
         home = os.environ.get("HOME", "")
         if home and home != "/" and os.path.isdir(home):
             _mount(home, home, None, MS_BIND | MS_REC)
