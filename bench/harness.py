@@ -108,7 +108,7 @@ def _usage_cost(model_name: str, usage: Usage) -> float:
 
 
 def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
-                shown: str | None, dismissed: bool, leak: list[str]) -> dict[str, Any]:
+                shown: str | None, at_submit: str | None, dismissed: bool, leak: list[str]) -> dict[str, Any]:
     usage = o.result.usage if o.result is not None else Usage()
     responses = o.result.responses if o.result is not None else []
     return {
@@ -118,7 +118,8 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "model_name": job.condition.model_name,
         "turn": p.index, "prompt": o.prompt, "intent": p.intent, "think_s": think_s, "input_s": input_s,
         "input": "tab" if tab else "typed", "suggestion_shown": shown,
-        "suggestion_matched": shown is not None and shown == p.text, "dismissed": dismissed,
+        "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
+        "dismissed": dismissed,
         "accepted": o.accepted, "latency_s": o.latency_s, "error": o.error, "note": o.note,
         "stop": o.result.stop if o.result is not None else "speculated",
         "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
@@ -164,10 +165,11 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                 if p.intent == "forced_reject" and spec and s.suggestion is not None and s.suggestion == p.text:
                     await s.engine.ignore("dismissed")  # the user waves the suggestion away, then types
                     dismissed = True
+                at_submit = s.suggestion if spec else None
                 o = await s.submit(p.text)
                 last = manifest(project)
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
-                                         dismissed=dismissed, leak=leak))
+                                         at_submit=at_submit, dismissed=dismissed, leak=leak))
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
             stats = s.statistics()

@@ -66,7 +66,10 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
 
     # Acceptance: turns after the first, in the speculative arm.
     later = [t for t in turns if t["arm"] == "speculative" and t["turn"] > 0]
-    had = [t for t in later if t["suggestion_shown"] is not None or t["accepted"]]
+    # A suggestion counts if it was visible when the user looked up, appeared while they typed, or was
+    # dismissed: in each case the user could have taken it.
+    had = [t for t in later if t["suggestion_shown"] is not None or t.get("suggestion_at_submit") is not None
+           or t["accepted"] or t.get("dismissed")]
     accepted = [t for t in later if t["accepted"]]
     out["accepted"] = len(accepted)
     out["suggestion_coverage"] = len(had) / len(later) if later else None

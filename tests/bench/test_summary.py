@@ -113,3 +113,12 @@ def test_report_and_compare_render_the_figures() -> None:
     cmp = compare_markdown(s, b, "A", "B")
     assert "| accepted | 2 | 5 | +3 |" in cmp
     assert "| acceptance rate | 67% | 90% | +23 pp |" in cmp
+
+
+def test_a_suggestion_that_appeared_while_typing_counts_as_offered() -> None:
+    turns, sessions, events = records()
+    late = next(t for t in turns if t["pair"] == "B" and t["arm"] == "speculative" and t["turn"] == 2)
+    late["suggestion_at_submit"] = "something else"  # arrived during typing, differed from what was typed
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    assert s["suggestion_coverage"] == 1.0
+    assert s["acceptance_rate"] == pytest.approx(2 / 4)
