@@ -1,0 +1,61 @@
+"""Job planning (pairing, interleaving, seeds) and the workspace canary, without running sessions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from bench.harness import Condition, RunConfig, plan_jobs
+from bench.user import FixedThink
+from bench.workspace import changed, manifest, prepare_workspace, tree_hash
+from speculate.sim.scenario import Scenario, Step, Turn
+
+
+def scenario(name: str) -> Scenario:
+    return Scenario(name=name, turns=(Turn(prompt="hi", steps=(Step(text="hello"),)),),
+                    files={"src/a.py": "x = 1\n"})
+
+
+def test_jobs_are_paired_interleaved_and_counterbalanced() -> None:
+    cfg = RunConfig(scenarios=[scenario("a"), scenario("b")], reps=2, seed=10,
+                    conditions=[Condition(think=FixedThink(0)), Condition(think=FixedThink(5))])
+    jobs = plan_jobs(cfg)
+    assert len(jobs) == 2 * 2 * 2 * 2
+    pairs = [jobs[i:i + 2] for i in range(0, len(jobs), 2)]
+    for a, b in pairs:  # the two arms of a pair are adjacent and share everything but the arm
+        assert a.pair == b.pair and {a.arm, b.arm} == {"plain", "speculative"} and a.seed == b.seed
+    firsts = [p[0].arm for p in pairs]
+    assert firsts == ["plain", "speculative"] * 4  # which arm starts alternates
+    assert {j.seed for j in jobs if j.rep == 1} == {11}
+    assert len({j.session_id for j in jobs}) == len(jobs)
+
+
+def test_prepare_workspace_makes_a_committed_git_repo(tmp_path: Path) -> None:
+    root = prepare_workspace(scenario("a"), tmp_path / "p")
+    assert (root / "src/a.py").read_text() == "x = 1\n"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True)
+    assert status.stdout == ""  # everything committed
+    log = subprocess.run(["git", "log", "--oneline"], cwd=root, capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 1
+
+
+def test_manifest_sees_content_mode_deletion_symlink_and_empty_dir_changes(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    f = tmp_path / "d" / "f.txt"
+    f.write_text("one")
+    base = manifest(tmp_path)
+    assert changed(base, manifest(tmp_path)) == [] and tree_hash(base) == tree_hash(manifest(tmp_path))
+    f.write_text("two")
+    assert changed(base, manifest(tmp_path)) == ["d/f.txt"]
+    f.write_text("one")
+    os.chmod(f, 0o755)
+    assert changed(base, manifest(tmp_path)) == ["d/f.txt"]
+    os.chmod(f, 0o644)
+    base = manifest(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to("d/f.txt")
+    assert changed(base, manifest(tmp_path)) == ["empty/", "link"]
+    f.unlink()
+    assert "d/f.txt" in changed(base, manifest(tmp_path))
+    assert tree_hash(base) != tree_hash(manifest(tmp_path))
