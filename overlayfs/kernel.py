@@ -9,6 +9,7 @@ the speculation. Conservative, and its cost grows with the size of the project (
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import stat as stat_mod
@@ -116,7 +117,15 @@ def record_session(ov: Layers, before: Snapshot) -> None:
                     if r in before and before[r].kind == "dir" and not layer.is_opaque(Path(e.path)):
                         continue
                 changed.append(r)
-    for r in changed:
+    # A whiteout or an opaque directory hides the lower subtree beneath it: the deleted descendants are
+    # changes too, and need their bases (promotion refuses a change with no base).
+    keys = sorted(before)
+    for r in list(changed):
+        i = bisect.bisect_left(keys, r + "/")
+        while i < len(keys) and keys[i].startswith(r + "/"):
+            changed.append(keys[i])
+            i += 1
+    for r in dict.fromkeys(changed):
         if r not in based:
             layer.record_base(metadir, before.get(r, layer.Identity(r, False)))
     read = set(layer.load_identities(metadir, layer.READS_FILE))

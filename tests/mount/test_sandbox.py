@@ -139,3 +139,24 @@ def test_bad_input_is_named(project: Path, overlay: Overlay, tmp_path: Path) -> 
         run_sandboxed(overlay, "true", timeout=0)
     with pytest.raises(MountError, match="pure"), mounted(overlay, "pure"):
         pass
+
+
+@pytest.mark.parametrize("backend", MOUNTABLE)
+@pytest.mark.parametrize("command", ["rm -rf build", "rm -rf build && mkdir build && echo n > build/new"])
+def test_deleting_a_lower_subtree_promotes_on_every_backend(backend: str, command: str, tmp_path: Path) -> None:
+    require(backend)
+    root = tmp_path / "proj"
+    (root / "build/lib/shop").mkdir(parents=True)
+    (root / "build/lib/shop/a.py").write_text("x")
+    (root / "keep").write_text("k")
+    ov = Overlay(root)
+    try:
+        r = run_sandboxed(ov, command, timeout=30, backend=backend)
+        assert r.exit_code == 0, r.stderr
+        assert (root / "build/lib/shop/a.py").exists()  # untouched until promotion
+        res = ov.promote()
+        assert res.conflicts == []
+        after = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+        assert after == (["keep"] if command == "rm -rf build" else ["build", "build/new", "keep"])
+    finally:
+        ov.discard()
