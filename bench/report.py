@@ -63,7 +63,7 @@ def headline_table(s: dict[str, Any]) -> list[str]:
         ["accepted / acceptance rate / coverage",
          f"{s['accepted']} / {pct(s['acceptance_rate'])} / {pct(s['suggestion_coverage'])}"],
         ["time saved per accepted turn, median [95% CI] (s)", f"{f(ts['median'])} {ci(ts['ci95'])}"],
-        ["mean latency change per later turn [95% CI] (s)",
+        ["mean saving per later turn, plain − spec [95% CI] (s)",
          f"{f(s['latency_diff_per_turn_s']['mean'])} {ci(s['latency_diff_per_turn_s']['ci95'])}"],
         ["efficiency (pooled / median)", f"{pct(s['efficiency']['pooled'])} / {pct(s['efficiency']['median'])}"],
         ["fork input read from cache", pct(s["fork_cache_read_share"])],
