@@ -163,7 +163,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                     leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
                 dismissed = False
                 if p.intent == "forced_reject" and spec and s.suggestion is not None and s.suggestion == p.text:
-                    await s.engine.ignore("dismissed")  # the user waves the suggestion away, then types
+                    await s.dismiss()  # the user waves the suggestion away, then types
                     dismissed = True
                 at_submit = s.suggestion if spec else None
                 o = await s.submit(p.text)

@@ -160,6 +160,10 @@ class Session:
         """Usage of the last response of the last turn (the cold-cache check reads it)."""
         return self._last_usage
 
+    async def dismiss(self) -> None:
+        """The user waves the suggestion away (Esc, or typing something else): abort and discard it."""
+        await self.engine.ignore("dismissed")
+
     def set_mode(self, mode: PermissionMode) -> None:
         self.cfg.mode = mode
         self.authorizer.set_mode(mode)

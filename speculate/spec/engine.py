@@ -316,6 +316,13 @@ class SpeculationEngine:
         if spec.overlay is not None:
             spec.overlay.discard()  # aborted, or promoted (the upper layer is spent)
         self.s.events.write(rec)
+        if outcome != "accepted" and spec.next is not None:
+            # The pipelined suggestion made on this fork's messages dies with it: count it as waste.
+            u = spec.next.usage
+            self.s.events.write(SuggestionRecord(
+                turn=rec.turn, outcome="discarded", reason=f"speculation {outcome}", text=spec.next.text or "",
+                generation_s=spec.next.duration_s, pipelined=True, tokens=u.as_dict(),
+                cost_usd=cost_usd(self.s.cfg.model_name, u)))
 
     def _emit(self, state: str, suggestion: str | None, **detail: Any) -> None:
         self.state = state

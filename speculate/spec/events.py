@@ -34,7 +34,7 @@ class SpecEvent:
 class SuggestionRecord:
     kind: Literal["suggestion"] = "suggestion"
     turn: int = 0
-    outcome: str = ""  # accepted | ignored | suppressed | filtered
+    outcome: str = ""  # accepted | ignored | suppressed | filtered | discarded (pipelined, fork not used)
     reason: str = ""  # why suppressed / filtered
     text: str = ""
     generation_s: float = 0.0
@@ -98,6 +98,7 @@ def summarize_records(recs: list[dict[str, Any]]) -> dict[str, Any]:
         "suggestions_shown": len(shown),
         "suggestion_outcomes": _count(r["outcome"] for r in sugg),
         "suppressed_reasons": _count(r["reason"] for r in sugg if r["outcome"] in ("suppressed", "filtered")),
+        "wasted_suggestion_tokens": sum(sum(r["tokens"].values()) for r in sugg if r["outcome"] != "accepted"),
         "acceptance_rate": (sum(r["outcome"] == "accepted" for r in shown) / len(shown)) if shown else 0.0,
         "speculations": len(spec),
         "speculation_outcomes": _count(r["outcome"] for r in spec),

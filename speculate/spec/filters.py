@@ -54,6 +54,8 @@ def check(raw: str) -> Verdict:
 
     if not t:
         return no("empty")
+    if len(t) > 4 * MAX_CHARS:  # cheap exit before the regexes on a runaway answer
+        return no("too_long")
     if low in DONE:
         return no("done")
     if _LABEL.search(t):

@@ -61,6 +61,7 @@ def test_ignored_speculation_leaves_no_trace(tmp_path: Path) -> None:
         async with engine_session(root) as (s, _):
             await s.submit("look at a")
             await s.wait_speculation()
+            await s.engine._spec.next_ready.wait()  # the pipelined suggestion exists too
             before = tree_hash(root)
             overlay_dir = s.engine._spec.overlay.upper
             assert overlay_dir.exists()
@@ -72,6 +73,9 @@ def test_ignored_speculation_leaves_no_trace(tmp_path: Path) -> None:
             assert rec.outcome == "aborted" and rec.time_saved_s == 0
             assert sum(rec.tokens.values()) > 0  # what it spent is counted as waste
             assert s.statistics()["wasted_tokens"] > 0
+            (dead,) = [r for r in s.events.records if r.kind == "suggestion" and r.outcome == "discarded"]
+            assert dead.pipelined and dead.text == "fetch the docs" and sum(dead.tokens.values()) > 0
+            assert s.statistics()["wasted_suggestion_tokens"] >= sum(dead.tokens.values())
 
     trio.run(main)
 
