@@ -156,30 +156,26 @@ def entries(node: Node) -> dict[str, str]:
                 if name.startswith(WH_PREFIX):
                     hidden.add(name[len(WH_PREFIX) :])
                     continue
-                if e.is_dir(follow_symlinks=False):
-                    out[name] = "dir"
-                elif e.is_symlink():
-                    out[name] = "symlink"
-                elif e.is_file(follow_symlinks=False):
-                    out[name] = "file"
+                kind = _entry_kind(e)
+                if kind == "other" and is_whiteout_stat(e.stat(follow_symlinks=False)):
+                    hidden.add(name)
                 else:
-                    st = e.stat(follow_symlinks=False)
-                    if is_whiteout_stat(st):
-                        hidden.add(name)
-                    else:
-                        out[name] = "other"
+                    out[name] = kind
     if node.lower is not None:
         with os.scandir(node.lower) as it:
             for e in it:
                 name = e.name
                 if name in out or name in hidden:
                     continue
-                if e.is_dir(follow_symlinks=False):
-                    out[name] = "dir"
-                elif e.is_symlink():
-                    out[name] = "symlink"
-                elif e.is_file(follow_symlinks=False):
-                    out[name] = "file"
-                else:
-                    out[name] = "other"
+                out[name] = _entry_kind(e)
     return out
+
+
+def _entry_kind(e: os.DirEntry[str]) -> str:
+    if e.is_dir(follow_symlinks=False):
+        return "dir"
+    if e.is_symlink():
+        return "symlink"
+    if e.is_file(follow_symlinks=False):
+        return "file"
+    return "other"
