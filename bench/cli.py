@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(1.0 = real time; think and typing times are scaled too)")
     ap.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="backend (default sim)")
     ap.add_argument("--base-url", default=None, help="an Anthropic-compatible endpoint (with --model anthropic)")
+    ap.add_argument("--record", type=Path, default=None, metavar="FILE",
+                    help="with --model anthropic: save every request/response with timings (replayable trace)")
     ap.add_argument("--mode", default="acceptEdits", choices=("default", "acceptEdits", "bypassPermissions", "plan"))
     ap.add_argument("--overlay-backend", default="auto", choices=("auto", "pure", "fuse", "kernel"))
     ap.add_argument("--out", type=Path, default=None, help="results directory (default results/<timestamp>)")
@@ -116,7 +118,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
     conds = [Condition(think=t, accept_prob=p, model_name=m) for t in thinks for p in probs for m in models]
     return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
                      backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,
-                     mode=a.mode, overlay_backend=a.overlay_backend)
+                     mode=a.mode, overlay_backend=a.overlay_backend, record=a.record)
 
 
 def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:

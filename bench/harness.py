@@ -61,6 +61,7 @@ class RunConfig:
     concurrency: int = 4
     mode: str = "acceptEdits"
     overlay_backend: str = "auto"
+    record: Path | None = None  # anthropic backend: append every request/response to this trace
     out: Path = Path("results")
 
 
@@ -273,7 +274,8 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                 models: dict[int, Model] = {}
                 for seed in sorted({j.seed for j in jobs}) if cfg.backend == "sim" else [cfg.seed]:
                     bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed,
-                                       time_scale=cfg.time_scale, scenarios=cfg.scenario_paths)
+                                       time_scale=cfg.time_scale, scenarios=cfg.scenario_paths,
+                                       record=cfg.record)
                     models[seed] = await stack.enter_async_context(open_model(bc))
                 send, recv = trio.open_memory_channel[Job](len(jobs))
                 for j in jobs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,16 +44,18 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[AnthropicModel]:
         key = cfg.api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key and cfg.base_url is None:
             raise ValueError("--model anthropic needs ANTHROPIC_API_KEY (or --base-url for a local server)")
-        recorder = None
-        if cfg.record is not None:
-            from speculate.sim.replay import TraceWriter
+        with ExitStack() as stack:
+            recorder = None
+            if cfg.record is not None:
+                from speculate.sim.replay import TraceWriter
 
-            writer = TraceWriter(cfg.record)
+                writer = stack.enter_context(TraceWriter(cfg.record))
 
-            def recorder(request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]) -> None:
-                writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
-        async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
-                                  name="anthropic") as m:
-            yield m
+                def recorder(request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]) -> None:
+                    writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
+
+            async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
+                                      name="anthropic") as m:
+                yield m
     else:
         raise ValueError(f"unknown backend {cfg.backend!r}: expected 'sim' or 'anthropic'")

@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                    help="simulator speed: 1.0 is real time, 0.1 ten times faster")
     p.add_argument("--events", type=Path, default=None, help="write speculation records (JSONL) here")
+    p.add_argument("--record", type=Path, default=None, metavar="FILE",
+                   help="with --model anthropic: save every request/response with timings (a replayable trace)")
+    p.add_argument("--trace", type=Path, default=None, metavar="FILE",
+                   help="with --model sim: also serve a trace recorded with --record")
     p.add_argument("--plain", action="store_true", help="line mode even on a terminal")
     return p
 
@@ -111,7 +115,7 @@ async def _run(args: argparse.Namespace) -> int:
           + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}")
     print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")
     bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
-                         time_scale=args.time_scale)
+                         time_scale=args.time_scale, record=args.record, trace=args.trace)
     scfg_extra = {"model_name": args.model_name} if args.model_name else {}
     spill = Path(tempfile.mkdtemp(prefix="speculate-repl-spill-"))  # long tool outputs; gone at exit
     try:
