@@ -153,6 +153,7 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
         "fork_start": _summ_opt([e["fork_start_s"] for e in spec_ev]),
         "overlay_create": _summ_opt([e["overlay_create_s"] for e in spec_ev]),
         "promote": _summ_opt([e["promote_s"] for e in acc_spec]),
+        "abort": _summ_opt([e["abort_s"] for e in spec_ev if e.get("abort_s") is not None]),
     }
     oh = out["overheads_s"]
     parts = [oh["suggestion_generation"]["p50"], oh["fork_start"]["p50"], oh["promote"]["p50"]]

@@ -99,12 +99,13 @@ class SpeculationEngine:
 
     async def ignore(self, reason: str = "typed") -> None:
         """The user typed something else (or left): drop the suggestion, abort and discard the fork."""
+        t0 = time.perf_counter()
         if self._sugg_rec is not None:
             self._decide_suggestion("ignored")
         spec, self._spec = self._spec, None
         await self._cancel_cycle()
         if spec is not None:
-            self._close(spec, "aborted", reason)
+            self._close(spec, "aborted", reason, abort_started=t0)
             self._emit("aborted", spec.suggestion)
         self.suggestion = None
 
@@ -303,7 +304,8 @@ class SpeculationEngine:
         rec.time_to_decision_s = time.perf_counter() - self._sugg_shown_at
         self.s.events.write(rec)
 
-    def _close(self, spec: Speculation, outcome: str, reason: str, *, saved: bool = True) -> None:
+    def _close(self, spec: Speculation, outcome: str, reason: str, *, saved: bool = True,
+               abort_started: float | None = None) -> None:
         rec = spec.record
         rec.outcome, rec.reason = outcome, reason
         end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
@@ -315,6 +317,8 @@ class SpeculationEngine:
             rec.time_saved_s = 0.0
         if spec.overlay is not None:
             spec.overlay.discard()  # aborted, or promoted (the upper layer is spent)
+        if abort_started is not None:
+            rec.abort_s = time.perf_counter() - abort_started
         self.s.events.write(rec)
         if outcome != "accepted" and spec.next is not None:
             # The pipelined suggestion made on this fork's messages dies with it: count it as waste.

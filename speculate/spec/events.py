@@ -60,6 +60,7 @@ class SpeculationRecord:
     fork_start_s: float = 0.0  # speculation start -> fork's first request sent
     overlay_create_s: float = 0.0
     promote_s: float = 0.0
+    abort_s: float | None = None  # ignore() called -> fork cancelled and overlay discarded (aborted only)
     tools_run: int = 0
     files_written: list[str] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=dict)
