@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -139,5 +140,23 @@ def test_exhausted_retries_surface_one_clear_error(tmp_path: Path) -> None:
                 with pytest.raises(ModelError, match=r"529 overloaded_error after 3 attempt"):
                     await agent.run("read both files")
                 assert agent.messages[-1]["role"] == "user"  # nothing half-appended
+
+    trio.run(main)
+
+
+def test_max_tokens_continues_a_bounded_number_of_times(tmp_path: Path) -> None:
+    sc, root = scenario_project(tmp_path)
+
+    async def main() -> None:
+        with SimServer([sc], time_scale=0.01) as sim:
+            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
+                agent = make_agent(model, root, [])
+                agent.key = CacheKey.build(model=agent.key.model, system=agent.key.system,
+                                           tools=[t.schema() for t in default_tools()], max_tokens=3)
+                r = await agent.run("read both files")
+                assert [x.stop_reason for x in r.responses][-1] == "max_tokens"
+                assert len(r.responses) == 4  # the first answer plus three "continue" requests
+                roles = [m["role"] for m in agent.messages]
+                assert all(a != b for a, b in itertools.pairwise(roles))  # still alternating
 
     trio.run(main)
