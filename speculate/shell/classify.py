@@ -62,6 +62,8 @@ _DANGEROUS_VARS = frozenset(
      "TMPDIR", "PAGER", "EDITOR", "VISUAL", "PYTHONSTARTUP", "NODE_OPTIONS", "LESSOPEN", "LESSCLOSE",
      "PERL5OPT", "RUBYOPT", "SSH_ASKPASS", "GLOBIGNORE", "PYTHONPATH", "GCONV_PATH"}
 )
+# Search paths that are harmless when every entry is inside the sandbox (checked per assignment).
+_PROJECT_SEARCH_PATHS = frozenset({"PYTHONPATH", "NODE_PATH"})
 _DANGEROUS_VAR_PREFIXES = ("LD_", "DYLD_", "GIT_", "BASH_FUNC_", "XDG_")
 # Node types that only group other nodes; their children are walked in order.
 _STRUCTURAL = frozenset(
@@ -359,8 +361,19 @@ class Walker:
         name = node.child_by_field_name("name")
         if name is not None:
             target = name.named_children[0] if name.type == "subscript" and name.named_children else name
-            self.assign(target.text.decode())
+            var = target.text.decode()
+            if not (var in _PROJECT_SEARCH_PATHS and self._search_path_inside(node)):
+                self.assign(var)
         self._children(node)
+
+    def _search_path_inside(self, node: tree_sitter.Node) -> bool:
+        """A literal search path (``PYTHONPATH=src``) whose every entry lies in the project or /tmp only
+        makes the command load code from the sandbox, which it may run anyway."""
+        value = node.child_by_field_name("value")
+        text = word(value) if value is not None else None
+        if not text:
+            return False
+        return all(entry and self.locate(entry) is None for entry in text.split(":"))
 
     def _command(self, node: tree_sitter.Node) -> None:
         self.current = node.text.decode(errors="replace")

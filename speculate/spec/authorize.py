@@ -68,6 +68,7 @@ class SpecAuthorizer:
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
                  overlay_changed: Callable[[], bool], root: Path | None = None) -> None:
         self.gate = _gate(mode, allow, deny, root)
+        self.root = root
         self.sandboxed_bash = sandboxed_bash
         self.overlay_changed = overlay_changed
 
@@ -85,7 +86,9 @@ class SpecAuthorizer:
             from speculate.shell import classify
 
             cmd = getattr(inp, "command", "")
-            c = classify(cmd)
+            # With the root, paths inside the project (absolute ones too) count as inside the sandbox,
+            # and symlinks leading out of it are followed.
+            c = classify(cmd, project_root=str(self.root) if self.root is not None else None)
             if self.sandboxed_bash:
                 return None if c.sandboxable else ("bash", f"{cmd!r}: {c.reason}")
             if not c.read_only:
