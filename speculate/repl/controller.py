@@ -192,7 +192,9 @@ class Repl:
     def _report(self, o: TurnOutcome) -> None:
         if o.accepted and o.speculation is not None:
             r = o.speculation
-            files = ", ".join(r.files_written[:5]) + (" …" if len(r.files_written) > 5 else "")
+            # The person's files first; tool caches (.pytest_cache/…) last.
+            shown = sorted(r.files_written, key=lambda p: (any(x.startswith(".") for x in p.split("/")), p))
+            files = ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
             self._line(self._c("36", f"⚡ speculation accepted: {r.tools_run} tools ran ahead"
                                      + (f", wrote {files}" if files else "") + f", saved {r.time_saved_s:.1f}s"))
         if o.note:
