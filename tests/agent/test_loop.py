@@ -160,3 +160,19 @@ def test_max_tokens_continues_a_bounded_number_of_times(tmp_path: Path) -> None:
                 assert all(a != b for a, b in itertools.pairwise(roles))  # still alternating
 
     trio.run(main)
+
+
+def test_read_only_calls_start_while_the_response_is_still_streaming(tmp_path: Path) -> None:
+    sc, root = scenario_project(tmp_path)
+    events: list = []
+
+    async def main() -> None:
+        with SimServer([sc], time_scale=0.2) as sim:
+            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
+                await make_agent(model, root, events).run("read both files")
+
+    trio.run(main)
+    first_done = next(i for i, e in enumerate(events) if type(e).__name__ == "ResponseDone")
+    started_early = [e for e in events[:first_done] if isinstance(e, ToolStarted)]
+    # the first Read's block completed while the later blocks were still streaming
+    assert started_early and started_early[0].summary.endswith("a.txt)")
