@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -60,32 +63,37 @@ def make_agent(model: AnthropicModel, root: Path, events: list) -> Agent:
     return Agent(model=model, key=key, tools=tools, ctx=ctx, authorizer=auth, on_event=events.append)
 
 
-def scenario_project(tmp_path: Path) -> tuple[object, Path]:
-    sc = parse_scenario(SCENARIO)
-    root = write_tree(tmp_path / "proj", {"a.txt": "alpha\n", "b.txt": "beta\n"})
-    return sc, root
+@asynccontextmanager
+async def sim_agent(root: Path, events: list, *, time_scale: float, seed: int = 0, faults: FaultConfig | None = None,
+                    **model_kw: Any) -> AsyncIterator[Agent]:
+    """An agent on the real tree of ``root``, talking through the SDK to a simulator serving SCENARIO."""
+    with SimServer([parse_scenario(SCENARIO)], time_scale=time_scale, seed=seed, faults=faults) as sim:
+        async with AnthropicModel(base_url=sim.base_url, api_key="x", **model_kw) as model:
+            yield make_agent(model, root, events)
+
+
+def project(tmp_path: Path) -> Path:
+    return write_tree(tmp_path / "proj", {"a.txt": "alpha\n", "b.txt": "beta\n"})
 
 
 def test_turns_run_tools_in_call_order_and_share_the_cache(tmp_path: Path) -> None:
-    sc, root = scenario_project(tmp_path)
+    root = project(tmp_path)
     events: list = []
 
     async def main() -> None:
-        with SimServer([sc], time_scale=0.01) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
-                agent = make_agent(model, root, events)
-                r1 = await agent.run("read both files")
-                assert r1.text == "a says alpha, b says beta."
-                results = agent.messages[2]["content"]
-                assert [b["type"] for b in results] == ["tool_result"] * 3
-                assert "alpha" in results[0]["content"] and "beta" in results[1]["content"]
-                assert results[2].get("is_error") is True  # a missing file goes back to the model
-                r2 = await agent.run("change alpha to gamma")
-                assert (root / "a.txt").read_text() == "gamma\n"
-                assert r2.written or r2.tools_run == 1
-                # every request after the first reads the prefix the previous one cached
-                later = [*r1.responses[1:], *r2.responses]
-                assert all(r.usage.cache_read_input_tokens > 0 for r in later)
+        async with sim_agent(root, events, time_scale=0.01) as agent:
+            r1 = await agent.run("read both files")
+            assert r1.text == "a says alpha, b says beta."
+            results = agent.messages[2]["content"]
+            assert [b["type"] for b in results] == ["tool_result"] * 3
+            assert "alpha" in results[0]["content"] and "beta" in results[1]["content"]
+            assert results[2].get("is_error") is True  # a missing file goes back to the model
+            r2 = await agent.run("change alpha to gamma")
+            assert (root / "a.txt").read_text() == "gamma\n"
+            assert r2.written or r2.tools_run == 1
+            # every request after the first reads the prefix the previous one cached
+            later = [*r1.responses[1:], *r2.responses]
+            assert all(r.usage.cache_read_input_tokens > 0 for r in later)
 
     trio.run(main)
     started = [e for e in events if isinstance(e, ToolStarted)]
@@ -94,82 +102,73 @@ def test_turns_run_tools_in_call_order_and_share_the_cache(tmp_path: Path) -> No
 
 
 def test_cancel_mid_tool_leaves_a_valid_conversation(tmp_path: Path) -> None:
-    sc, root = scenario_project(tmp_path)
+    root = project(tmp_path)
 
     async def main() -> None:
-        with SimServer([sc], time_scale=0.01) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
-                agent = make_agent(model, root, [])
-                await agent.run("read both files")
-                await agent.run("change alpha to gamma")
-                with trio.move_on_after(1.0):
-                    await agent.run("sleep a while")
-                last = agent.messages[-1]
-                assert last["role"] == "user"
-                (res,) = last["content"]
-                assert res["type"] == "tool_result" and res["is_error"] and "Interrupted" in res["content"]
-                uses = [b["id"] for b in agent.messages[-2]["content"] if b["type"] == "tool_use"]
-                assert uses == [res["tool_use_id"]]
+        async with sim_agent(root, [], time_scale=0.01) as agent:
+            await agent.run("read both files")
+            await agent.run("change alpha to gamma")
+            with trio.move_on_after(1.0):
+                await agent.run("sleep a while")
+            last = agent.messages[-1]
+            assert last["role"] == "user"
+            (res,) = last["content"]
+            assert res["type"] == "tool_result" and res["is_error"] and "Interrupted" in res["content"]
+            uses = [b["id"] for b in agent.messages[-2]["content"] if b["type"] == "tool_use"]
+            assert uses == [res["tool_use_id"]]
 
     trio.run(main)
 
 
 @pytest.mark.parametrize("fault", ["overloaded_rate", "rate_limit_rate", "drop_rate"])
 def test_transient_faults_are_retried(tmp_path: Path, fault: str) -> None:
-    sc, root = scenario_project(tmp_path)
+    root = project(tmp_path)
 
     async def main() -> None:
         faults = FaultConfig(**{fault: 0.5}, retry_after_s=0.5)
-        with SimServer([sc], time_scale=0.01, seed=3, faults=faults) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01, max_attempts=12) as model:
-                agent = make_agent(model, root, [])
-                r = await agent.run("read both files")
-                assert r.text == "a says alpha, b says beta."
-                assert max(x.attempts for x in r.responses) >= 1
+        async with sim_agent(root, [], time_scale=0.01, seed=3, faults=faults, backoff_s=0.01, max_attempts=12) as agent:
+            r = await agent.run("read both files")
+            assert r.text == "a says alpha, b says beta."
+            assert max(x.attempts for x in r.responses) >= 1
 
     trio.run(main)
 
 
 def test_exhausted_retries_surface_one_clear_error(tmp_path: Path) -> None:
-    sc, root = scenario_project(tmp_path)
+    root = project(tmp_path)
 
     async def main() -> None:
-        with SimServer([sc], time_scale=0.01, faults=FaultConfig(overloaded_rate=1.0)) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01, max_attempts=3) as model:
-                agent = make_agent(model, root, [])
-                with pytest.raises(ModelError, match=r"529 overloaded_error after 3 attempt"):
-                    await agent.run("read both files")
-                assert agent.messages[-1]["role"] == "user"  # nothing half-appended
+        async with sim_agent(root, [], time_scale=0.01, faults=FaultConfig(overloaded_rate=1.0), backoff_s=0.01, max_attempts=3) as agent:
+            with pytest.raises(ModelError, match=r"529 overloaded_error after 3 attempt"):
+                await agent.run("read both files")
+            assert agent.messages[-1]["role"] == "user"  # nothing half-appended
 
     trio.run(main)
 
 
 def test_max_tokens_continues_a_bounded_number_of_times(tmp_path: Path) -> None:
-    sc, root = scenario_project(tmp_path)
+    root = project(tmp_path)
 
     async def main() -> None:
-        with SimServer([sc], time_scale=0.01) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
-                agent = make_agent(model, root, [])
-                agent.key = CacheKey.build(model=agent.key.model, system=agent.key.system,
-                                           tools=[t.schema() for t in default_tools()], max_tokens=3)
-                r = await agent.run("read both files")
-                assert [x.stop_reason for x in r.responses][-1] == "max_tokens"
-                assert len(r.responses) == 4  # the first answer plus three "continue" requests
-                roles = [m["role"] for m in agent.messages]
-                assert all(a != b for a, b in itertools.pairwise(roles))  # still alternating
+        async with sim_agent(root, [], time_scale=0.01) as agent:
+            agent.key = CacheKey.build(model=agent.key.model, system=agent.key.system,
+                                       tools=[t.schema() for t in default_tools()], max_tokens=3)
+            r = await agent.run("read both files")
+            assert [x.stop_reason for x in r.responses][-1] == "max_tokens"
+            assert len(r.responses) == 4  # the first answer plus three "continue" requests
+            roles = [m["role"] for m in agent.messages]
+            assert all(a != b for a, b in itertools.pairwise(roles))  # still alternating
 
     trio.run(main)
 
 
 def test_read_only_calls_start_while_the_response_is_still_streaming(tmp_path: Path) -> None:
-    sc, root = scenario_project(tmp_path)
+    root = project(tmp_path)
     events: list = []
 
     async def main() -> None:
-        with SimServer([sc], time_scale=0.2) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
-                await make_agent(model, root, events).run("read both files")
+        async with sim_agent(root, events, time_scale=0.2) as agent:
+            await agent.run("read both files")
 
     trio.run(main)
     first_done = next(i for i, e in enumerate(events) if type(e).__name__ == "ResponseDone")
