@@ -79,6 +79,16 @@ class Identity:
         return (self.size, self.mtime_ns, self.ino) == (other.size, other.mtime_ns, other.ino)
 
 
+def listing_digest(directory: Path) -> str | None:
+    """A hash of a directory's sorted entry names (None if it is not a directory): the identity of a
+    listing, so that a read set can say "the speculation listed this directory"."""
+    try:
+        names = sorted(os.listdir(os.fsencode(directory)))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return hashlib.sha256(b"\0".join(names)).hexdigest()
+
+
 def _append(metadir: Path, name: str, ident: Identity) -> None:
     # One write() of a line under O_APPEND is atomic enough for concurrent appenders on a local fs.
     line = (json.dumps(asdict(ident), ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from overlayfs.changes import Change
 from overlayfs.copyup import copy_file, fsync_dir, stat_mode
-from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, load_identities
+from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, listing_digest, load_identities
 from overlayfs.merged import join, lstat_or_none, parent_of
 from overlayfs.upper import drop_wh_file
 
@@ -80,10 +80,16 @@ def find_conflicts(lower: Path, paths: set[str], bases: dict[str, Identity],
         elif not _same(base, now):
             out[path] = Conflict(path, f"{_why(base, now)} after the overlay first changed it")
     for rel, ident in reads.items():
-        if rel not in out:
-            now = Identity.of(lower, rel)
-            if not _same(ident, now):
-                out[rel] = Conflict(rel, f"read by the speculation, then {_why(ident, now)}")
+        if rel in out:
+            continue
+        if ident.kind == "dir" and ident.sha256 is not None:  # a listing: compare the entry names
+            if listing_digest(lower / rel) != ident.sha256:
+                out[rel] = Conflict(rel, "listed by the speculation, then entries were added or removed "
+                                         "in the real tree")
+            continue
+        now = Identity.of(lower, rel)
+        if not _same(ident, now):
+            out[rel] = Conflict(rel, f"read by the speculation, then {_why(ident, now)}")
     return sorted(out.values(), key=lambda c: c.path)
 
 
@@ -306,7 +312,9 @@ def _finalize(lower: str, upper: str, metadir: Path, j: dict[str, Any]) -> None:
             os.unlink(p)
         drop_wh_file(udir, name)
     _rewrite(metadir, BASES_FILE, set(promoted), rebase)
-    _rewrite(metadir, READS_FILE, set(promoted), [])
+    # Promotion itself changes the listed directories above what it wrote: drop those directory reads.
+    touched = set(promoted) | {"."} | {d for p in promoted for d in parent_dirs(p)}
+    _rewrite(metadir, READS_FILE, touched, [])
 
 
 def recover(ov: Overlay) -> None:

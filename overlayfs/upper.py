@@ -12,7 +12,7 @@ import os
 import shutil
 import stat as stat_mod
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from overlayfs.copyup import copy_file, stat_mode
@@ -22,6 +22,7 @@ from overlayfs.layer import (
     READS_FILE,
     WH_PREFIX,
     Identity,
+    listing_digest,
     load_identities,
     make_opaque,
     make_whiteout,
@@ -117,6 +118,19 @@ class Upper:
             ident = Identity(rel, True, "file", st.st_size, st.st_mtime_ns, st.st_ino, digest)
         else:
             ident = Identity.of(Path(self.lower), rel)
+        record_read(self.metadir, ident)
+        self.read.add(rel)
+        self.reads_recorded += 1
+
+    def note_dir_read(self, rel: str) -> None:
+        """Add a lower directory the speculation listed to the read set: an entry the user adds or removes
+        there later changes its mtime, so a conclusion drawn from the listing (Glob, Grep) is checked too."""
+        if rel in self.read:
+            return
+        ident = Identity.of(Path(self.lower), rel)
+        if ident.kind != "dir":
+            return
+        ident = replace(ident, sha256=listing_digest(Path(self.lower) / rel))
         record_read(self.metadir, ident)
         self.read.add(rel)
         self.reads_recorded += 1

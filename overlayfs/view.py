@@ -170,6 +170,8 @@ class Overlay:
         node = self._need(self._resolve(path), path)
         if node.kind != "dir":
             raise _err(errno.ENOTDIR, path)
+        if node.lower is not None:
+            self._up.note_dir_read(node.rel)
         return sorted(entries(node))
 
     def walk(self, path: StrPath = ".") -> Iterator[tuple[str, list[str], list[str]]]:
@@ -188,6 +190,8 @@ class Overlay:
                 ents = entries(node)
             except OSError:
                 continue
+            if node.lower is not None:
+                self._up.note_dir_read(node.rel)
             dirs: list[str] = []
             files: list[str] = []
             links: set[str] = set()

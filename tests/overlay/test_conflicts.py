@@ -140,3 +140,34 @@ def test_promoting_selected_paths(project: Path, ov: Overlay) -> None:
     assert [c.path for c in ov.changes()] == ["README.md"]
     with pytest.raises(ValueError, match=r"nothing\.txt: no change"):
         ov.promote(["nothing.txt"])
+
+
+@pytest.mark.parametrize("listing", ["listdir", "walk"])
+@pytest.mark.parametrize("user", ["add", "remove"])
+def test_a_listing_the_user_changed_since_is_a_conflict(project: Path, ov: Overlay, listing: str,
+                                                        user: str) -> None:
+    if listing == "listdir":
+        names = ov.listdir("src")
+    else:
+        names = [f for d, _, files in ov.walk(".") if d == "src" for f in files]
+    assert "util.py" in names
+    ov.write_text("notes.txt", "the speculation's conclusion rests on that listing\n")
+    if user == "add":
+        (project / "src/new.py").write_text("x = 1\n")
+    else:
+        (project / "src/util.py").unlink()
+    before = snapshot(project)
+    res = ov.promote()
+    assert [c.path for c in res.conflicts] == ["src"] and "listed by the speculation" in res.conflicts[0].reason
+    assert snapshot(project) == before  # nothing written
+
+
+def test_listings_do_not_conflict_with_the_overlays_own_or_a_partial_promotion(project: Path, ov: Overlay) -> None:
+    ov.listdir(".")
+    list(ov.walk("src"))
+    ov.write_text("src/a_new.py", "a\n")
+    ov.write_text("b_new.txt", "b\n")
+    first = ov.promote(["src/a_new.py"], all_or_nothing=True)
+    assert first.ok and (project / "src/a_new.py").exists()
+    second = ov.promote()  # the first promotion changed src/ and the root: not the user's doing
+    assert second.ok and (project / "b_new.txt").read_text() == "b\n"
