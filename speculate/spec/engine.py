@@ -138,8 +138,7 @@ class SpeculationEngine:
             note = ("speculation discarded: the real tree changed under it ("
                     + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
             self._spec = None
-            if not spec.complete:
-                await self._cancel_cycle()
+            await self._cancel_cycle()  # incl. a pipelined suggestion built on the discarded fork
             self._close(spec, "conflict", note, saved=False)
             return await self.s._normal_turn(prompt, t0, note=note)
         assert spec.agent is not None
