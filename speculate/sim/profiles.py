@@ -6,7 +6,7 @@ approximate public medians, not measurements of this machine; experiments compar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 MTOK = 1_000_000
@@ -61,32 +61,26 @@ def _prices(inp: float, out: float) -> Prices:
     )
 
 
+_SONNET_4_5 = ModelProfile(
+    name="claude-sonnet-4-5",
+    display_name="Claude Sonnet 4.5 (simulated)",
+    created_at="2025-09-29T00:00:00Z",
+    aliases=("claude-sonnet-4-5-20250929",),
+    min_cache_tokens=1024,
+    ttft_s=1.2,
+    prefill_tok_s=10_000,
+    cached_prefill_tok_s=70_000,
+    decode_tok_s=65,
+    prices=_prices(3.0, 15.0),
+)
+
 PROFILES: tuple[ModelProfile, ...] = (
     # The default: the SDK warns that claude-sonnet-4-5 is deprecated (end of life 2026-11-30), and tests
-    # turn warnings into errors. Same latency parameters as Sonnet 4.5 (no separate public figures).
-    ModelProfile(
-        name="claude-sonnet-4-6",
-        display_name="Claude Sonnet 4.6 (simulated)",
-        created_at="2026-02-17T00:00:00Z",
-        min_cache_tokens=1024,
-        ttft_s=1.2,
-        prefill_tok_s=10_000,
-        cached_prefill_tok_s=70_000,
-        decode_tok_s=65,
-        prices=_prices(3.0, 15.0),
-    ),
-    ModelProfile(
-        name="claude-sonnet-4-5",
-        display_name="Claude Sonnet 4.5 (simulated)",
-        created_at="2025-09-29T00:00:00Z",
-        aliases=("claude-sonnet-4-5-20250929",),
-        min_cache_tokens=1024,
-        ttft_s=1.2,
-        prefill_tok_s=10_000,
-        cached_prefill_tok_s=70_000,
-        decode_tok_s=65,
-        prices=_prices(3.0, 15.0),
-    ),
+    # turn warnings into errors. Same latency parameters and prices as Sonnet 4.5 (no separate public
+    # figures).
+    replace(_SONNET_4_5, name="claude-sonnet-4-6", display_name="Claude Sonnet 4.6 (simulated)",
+            created_at="2026-02-17T00:00:00Z", aliases=()),
+    _SONNET_4_5,
     ModelProfile(
         name="claude-haiku-4-5",
         display_name="Claude Haiku 4.5 (simulated)",

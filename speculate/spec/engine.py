@@ -181,17 +181,7 @@ class SpeculationEngine:
     async def _pipelined(self, source: Speculation) -> str | None:
         await source.next_ready.wait()
         out = source.next
-        if out is None:
-            return None
-        rec = SuggestionRecord(turn=self.s.turn, text=out.text or "", generation_s=out.duration_s,
-                               pipelined=True, tokens=out.usage.as_dict(),
-                               cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
-        if out.text is None:
-            rec.outcome, rec.reason = "filtered", out.reason
-            self.s.events.write(rec)
-            return None
-        self._sugg_rec = rec
-        return out.text
+        return None if out is None else self._offer(out, self.s.turn, pipelined=True)
 
     async def _suggest(self, snapshot: list[Message], turn: int) -> str | None:
         last = self.s.agent_last_usage()
@@ -206,14 +196,23 @@ class SpeculationEngine:
         except ModelError as e:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=f"error: {e}"))
             return None
-        rec = SuggestionRecord(turn=turn, text=out.text or "", generation_s=out.duration_s,
-                               tokens=out.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
+        return self._offer(out, turn, pipelined=False)
+
+    def _offer(self, out: suggest.SuggestionOutcome, turn: int, *, pipelined: bool) -> str | None:
+        """Show a generated suggestion (its record waits for the user's decision), or record it filtered."""
+        rec = self._suggestion_record(out, turn, pipelined=pipelined)
         if out.text is None:
             rec.outcome, rec.reason = "filtered", out.reason
             self.s.events.write(rec)
             return None
         self._sugg_rec = rec
         return out.text
+
+    def _suggestion_record(self, out: suggest.SuggestionOutcome, turn: int, *, pipelined: bool
+                           ) -> SuggestionRecord:
+        return SuggestionRecord(turn=turn, text=out.text or "", generation_s=out.duration_s,
+                                pipelined=pipelined, tokens=out.usage.as_dict(),
+                                cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
 
     async def _speculate(self, snapshot: list[Message], text: str, turn: int, *, pipelined: bool) -> None:
         from overlayfs import Overlay
@@ -321,11 +320,9 @@ class SpeculationEngine:
         self.s.events.write(rec)
         if outcome != "accepted" and spec.next is not None:
             # The pipelined suggestion made on this fork's messages dies with it: count it as waste.
-            u = spec.next.usage
-            self.s.events.write(SuggestionRecord(
-                turn=rec.turn, outcome="discarded", reason=f"speculation {outcome}", text=spec.next.text or "",
-                generation_s=spec.next.duration_s, pipelined=True, tokens=u.as_dict(),
-                cost_usd=cost_usd(self.s.cfg.model_name, u)))
+            dead = self._suggestion_record(spec.next, rec.turn, pipelined=True)
+            dead.outcome, dead.reason = "discarded", f"speculation {outcome}"
+            self.s.events.write(dead)
 
     def _emit(self, state: str, suggestion: str | None, **detail: Any) -> None:
         self.state = state
