@@ -84,13 +84,7 @@ def load_empirical(path: Path) -> EmpiricalThink:
         s = line.split("#", 1)[0].strip()
         if not s:
             continue
-        try:
-            v = float(s)
-        except ValueError:
-            raise ValueError(f"--think-time file:{path}:{n}: not a number: {s!r}") from None
-        if not math.isfinite(v) or v < 0:
-            raise ValueError(f"--think-time file:{path}:{n}: think time must be >= 0 seconds, got {s}")
-        values.append(v)
+        values.append(_seconds(s, f"--think-time file:{path}:{n}"))
     if not values:
         raise ValueError(f"--think-time file:{path}: no think times in the file")
     return EmpiricalThink(tuple(values), label=f"empirical:{path.name}")
@@ -122,9 +116,9 @@ def _seconds(s: str, what: str) -> float:
     try:
         v = float(s)
     except ValueError:
-        raise ValueError(f"{what}: not a number of seconds: {s!r}") from None
+        raise ValueError(f"{what}: not a number: {s!r}") from None
     if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{what}: seconds must be >= 0, got {s!r}")
+        raise ValueError(f"{what}: think time must be >= 0 seconds, got {s!r}")
     return v
 
 
