@@ -16,6 +16,19 @@ COLORS = {"plain": "#4c72b0", "speculative": "#dd8452"}
 PLOTS = ("latency_cdf.png", "time_saved_vs_think.png", "cost_vs_latency.png")
 
 
+def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str,
+            legend: dict[str, Any] | None = None) -> None:
+    """Labels, grid, legend, save, close: the same for every figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(**(legend or {"fontsize": 8}))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for arm, color in COLORS.items():
@@ -23,15 +36,9 @@ def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
         if xs:
             ys = [(i + 1) / len(xs) for i in range(len(xs))]
             ax.step(xs, ys, where="post", color=color, label=f"{arm} (n={len(xs)})")
-    ax.set_xlabel("turn latency, submit to final answer (s)")
-    ax.set_ylabel("fraction of turns")
-    ax.set_title("User-perceived turn latency (CDF)")
     ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "turn latency, submit to final answer (s)", "fraction of turns",
+            "User-perceived turn latency (CDF)", legend={"loc": "lower right"})
 
 
 def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path) -> None:
@@ -53,14 +60,8 @@ def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float
         ax.plot([c["think_s"] for c in curve], [c["mean_saving_per_turn_s"] for c in curve], marker="o",
                 color="#55a868", label="sweep: mean saving per turn")
     ax.axhline(0, color="black", lw=0.6)
-    ax.set_xlabel("user time before submit: think + input (s)")
-    ax.set_ylabel("paired saving, plain − speculative (s)")
-    ax.set_title("Time saved vs think time")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "user time before submit: think + input (s)",
+            "paired saving, plain − speculative (s)", "Time saved vs think time")
 
 
 def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], path: Path) -> None:
@@ -76,14 +77,8 @@ def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
                        label=f"{arm} sessions")
             mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
             ax.scatter([mx], [my], s=120, marker="X", color=color, edgecolor="black", label=f"{arm} mean")
-    ax.set_xlabel("mean turn latency in the session (s)")
-    ax.set_ylabel("cost per turn (USD)")
-    ax.set_title("Cost vs latency (one point per session)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, path, "mean turn latency in the session (s)", "cost per turn (USD)",
+            "Cost vs latency (one point per session)")
 
 
 def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
