@@ -13,7 +13,6 @@ Background work (suggestion, speculation) runs in the session's own nursery and 
 
 from __future__ import annotations
 
-import copy
 import shutil
 import tempfile
 import time
@@ -188,8 +187,6 @@ class Session:
         stats["accepted_turns"] = sum(o.accepted for o in self.outcomes)
         return stats
 
-    def snapshot_messages(self) -> list[dict[str, Any]]:
-        return copy.deepcopy(self.messages)
 
 
 @asynccontextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
 
 from speculate.models.base import CacheKey, Done, Model, Usage
 from speculate.prompts import SUGGESTION_INSTRUCTION
@@ -60,7 +59,3 @@ async def generate(model: Model, key: CacheKey, messages: list[Message]) -> Sugg
     out = SuggestionOutcome(verdict.text if verdict.ok else None, verdict.reason, resp.usage,
                             time.perf_counter() - t0, refused)
     return out
-
-
-def usage_dict(u: Usage) -> dict[str, Any]:
-    return u.as_dict()
