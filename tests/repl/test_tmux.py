@@ -3,7 +3,6 @@ read off the screen, with the project tree hashed to see what speculation did (a
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.workspace import manifest
+from bench.workspace import tree_hash as canary_hash
 from speculate.repl.demo import find_scenario, prepare_project
 from speculate.sim.scenario import load_scenario
 
@@ -30,12 +31,7 @@ FINISHED = ("ready (", "stopped at boundary")
 
 
 def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode() + b"\0")
-        if p.is_file() and not p.is_symlink():
-            h.update(p.read_bytes())
-    return h.hexdigest()
+    return canary_hash(manifest(root))
 
 
 class Term:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.workspace import manifest
+from bench.workspace import tree_hash as canary_hash
 from speculate.models.anthropic import AnthropicModel
 from speculate.session import Session, SessionConfig, open_session
 from speculate.sim.scenario import parse_scenario
@@ -81,13 +81,8 @@ turns:
 
 
 def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            p = Path(dirpath, name)
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
+    """The benchmark's canary hash of a real tree (paths, modes, contents, links, empty dirs)."""
+    return canary_hash(manifest(root))
 
 
 def make_project(tmp: Path) -> Path:
