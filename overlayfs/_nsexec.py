@@ -1,11 +1,11 @@
-"""Run a command in private namespaces with the merged view mounted at the project's own path.
+"""Stage one of a sandboxed command: join its cgroups, mount the kernel overlay privately, exec the rest.
 
 Standalone (stdlib only, run as ``python -I -S _nsexec.py SPEC_JSON``) so that starting it costs one bare
-interpreter. SPEC keys: ``target`` (where the view appears, normally the project path), ``source``
-(``{"overlay": {lowerdir, upperdir, workdir}}`` or ``{"bind": path}``), ``argv``, ``cwd``, ``network``
-(bool), ``isolate`` (bool: tmpfs over /tmp and /var/tmp, read-only home). New mount, PID and (unless
-``network``) network namespaces; a user namespace too when not root. The command becomes PID 1 of the new
-PID namespace, so nothing it starts outlives it.
+interpreter. SPEC keys: ``cgroups`` (``cgroup.procs`` files to join first, so that every process of the
+sandbox is counted), ``target`` and ``source`` (``{"overlay": {lowerdir, upperdir, workdir}}``: mount the
+kernel overlay at ``target`` in a new mount namespace, with a user namespace too when not root;
+``{"bind": path}`` or absent: mount nothing) and ``argv`` (exec'd last: bubblewrap, which builds the
+sandbox proper on top of this namespace, or a probe command).
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import socket
-import struct
 import sys
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_REC, MS_PRIVATE = 16384, 1 << 18
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -40,101 +37,38 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _lo_up() -> None:
-    # SIOCGIFFLAGS / SIOCSIFFLAGS on "lo": localhost works inside the cut-off network namespace.
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        import fcntl
-
-        req = struct.pack("16sH14s", b"lo", 0, b"")
-        flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, req))[1]
-        fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
-
-
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
-
-
-def _private_tmp(tmp: str) -> None:
-    """Writes under ``tmp`` go to a fresh tmpfs; what was there stays readable (a venv or a checkout that
-    lives in /tmp must keep working), through a kernel overlay with the old ``tmp`` as its lower layer.
-    Where that overlay cannot be mounted, the bare tmpfs is kept: writes still go nowhere real."""
-    old = os.open(tmp, os.O_PATH | os.O_DIRECTORY)
-    try:
-        _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        upper, work = f"{tmp}/.sandbox-upper", f"{tmp}/.sandbox-work"
-        os.mkdir(upper, 0o1777)
-        os.chmod(upper, 0o1777)
-        os.mkdir(work, 0o700)
-        opts = f"lowerdir=/proc/self/fd/{old},upperdir={upper},workdir={work}"
-        if os.geteuid() != 0:
-            opts += ",userxattr"
-        try:
-            _mount("speculate-tmp", tmp, "overlay", MS_NOSUID | MS_NODEV, opts)
-        except OSError:
-            pass
-    finally:
-        os.close(old)
-
-
-def _setup(spec: dict) -> None:
-    target = spec["target"]
-    src = spec["source"]
-    if "overlay" in src:
-        o = src["overlay"]
-        opts = f"lowerdir={o['lowerdir']},upperdir={o['upperdir']},workdir={o['workdir']}"
-        if os.geteuid() != 0 or spec.get("userxattr"):
-            opts += ",userxattr"
-        _mount("speculate-overlay", target, "overlay", 0, opts)
-    else:
-        _mount(src["bind"], target, None, MS_BIND | MS_REC)
-    view = os.open(target, os.O_PATH | os.O_DIRECTORY)  # survives /tmp or home being covered below
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    if spec.get("isolate", True):
-        for tmp in ("/tmp", "/var/tmp"):
-            if os.path.isdir(tmp):
-                _private_tmp(tmp)
-        home = os.environ.get("HOME", "")
-        if home and home != "/" and os.path.isdir(home):
-            _mount(home, home, None, MS_BIND | MS_REC)
-            _mount(None, home, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-        if not os.path.isdir(target):
-            os.makedirs(target)
-        _mount(f"/proc/self/fd/{view}", target, None, MS_BIND | MS_REC)
-    os.close(view)
-    if not spec.get("network", False):
-        try:
-            _lo_up()
-        except OSError:
-            pass
-
-
-def main() -> int:
-    spec = json.loads(sys.argv[1])
+def _mount_overlay(target: str, o: dict[str, str]) -> None:
     euid, egid = os.geteuid(), os.getegid()
-    flags = CLONE_NEWNS | CLONE_NEWPID | (0 if spec.get("network", False) else CLONE_NEWNET)
-    if euid != 0:
-        flags |= CLONE_NEWUSER
-    _check(_libc.unshare(flags), "unshare")
-    if euid != 0:
+    _check(_libc.unshare(CLONE_NEWNS | (CLONE_NEWUSER if euid != 0 else 0)), "unshare")
+    if euid != 0:  # root of a namespace of our own, only to mount: bwrap drops it again
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"0 {euid} 1")
         _write("/proc/self/gid_map", f"0 {egid} 1")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here propagates to the host
-    pid = os.fork()
-    if pid:
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    opts = f"lowerdir={o['lowerdir']},upperdir={o['upperdir']},workdir={o['workdir']}"
+    if euid != 0:
+        opts += ",userxattr"
+    _mount("speculate-overlay", target, "overlay", 0, opts)
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
     try:
-        _setup(spec)
-        os.chdir(spec["cwd"])
+        for procs in spec.get("cgroups", []):
+            _write(procs, str(os.getpid()))
+        src = spec.get("source") or {}
+        if "overlay" in src:
+            _mount_overlay(spec["target"], src["overlay"])
     except OSError as e:
         sys.stderr.write(f"sandbox setup failed: {e}\n")
-        os._exit(125)
+        return 125
+    argv = spec["argv"]
     try:
-        os.execvp(spec["argv"][0], spec["argv"])
+        os.execvp(argv[0], argv)
     except OSError as e:
-        sys.stderr.write(f"sandbox: cannot run {spec['argv'][0]!r}: {e}\n")
-        os._exit(127)
+        sys.stderr.write(f"sandbox: cannot run {argv[0]!r}: {e}\n")
+        return 127
+    return 127  # unreachable: exec replaced this process
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ Control flow uses small exceptions: :class:`ToolDenied` (becomes an ``is_error``
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +40,21 @@ class BoundaryReached(Exception):
 
 class MaxTurnsReached(Exception):
     pass
+
+
+@contextmanager
+def _bare_boundary() -> Iterator[None]:
+    """A boundary raised inside a batch's nursery comes out as itself, not wrapped in an ExceptionGroup."""
+    try:
+        yield
+    except BaseExceptionGroup as eg:
+        match, rest = eg.split(BoundaryReached)
+        if match is None or rest is not None:
+            raise
+        first: BaseException = match
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
 
 
 class Authorizer(Protocol):
@@ -166,12 +181,13 @@ class Agent:
         # boundary, a model error) is re-raised bare after the nursery closes, not as an ExceptionGroup.
         failure: Exception | None = None
         finished = False
-        async with trio.open_nursery() as nursery:
-            try:
-                finished = await self._step(nursery, result)
-            except Exception as e:
-                failure = e
-                nursery.cancel_scope.cancel()
+        with _bare_boundary():  # an early-started call may itself stop the fork
+            async with trio.open_nursery() as nursery:
+                try:
+                    finished = await self._step(nursery, result)
+                except Exception as e:
+                    failure = e
+                    nursery.cancel_scope.cancel()
         if failure is not None:
             raise failure
         return finished
@@ -228,12 +244,13 @@ class Agent:
                 for b in batch:  # authorise in call order, before any of the batch runs
                     if b["id"] not in early:
                         await self._authorize(b, done)
-                async with trio.open_nursery() as n:
-                    for b in batch:
-                        if b["id"] in early:
-                            n.start_soon(early[b["id"]].wait)
-                        elif b["id"] not in done:
-                            n.start_soon(self._run_one_into, b, done, None)
+                with _bare_boundary():
+                    async with trio.open_nursery() as n:
+                        for b in batch:
+                            if b["id"] in early:
+                                n.start_soon(early[b["id"]].wait)
+                            elif b["id"] not in done:
+                                n.start_soon(self._run_one_into, b, done, None)
                 i += len(batch)
         except BoundaryReached:
             # Keep the results of the calls before the boundary; the engine trims the rest.
@@ -302,6 +319,9 @@ class Agent:
         t0 = time.perf_counter()
         try:
             res = await tool.call(tool.parse(block["input"]), self.ctx)
+        except BoundaryReached as b:  # raised while running (a sandbox bound crossed, its backend died)
+            b.tool_use_id = b.tool_use_id or block["id"]
+            raise
         except ToolError as e:
             res = ToolResult(str(e), is_error=True)
         except OSError as e:  # a filesystem answer (not found, is a directory, escape): the model's to see

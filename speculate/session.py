@@ -52,6 +52,7 @@ class SessionConfig:
     transcript_path: Path | None = None
     spill_dir: Path | None = None
     max_tokens: int = 8192
+    sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
 
 
 @dataclass

@@ -40,7 +40,7 @@ def register(tool: Callable[..., Callable[[Rule], Rule]]) -> None:
 def _local(ctx: Ctx, name: str, args: Args) -> None:
     if is_version_query(args):
         return
-    ctx.sandbox(f"{name} runs locally (writes confined to the project and /tmp)")
+    ctx.code(f"{name} runs locally (writes confined to the project and /tmp)")
     words = [a for a in args if a is not None]
     if len(words) != len(args) and name in _REWRITES_OPERANDS:
         ctx.risky(f"{name} with an argument not known before running")
@@ -72,7 +72,7 @@ def python_rule(ctx: Ctx, name: str, args: Args) -> None:
     p = split(args, ("-c", "-m", "-W", "-X", "-Q"), stop_at_operand=True)
     if not args or is_version_query(args):
         if not args:
-            ctx.sandbox(f"{name} runs code from stdin")
+            ctx.code(f"{name} runs code from stdin")
         return
     modules = p.values("-m")
     if modules:
@@ -88,7 +88,7 @@ def python_rule(ctx: Ctx, name: str, args: Args) -> None:
                 ctx.write(target, f"python -m {module}")
         if module in ("pytest", "unittest", "mypy", "ruff", "black", "isort", "coverage", "doctest"):
             _local(ctx, module, rest)
-    ctx.sandbox(f"{name} runs code locally")
+    ctx.code(f"{name} runs code locally")
 
 
 def _pip(ctx: Ctx, name: str, args: Args) -> None:
@@ -108,7 +108,7 @@ def _npm(ctx: Ctx, name: str, args: Args) -> None:
     if is_version_query(args) or sub in _NPM_READ or (sub == "config" and "get" in args):
         return
     if sub in _NPM_LOCAL:
-        ctx.sandbox(f"npm {sub} runs a package script locally")
+        ctx.code(f"npm {sub} runs a package script locally")
         return
     ctx.risky(f"npm {sub} may install, fetch or publish packages")
 
@@ -118,12 +118,12 @@ def _yarn(ctx: Ctx, name: str, args: Args) -> None:
     if is_version_query(args):
         return
     if sub in _NPM_LOCAL or sub in ("lint", "typecheck", "jest", "vitest", "tsc", "format"):
-        ctx.sandbox(f"{name} {sub} runs a package script locally")
+        ctx.code(f"{name} {sub} runs a package script locally")
         return
     if sub in ("ls", "list", "why", "bin") and name != "bun":
         return
     if name == "bun" and sub is not None and sub.endswith((".js", ".ts", ".mjs", ".cjs", ".tsx")):
-        ctx.sandbox("bun runs a local script")
+        ctx.code("bun runs a local script")
         return
     ctx.risky(f"{name} {sub or 'install'} may install, fetch or publish packages")
 

@@ -22,7 +22,7 @@ import tree_sitter_bash
 
 from speculate.shell import rules
 from speculate.shell.args import word
-from speculate.shell.paths import NO_ROOT, NULL_SINKS, locate
+from speculate.shell.paths import NO_ROOT, NULL_SINKS, locate, normalize
 
 
 class Level(IntEnum):
@@ -78,6 +78,7 @@ _STRUCTURAL = frozenset(
      "file_descriptor", "test_operator", "heredoc_start", "heredoc_content", "heredoc_end", "comment"}
 )
 _SCOPED = frozenset({"subshell", "command_substitution", "process_substitution"})
+_FD_SINK = re.compile(r"/dev/fd/[0-9]+")  # a descriptor the shell already has open
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 
 
@@ -93,7 +94,8 @@ class _Stop(Exception):
 class Walker:
     """Accumulates the worst verdict over one command line; the context the rules call back into."""
 
-    def __init__(self, project_root: str | None) -> None:
+    def __init__(self, project_root: str | None, *, full_sandbox: bool = True) -> None:
+        self.full_sandbox = full_sandbox
         self.real_root = project_root is not None
         self.root = posixpath.normpath(os.path.abspath(project_root)) if project_root else NO_ROOT
         self.level = Level.READ_ONLY
@@ -120,10 +122,20 @@ class Walker:
     def sandbox(self, reason: str) -> None:
         self.note(Level.SANDBOXABLE, reason)
 
+    def code(self, reason: str) -> None:
+        """The command runs code nobody has read (an interpreter, a build tool, a project script): only the
+        full sandbox can contain what it does."""
+        if self.full_sandbox:
+            self.sandbox(reason)
+        else:
+            self.risky(f"{reason}, and no sandbox contains it")
+
     def write(self, path: str | None, what: str) -> None:
         """Record a write to ``path`` (as the command sees it); risky unless it stays in the sandbox."""
-        if path is not None and (path in NULL_SINKS or path.startswith("/dev/fd/")):
-            return
+        if path is not None:
+            path = normalize(path)  # /dev/fd/../../etc/x is /etc/x
+            if path in NULL_SINKS or _FD_SINK.fullmatch(path):
+                return
         where = self.locate(path)
         if where is None:
             self.sandbox(f"{what} writes {path} inside the sandbox")
@@ -174,7 +186,7 @@ class Walker:
         if re.match(rb"#!.*\b(ba|da|z|k)?sh\b", first) or (name.endswith(".sh") and not first.startswith(b"#!")):
             self.script_file(name)
         elif re.match(rb"#!.*\bpython[0-9.]*\b", first):
-            self.sandbox(f"{name} is a project-local Python script")
+            self.code(f"{name} is a project-local Python script")
         else:
             self.risky(f"{name} is an unknown project-local program")
 
@@ -406,11 +418,15 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def classify(command: str, *, project_root: str | None = None) -> Classification:
-    """Classify a shell command line; anything the parser cannot fully read is risky."""
+def classify(command: str, *, project_root: str | None = None, full_sandbox: bool = True) -> Classification:
+    """Classify a shell command line; anything the parser cannot fully read is risky.
+
+    ``full_sandbox`` says whether the command would run in :mod:`overlayfs.sandbox`; without it,
+    interpreters, build tools and project scripts are risky, since nothing would contain what they do.
+    """
     if not isinstance(command, str):
         raise TypeError(f"command must be a str, got {type(command).__name__}: {command!r}")
-    walker = Walker(project_root)
+    walker = Walker(project_root, full_sandbox=full_sandbox)
     if "\0" in command:
         return Classification(False, False, "the command contains a NUL byte")
     if not command.strip():

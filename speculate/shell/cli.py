@@ -11,17 +11,19 @@ from speculate.shell.classify import classify
 
 
 def check_bash_main(argv: list[str]) -> int:
-    """Entry for ``speculate check-bash [--root DIR] CMD...``; prints JSON, returns the exit status.
+    """Entry for ``speculate check-bash [--root DIR] [--no-sandbox] CMD...``; prints JSON, returns the exit status.
 
     Exit status 0 whatever the verdict (the JSON carries it); 2 for bad usage.
     """
     parser = argparse.ArgumentParser(prog="speculate check-bash", description=check_bash_main.__doc__)
     parser.add_argument("--root", default=None, help="project root (default: the current directory)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="judge as if no sandbox would contain the command (interpreters become risky)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the shell command (words are joined by spaces)")
     ns = parser.parse_args(argv)
     if not ns.command:
         parser.error("the following arguments are required: command")
-    result = classify(" ".join(ns.command), project_root=ns.root or os.getcwd())
+    result = classify(" ".join(ns.command), project_root=ns.root or os.getcwd(), full_sandbox=not ns.no_sandbox)
     json.dump({"read_only": result.read_only, "sandboxable": result.sandboxable, "reason": result.reason},
               sys.stdout)
     sys.stdout.write("\n")

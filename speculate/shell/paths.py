@@ -14,11 +14,28 @@ NULL_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 
 
+_PROC_ALIAS = re.compile(r"/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/(root|cwd)(?=/|$)")
+
+
+def normalize(path: str) -> str:
+    """The path the kernel would reach, lexically: ``..`` and ``//`` folded, and the /proc aliases of the
+    root and the working directory (``/proc/self/root/etc`` is /etc, ``/proc/self/cwd/x`` is x)."""
+    p = posixpath.normpath(path) if path else path
+    if p.startswith("//"):
+        p = "/" + p.lstrip("/")
+    m = _PROC_ALIAS.match(p)
+    if m is not None:
+        rest = p[m.end():].lstrip("/")
+        return normalize("/" + rest) if m.group(3) == "root" else (rest or ".")
+    return p
+
+
 def locate(path: str | None, cwds: Iterable[str | None], root: str, *, real_root: bool) -> str | None:
     """None when every reading of ``path`` (from each possible working directory) is inside the project
     or /tmp, else why not. Lexical, plus symlink resolution inside a real project root."""
     if path is None:
         return "a path not known before running (expansion or substitution)"
+    path = normalize(path)
     if path.startswith("~"):
         return f"{path} in the home directory"
     if _BRACE_EXPANSION.search(path):

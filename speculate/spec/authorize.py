@@ -66,11 +66,11 @@ class SpecAuthorizer:
     cannot contain, raises BoundaryReached so the fork stops before it."""
 
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
-                 overlay_changed: Callable[[], bool], root: Path | None = None) -> None:
+                 root: Path | None = None, bash_off: str = "off (no sandbox here)") -> None:
         self.gate = _gate(mode, allow, deny, root)
         self.root = root
         self.sandboxed_bash = sandboxed_bash
-        self.overlay_changed = overlay_changed
+        self.bash_off = bash_off
 
     def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[str, str] | None:
         if tool.name not in SPEC_TOOLS:
@@ -83,19 +83,17 @@ class SpecAuthorizer:
                 return "edit", f"{tool.name} {getattr(inp, 'file_path', '')} needs permission"
             return None
         if tool.name == "Bash":
+            cmd = getattr(inp, "command", "")
+            if not self.sandboxed_bash:
+                # No sandbox, no speculative Bash: even a read-only command would read the real tree
+                # (missing the fork's own changes) and run on the host.
+                return "bash", f"{cmd!r}: speculative Bash is {self.bash_off}"
             from speculate.shell import classify
 
-            cmd = getattr(inp, "command", "")
             # With the root, paths inside the project (absolute ones too) count as inside the sandbox,
             # and symlinks leading out of it are followed.
             c = classify(cmd, project_root=str(self.root) if self.root is not None else None)
-            if self.sandboxed_bash:
-                return None if c.sandboxable else ("bash", f"{cmd!r}: {c.reason}")
-            if not c.read_only:
-                return "bash", f"{cmd!r}: not read-only and no mounted overlay to contain it ({c.reason})"
-            if self.overlay_changed():
-                # Without a mount, Bash reads the real tree, which lacks the fork's own changes.
-                return "bash", f"{cmd!r}: would read the real tree, not the overlay's changes (no mount)"
+            return None if c.sandboxable else ("bash", f"{cmd!r}: {c.reason}")
         return None
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:

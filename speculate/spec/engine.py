@@ -71,6 +71,7 @@ class SpeculationEngine:
         self._cycle_done.set()
         self._pipelined_from: Speculation | None = None
         self.state = "idle"
+        self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
 
     # -- driven by the session -----------------------------------------------------------------------
     def after_turn(self, *, pipelined: bool) -> None:
@@ -224,10 +225,10 @@ class SpeculationEngine:
         spec.record.overlay_create_s = time.perf_counter() - t
         shell, sandboxed, backend = self._shell_for(spec.overlay)
         spec.record.overlay_backend = backend
+        spec.record.bash = self.bash_line
         authorizer = SpecAuthorizer(mode=self.s.cfg.mode, allow=self.s.authorizer.allow,
                                     deny=self.s.authorizer.deny, sandboxed_bash=sandboxed,
-                                    overlay_changed=lambda: bool(spec.overlay.changes()),
-                                    root=self.s.project)
+                                    root=self.s.project, bash_off=self.bash_line)
         spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
                            ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
                            authorizer=authorizer, messages=copy.deepcopy(snapshot),
@@ -240,6 +241,9 @@ class SpeculationEngine:
             spec.record.boundary = "complete"
         except BoundaryReached as b:
             spec.record.boundary, spec.record.boundary_detail = b.kind, b.detail
+            if b.kind == "resource":  # over its bounds: nothing of it may be promoted, and the disk is freed
+                spec.overlay.discard()
+                spec.overlay = None
         except MaxTurnsReached as e:
             spec.record.boundary = "max_messages" if "messages" in str(e) else "max_turns"
             spec.record.boundary_detail = str(e)
@@ -263,23 +267,13 @@ class SpeculationEngine:
 
     # -- helpers ------------------------------------------------------------------------------------
     def _shell_for(self, overlay: Any) -> tuple[Any, bool, str]:
-        from speculate.fs import LocalShell
+        from speculate.spec.sandbox_shell import NoShell, SandboxShell, bash_sandbox
 
-        want = self.s.cfg.overlay_backend
-        if want != "pure":
-            try:
-                from overlayfs import available_backends
-
-                avail = available_backends()
-            except ImportError:
-                avail = ["pure"]
-            choices = [b for b in ("kernel", "fuse") if b in avail] if want == "auto" else \
-                ([want] if want in avail else [])
-            if choices:
-                from speculate.spec.sandbox_shell import SandboxShell
-
-                return SandboxShell(overlay, choices[0]), True, choices[0]
-        return LocalShell(self.s.project), False, "pure"
+        box = bash_sandbox(self.s.cfg.overlay_backend)
+        self.bash_line = box.line
+        if box.backend is None:
+            return NoShell(box.line), False, "pure"
+        return SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits), True, box.backend
 
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
         if isinstance(e, ResponseDone):

@@ -51,7 +51,7 @@ class SpeculationRecord:
     suggestion: str = ""
     outcome: str = ""  # accepted | aborted | error | conflict
     reason: str = ""
-    boundary: str = ""  # complete | edit | bash | denied_tool | max_turns | max_messages | ""
+    boundary: str = ""  # complete | edit | bash | denied_tool | resource | error | max_turns | max_messages
     boundary_detail: str = ""
     completed: bool = False  # the fork had finished (complete or boundary) when accepted/aborted
     duration_s: float = 0.0  # start -> finished (or -> abort)
@@ -67,6 +67,7 @@ class SpeculationRecord:
     cost_usd: float = 0.0
     pipelined: bool = False
     overlay_backend: str = "pure"
+    bash: str = ""  # how speculative Bash ran: "sandboxed (...)" or "off (why)"
 
 
 class EventLog:
@@ -109,6 +110,8 @@ def summarize_records(recs: list[dict[str, Any]]) -> dict[str, Any]:
         "wasted_cost_usd": sum(r["cost_usd"] for r in spec if r["outcome"] != "accepted")
         + sum(r["cost_usd"] for r in sugg if r["outcome"] != "accepted"),
         "cost_usd": sum(r["cost_usd"] for r in recs),
+        # Said once, however many speculations ran: whether speculative Bash was contained, or why it was off.
+        "speculative_bash": sorted({r.get("bash", "") for r in spec} - {""}),
     }
     return out
 

@@ -1,39 +1,98 @@
-"""The Bash shell of a speculative fork when a mounted overlay is available: the command runs in the
-sandbox (merged view at the project path, network cut, /tmp private, timeout), never on the real tree."""
+"""The Bash shell of a speculative fork: every command in the sandbox (:mod:`overlayfs.sandbox`), never on
+the real tree. Where the sandbox cannot be built (no mount backend, no bubblewrap, no user namespaces,
+no seccomp) there is no speculative Bash at all: :func:`bash_sandbox` says why, and the fork's gate
+stops at every Bash call."""
 
 from __future__ import annotations
 
-import threading
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from speculate import ShellResult
+from speculate.agent import BoundaryReached
+
+
+@dataclass(frozen=True)
+class BashSandbox:
+    """Whether speculative Bash can run here, on which backend, and the one line that says so."""
+
+    backend: str | None  # None: speculative Bash is off
+    line: str
+
+    @property
+    def available(self) -> bool:
+        return self.backend is not None
+
+
+@functools.cache
+def bash_sandbox(want: str = "auto") -> BashSandbox:
+    """Probe once per backend choice ("auto", "kernel", "fuse", "fuse-overlayfs" or "pure")."""
+    off = "off ({}): a speculation stops before any Bash command"
+    if want == "pure":
+        return BashSandbox(None, off.format("the pure overlay was chosen, which cannot be mounted"))
+    try:
+        from overlayfs.mount import available_backends, unavailable_reason
+        from overlayfs.sandbox import landlock_abi, sandbox_problem
+    except ImportError as e:  # overlayfs always imports; this guards a broken install only
+        return BashSandbox(None, off.format(f"overlayfs is not importable: {e}"))
+    avail = available_backends()
+    choices = [b for b in ("kernel", "fuse") if b in avail] if want == "auto" else \
+        ([want] if want in avail else [])
+    if not choices:
+        why = "; ".join(f"{b}: {unavailable_reason(b)}" for b in (("kernel", "fuse") if want == "auto"
+                                                                  else (want,)))
+        return BashSandbox(None, off.format(f"no mount backend: {why}"))
+    problem = sandbox_problem()
+    if problem is not None:
+        return BashSandbox(None, off.format(problem))
+    abi = landlock_abi()
+    layers = "bubblewrap, user namespace, seccomp" + (f", Landlock ABI {abi}" if abi else ", no Landlock")
+    return BashSandbox(choices[0], f"sandboxed ({choices[0]} overlay; {layers})")
 
 
 class SandboxShell:
-    def __init__(self, overlay: Any, backend: str) -> None:
+    """Runs each command with :func:`overlayfs.sandbox.run_sandboxed`; cancellation kills it at once."""
+
+    def __init__(self, overlay: Any, backend: str, *, limits: Any = None) -> None:
         self.overlay = overlay
         self.backend = backend
+        self.limits = limits
 
     async def run(self, command: str, *, timeout: float) -> ShellResult:
-        from overlayfs.sandbox import run_sandboxed
+        from overlayfs.sandbox import CancelToken, run_sandboxed
 
-        cancel = threading.Event()
+        token = CancelToken()
 
         async def kill_on_cancel() -> None:
             try:
                 await trio.sleep_forever()
             finally:
-                cancel.set()
+                token.cancel()  # kills the sandbox now; after a normal return it is a no-op
 
-        # The worker thread is not abandoned on cancellation: the watcher sets ``cancel``, the sandbox is
-        # killed within ~50 ms, and only then does this return, so an aborted speculation never leaves a
-        # command writing into an overlay that is being discarded.
+        # The worker thread is not abandoned on cancellation: the watcher kills the sandbox, and only when
+        # the thread has returned does this return, so an aborted speculation never leaves a command
+        # writing into an overlay that is being discarded.
         async with trio.open_nursery() as nursery:
             nursery.start_soon(kill_on_cancel)
             out = await trio.to_thread.run_sync(
                 lambda: run_sandboxed(self.overlay, command, timeout=timeout, backend=self.backend,
-                                      cancel=cancel))
+                                      cancel=token, limits=self.limits))
             nursery.cancel_scope.cancel()
+        if out.limit is not None:
+            raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
+        if out.backend_failed is not None:
+            raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
         return ShellResult(out.stdout, out.stderr, out.exit_code, out.timed_out)
+
+
+class NoShell:
+    """The fork's shell where no sandbox can be built; the gate stops before it, this is the backstop."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    async def run(self, command: str, *, timeout: float) -> ShellResult:
+        raise BoundaryReached("bash", f"{command!r}: speculative Bash is {self.why}")

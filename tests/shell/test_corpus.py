@@ -97,3 +97,21 @@ def test_zero_risky_classified_safe(project: Path) -> None:
         if label == "risky" and classify(cmd.replace(ROOT_MARK, str(project)), project_root=str(project)).sandboxable
     ]
     assert leaks == []
+
+
+def test_without_the_sandbox_nothing_that_runs_code_is_sandboxable(project: Path) -> None:
+    """Interpreters, build tools and project scripts are sandboxable only because the full sandbox
+    contains them; judged without it, every one of them is risky, and plain file writes stay as they were."""
+    runs_code = []
+    for label, cmd in CASES:
+        if label != "sandboxable":
+            continue
+        cmd = cmd.replace(ROOT_MARK, str(project))
+        full = classify(cmd, project_root=str(project))
+        bare = classify(cmd, project_root=str(project), full_sandbox=False)
+        if bare != full:  # only code that nothing would contain changes verdict
+            runs_code.append(cmd)
+            assert not bare.sandboxable and "no sandbox contains it" in bare.reason, (cmd, bare.reason)
+    assert len(runs_code) >= 20  # the corpus really exercises interpreters and build tools
+    for cmd in ("python3 -c 'import os'", "pytest -q", "make test", "node x.js", "perl -e 1"):
+        assert not classify(cmd, project_root=str(project), full_sandbox=False).sandboxable, cmd

@@ -1,0 +1,33 @@
+"""The sandbox for untrusted commands (speculative Bash): bubblewrap, seccomp, Landlock and limits.
+
+:func:`run_in_overlay` / :func:`run_sandboxed` run a command with the merged view of an overlay at the
+project's own path; nothing else it can write reaches the host (see docs/security.md). Parts:
+:mod:`.policy` (limits, availability, the bwrap command line), :mod:`.seccomp` (the syscall filter),
+:mod:`.limits` (cgroups, the upper layer's bound), :mod:`._inner` (rlimits and Landlock, in the sandbox),
+:mod:`.run` (the runner, cancel, backend failure).
+"""
+
+from overlayfs.sandbox.policy import SandboxLimits, landlock_abi, sandbox_env, sandbox_problem
+from overlayfs.sandbox.run import (
+    BACKEND_FAILED_EXIT,
+    TIMEOUT_EXIT,
+    CancelToken,
+    SandboxResult,
+    SandboxUnavailable,
+    run_in_overlay,
+    run_sandboxed,
+)
+
+__all__ = [
+    "BACKEND_FAILED_EXIT",
+    "TIMEOUT_EXIT",
+    "CancelToken",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "landlock_abi",
+    "run_in_overlay",
+    "run_sandboxed",
+    "sandbox_env",
+    "sandbox_problem",
+]

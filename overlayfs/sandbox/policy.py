@@ -1,0 +1,133 @@
+"""What the sandbox is: its limits, whether it can be built here, and the bubblewrap command that builds it.
+
+Every command runs under bubblewrap in new user, PID, IPC, UTS, cgroup and (unless asked) network
+namespaces, with no capabilities, no_new_privs, a new session, a read-only root, a fresh minimal /dev
+and /proc, private size-limited tmpfs on /tmp, /var/tmp and /run, and the merged view bound read-write
+at the project's own path. The seccomp filter (:mod:`.seccomp`) is loaded by bwrap just before the
+command; Landlock and the per-process rlimits are applied by :mod:`._inner`, the last step before exec.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+INNER = Path(__file__).with_name("_inner.py")
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")  # tmpfs in the sandbox: host sockets and files hidden
+GiB, MiB = 1 << 30, 1 << 20
+# Environment variables never passed into the sandbox: a command could copy them into the project,
+# and the project is promoted on acceptance.
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|AUTH|SESSION)", re.I)
+_DROP_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "GH_", "GITHUB_", "SSH_",
+                  "GPG_", "DBUS_", "XDG_RUNTIME", "DISPLAY", "WAYLAND_")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxLimits:
+    """Bounds on one sandboxed command (and, for ``upper_bytes``, on the whole speculation's upper layer).
+
+    ``processes`` and ``memory_bytes`` use a cgroup where this process may make one (root with a writable
+    cgroupfs) and per-process rlimits otherwise; root ignores RLIMIT_NPROC, so without a cgroup the
+    process bound is reported as not enforced. ``tmp_bytes`` sizes each private tmpfs.
+    """
+
+    processes: int = 512
+    memory_bytes: int = 4 * GiB
+    cpu_seconds: int = 600
+    upper_bytes: int = 1 * GiB
+    tmp_bytes: int = 512 * MiB
+    open_files: int = 4096
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"sandbox limit {name} must be a positive integer, got {value!r}")
+
+
+@functools.cache
+def sandbox_problem() -> str | None:
+    """None if the full sandbox (bwrap, user namespaces, seccomp) works here, else a sentence why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    try:
+        from overlayfs.sandbox.seccomp import SeccompUnavailable, filter_bpf
+
+        filter_bpf()
+    except SeccompUnavailable as e:
+        return str(e)
+    try:
+        r = subprocess.run([bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
+                            "--proc", "/proc", "--dev", "/dev", "--", "true"], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bwrap does not start: {e}"
+    if r.returncode != 0:
+        return f"bwrap cannot make user namespaces here: {r.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where it has none (then Landlock is skipped, and said so)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    v = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    return max(int(v), 0)
+
+
+def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment less secrets and host-session handles (agent sockets, displays)."""
+    env = dict(os.environ if base is None else base)
+    return {k: v for k, v in env.items() if not _SECRET.search(k) and not k.startswith(_DROP_PREFIXES)}
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def keep_paths() -> list[str]:
+    """Host paths the sandbox itself needs that a private tmpfs would hide (a venv or checkout in /tmp)."""
+    wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              os.fspath(INNER.resolve().parent.parent.parent)}
+    out = []
+    for p in sorted(wanted):
+        real = os.path.realpath(p)
+        if any(_under(real, d) for d in PRIVATE_DIRS) and os.path.isdir(real):
+            out.append(real)
+    return out
+
+
+def bwrap_argv(*, view: str, target: str, cwd: str, argv: list[str], limits: SandboxLimits,
+               network: bool, seccomp_fd: int, landlock: int) -> list[str]:
+    """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    uid, gid = os.geteuid(), os.getegid()
+    a = [bwrap, "--unshare-user", "--uid", str(uid), "--gid", str(gid), "--disable-userns",
+         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+         *([] if network else ["--unshare-net"]),
+         "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "speculate",
+         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for d in PRIVATE_DIRS:
+        if os.path.isdir(d) and not os.path.islink(d):
+            a += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", d]
+    for p in keep_paths():
+        a += ["--ro-bind", p, p]
+    a += ["--bind", view, target, "--chdir", cwd, "--seccomp", str(seccomp_fd)]
+    inner = {"landlock": landlock, "writable": [target, *PRIVATE_DIRS, "/dev"],
+             "rlimits": {"NPROC": limits.processes, "DATA": limits.memory_bytes, "CPU": limits.cpu_seconds,
+                         "FSIZE": limits.upper_bytes, "NOFILE": limits.open_files, "CORE": 0}}
+    import json
+
+    return [*a, "--", sys.executable, "-I", "-S", os.fspath(INNER), json.dumps(inner), *argv]
+
+
+def describe(limits: SandboxLimits, enforced: dict[str, str]) -> dict[str, Any]:
+    return {"limits": asdict(limits), "enforced": enforced}

@@ -1,0 +1,213 @@
+"""Running a command against the merged view, contained: the sandbox primitive for speculative Bash.
+
+The view is made by the chosen backend (kernel overlayfs mounted inside a private namespace by
+:mod:`overlayfs._nsexec`, or a FUSE mount on the host) and bound at the project's own path inside the
+sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes. A timeout, a cancel, or the upper
+layer crossing its bound kill the sandbox's PID namespace, and with it everything the command started.
+A FUSE server that dies under a command makes the run a backend failure, never exit status 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from overlayfs import kernel
+from overlayfs.mount import Mount, MountError, choose_backend, open_mount
+from overlayfs.sandbox import policy, seccomp
+from overlayfs.sandbox.limits import UpperWatch, open_cgroup
+from overlayfs.sandbox.policy import SandboxLimits
+
+TIMEOUT_EXIT = 124
+BACKEND_FAILED_EXIT = 125
+KILLED_EXIT = 137
+
+
+class SandboxUnavailable(MountError):
+    """The full sandbox cannot be built here (no bwrap, no user namespaces, no seccomp, no mount)."""
+
+
+class SandboxResult(NamedTuple):
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    backend: str = ""
+    limit: str | None = None  # "upper_bytes" when the upper layer crossed its bound (the sandbox was killed)
+    backend_failed: str | None = None  # why the view died under the command
+    enforced: dict[str, str] | None = None  # which mechanism bounds processes, memory, writes
+    cancelled: bool = False
+
+
+class CancelToken:
+    """Thread-safe: :meth:`cancel` kills the running sandbox at once (no polling), or the next one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            if self._proc is not None:
+                _kill(self._proc)
+
+    def _attach(self, proc: subprocess.Popen[bytes] | None) -> bool:
+        with self._lock:
+            self._proc = proc
+            if proc is not None and self.cancelled:
+                _kill(proc)
+            return self.cancelled
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    # The process group is bwrap's; bwrap's PID 1 dies with it (--die-with-parent), and with PID 1 the
+    # whole PID namespace.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _check_args(ov: kernel.Layers, argv: list[str], timeout: float, cwd: str | os.PathLike[str] | None
+                ) -> tuple[str, str]:
+    if not argv:
+        raise ValueError("argv is empty: nothing to run")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    target = os.fspath(Path(ov.lower).absolute())
+    if target == "/":
+        raise ValueError("the project cannot be the root directory")
+    workdir = os.fspath(Path(cwd).absolute()) if cwd is not None else target
+    if workdir != target and not workdir.startswith(target.rstrip("/") + "/"):
+        raise ValueError(f"cwd {workdir!r} is outside the project {target!r}")
+    return target, workdir
+
+
+def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
+                   cwd: str | os.PathLike[str] | None = None, network: bool = False, backend: str = "auto",
+                   mount: Mount | None = None, env: dict[str, str] | None = None, stdin: bytes | None = None,
+                   cancel: CancelToken | None = None, limits: SandboxLimits | None = None) -> SandboxResult:
+    """Run ``argv`` in the sandbox with the merged view of ``ov`` at ``ov.lower``'s own path; blocks.
+
+    ``cwd`` defaults to the project root and must lie inside it. ``backend`` is "auto", "kernel", "fuse"
+    or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it.
+    ``env`` defaults to this process's environment less secrets (:func:`policy.sandbox_env`). The chosen
+    backend is recorded as ``ov.last_backend``. Raises SandboxUnavailable where the sandbox cannot be built.
+    """
+    target, workdir = _check_args(ov, argv, timeout, cwd)
+    limits = limits or SandboxLimits()
+    chosen = mount.backend if mount is not None else choose_backend(backend)
+    if chosen == "pure":
+        raise SandboxUnavailable("no mountable backend here: speculative Bash cannot run")
+    why = policy.sandbox_problem()
+    if why is not None:
+        raise SandboxUnavailable(f"the sandbox cannot be built here: {why}")
+    with contextlib.suppress(AttributeError):
+        ov.last_backend = chosen  # type: ignore[misc]
+    with contextlib.ExitStack() as stack:
+        snap, m = None, mount
+        if m is None and chosen != "kernel":
+            m = open_mount(ov, chosen)
+            stack.callback(m.close)
+        if chosen == "kernel" and m is None:
+            Path(ov.workdir).mkdir(parents=True, exist_ok=True)
+            source = kernel.overlay_source(ov)
+            view = target  # mounted over the project path in stage one's namespace
+            snap = kernel.snapshot(Path(ov.lower))
+        else:
+            assert m is not None
+            source, view = {}, os.fspath(m.root)
+        cg = stack.enter_context(open_cgroup(processes=limits.processes, memory_bytes=limits.memory_bytes))
+        fd = seccomp.filter_fd()
+        stack.callback(os.close, fd)
+        inner = policy.bwrap_argv(view=view, target=target, cwd=workdir, argv=list(argv), limits=limits,
+                                  network=network, seccomp_fd=fd, landlock=policy.landlock_abi())
+        spec = {"cgroups": cg.procs, "target": target, "source": source, "argv": inner}
+        token = cancel or CancelToken()
+        proc_env = policy.sandbox_env() if env is None else env
+        with UpperWatch(os.fspath(ov.upper), limits.upper_bytes, token.cancel) as watch:
+            out, err, code, timed_out = _run(kernel.nsexec_argv(spec), timeout=timeout, env=proc_env,
+                                             stdin=stdin, token=token, pass_fds=(fd,))
+        failed = _backend_failure(m) if m is not None else None
+        if snap is not None:
+            kernel.record_session(ov, snap)
+    enforced = {**cg.enforced, "writes": f"upper layer <= {limits.upper_bytes} bytes (polled), "
+                f"RLIMIT_FSIZE={limits.upper_bytes}", "landlock": f"ABI {policy.landlock_abi()}"}
+    limit = "upper_bytes" if watch.exceeded else None
+    cancelled = token.cancelled and not watch.exceeded and not timed_out
+    if failed is not None:
+        err += f"\nsandbox: the overlay backend failed under the command: {failed}\n"
+        code = BACKEND_FAILED_EXIT if code == 0 else code
+    elif limit is not None:
+        err += f"\nsandbox: killed: the speculation's upper layer passed {limits.upper_bytes} bytes\n"
+    return SandboxResult(out, err, code, timed_out, chosen, limit, failed, enforced, cancelled)
+
+
+def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: str = "auto",
+                  cwd: str | os.PathLike[str] | None = None, cancel: CancelToken | None = None,
+                  limits: SandboxLimits | None = None, mount: Mount | None = None) -> SandboxResult:
+    """Run a shell command line as speculative Bash would: ``bash -c command`` inside the sandbox.
+
+    A command killed by the timeout has exit code 124; :meth:`CancelToken.cancel` (from any thread) kills
+    the sandbox at once.
+    """
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    return run_in_overlay(ov, [shell, "-c", command], timeout=timeout, backend=backend, cwd=cwd,
+                          cancel=cancel, limits=limits, mount=mount)
+
+
+def _backend_failure(m: Mount) -> str | None:
+    """Why the mount under the command is no longer serving, or None if it is."""
+    proc = m._proc
+    if proc is not None and proc.poll() is not None:
+        return f"the FUSE server exited with status {proc.returncode}"
+    try:
+        os.stat(m.root)
+    except OSError as e:
+        return f"the mount at {m.root} does not answer: {e.strerror}"
+    return None
+
+
+def _run(argv: list[str], *, timeout: float, env: dict[str, str] | None, stdin: bytes | None,
+         token: CancelToken, pass_fds: tuple[int, ...]) -> tuple[str, str, int, bool]:
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                            pass_fds=pass_fds)
+    token._attach(proc)
+    timed_out = False
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()
+        timed_out = True
+    finally:
+        token._attach(None)
+    code = TIMEOUT_EXIT if timed_out else proc.returncode
+    if code < 0:
+        code = 128 - code  # killed by a signal, as a shell reports it
+    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code, timed_out
+
+
+def wait_cancel_latency(ov: kernel.Layers, *, backend: str, delay: float = 0.3) -> float:
+    """Seconds from :meth:`CancelToken.cancel` to the return of a running sandboxed command (benchmarks)."""
+    token = CancelToken()
+    t: list[float] = []
+
+    def fire() -> None:
+        time.sleep(delay)
+        t.append(time.perf_counter())
+        token.cancel()
+
+    th = threading.Thread(target=fire)
+    th.start()
+    run_sandboxed(ov, "sleep 30", timeout=60, backend=backend, cancel=token)
+    end = time.perf_counter()
+    th.join()
+    return end - t[0]
