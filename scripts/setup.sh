@@ -10,8 +10,10 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 
 # System packages: FUSE (pyfuse3 builds against libfuse3), fuse-overlayfs (the reference C overlay in the
-# benchmarks), ripgrep (Grep's fast path), tmux (the REPL's end-to-end tests), util-linux's unshare.
-SYS_PKGS=(fuse3 libfuse3-dev pkg-config fuse-overlayfs ripgrep tmux util-linux gcc python3-dev)
+# benchmarks), ripgrep (Grep's fast path), tmux (the REPL's end-to-end tests), util-linux's unshare and
+# setpriv (the escape tests as a normal user), bubblewrap and libseccomp2 (the speculation sandbox).
+SYS_PKGS=(fuse3 libfuse3-dev pkg-config fuse-overlayfs ripgrep tmux util-linux gcc python3-dev bubblewrap
+          libseccomp2)
 missing=()
 for p in "${SYS_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
