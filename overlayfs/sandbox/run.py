@@ -151,7 +151,8 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
 
 def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: str = "auto",
                   cwd: str | os.PathLike[str] | None = None, cancel: CancelToken | None = None,
-                  limits: SandboxLimits | None = None, mount: Mount | None = None) -> SandboxResult:
+                  limits: SandboxLimits | None = None, mount: Mount | None = None,
+                  env: dict[str, str] | None = None) -> SandboxResult:
     """Run a shell command line as speculative Bash would: ``bash -c command`` inside the sandbox.
 
     A command killed by the timeout has exit code 124; :meth:`CancelToken.cancel` (from any thread) kills
@@ -159,7 +160,7 @@ def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: s
     """
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
     return run_in_overlay(ov, [shell, "-c", command], timeout=timeout, backend=backend, cwd=cwd,
-                          cancel=cancel, limits=limits, mount=mount)
+                          cancel=cancel, limits=limits, mount=mount, env=env)
 
 
 def _backend_failure(m: Mount) -> str | None:

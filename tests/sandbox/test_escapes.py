@@ -1,0 +1,110 @@
+"""The escape suite: every attempt of :mod:`tests.sandbox.escapes` on every backend, as root and as a
+normal user (uid 65534 through ``setpriv``), plus the control that shows the checks catch a real escape."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from overlayfs.sandbox import sandbox_problem
+from tests.mount.conftest import backend_params, require
+from tests.sandbox.escapes import ATTEMPTS, CONTROL, Outcome, run_all
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = backend_params("kernel", "fuse", "fuse-overlayfs")
+AREAS = {"writes", "mounts", "namespaces", "processes", "ipc", "network", "links", "devices", "exhaustion"}
+NOBODY = 65534
+
+
+def _failures(out: list[Outcome]) -> str:
+    return "\n".join(f"{o.name} ({o.area}): {o.why}\n    output: {o.output[-300:]!r}" for o in out
+                     if not o.contained)
+
+
+def test_the_suite_covers_every_area() -> None:
+    assert len(ATTEMPTS) >= 40
+    assert {a.area for a in ATTEMPTS} == AREAS
+    assert len({a.name for a in ATTEMPTS}) == len(ATTEMPTS)
+
+
+@pytest.mark.slow
+@pytest.mark.privileged
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_escape_is_contained_as_root(backend: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root; test_every_escape_is_contained_as_a_normal_user runs as this user")
+    require(backend)
+    assert sandbox_problem() is None, sandbox_problem()
+    out = run_all(backend)
+    assert len(out) == len(ATTEMPTS)
+    assert all(o.contained for o in out), _failures(out)
+
+
+def _as_nobody(code: str, base: Path) -> subprocess.CompletedProcess[str]:
+    """Run Python ``code`` as uid 65534 with the repository importable (the venv's interpreter may live
+    in root's home, which that user cannot read: Debian's python3 runs it)."""
+    site = next(Path(REPO, ".venv", "lib").glob("python3*/site-packages"), None)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.fspath(base), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.pathsep.join([os.fspath(REPO), *([os.fspath(site)] if site else [])]),
+           "SPECULATE_ESCAPE_BASE": os.fspath(base)}
+    return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                           "/usr/bin/python3", "-c", code], env=env, cwd=base, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_escape_is_contained_as_a_normal_user(backend: str) -> None:
+    if os.geteuid() != 0:  # already a normal user
+        require(backend)
+        out = run_all(backend)
+        assert all(o.contained for o in out), _failures(out)
+        return
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed: cannot drop to a normal user")
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
+    if probe.returncode != 0:
+        pytest.skip("/usr/bin/python3 is missing or older than 3.11: no interpreter a normal user can run")
+    base = Path(tempfile.mkdtemp(prefix="speculate-escape-user-", dir="/var/lib"))
+    try:
+        os.chown(base, NOBODY, NOBODY)
+        why = _as_nobody("import sys; from overlayfs.mount import unavailable_reason; "
+                         "from overlayfs.sandbox import sandbox_problem; "
+                         f"print(unavailable_reason({backend!r}) or sandbox_problem() or '')", base)
+        if why.returncode != 0:
+            pytest.skip(f"the repository is not importable by uid {NOBODY}: {why.stderr.strip()[-300:]}")
+        if why.stdout.strip():
+            pytest.skip(f"backend {backend} unavailable to uid {NOBODY}: {why.stdout.strip()}")
+        r = _as_nobody(f"import json, sys; from dataclasses import asdict; from tests.sandbox.escapes import "
+                       f"run_all; json.dump([asdict(o) for o in run_all({backend!r})], sys.stdout)", base)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out = [Outcome(**o) for o in json.loads(r.stdout)]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert len(out) == len(ATTEMPTS)
+    assert all(o.contained for o in out), _failures(out)
+
+
+def test_the_checks_catch_an_escape_when_there_is_no_sandbox() -> None:
+    """The control: the same attempts run with plain bash must be flagged, or the suite proves nothing."""
+    out = {o.name: o for o in run_all("none")}
+    needs_root = {"etc", "var-lib", "symlink-out", "proc-self-root", "dev-fd-dotdot"}
+    expected = set(CONTROL) if os.geteuid() == 0 else set(CONTROL) - needs_root
+    caught = {name for name, o in out.items() if not o.contained}
+    assert caught >= expected, {n: out[n].why for n in expected - caught}
+    assert not any(Path("/etc").glob("speculate-escape-*")), "the control left a file in /etc"
+
+
+def test_escape_runner_is_usable_as_a_script() -> None:
+    r = subprocess.run([sys.executable, "-m", "tests.sandbox.escapes", "--backend", "none", "--only", "bashrc"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    [o] = json.loads(r.stdout)
+    assert o["name"] == "bashrc" and not o["contained"] and "changed on the host" in o["why"]
