@@ -62,6 +62,7 @@ class SandboxShell:
         self.limits = limits
 
     async def run(self, command: str, *, timeout: float) -> ShellResult:
+        from overlayfs.mount import MountError
         from overlayfs.sandbox import CancelToken, run_sandboxed
 
         token = CancelToken()
@@ -75,12 +76,15 @@ class SandboxShell:
         # The worker thread is not abandoned on cancellation: the watcher kills the sandbox, and only when
         # the thread has returned does this return, so an aborted speculation never leaves a command
         # writing into an overlay that is being discarded.
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(kill_on_cancel)
-            out = await trio.to_thread.run_sync(
-                lambda: run_sandboxed(self.overlay, command, timeout=timeout, backend=self.backend,
-                                      cancel=token, limits=self.limits))
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill_on_cancel)
+                out = await trio.to_thread.run_sync(
+                    lambda: run_sandboxed(self.overlay, command, timeout=timeout, backend=self.backend,
+                                          cancel=token, limits=self.limits))
+                nursery.cancel_scope.cancel()
+        except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
+            raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e
         if out.limit is not None:
             raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
         if out.backend_failed is not None:

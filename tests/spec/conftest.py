@@ -80,6 +80,32 @@ turns:
 """
 
 
+# Speculative Bash under the sandbox: read-only (runs nowhere without a sandbox), writing past the upper
+# layer's bound, and sleeping long enough for its FUSE server to be killed under it.
+SANDBOXED = """
+name: engine-sandboxed
+description: speculative Bash commands that meet the sandbox's rules
+turns:
+  - prompt: "show the files for {next}"
+    steps:
+      - tools:
+          - Read: {file_path: "{root}/a.txt"}
+      - text: "a.txt is there."
+    suggestion: "{next}"
+  - prompt: "{next}"
+    steps:
+      - tools:
+          - Bash: {command: "{command}"}
+      - text: "Done."
+    suggestion: null
+"""
+SANDBOXED_COMMANDS = {
+    "cat a with bash": "cat a.txt",
+    "write big files": "; ".join(f"head -c 3000000 /dev/zero > big{i}; sleep 0.2" for i in range(1, 9)),
+    "sleep then read": "sleep 1.5; cat a.txt; echo read-done",
+}
+
+
 def tree_hash(root: Path) -> str:
     """The benchmark's canary hash of a real tree (paths, modes, contents, links, empty dirs)."""
     return canary_hash(manifest(root))
@@ -97,7 +123,10 @@ def make_project(tmp: Path) -> Path:
 async def engine_session(root: Path, *, time_scale: float = 0.02, ask: Any = None,
                          events: list | None = None, **cfg: Any) -> AsyncIterator[tuple[Session, SimServer]]:
     sink: Callable[[Any], None] = events.append if events is not None else (lambda e: None)
-    with SimServer([parse_scenario(SCENARIO), parse_scenario(SLEEPER)], time_scale=time_scale) as sim:
+    extra = [parse_scenario(SANDBOXED.replace("engine-sandboxed", f"engine-sandboxed-{i}")
+                            .replace("{next}", nxt).replace("{command}", cmd))
+             for i, (nxt, cmd) in enumerate(SANDBOXED_COMMANDS.items())]
+    with SimServer([parse_scenario(SCENARIO), parse_scenario(SLEEPER), *extra], time_scale=time_scale) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
             config = SessionConfig(project=root, model=model, events_path=root.parent / "events.jsonl", **cfg)
             async with open_session(config, ask=ask, on_event=sink) as s:

@@ -1,0 +1,141 @@
+"""What the sandbox does with ordinary commands: the classifier's sandboxable corpus run for real with the
+host unchanged, a FUSE server killed under a command, the upper-layer bound, secrets kept out, cancel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from overlayfs import Overlay
+from overlayfs.mount import open_mount
+from overlayfs.sandbox import BACKEND_FAILED_EXIT, CancelToken, SandboxLimits, run_sandboxed, sandbox_problem
+from tests.mount.conftest import require
+from tests.sandbox.escapes import digest
+from tests.shell.test_corpus import CASES, ROOT_MARK, build_project
+
+SANDBOXABLE = [cmd for label, cmd in CASES if label == "sandboxable"]
+
+
+@pytest.fixture(scope="module")
+def visible_base() -> Iterator[Path]:
+    """Outside /tmp and /var/tmp (private in the sandbox), so the project and home are the real ones."""
+    parent = Path("/var/lib") if os.access("/var/lib", os.W_OK) else Path.home() / ".cache"
+    parent.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="speculate-contained-", dir=parent))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _backend() -> str:
+    for b in ("kernel", "fuse"):
+        try:
+            require(b)
+        except pytest.skip.Exception:
+            continue
+        return b
+    pytest.skip("no mount backend here")
+
+
+@pytest.mark.slow
+def test_the_sandboxable_corpus_runs_with_the_host_unchanged(visible_base: Path) -> None:
+    backend = _backend()
+    if sandbox_problem() is not None:
+        pytest.skip(f"no sandbox here: {sandbox_problem()}")
+    project = build_project(visible_base / "corpus" / "proj")
+    home = visible_base / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("# mine\n")
+    watched = [project, home, Path("/etc"), Path("/usr/local/bin")]
+
+    def names(p: Path) -> list[str]:  # /etc and /usr/local/bin: their entries (contents are large)
+        return sorted(os.listdir(p))
+
+    before = {p: digest(os.fspath(p)) if p in (project, home) else names(p) for p in watched}
+    assert len(SANDBOXABLE) >= 100
+    ran = 0
+    for cmd in SANDBOXABLE:
+        ov = Overlay(project)
+        try:
+            r = run_sandboxed(ov, cmd.replace(ROOT_MARK, str(project)), timeout=5, backend=backend,
+                              env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.fspath(home)})
+        finally:
+            ov.discard()
+        assert r.limit is None and r.backend_failed is None, (cmd, r)
+        ran += 1
+        after = {p: digest(os.fspath(p)) if p in (project, home) else names(p) for p in watched}
+        assert after == before, f"{cmd!r} changed the host: {[str(p) for p in watched if after[p] != before[p]]}"
+    assert ran == len(SANDBOXABLE)
+
+
+@pytest.fixture
+def project(visible_base: Path, tmp_path: Path) -> Path:
+    root = Path(tempfile.mkdtemp(dir=visible_base)) / "proj"
+    root.mkdir()
+    (root / "README.md").write_text("# hi\n")
+    return root
+
+
+@pytest.mark.fuse
+def test_a_killed_fuse_server_is_a_backend_failure_not_exit_0(project: Path) -> None:
+    require("fuse")
+    ov = Overlay(project)
+    m = open_mount(ov, "fuse")
+    try:
+        assert m._proc is not None
+        killer = threading.Timer(0.5, m._proc.kill)
+        killer.start()
+        r = run_sandboxed(ov, "sleep 1.5; cat README.md; ls; echo still-here", timeout=30, mount=m)
+        killer.join()
+    finally:
+        m.close()
+        ov.discard()
+    assert "still-here" in r.stdout  # the shell itself carried on and would have said 0
+    assert r.backend_failed is not None and "exited" in r.backend_failed
+    assert r.exit_code == BACKEND_FAILED_EXIT
+    assert "backend failed" in r.stderr
+
+
+@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+def test_environment_secrets_do_not_enter(backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require(backend)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-never-inside")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-never-inside")
+    monkeypatch.setenv("SPECULATE_HARMLESS", "kept")
+    ov = Overlay(project)
+    try:
+        r = run_sandboxed(ov, "env", timeout=20, backend=backend)
+    finally:
+        ov.discard()
+    assert "SPECULATE_HARMLESS=kept" in r.stdout
+    assert "never-inside" not in r.stdout
+
+
+@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+def test_cancel_kills_at_once_and_is_reported(backend: str, project: Path) -> None:
+    require(backend)
+    ov = Overlay(project)
+    token = CancelToken()
+    threading.Timer(0.3, token.cancel).start()
+    t0 = time.monotonic()
+    try:
+        r = run_sandboxed(ov, "sleep 30; echo late > late.txt", timeout=60, backend=backend, cancel=token)
+    finally:
+        changes = ov.changes()
+        ov.discard()
+    assert r.cancelled and not r.timed_out and r.exit_code != 0
+    assert time.monotonic() - t0 < 10  # killed, not waited for
+    assert changes == []
+
+
+def test_limits_are_checked() -> None:
+    with pytest.raises(ValueError, match="upper_bytes"):
+        SandboxLimits(upper_bytes=0)
+    with pytest.raises(ValueError, match="processes"):
+        SandboxLimits(processes=-1)
