@@ -9,6 +9,7 @@ USAGE = """usage: speculate [repl] [DIR] [options]      the interactive REPL (de
        speculate bench [--quick] [options]     speculative vs plain benchmark (README's main job)
        speculate sim serve [--port 0] ...      the embedded Messages-API simulator
        speculate check-bash "CMD"              classify a shell command (JSON)
+       speculate sandbox run [opts] -- CMD     run CMD as speculative Bash would, in a throwaway overlay
        speculate stats EVENTS.jsonl            summarise a session's speculation events
        speculate --help | --version
 """
@@ -42,6 +43,12 @@ def _check_bash(argv: list[str]) -> int:
     return check_bash_main(argv)
 
 
+def _sandbox(argv: list[str]) -> int:
+    from overlayfs.sandbox.cli import sandbox_main
+
+    return sandbox_main(argv)
+
+
 def _stats(argv: list[str]) -> int:
     from speculate.spec.stats import stats_main
 
@@ -50,6 +57,7 @@ def _stats(argv: list[str]) -> int:
 
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "repl": _repl, "bench": _bench, "sim": _sim, "check-bash": _check_bash, "stats": _stats,
+    "sandbox": _sandbox,
 }
 
 

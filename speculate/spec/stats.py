@@ -31,5 +31,9 @@ def stats_main(argv: list[str]) -> int:
             print(f"speculate stats: {path}:{n}: not an event record", file=sys.stderr)
             return 2
         recs.append(rec)
-    print(json.dumps(summarize_records(recs), indent=2))
+    summary = summarize_records(recs)
+    for line in summary["speculative_bash"]:
+        if line.startswith("off"):  # once, however many speculations it held back
+            print(f"speculate stats: speculative Bash was {line}", file=sys.stderr)
+    print(json.dumps(summary, indent=2))
     return 0

@@ -46,6 +46,7 @@ def test_line_mode_without_speculation_runs_the_script(project: Path, tmp_path: 
     assert "off-by-one" in out and "✓ Grep(def paginate)" in out
     assert "[suggestion] fix it and add a regression test" in out
     assert "Full suite" in out and "speculation accepted" not in out
+    assert "speculative Bash" not in out  # no speculation, nothing to say about its sandbox
     # Permission prompts in line mode: an unclear answer asks again; Bash ran after "always" and "y".
     assert out.count("allow Bash(python -m pytest -q tests/test_pager.py)? [y/n/always]") == 2
     assert "allow Bash(python -m pytest -q)? [y/n/always] y" in out
@@ -60,6 +61,9 @@ def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
              stdin="/accept\n/accept\n/stats\n", tmp=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "speculation accepted" in r.stdout
+    from speculate.spec.sandbox_shell import bash_sandbox
+
+    assert r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
     assert "accepted_turns" in r.stdout

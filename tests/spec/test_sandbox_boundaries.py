@@ -13,6 +13,7 @@ import trio
 from overlayfs.mount import MNT_PREFIX
 from overlayfs.sandbox import SandboxLimits
 from speculate.spec.sandbox_shell import bash_sandbox
+from speculate.spec.stats import stats_main
 
 from .conftest import engine_session, make_project, tree_hash
 
@@ -25,7 +26,8 @@ def _need_sandbox(backend: str = "auto") -> str:
     return box.backend
 
 
-def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(tmp_path: Path) -> None:
+def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     root = make_project(tmp_path)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     before = tree_hash(root)
@@ -40,8 +42,13 @@ def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(tmp_path: Path
             assert rec.tools_run == 0  # nothing ran, not even `cat`
             assert rec.bash.startswith("off (") and "pure" in rec.bash
             assert tree_hash(root) == before
+            await s.engine.ignore()
+            await s.submit("cat a with bash")  # a second speculation-free turn: still said only once
 
     trio.run(main)
+    assert stats_main([str(root.parent / "events.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("speculate stats: speculative Bash was off (") and "pure" in err[0]
 
 
 def test_writing_past_the_upper_bound_is_a_resource_boundary(tmp_path: Path) -> None:

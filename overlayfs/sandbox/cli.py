@@ -1,0 +1,60 @@
+"""``speculate sandbox run [options] -- CMD``: run CMD exactly as speculative Bash would, in a fresh overlay of
+a project, print its output and a JSON summary (exit, backend, limits hit, the overlay's changes), then
+discard the overlay. The project itself is never changed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+USAGE = "speculate sandbox run [--backend auto|kernel|fuse|fuse-overlayfs] [--project DIR] [--timeout S] -- CMD"
+
+
+def sandbox_main(argv: list[str]) -> int:
+    if not argv or argv[0] != "run":
+        print(f"usage: {USAGE}", file=sys.stderr)
+        return 2
+    ap = argparse.ArgumentParser(prog="speculate sandbox run", description=__doc__)
+    ap.add_argument("--backend", default="auto", choices=["auto", "kernel", "fuse", "fuse-overlayfs"])
+    ap.add_argument("--project", type=Path, default=Path.cwd(), help="the project (default: the current directory)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    ap.add_argument("--upper-bytes", type=int, default=None, help="bound on the overlay's writes (default 1 GiB)")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="the shell command, after --")
+    a = ap.parse_args(argv[1:])
+    words = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not words:
+        ap.error("no command given: speculate sandbox run -- CMD")
+    if not a.project.is_dir():
+        ap.error(f"--project {str(a.project)!r} is not a directory")
+    if a.timeout <= 0:
+        ap.error(f"--timeout must be positive, not {a.timeout}")
+
+    from overlayfs import Overlay
+    from overlayfs.sandbox import SandboxLimits, SandboxUnavailable, run_sandboxed
+
+    try:
+        limits = SandboxLimits(**({"upper_bytes": a.upper_bytes} if a.upper_bytes is not None else {}))
+    except ValueError as e:
+        ap.error(str(e))
+    ov = Overlay(a.project)
+    try:
+        t0 = time.perf_counter()
+        try:
+            r = run_sandboxed(ov, " ".join(words), timeout=a.timeout, backend=a.backend, limits=limits)
+        except SandboxUnavailable as e:
+            print(f"speculate sandbox: {e}", file=sys.stderr)
+            return 3
+        elapsed = time.perf_counter() - t0
+        changes = [{"path": c.path, "kind": c.kind, "type": c.type} for c in ov.changes()]
+    finally:
+        ov.discard()
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
+    summary = {"exit": r.exit_code, "backend": r.backend, "timed_out": r.timed_out, "limit": r.limit,
+               "backend_failed": r.backend_failed, "seconds": round(elapsed, 4), "enforced": r.enforced,
+               "changes": changes, "project": str(ov.lower), "discarded": True}
+    print(json.dumps(summary, indent=2))
+    return r.exit_code

@@ -1,0 +1,63 @@
+"""``speculate sandbox run``: the command's output, a JSON summary, the project unchanged; bad input named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from speculate.spec.sandbox_shell import bash_sandbox
+from tests.spec.conftest import tree_hash
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "speculate.cli", "sandbox", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _summary(stdout: str) -> dict:
+    return json.loads(stdout[stdout.index("{\n"):])
+
+
+def test_run_prints_output_and_changes_and_never_touches_the_project(tmp_path: Path) -> None:
+    if not bash_sandbox().available:
+        pytest.skip(f"speculative Bash is {bash_sandbox().line}")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.txt").write_text("alpha\n")
+    before = tree_hash(proj)
+    r = _run("run", "--project", str(proj), "--", "cat a.txt; echo b > b.txt; rm a.txt; touch /etc/x; exit 3",
+             cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.startswith("alpha\n")
+    assert "Read-only file system" in r.stderr
+    s = _summary(r.stdout)
+    assert s["exit"] == 3 and s["backend"] in ("kernel", "fuse") and s["discarded"]
+    assert {(c["path"], c["kind"]) for c in s["changes"]} == {("a.txt", "deleted"), ("b.txt", "added")}
+    assert set(s["enforced"]) >= {"processes", "memory", "writes"}
+    assert tree_hash(proj) == before
+
+
+def test_limits_hit_are_reported(tmp_path: Path) -> None:
+    if not bash_sandbox().available:
+        pytest.skip(f"speculative Bash is {bash_sandbox().line}")
+    r = _run("run", "--upper-bytes", str(4 << 20), "--", "head -c 3000000 /dev/zero > a; sleep 0.3; "
+             "head -c 3000000 /dev/zero > b; sleep 0.5; echo finished", cwd=tmp_path)
+    s = _summary(r.stdout)
+    assert s["limit"] == "upper_bytes" and "finished" not in r.stdout and s["exit"] != 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "--project", "/no/such/dir", "--", "true"], "/no/such/dir"),
+    (["run", "--timeout", "0", "--", "true"], "--timeout"),
+    (["run", "--upper-bytes", "0", "--", "true"], "upper_bytes"),
+    (["run"], "no command given"),
+    (["go"], "usage: speculate sandbox run"),
+])
+def test_bad_input_is_named(args: list[str], message: str, tmp_path: Path) -> None:
+    r = _run(*args, cwd=tmp_path)
+    assert r.returncode == 2 and message in r.stderr
