@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PREFIX = "speculate-sandbox-"  # leaf cgroups are named PREFIX<owner pid>-<random>
 
 
 @dataclass
@@ -61,9 +62,10 @@ def _try_write(path: Path, value: str) -> bool:
 def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
     """Make leaf cgroups bounding processes and memory where possible; remove them afterwards."""
     cg = Cgroup()
-    name = f"speculate-sandbox-{uuid.uuid4().hex[:12]}"
+    name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
     own = _own_paths()
     if os.geteuid() == 0:
+        _sweep(own)
         v2 = own.get("")
         if v2 is not None and (CGROUP_ROOT / "cgroup.controllers").exists():
             parent = CGROUP_ROOT / v2.lstrip("/")
@@ -98,17 +100,28 @@ def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
 
 
 def _remove_cgroup(d: Path) -> None:
-    # The sandbox was killed or exited, but its last processes may take a moment to leave the cgroup.
-    for _ in range(100):
+    # The sandbox was killed or has exited, but its last processes may take a few ms to leave the
+    # cgroup; rather than wait here (on every command), a busy one is left to the next sweep.
+    if (d / "cgroup.kill").exists():  # v2 only; in v1 the PID namespace is already dead
+        with contextlib.suppress(OSError):
+            (d / "cgroup.kill").write_text("1")
+    with contextlib.suppress(OSError):
+        d.rmdir()
+
+
+def _sweep(own: dict[str, str]) -> None:
+    """Remove leaf cgroups left busy by earlier commands of this process or by dead processes."""
+    for ctrl, path in own.items():
+        parent = (CGROUP_ROOT / ctrl if ctrl else CGROUP_ROOT) / path.lstrip("/")
         try:
-            d.rmdir()
-            return
-        except FileNotFoundError:
-            return
+            leftovers = [p for p in parent.iterdir() if p.name.startswith(PREFIX)]
         except OSError:
-            with contextlib.suppress(OSError):
-                (d / "cgroup.kill").write_text("1")
-            time.sleep(0.01)
+            continue
+        for p in leftovers:
+            owner = p.name[len(PREFIX):].split("-", 1)[0]
+            if owner == str(os.getpid()) or not os.path.exists(f"/proc/{owner}"):
+                with contextlib.suppress(OSError):
+                    p.rmdir()
 
 
 def upper_usage(upper: str) -> int:
