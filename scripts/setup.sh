@@ -27,6 +27,13 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# Debian's fuse3 udev rule gives /dev/fuse mode 0666, so that normal users can mount FUSE filesystems;
+# a container without udev leaves it 0600, which would keep the FUSE backends root-only (and out of the
+# normal-user escape tests).
+if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 600 ]; then
+  chmod 0666 /dev/fuse
+fi
+
 if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
