@@ -1,7 +1,8 @@
 """overlayfs: a copy-on-write overlay of a project directory that every tool sees.
 
 Owns the on-disk layer format (:mod:`overlayfs.layer`), the pure-Python merged view (:class:`Overlay`),
-conflict-checked atomic promotion into the real tree, and the mounted backends (FUSE, kernel overlayfs).
+conflict-checked atomic promotion into the real tree, the mounted backends (FUSE, kernel overlayfs) and
+the sandbox that runs untrusted commands against a mounted view (:mod:`overlayfs.sandbox`).
 No dependency on :mod:`speculate`.
 """
 
