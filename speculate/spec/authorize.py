@@ -3,7 +3,7 @@ every call that would need the user into a boundary instead of running it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,24 +18,26 @@ SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
 WRITE_TOOLS = {"Write", "Edit"}
 
 
-def _gate(mode: str, allow: list[str], deny: list[str], root: Path | None) -> Any:
+def _gate(mode: str, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
+          ) -> Any:
     from speculate.permissions import PermissionGate
 
-    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), root=root)
+    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), ask=list(ask), root=root)
 
 
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
 
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], ask: AskFn | None,
-                 root: Path | None = None) -> None:
+                 root: Path | None = None, ask_rules: Sequence[str] = ()) -> None:
         self.mode, self.allow, self.deny, self.ask, self.root = mode, list(allow), list(deny), ask, root
-        self.gate = _gate(mode, self.allow, self.deny, root)
+        self.ask_rules = list(ask_rules)
+        self.gate = _gate(mode, self.allow, self.deny, root, self.ask_rules)
         self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
-        self.gate = _gate(mode, self.allow, self.deny, self.root)
+        self.gate = _gate(mode, self.allow, self.deny, self.root, self.ask_rules)
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self.gate.check(tool, inp).behavior == "allow"
@@ -58,7 +60,7 @@ class MainAuthorizer:
         if answer == "always":
             cmd = getattr(inp, "command", None)
             self.allow.append(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
-            self.gate = _gate(self.mode, self.allow, self.deny, self.root)
+            self.gate = _gate(self.mode, self.allow, self.deny, self.root, self.ask_rules)
 
 
 class SpecAuthorizer:
