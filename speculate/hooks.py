@@ -97,6 +97,13 @@ class HookRunner:
     def would_run(self, event: str, tool: str | None = None) -> bool:
         return bool(self.matching(event, tool))
 
+    def stops_call(self, tool: str) -> str | None:
+        """In a fork without a sandbox: why a call to ``tool`` must not start (a hook would run around it)."""
+        if self.boundary is None:
+            return None
+        hooks = self.matching("PreToolUse", tool) or self.matching("PostToolUse", tool)
+        return f"{hooks[0].event} hook `{hooks[0].command}` on {tool}: {self.boundary}" if hooks else None
+
     # -- the four events --------------------------------------------------------------------------------
     async def prompt(self, prompt: str) -> list[str]:
         """Context lines to add to the prompt; raises PromptBlocked on exit 2."""
