@@ -56,6 +56,7 @@ class SessionConfig:
     max_tokens: int = 8192
     sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
     mcp: bool = True  # connect the MCP servers of the project's .mcp.json
+    user_dir: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
 
 
 @dataclass
@@ -83,7 +84,7 @@ class Session:
         self.cfg = cfg
         self.project = cfg.project.resolve()
         self.on_event = on_event or (lambda e: None)
-        self.workspace = workspace or Workspace.load(self.project)
+        self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
         self.tools = [*default_tools(), *self.workspace.tools]
         self.key = self._build_key()
         # Outputs over a tool's limit are saved here; a directory we made is removed with the session.
@@ -223,7 +224,8 @@ class Session:
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                        on_event: Callable[[AgentEvent | SpecEvent], None] | None = None
                        ) -> AsyncIterator[Session]:
-    async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp) as ws, trio.open_nursery() as nursery:
+    async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws, \
+            trio.open_nursery() as nursery:
         s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws)
         try:
             yield s

@@ -28,12 +28,13 @@ class Workspace:
     instructions: Instructions = field(default_factory=Instructions)
     mcp: Any = None  # speculate.mcp.McpServers, when .mcp.json names servers
     notes: list[str] = field(default_factory=list)  # said once to the user: ignored settings, failed servers
+    user: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
 
     @classmethod
-    def load(cls, project: Path) -> Workspace:
+    def load(cls, project: Path, *, user: Path | None = None) -> Workspace:
         """Settings and instructions (no MCP servers: those need :func:`open_workspace`)."""
-        settings = load_settings(project)
-        return cls(project, settings, load_instructions(project), notes=list(settings.notes))
+        settings = load_settings(project, user=user)
+        return cls(project, settings, load_instructions(project, user=user), notes=list(settings.notes), user=user)
 
     @property
     def tools(self) -> list[Tool]:
@@ -46,7 +47,7 @@ class Workspace:
 
     def reload_instructions(self) -> bool:
         """Read the instructions files again; True if what the system prompt holds changed."""
-        new = load_instructions(self.project)
+        new = load_instructions(self.project, user=self.user)
         changed = new.render() != self.instructions.render()
         self.instructions = new
         return changed
@@ -60,9 +61,10 @@ class Workspace:
 
 
 @asynccontextmanager
-async def open_workspace(project: Path, *, mcp: bool = True) -> AsyncIterator[Workspace]:
+async def open_workspace(project: Path, *, mcp: bool = True, user: Path | None = None
+                         ) -> AsyncIterator[Workspace]:
     """The project's workspace, with its MCP servers connected (and closed on exit)."""
-    ws = Workspace.load(project)
+    ws = Workspace.load(project, user=user)
     async with AsyncExitStack() as stack:
         if mcp:
             from speculate.mcp import connect_servers, load_mcp_config

@@ -139,7 +139,7 @@ def test_without_a_sandbox_a_call_with_a_hook_is_a_boundary(tmp_path: Path, even
             rec = spec.record
             assert rec.boundary == "hook" and f"{event} hook `touch" in rec.boundary_detail
             assert "on Edit" in rec.boundary_detail and "speculative Bash is off" not in rec.boundary_detail
-            assert rec.tools_run == 0 and rec.hooks_run == 0  # stopped before the call: nothing ran
+            assert spec.tools_run == 0 and rec.hooks_run == 0  # stopped before the call: nothing ran
             assert tree_hash(root) == before and not spec.overlay.exists("hook-ran")
             out = await s.submit("edit a")  # accepted: the normal loop makes the call, and runs the hook
             assert out.accepted and (root / "hook-ran").exists() and (root / "a.txt").read_text() == "gamma\n"
@@ -166,6 +166,24 @@ def test_without_a_sandbox_a_prompt_hook_stops_the_fork_before_its_prompt(tmp_pa
     trio.run(main)
 
 
+def test_without_a_sandbox_a_stop_hook_stops_the_fork_at_the_end_of_its_turn(tmp_path: Path) -> None:
+    root = make_project(tmp_path)
+    settings(root, {"Stop": [{"hooks": [{"type": "command", "command": 'echo stop >> "$CLAUDE_PROJECT_DIR/stops"'}]}]})
+
+    async def main() -> None:
+        async with spec_session(root, overlay_backend="pure") as s:
+            spec = await speculate(s, "edit a")
+            assert (root / "stops").read_text() == "stop\n"  # the main loop's turn 1, on the host
+            assert spec.record.boundary == "hook" and "Stop hook `echo stop" in spec.record.boundary_detail
+            assert spec.tools_run == 1 and spec.overlay.read_text("a.txt") == "gamma\n"
+            assert spec.overlay.read_text("stops") == "stop\n"  # the fork's Stop hook did not run
+            out = await s.submit("edit a")  # the edit is promoted; the normal loop ends the turn, hook and all
+            assert out.accepted and (root / "a.txt").read_text() == "gamma\n"
+            assert (root / "stops").read_text() == "stop\nstop\n"
+
+    trio.run(main)
+
+
 def test_a_fork_that_would_write_instructions_stops_before_the_write(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     before = tree_hash(root)
@@ -174,7 +192,7 @@ def test_a_fork_that_would_write_instructions_stops_before_the_write(tmp_path: P
         async with spec_session(root) as s:
             spec = await speculate(s, "write instructions")
             assert spec.record.boundary == "instructions" and "CLAUDE.md" in spec.record.boundary_detail
-            assert spec.record.tools_run == 0 and not spec.overlay.exists("CLAUDE.md")
+            assert spec.tools_run == 0 and not spec.overlay.exists("CLAUDE.md")
             assert tree_hash(root) == before
 
     trio.run(main)
