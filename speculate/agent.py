@@ -70,24 +70,15 @@ class Authorizer(Protocol):
 
 
 class Hooks(Protocol):
-    """The user's hooks (:class:`speculate.hooks.HookRunner`); in a fork any of these may raise
-    BoundaryReached."""
+    """The user's hooks (:class:`speculate.hooks.HookRunner`): ``prompt`` returns context to add (or raises
+    to refuse the prompt); ``pre_tool`` None or the is_error result replacing the call; ``post_tool`` None or
+    feedback added to the result; ``stop`` None (the turn ends) or the message it goes on with. In a fork any
+    of them may raise BoundaryReached."""
 
-    async def prompt(self, prompt: str) -> list[str]:
-        """Context to add to the prompt (raises to refuse it)."""
-        ...
-
-    async def pre_tool(self, block: Block) -> str | None:
-        """None, or the is_error result that replaces the call."""
-        ...
-
-    async def post_tool(self, block: Block, result: Block) -> str | None:
-        """None, or feedback to add to the call's result."""
-        ...
-
-    async def stop(self, active: bool) -> str | None:
-        """None (the turn ends), or the message the turn goes on with."""
-        ...
+    async def prompt(self, prompt: str) -> list[str]: ...
+    async def pre_tool(self, block: Block) -> str | None: ...
+    async def post_tool(self, block: Block, result: Block) -> str | None: ...
+    async def stop(self, active: bool) -> str | None: ...
 
 
 @dataclass(frozen=True)
