@@ -8,7 +8,8 @@ a :class:`SettingsError` naming the file and the key; a hook event or type that 
 a note, not an error (newer Claude Code versions add them).
 
 speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"]}`` names MCP tools the
-user declares read-only, which a speculative fork may then call (every other MCP call stops it).
+user declares read-only, which a speculative fork may then call (every other MCP call stops it); like the
+other read-only tools, the main loop runs them without asking.
 """
 
 from __future__ import annotations
