@@ -143,7 +143,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
         spec = job.arm == "speculative"
         sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
                            mode=cfg.mode, speculate=spec, overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
-                           spill_dir=work / "spill")
+                           spill_dir=work / "spill", user_dir=work / "claude")  # not the runner's ~/.claude
         (work / "spill").mkdir()
         turns: list[dict[str, Any]] = []
         leaks: list[dict[str, Any]] = []

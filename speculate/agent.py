@@ -2,7 +2,8 @@
 
 Control flow uses small exceptions: :class:`ToolDenied` (becomes an ``is_error`` result),
 :class:`BoundaryReached` (a speculative fork must stop before this call; propagates out of ``run``) and
-:class:`MaxTurnsReached`. Tool failures go back to the model; our own bugs propagate.
+:class:`MaxTurnsReached`. Tool failures go back to the model; our own bugs propagate. The user's hooks
+(:class:`Hooks`, :mod:`speculate.hooks`) run on the prompt, around each call, and when the turn would end.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import BaseModel
 
 from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta, Usage
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
-from speculate.types import Block, Message, text_of, tool_result, tool_uses, user
+from speculate.types import Block, Message, add_text, text_of, text_of_result, tool_result, tool_uses, user
 
 INTERRUPTED = "Interrupted: the user cancelled this tool call before it finished."
 MAX_TOKENS_CONTINUE = "Your response was cut off by the output token limit. Continue exactly where you stopped."
@@ -31,11 +32,12 @@ class ToolDenied(Exception):
 class BoundaryReached(Exception):
     """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
 
-    def __init__(self, kind: str, detail: str, tool_use_id: str | None = None) -> None:
+    def __init__(self, kind: str, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
         self.tool_use_id = tool_use_id
+        self.discard = discard  # the overlay already holds what made this a boundary: nothing may be promoted
 
 
 class MaxTurnsReached(Exception):
@@ -65,6 +67,18 @@ class Authorizer(Protocol):
         ...
 
     async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
+
+
+class Hooks(Protocol):
+    """The user's hooks (:class:`speculate.hooks.HookRunner`): ``prompt`` returns context to add (or raises
+    to refuse the prompt); ``pre_tool`` None or the is_error result replacing the call; ``post_tool`` None or
+    feedback added to the result; ``stop`` None (the turn ends) or the message it goes on with. In a fork any
+    of them may raise BoundaryReached."""
+
+    async def prompt(self, prompt: str) -> list[str]: ...
+    async def pre_tool(self, block: Block) -> str | None: ...
+    async def post_tool(self, block: Block, result: Block) -> str | None: ...
+    async def stop(self, active: bool) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,7 @@ class TurnResult:
     stop: str = ""  # end_turn | refusal | max_turns | max_tokens | ...
     responses: list[ModelResponse] = field(default_factory=list)
     tools_run: int = 0
+    stop_hooks_blocked: int = 0
     written: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     finished: float = 0.0
@@ -136,6 +151,7 @@ class Agent:
         max_messages: int | None = None,
         on_event: Callable[[AgentEvent], None] | None = None,
         repair_on_interrupt: bool = True,
+        hooks: Hooks | None = None,
     ) -> None:
         self.model, self.key, self.ctx, self.authorizer = model, key, ctx, authorizer
         self.tools = {t.name: t for t in tools}
@@ -143,15 +159,17 @@ class Agent:
         self.max_turns, self.max_messages = max_turns, max_messages
         self.on_event = on_event or (lambda e: None)
         self.repair_on_interrupt = repair_on_interrupt
+        self.hooks = hooks
 
     # -- the loop -------------------------------------------------------------------------------------
     async def run(self, prompt: str) -> TurnResult:
         """Add the user's prompt and run until a response has no tool calls."""
+        context = await self.hooks.prompt(prompt) if self.hooks is not None else []
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == "user":
-            last["content"].append({"type": "text", "text": prompt})  # after an interrupted turn
+            last["content"] += user(prompt, *context)["content"]  # after an interrupted turn
         else:
-            self.messages.append(user(prompt))
+            self.messages.append(user(prompt, *context))
         return await self.resume()
 
     async def resume(self) -> TurnResult:
@@ -205,6 +223,10 @@ class Agent:
             result.text, result.stop = text_of(resp.message), resp.stop_reason or "end_turn"
             if resp.stop_reason == "max_tokens" and len(result.responses) < 4:
                 self.messages.append(user(MAX_TOKENS_CONTINUE))
+                return False
+            if self.hooks is not None and (go_on := await self.hooks.stop(result.stop_hooks_blocked > 0)):
+                result.stop_hooks_blocked += 1
+                self.messages.append(user(go_on))
                 return False
             return True
         results = await self.execute(uses, early, done, result)
@@ -318,20 +340,27 @@ class Agent:
         self.on_event(ToolStarted(block["id"], block["name"], summary))
         t0 = time.perf_counter()
         try:
-            res = await tool.call(tool.parse(block["input"]), self.ctx)
-        except BoundaryReached as b:  # raised while running (a sandbox bound crossed, its backend died)
+            refused = await self.hooks.pre_tool(block) if self.hooks is not None else None
+            res = ToolResult(refused, is_error=True) if refused is not None else await self._call(tool, block)
+            out = tool_result(block["id"], res.content, is_error=res.is_error)
+            if self.hooks is not None and not res.is_error and (fb := await self.hooks.post_tool(block, out)):
+                out["content"] = add_text(out["content"], fb)
+        except BoundaryReached as b:  # a sandbox bound crossed or its backend died; a hook the fork cannot run
             b.tool_use_id = b.tool_use_id or block["id"]
             raise
-        except ToolError as e:
-            res = ToolResult(str(e), is_error=True)
-        except OSError as e:  # a filesystem answer (not found, is a directory, escape): the model's to see
-            res = ToolResult(f"{type(e).__name__}: {e}", is_error=True)
         self.on_event(ToolFinished(block["id"], block["name"], summary, res.is_error,
-                                   time.perf_counter() - t0, res.content))
-        out = tool_result(block["id"], res.content, is_error=res.is_error)
+                                   time.perf_counter() - t0, text_of_result(out["content"])))
         if res.written:
             out["_written"] = res.written
         return out
+
+    async def _call(self, tool: Tool, block: Block) -> ToolResult:
+        try:
+            return await tool.call(tool.parse(block["input"]), self.ctx)
+        except ToolError as e:
+            return ToolResult(str(e), is_error=True)
+        except OSError as e:  # a filesystem answer (not found, is a directory, escape): the model's to see
+            return ToolResult(f"{type(e).__name__}: {e}", is_error=True)
 
     def repair(self) -> None:
         """Make the conversation valid after an interruption: every tool_use gets a tool_result."""

@@ -159,14 +159,16 @@ class LocalShell:
     def __repr__(self) -> str:
         return f"LocalShell({str(self.root)!r})"
 
-    async def run(self, command: str, *, timeout: float) -> ShellResult:
+    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
+                  env: dict[str, str] | None = None) -> ShellResult:
+        """``stdin`` (a hook's event JSON) is written and closed; without it stdin is closed at once."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
         proc = await trio.lowlevel.open_process(
             ["bash", "-c", command],
             cwd=self.root,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
+            env={**self.env, **(env or {})},
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group, so we can kill everything it started
@@ -176,6 +178,8 @@ class LocalShell:
         try:
             with trio.move_on_after(timeout) as scope:
                 async with trio.open_nursery() as nursery:
+                    if proc.stdin is not None:
+                        nursery.start_soon(_feed, proc.stdin, stdin or b"")
                     nursery.start_soon(out.drain, proc.stdout)
                     nursery.start_soon(err.drain, proc.stderr)
                     await proc.wait()
@@ -185,6 +189,8 @@ class LocalShell:
             _kill_group(proc.pid)
             with trio.CancelScope(shield=True):
                 await proc.wait()
+                if proc.stdin is not None:
+                    await proc.stdin.aclose()
                 await proc.stdout.aclose()
                 await proc.stderr.aclose()
         code = proc.returncode
@@ -195,6 +201,15 @@ class LocalShell:
             exit_code=128 - code if code < 0 else code,  # killed by signal N -> 128+N, as bash reports
             timed_out=scope.cancelled_caught,
         )
+
+
+async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
+    """Write ``data`` and close; a command that exits without reading it all is not an error."""
+    try:
+        async with stream:
+            await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
 
 
 def _kill_group(pgid: int) -> None:

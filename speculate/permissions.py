@@ -7,6 +7,8 @@ first, in that order (deny wins). ``Bash(git *)``: ``*`` matches any text, a tra
 ``:*``) also matches the bare command; a compound command (``a && b | c``) is allowed by rules only if every
 part is, and denied if any part is. Path rules (``Edit(src/**)``, ``Read(*.md)``) use gitignore-style
 globs relative to the project root; an ``Edit`` rule also covers Write, a ``Read`` rule also Glob and Grep.
+MCP tools are named ``mcp__<server>__<tool>``: a rule ``mcp__server`` (or ``mcp__server__*``) covers every
+tool of that server, ``mcp__server__tool`` one tool; MCP rules take no specifier.
 
 The gate only decides; asking the user (an async callback) is the loop's business.
 """
@@ -47,7 +49,8 @@ class Decision:
     rule: str | None = None  # the rule that decided, if one did
 
 
-_RULE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\((.*)\))?$", re.S)
+_RULE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)(?:\((.*)\))?$", re.S)
+_MCP_ALL_RE = re.compile(r"^(mcp__[A-Za-z0-9_-]+?)__\*$")
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,20 @@ class Rule:
 
     @classmethod
     def parse(cls, text: str, *, known_tools: Iterable[str] = KNOWN_TOOLS) -> Rule:
-        m = _RULE_RE.match(text.strip())
+        stripped = text.strip()
+        if m := _MCP_ALL_RE.match(stripped):  # "mcp__server__*": the whole server
+            return cls(tool=m.group(1), specifier=None, text=stripped)
+        m = _RULE_RE.match(stripped)
         if not m:
             raise PermissionRuleError(
                 f"invalid permission rule {text!r}: expected Tool or Tool(specifier), e.g. 'Bash(git *)'"
             )
         tool, spec = m.group(1), m.group(2)
         known = set(known_tools)
+        if tool.startswith("mcp__"):
+            if spec is not None:
+                raise PermissionRuleError(f"invalid permission rule {text!r}: MCP rules take no specifier")
+            return cls(tool=tool, specifier=None, text=stripped)  # servers may connect later: not checked
         if tool not in known:
             raise PermissionRuleError(
                 f"invalid permission rule {text!r}: unknown tool {tool!r} (known: {', '.join(sorted(known))})"
@@ -78,6 +88,8 @@ class Rule:
         return cls(tool=tool, specifier=spec, text=text.strip())
 
     def covers(self, tool_name: str) -> bool:
+        if self.tool.startswith("mcp__") and self.tool.count("__") == 1:  # a whole server
+            return tool_name.startswith(self.tool + "__")
         return tool_name in RULE_COVERS.get(self.tool, {self.tool})
 
 

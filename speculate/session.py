@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -25,10 +26,11 @@ from typing import Any, Literal
 import trio
 
 from speculate.agent import Agent, AgentEvent, TurnResult
+from speculate.hooks import PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
-from speculate.prompts import system_prompt
 from speculate.spec.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.transcript import Transcript
+from speculate.workspace import Workspace, open_workspace
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
 PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
@@ -53,6 +55,8 @@ class SessionConfig:
     spill_dir: Path | None = None
     max_tokens: int = 8192
     sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
+    mcp: bool = True  # connect the MCP servers of the project's .mcp.json
+    user_dir: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
 
 
 @dataclass
@@ -65,11 +69,13 @@ class TurnOutcome:
     speculation: SpeculationRecord | None = None
     note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
     error: str = ""  # the model failed (retries exhausted)
+    blocked: str = ""  # a UserPromptSubmit hook refused the prompt (its reason); nothing was sent
 
 
 class Session:
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
-                 on_event: Callable[[AgentEvent | SpecEvent], None] | None) -> None:
+                 on_event: Callable[[AgentEvent | SpecEvent], None] | None,
+                 workspace: Workspace | None = None) -> None:
         from speculate.fs import LocalFS, LocalShell
         from speculate.spec.authorize import MainAuthorizer
         from speculate.spec.engine import SpeculationEngine
@@ -78,21 +84,27 @@ class Session:
         self.cfg = cfg
         self.project = cfg.project.resolve()
         self.on_event = on_event or (lambda e: None)
-        self.tools = default_tools()
-        self.key = CacheKey.build(model=cfg.model_name, system=system_prompt(self.project),
-                                  tools=[t.schema() for t in self.tools], max_tokens=cfg.max_tokens)
+        self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
+        self.tools = [*default_tools(), *self.workspace.tools]
+        self.key = self._build_key()
         # Outputs over a tool's limit are saved here; a directory we made is removed with the session.
         self._own_spill = cfg.spill_dir is None
         self.spill_dir = cfg.spill_dir or Path(tempfile.mkdtemp(prefix="speculate-spill-"))
         from speculate.tools.base import ToolContext
 
         self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
-        self.authorizer = MainAuthorizer(mode=cfg.mode, allow=cfg.allow, deny=cfg.deny, ask=ask,
+        rules = self.workspace.settings
+        self.authorizer = MainAuthorizer(mode=cfg.mode, allow=[*cfg.allow, *rules.allow],
+                                         deny=[*cfg.deny, *rules.deny], ask_rules=rules.ask, ask=ask,
                                          root=self.project)
+        self.session_id = uuid.uuid4().hex
+        self.hooks = self.workspace.hooks(shell=LocalShell(self.project), session_id=self.session_id,
+                                          mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
+                                          transcript_path=str(cfg.transcript_path or ""))
         self.messages: list[dict[str, Any]] = []
         self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
                            authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,
-                           on_event=self.on_event)
+                           on_event=self.on_event, hooks=self.hooks)
         self.events = EventLog(cfg.events_path)
         self.engine = SpeculationEngine(session=self, nursery=nursery)
         self.turn = 0
@@ -119,14 +131,18 @@ class Session:
         """Run one user turn. A prompt equal to the current suggestion accepts the speculation."""
         t0 = time.perf_counter()
         self.turn += 1
-        if self.cfg.speculate and self.engine.suggestion is not None and prompt == self.engine.suggestion:
+        accept = self.cfg.speculate and self.engine.suggestion is not None and prompt == self.engine.suggestion
+        note = ""
+        if self._reload_instructions() and accept:  # the fork ran under the old system prompt
+            accept, note = False, "speculation discarded: the instructions files changed since it ran; running normally"
+        if accept:
             outcome = await self.engine.accept(prompt, t0)
         else:
-            await self.engine.ignore()
-            outcome = await self._normal_turn(prompt, t0)
+            await self.engine.ignore("instructions_changed" if note else "typed")
+            outcome = await self._normal_turn(prompt, t0, note=note)
         self.outcomes.append(outcome)
         self._log_turn(outcome)
-        if self.cfg.speculate and not outcome.error:
+        if self.cfg.speculate and not outcome.error and not outcome.blocked:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
 
@@ -134,6 +150,9 @@ class Session:
                            spec: SpeculationRecord | None = None) -> TurnOutcome:
         try:
             result = await (self.agent.resume() if resume else self.agent.run(prompt))
+        except PromptBlocked as e:
+            return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
+                               blocked=str(e))
         except ModelError as e:
             self.last_error = True
             return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
@@ -142,6 +161,17 @@ class Session:
         if result.responses:
             self._last_usage = result.responses[-1].usage
         return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
+
+    def _build_key(self) -> CacheKey:
+        return CacheKey.build(model=self.cfg.model_name, system=self.workspace.system(),
+                              tools=[t.schema() for t in self.tools], max_tokens=self.cfg.max_tokens)
+
+    def _reload_instructions(self) -> bool:
+        """An edited instructions file takes effect on the next turn: a new system prompt, a new key."""
+        if not self.workspace.reload_instructions():
+            return False
+        self.key = self.agent.key = self._build_key()
+        return True
 
     def _log_turn(self, outcome: TurnOutcome) -> None:
         """Append the turn's new messages, usage and timings to the JSONL transcript (if configured)."""
@@ -194,8 +224,9 @@ class Session:
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                        on_event: Callable[[AgentEvent | SpecEvent], None] | None = None
                        ) -> AsyncIterator[Session]:
-    async with trio.open_nursery() as nursery:
-        s = Session(cfg, nursery, ask=ask, on_event=on_event)
+    async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws, \
+            trio.open_nursery() as nursery:
+        s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws)
         try:
             yield s
         finally:

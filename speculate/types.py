@@ -25,7 +25,7 @@ class ToolUseBlock(TypedDict):
 class ToolResultBlock(TypedDict):
     type: Literal["tool_result"]
     tool_use_id: str
-    content: str
+    content: str | list[Block]  # a list: text and image blocks (MCP tools)
     is_error: NotRequired[bool]
 
 
@@ -51,11 +51,23 @@ def user(*blocks: Block | str) -> Message:
     return {"role": "user", "content": [text(b) if isinstance(b, str) else b for b in blocks]}
 
 
-def tool_result(tool_use_id: str, content: str, *, is_error: bool = False) -> Block:
+def tool_result(tool_use_id: str, content: str | list[Block], *, is_error: bool = False) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
     if is_error:
         block["is_error"] = True
     return block
+
+
+def add_text(content: str | list[Block], more: str) -> str | list[Block]:
+    """A tool result's content with ``more`` appended (a new paragraph, or a new text block)."""
+    return f"{content}\n\n{more}" if isinstance(content, str) else [*content, text(more)]
+
+
+def text_of_result(content: str | list[Block]) -> str:
+    """A tool result's text (image blocks shown as a placeholder)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')}]" for b in content)
 
 
 def tool_uses(message: Message) -> list[Block]:

@@ -2,6 +2,10 @@
 
 Everything that forms the prompt-cache key (model, system, tools in order, thinking config) is one frozen
 :class:`CacheKey`; a fork reuses the parent's key object and message prefix and so reads its cache.
+
+Breakpoints (the API allows 4): two on the message tail, two on the prefix. A system prompt in two parts
+(static, dynamic) gets one on each part: the static one is shared by every session whatever its project;
+a single-part system prompt gets one on the tools and one on the system text.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from typing import Any, Protocol
 from speculate.types import Block, Message
 
 EPHEMERAL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4
+MESSAGE_BREAKPOINTS = 2
 
 
 @dataclass(frozen=True)
 class CacheKey:
     model: str
-    system: str
+    system: tuple[str, ...]  # system text blocks in order: (static, dynamic), or one block
     tools_json: tuple[str, ...]  # each tool definition as canonical JSON, in order
     thinking_json: str | None = None
     max_tokens: int = 8192
@@ -30,14 +36,14 @@ class CacheKey:
         cls,
         *,
         model: str,
-        system: str,
+        system: str | Sequence[str],
         tools: Sequence[dict[str, Any]],
         thinking: dict[str, Any] | None = None,
         max_tokens: int = 8192,
     ) -> CacheKey:
         return cls(
             model=model,
-            system=system,
+            system=(system,) if isinstance(system, str) else tuple(p for p in system if p),
             tools_json=tuple(json.dumps(t, sort_keys=True) for t in tools),
             thinking_json=json.dumps(thinking, sort_keys=True) if thinking else None,
             max_tokens=max_tokens,
@@ -50,12 +56,15 @@ class CacheKey:
         different cap would change the thinking budget and break the cache (the anchors' pitfall).
         """
         tools = [json.loads(t) for t in self.tools_json]
-        if tools:
-            tools[-1]["cache_control"] = EPHEMERAL
+        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self.system]
+        # The prefix breakpoints go on its last blocks: (static, dynamic) system parts, else tools + system.
+        prefix = ([tools[-1]] if tools else []) + system
+        for block in prefix[-(MAX_BREAKPOINTS - MESSAGE_BREAKPOINTS):]:
+            block["cache_control"] = EPHEMERAL
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens if (max_tokens is None or self.thinking_json) else max_tokens,
-            "system": [{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
+            "system": system,
             "messages": _with_breakpoints(messages),
         }
         if tools:
@@ -73,7 +82,7 @@ def _with_breakpoints(messages: Sequence[Message]) -> list[Message]:
     """
     out = [copy.deepcopy(m) for m in messages]
     user_idx = [i for i, m in enumerate(out) if m["role"] == "user"]
-    for i in user_idx[-2:]:
+    for i in user_idx[-MESSAGE_BREAKPOINTS:]:
         blocks = out[i]["content"]
         for b in reversed(blocks):
             if b.get("type") in ("text", "tool_result", "tool_use", "image", "document"):

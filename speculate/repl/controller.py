@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, TextIO, cast, get_args
 import trio
 
 from speculate.agent import AgentEvent, ResponseDone, ToolFinished, ToolStarted
+from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.status import Status
 from speculate.session import PermissionMode, Session, TurnOutcome
@@ -23,6 +24,8 @@ HELP = """commands:
   /diff                 what the current speculation would change, as a diff
   /stats                acceptance, time saved, tokens and cost wasted
   /model                the model backend in use
+  /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
+  /mcp                  the MCP servers and their tools
   /clear                forget the conversation (the project is untouched)
   /accept               submit the predicted prompt (waits for it; handy in line mode)
   /quit                 leave (Ctrl-D does the same)
@@ -76,7 +79,7 @@ class Repl:
         self.fe = fe
 
     # -- callbacks the session calls ----------------------------------------------------------------------
-    def on_event(self, ev: AgentEvent | SpecEvent) -> None:
+    def on_event(self, ev: AgentEvent | SpecEvent | HookRan) -> None:
         if isinstance(ev, SpecEvent):
             self.status.update(ev)
             if self.fe is not None:
@@ -96,6 +99,23 @@ class Repl:
                        + (f" {self._c('31', first)}" if first else ""))
         elif isinstance(ev, ToolStarted):
             pass  # one line per call, written when it finishes (with its status)
+        elif isinstance(ev, HookRan):
+            self._hook_line(ev)
+
+    def _hook_line(self, ev: HookRan) -> None:
+        """A hook's output: what it printed (exit 0), what it refused (exit 2), or a warning."""
+        first = lambda text: text.strip().splitlines()[0][:100] if text.strip() else ""  # noqa: E731
+        on = f" on {ev.tool}" if ev.tool else ""
+        if ev.timed_out:
+            self._line(self._c("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} timed out and was killed"))
+        elif ev.failed:
+            self._line(self._c("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
+                                     + (f": {first(ev.stderr)}" if first(ev.stderr) else "")))
+        elif ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
+            what = {"PreToolUse": "refused the call", "Stop": "keeps the turn going"}.get(ev.event, "feedback")
+            self._line(self._c("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.stderr)}"))
+        elif ev.exit_code == 0 and first(ev.stdout) and ev.event != "UserPromptSubmit":
+            self._line(self._c("2", f"  ↪ {ev.event} hook{on}: {first(ev.stdout)}"))
 
     async def ask(self, tool: str, summary: str) -> Literal["y", "n", "always"]:
         """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""
@@ -199,6 +219,8 @@ class Repl:
                                      + (f", wrote {files}" if files else "") + f", saved {r.time_saved_s:.1f}s"))
         if o.note:
             self._line(self._c("33", o.note))
+        if o.blocked:
+            self._line(self._c("35", f"⛔ prompt blocked by a UserPromptSubmit hook (not sent): {o.blocked}"))
         if o.error:
             self._line(self._c("31", f"error: {o.error}"))
         elif o.text.strip() and o.text.strip() != self._last_response_text.strip():
@@ -274,6 +296,14 @@ class Repl:
             self._line(self.s.diff() or "(the current speculation changes nothing)")
         elif name == "/stats":
             self._line(format_stats(self.s.statistics()))
+        elif name in ("/memory", "/context"):
+            from speculate.repl.info import format_memory
+
+            self._line(format_memory(self.s))
+        elif name == "/mcp":
+            from speculate.repl.info import format_mcp
+
+            self._line(format_mcp(self.s))
         elif name == "/model":
             self._line(f"model: {self.s.cfg.model_name} via {self.model_label or self.s.cfg.model.name}")
         elif name == "/clear":

@@ -127,6 +127,8 @@ async def _run(args: argparse.Namespace) -> int:
                 SessionConfig(project=project, model=model, mode=args.mode, speculate=not args.no_spec,
                               events_path=args.events, spill_dir=spill, **scfg_extra),
                 ask=repl.ask, on_event=repl.on_event) as session:
+            for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
+                print(f"note: {note}")
             await repl.run(session)
     finally:
         shutil.rmtree(spill, ignore_errors=True)

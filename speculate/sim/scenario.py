@@ -32,6 +32,7 @@ GREP_MODES = ("content", "files_with_matches", "count")
 # Tools the real model may call although the agent does not offer them (a speculation stops at them with a
 # denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
 OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "TodoWrite", "NotebookEdit")
+MCP_PREFIX = "mcp__"  # MCP server tools (mcp__<server>__<tool>): inputs as for OTHER_TOOLS
 
 
 class ScenarioError(ValueError):
@@ -135,7 +136,7 @@ class _Parser:
             raise self.fail(node, f"{where} must be a one-key mapping like {{Read: {{file_path: ...}}}}")
         key, value = node.value[0]
         name = self.value(key)
-        if name in OTHER_TOOLS:
+        if name in OTHER_TOOLS or name.startswith(MCP_PREFIX):
             if not isinstance(value, yaml.MappingNode):
                 raise self.fail(value, f"{where} {name} input must be a mapping")
             return ToolCall(name=name, input={self.value(k): self.value(v) for k, v in value.value})

@@ -3,7 +3,7 @@ every call that would need the user into a boundary instead of running it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,24 +18,26 @@ SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
 WRITE_TOOLS = {"Write", "Edit"}
 
 
-def _gate(mode: str, allow: list[str], deny: list[str], root: Path | None) -> Any:
+def _gate(mode: str, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
+          ) -> Any:
     from speculate.permissions import PermissionGate
 
-    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), root=root)
+    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), ask=list(ask), root=root)
 
 
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
 
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], ask: AskFn | None,
-                 root: Path | None = None) -> None:
+                 root: Path | None = None, ask_rules: Sequence[str] = ()) -> None:
         self.mode, self.allow, self.deny, self.ask, self.root = mode, list(allow), list(deny), ask, root
-        self.gate = _gate(mode, self.allow, self.deny, root)
+        self.ask_rules = list(ask_rules)
+        self.gate = _gate(mode, self.allow, self.deny, root, self.ask_rules)
         self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
-        self.gate = _gate(mode, self.allow, self.deny, self.root)
+        self.gate = _gate(mode, self.allow, self.deny, self.root, self.ask_rules)
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self.gate.check(tool, inp).behavior == "allow"
@@ -58,31 +60,44 @@ class MainAuthorizer:
         if answer == "always":
             cmd = getattr(inp, "command", None)
             self.allow.append(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
-            self.gate = _gate(self.mode, self.allow, self.deny, self.root)
+            self.gate = _gate(self.mode, self.allow, self.deny, self.root, self.ask_rules)
 
 
 class SpecAuthorizer:
     """A fork's gate: never asks. A call the user would have to approve, or whose effects the sandbox
-    cannot contain, raises BoundaryReached so the fork stops before it."""
+    cannot contain, raises BoundaryReached so the fork stops before it.
+
+    ``hook_stop(tool)`` says why a call must not start because a hook would run around it where there is
+    no sandbox (:meth:`speculate.hooks.HookRunner.stops_call`).
+    """
 
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
-                 root: Path | None = None, bash_off: str = "off (no sandbox here)") -> None:
-        self.gate = _gate(mode, allow, deny, root)
+                 root: Path | None = None, bash_off: str = "off (no sandbox here)", ask_rules: Sequence[str] = (),
+                 hook_stop: Callable[[str], str | None] | None = None) -> None:
+        self.gate = _gate(mode, allow, deny, root, ask_rules)
         self.root = root
         self.sandboxed_bash = sandboxed_bash
         self.bash_off = bash_off
+        self.hook_stop = hook_stop or (lambda tool: None)
 
     def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[str, str] | None:
-        if tool.name not in SPEC_TOOLS:
+        is_mcp = tool.name.startswith("mcp__")
+        if tool.name not in SPEC_TOOLS and not is_mcp:
             return "denied_tool", f"{tool.name} is not allowed while speculating"
         d = self.gate.check(tool, inp)
         if d.behavior == "deny":
             return "denied_tool", d.reason
+        if is_mcp and not tool.is_read_only(inp):
+            # The server runs on the user's machine, outside any overlay: only tools the user declared
+            # read-only (settings speculation.readOnlyMcpTools) may run before acceptance.
+            return "mcp", f"{tool.name}: an MCP call acts outside the overlay (not declared read-only)"
         if tool.name in WRITE_TOOLS:
+            path = str(getattr(inp, "file_path", ""))
+            if self._instructions(path):
+                return "instructions", f"{tool.name} {path}: the next request's system prompt would change"
             if d.behavior == "ask":
-                return "edit", f"{tool.name} {getattr(inp, 'file_path', '')} needs permission"
-            return None
-        if tool.name == "Bash":
+                return "edit", f"{tool.name} {path} needs permission"
+        elif tool.name == "Bash":
             cmd = getattr(inp, "command", "")
             if not self.sandboxed_bash:
                 # No sandbox, no speculative Bash: even a read-only command would read the real tree
@@ -93,8 +108,23 @@ class SpecAuthorizer:
             # With the root, paths inside the project (absolute ones too) count as inside the sandbox,
             # and symlinks leading out of it are followed.
             c = classify(cmd, project_root=str(self.root) if self.root is not None else None)
-            return None if c.sandboxable else ("bash", f"{cmd!r}: {c.reason}")
-        return None
+            if not c.sandboxable:
+                return "bash", f"{cmd!r}: {c.reason}"
+        elif d.behavior == "ask" and d.rule is not None:  # an explicit ask rule: the user would be asked
+            return "denied_tool", d.reason
+        why = self.hook_stop(tool.name)
+        return ("hook", why) if why else None
+
+    def _instructions(self, path: str) -> bool:
+        from overlayfs.paths import PathEscapeError, to_relative
+        from speculate.instructions import is_instructions_path
+
+        if self.root is None or not path:
+            return False
+        try:
+            return is_instructions_path(to_relative(self.root, path))
+        except (PathEscapeError, FileNotFoundError):
+            return False
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self._boundary(tool, inp) is None

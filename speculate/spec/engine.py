@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from speculate.agent import Agent, AgentEvent, BoundaryReached, MaxTurnsReached, ResponseDone, ToolFinished
+from speculate.hooks import HookRan, PromptBlocked
+from speculate.instructions import is_instructions_path
 from speculate.models.base import ModelError, Usage
 from speculate.spec import suggest
 from speculate.spec.authorize import SpecAuthorizer
@@ -226,14 +228,21 @@ class SpeculationEngine:
         shell, sandboxed, backend = self._shell_for(spec.overlay)
         spec.record.overlay_backend = backend
         spec.record.bash = self.bash_line
+        # The user's hooks are untrusted code with side effects, as Bash is: in the sandbox against the
+        # overlay, or (no sandbox) a boundary wherever one would run.
+        hooks = self.s.workspace.hooks(
+            shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
+            boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
+            on_event=lambda r: self._fork_hook(spec, r))
         authorizer = SpecAuthorizer(mode=self.s.cfg.mode, allow=self.s.authorizer.allow,
-                                    deny=self.s.authorizer.deny, sandboxed_bash=sandboxed,
-                                    root=self.s.project, bash_off=self.bash_line)
+                                    deny=self.s.authorizer.deny, ask_rules=self.s.authorizer.ask_rules,
+                                    sandboxed_bash=sandboxed, root=self.s.project, bash_off=self.bash_line,
+                                    hook_stop=hooks.stops_call)
         spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
                            ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
                            authorizer=authorizer, messages=copy.deepcopy(snapshot),
                            max_turns=self.s.cfg.spec_max_turns, max_messages=self.s.cfg.spec_max_messages,
-                           on_event=lambda e: self._fork_event(spec, e), repair_on_interrupt=False)
+                           on_event=lambda e: self._fork_event(spec, e), repair_on_interrupt=False, hooks=hooks)
         spec.record.fork_start_s = time.perf_counter() - spec.started
         self._emit("speculating", text, tools_run=0, elapsed_s=0.0)
         try:
@@ -241,21 +250,28 @@ class SpeculationEngine:
             spec.record.boundary = "complete"
         except BoundaryReached as b:
             spec.record.boundary, spec.record.boundary_detail = b.kind, b.detail
-            if b.kind == "resource":  # over its bounds: nothing of it may be promoted, and the disk is freed
+            # Over its bounds, or holding a write that made the boundary (an instructions file written by a
+            # command): nothing of it may be promoted; the disk is freed at once.
+            if b.kind == "resource" or b.discard:
                 spec.overlay.discard()
                 spec.overlay = None
+        except PromptBlocked as e:  # as in the main loop, the prompt is refused; accepting runs it normally
+            spec.record.boundary, spec.record.boundary_detail = "hook", f"UserPromptSubmit hook refused it: {e}"
         except MaxTurnsReached as e:
             spec.record.boundary = "max_messages" if "messages" in str(e) else "max_turns"
             spec.record.boundary_detail = str(e)
         except ModelError as e:
             spec.record.boundary, spec.record.boundary_detail = "error", str(e)
+        if spec.overlay is not None and len(spec.agent.messages) == spec.prefix_len:
+            spec.overlay.discard()  # stopped before its prompt was added: nothing to promote or inject
+            spec.overlay = None
         spec.finished_at = time.perf_counter()
         spec.record.completed = True
         spec.finished.set()
         if spec.complete:
             self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started)
             try:
-                spec.next = await suggest.generate(self.s.cfg.model, self.s.key, spec.agent.messages)
+                spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
             except ModelError:
                 spec.next = None
             finally:
@@ -273,7 +289,13 @@ class SpeculationEngine:
         self.bash_line = box.line
         if box.backend is None:
             return NoShell(box.line), False, "pure"
-        return SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits), True, box.backend
+        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protected=is_instructions_path)
+        return shell, True, box.backend
+
+    def _fork_hook(self, spec: Speculation, r: HookRan) -> None:
+        spec.record.hooks_run += 1
+        if r.blocked and r.event == "PreToolUse":
+            spec.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
 
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
         if isinstance(e, ResponseDone):

@@ -51,7 +51,8 @@ class SpeculationRecord:
     suggestion: str = ""
     outcome: str = ""  # accepted | aborted | error | conflict
     reason: str = ""
-    boundary: str = ""  # complete | edit | bash | denied_tool | resource | error | max_turns | max_messages
+    boundary: str = ""  # complete | edit | bash | hook | mcp | instructions | denied_tool | resource | error |
+    # max_turns | max_messages
     boundary_detail: str = ""
     completed: bool = False  # the fork had finished (complete or boundary) when accepted/aborted
     duration_s: float = 0.0  # start -> finished (or -> abort)
@@ -68,6 +69,8 @@ class SpeculationRecord:
     pipelined: bool = False
     overlay_backend: str = "pure"
     bash: str = ""  # how speculative Bash ran: "sandboxed (...)" or "off (why)"
+    hooks_run: int = 0  # the user's hooks the fork ran (in its sandbox)
+    hook_denials: list[str] = field(default_factory=list)  # PreToolUse refusals inside the fork: "tool: reason"
 
 
 class EventLog:

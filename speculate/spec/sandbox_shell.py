@@ -1,11 +1,13 @@
-"""The Bash shell of a speculative fork: every command in the sandbox (:mod:`overlayfs.sandbox`), never on
-the real tree. Where the sandbox cannot be built (no mount backend, no bubblewrap, no user namespaces,
+"""The Bash shell of a speculative fork (and where its hooks run): every command in the sandbox
+(:mod:`overlayfs.sandbox`), never on the real tree. Where the sandbox cannot be built (no mount backend, no bubblewrap, no user namespaces,
 no seccomp) there is no speculative Bash at all: :func:`bash_sandbox` says why, and the fork's gate
 stops at every Bash call."""
 
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,16 +56,24 @@ def bash_sandbox(want: str = "auto") -> BashSandbox:
 
 
 class SandboxShell:
-    """Runs each command with :func:`overlayfs.sandbox.run_sandboxed`; cancellation kills it at once."""
+    """Runs each command (a Bash call, or a hook) in the sandbox; cancellation kills it at once.
 
-    def __init__(self, overlay: Any, backend: str, *, limits: Any = None) -> None:
+    ``protected`` names project-relative paths a command must not write (the instructions files): a
+    command that did stops the fork (``instructions``), and its overlay is discarded, since it holds the
+    write.
+    """
+
+    def __init__(self, overlay: Any, backend: str, *, limits: Any = None,
+                 protected: Callable[[str], bool] | None = None) -> None:
         self.overlay = overlay
         self.backend = backend
         self.limits = limits
+        self.protected = protected
 
-    async def run(self, command: str, *, timeout: float) -> ShellResult:
+    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
+                  env: dict[str, str] | None = None) -> ShellResult:
         from overlayfs.mount import MountError
-        from overlayfs.sandbox import CancelToken, run_sandboxed
+        from overlayfs.sandbox import CancelToken, run_in_overlay, sandbox_env
 
         token = CancelToken()
 
@@ -73,6 +83,7 @@ class SandboxShell:
             finally:
                 token.cancel()  # kills the sandbox now; after a normal return it is a no-op
 
+        shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
         # The worker thread is not abandoned on cancellation: the watcher kills the sandbox, and only when
         # the thread has returned does this return, so an aborted speculation never leaves a command
         # writing into an overlay that is being discarded.
@@ -80,8 +91,9 @@ class SandboxShell:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(kill_on_cancel)
                 out = await trio.to_thread.run_sync(
-                    lambda: run_sandboxed(self.overlay, command, timeout=timeout, backend=self.backend,
-                                          cancel=token, limits=self.limits))
+                    lambda: run_in_overlay(self.overlay, [shell, "-c", command], timeout=timeout,
+                                           backend=self.backend, cancel=token, limits=self.limits, stdin=stdin,
+                                           env={**sandbox_env(), **env} if env else None))
                 nursery.cancel_scope.cancel()
         except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e
@@ -89,6 +101,11 @@ class SandboxShell:
             raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
         if out.backend_failed is not None:
             raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
+        if self.protected is not None:
+            hit = sorted(c.path for c in self.overlay.changes() if self.protected(c.path))
+            if hit:
+                raise BoundaryReached("instructions", f"{command!r} wrote {', '.join(hit)}: the next request's "
+                                      "system prompt would change", discard=True)
         return ShellResult(out.stdout, out.stderr, out.exit_code, out.timed_out)
 
 
@@ -98,5 +115,6 @@ class NoShell:
     def __init__(self, why: str) -> None:
         self.why = why
 
-    async def run(self, command: str, *, timeout: float) -> ShellResult:
+    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
+                  env: dict[str, str] | None = None) -> ShellResult:
         raise BoundaryReached("bash", f"{command!r}: speculative Bash is {self.why}")

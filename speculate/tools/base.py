@@ -22,7 +22,7 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolResult:
-    content: str
+    content: str | list[dict[str, Any]]  # a list: text and image blocks (MCP tools)
     is_error: bool = False
     # Paths (project-relative) the call wrote; the speculation engine counts them.
     written: tuple[str, ...] = ()

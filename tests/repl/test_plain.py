@@ -3,6 +3,7 @@ driving ``speculate repl`` sees, and what lands in the project."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,31 @@ def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
     assert "accepted_turns" in r.stdout
+
+
+@pytest.mark.slow
+def test_line_mode_shows_instructions_and_hook_output(project: Path, tmp_path: Path) -> None:
+    (project / "CLAUDE.md").write_text("Run the tests with python -m pytest -q.\n")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
+        "PreToolUse": [{"matcher": "Grep", "hooks": [{"type": "command", "command": "echo searching the code"}]},
+                       {"matcher": "Read", "hooks": [{"type": "command", "command": "echo no >&2; exit 3"}]}],
+        "SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]}}))
+    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--no-spec",
+             stdin="/memory\n/mcp\n\t\n/quit\n", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "instructions: 1 file, ~10 tokens" in out and f"project  ~    10 tokens  {project}/CLAUDE.md" in out
+    assert "system prompt: static ~" in out and "6 tools" in out and "no MCP servers (.mcp.json)" in out
+    assert "note: " in out and "hooks.SessionStart: speculate runs only" in out
+    assert "↪ PreToolUse hook on Grep: searching the code" in out
+    assert "⚠ PreToolUse hook `echo no >&2; exit 3` on Read failed (exit 3): no" in out
+    assert "✓ Read(" in out  # a failing hook (not exit 2) does not stop the call
+
+
+def test_a_malformed_settings_file_stops_the_repl_naming_file_and_key(project: Path, tmp_path: Path) -> None:
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}}')
+    r = repl(str(project), "--scenario", "fix-pagination", stdin="", tmp=tmp_path)
+    assert r.returncode == 2
+    assert f"{project}/.claude/settings.json: hooks.Stop[0].hooks[0]: Value error, a command hook needs" in r.stderr

@@ -1,0 +1,209 @@
+"""Claude Code's settings files, the parts speculate reads: hooks, permission rules, and which MCP tools a
+speculation may call.
+
+Files, lowest precedence first: ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` when set),
+``<project>/.claude/settings.json`` and ``<project>/.claude/settings.local.json``. Hooks from every file
+run; permission lists are joined. Other keys of Claude Code's format are left alone. A malformed file is
+a :class:`SettingsError` naming the file and the key; a hook event or type that speculate does not run is
+a note, not an error (newer Claude Code versions add them).
+
+speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"]}`` names MCP tools the
+user declares read-only, which a speculative fork may then call (every other MCP call stops it); like the
+other read-only tools, the main loop runs them without asking.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from speculate.instructions import user_dir
+
+EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
+TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})  # the events whose matcher names a tool
+DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default per hook command
+
+
+class SettingsError(ValueError):
+    """A settings file that cannot be used; the message names the file and the key."""
+
+
+class HookCommand(BaseModel):
+    model_config = ConfigDict(extra="allow")  # newer Claude Code fields (statusMessage, ...) are not ours
+    type: str
+    command: str | None = None
+    timeout: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=86_400, description="seconds")
+
+    @model_validator(mode="after")
+    def _command_needs_text(self) -> HookCommand:
+        if self.type == "command" and not (self.command or "").strip():
+            raise ValueError("a command hook needs a non-empty 'command'")
+        return self
+
+
+class HookMatcher(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    matcher: str = ""
+    hooks: list[HookCommand]
+
+    @field_validator("matcher")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        if v == "*" or re.fullmatch(r"[\w|-]*", v):  # "every tool", or plain names
+            return v
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a valid regular expression: {e}") from None
+        return v
+
+
+class Permissions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    allow: list[str] = []
+    deny: list[str] = []
+    ask: list[str] = []
+
+
+class Speculation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    readOnlyMcpTools: list[str] = []  # the JSON key: camelCase, as Claude Code's are
+
+    @field_validator("readOnlyMcpTools")
+    @classmethod
+    def _mcp_names(cls, v: list[str]) -> list[str]:
+        bad = [n for n in v if not re.fullmatch(r"mcp__[\w-]+__[\w-]+", n)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an MCP tool name (mcp__<server>__<tool>)")
+        return v
+
+
+class SettingsFile(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the rest of Claude Code's settings are not ours
+    hooks: dict[str, list[HookMatcher]] = {}
+    permissions: Permissions = Permissions()
+    speculation: Speculation = Speculation()
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One command to run for one event."""
+
+    event: str
+    matcher: str
+    command: str
+    timeout: float
+    source: Path
+
+    def matches(self, tool: str | None) -> bool:
+        """Claude Code's matcher rule: empty or ``*`` matches every tool; a plain name (or ``A|B``) matches
+        exactly; anything else is a regular expression searched in the tool name."""
+        if self.event not in TOOL_EVENTS or self.matcher in ("", "*"):
+            return True
+        if tool is None:
+            return False
+        if re.fullmatch(r"[\w|-]+", self.matcher):
+            return tool in self.matcher.split("|")
+        return re.search(self.matcher, tool) is not None
+
+
+@dataclass(frozen=True)
+class Settings:
+    hooks: tuple[Hook, ...] = ()
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    read_only_mcp: frozenset[str] = frozenset()
+    files: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def settings_paths(project: Path, *, user: Path | None = None) -> list[Path]:
+    base = user or user_dir()
+    return [base / "settings.json", project / ".claude" / "settings.json",
+            project / ".claude" / "settings.local.json"]
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_settings_file(path: Path, text: str) -> tuple[SettingsFile, list[str]]:
+    """Validate one file's text; SettingsError names the file and the key of each problem."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SettingsError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{path}: the top level must be a JSON object, not {type(raw).__name__}")
+    try:
+        parsed = SettingsFile.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(f"{_loc(err['loc'])}: {err['msg']}" for err in e.errors())
+        raise SettingsError(f"{path}: {problems}") from None
+    notes = []
+    for event, matchers in parsed.hooks.items():
+        if event not in EVENTS:
+            notes.append(f"{path}: hooks.{event}: speculate runs only {', '.join(EVENTS)} hooks; ignored")
+            continue
+        for i, m in enumerate(matchers):
+            for j, h in enumerate(m.hooks):
+                if h.type != "command":
+                    notes.append(f"{path}: hooks.{event}[{i}].hooks[{j}]: type {h.type!r} is not run here "
+                                 "(only 'command' hooks are); ignored")
+    return parsed, notes
+
+
+def load_settings(project: Path, *, user: Path | None = None) -> Settings:
+    """Every settings file that exists, merged."""
+    hooks: list[Hook] = []
+    allow: list[str] = []
+    deny: list[str] = []
+    ask: list[str] = []
+    read_only: set[str] = set()
+    files, notes = [], []
+    for path in settings_paths(project, user=user):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise SettingsError(f"{path}: cannot be read: {e.strerror}") from None
+        parsed, file_notes = parse_settings_file(path, text)
+        files.append(path)
+        notes += file_notes
+        for event, matchers in parsed.hooks.items():
+            if event in EVENTS:
+                hooks += [Hook(event, m.matcher, h.command or "", h.timeout, path)
+                          for m in matchers for h in m.hooks if h.type == "command"]
+        for key, into in (("allow", allow), ("deny", deny), ("ask", ask)):
+            into += _rules(path, key, getattr(parsed.permissions, key), notes)
+        read_only.update(parsed.speculation.readOnlyMcpTools)
+    return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(files),
+                    tuple(notes))
+
+
+def _rules(path: Path, key: str, rules: list[str], notes: list[str]) -> list[str]:
+    """The rules speculate can apply; a rule for a tool it does not have (WebFetch, Task) is a note."""
+    from speculate.permissions import KNOWN_TOOLS, PermissionRuleError, Rule
+
+    out = []
+    for i, text in enumerate(rules):
+        name = re.match(r"\s*([\w-]*)", text).group(1)  # type: ignore[union-attr]
+        try:
+            Rule.parse(text, known_tools={name} if name else ())
+        except PermissionRuleError as e:
+            raise SettingsError(f"{path}: permissions.{key}[{i}]: {e}") from None
+        if name in KNOWN_TOOLS or name.startswith("mcp__"):
+            out.append(text)
+        else:
+            notes.append(f"{path}: permissions.{key}[{i}]: speculate has no tool {name!r}; rule ignored")
+    return out
