@@ -39,7 +39,7 @@ def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(tmp_path: Path
             await s.wait_speculation()
             rec = s.engine._spec.record
             assert rec.boundary == "bash" and "speculative Bash is off" in rec.boundary_detail
-            assert rec.tools_run == 0  # nothing ran, not even `cat`
+            assert s.engine._spec.tools_run == 0  # nothing ran, not even `cat`
             assert rec.bash.startswith("off (") and "pure" in rec.bash
             assert tree_hash(root) == before
             await s.engine.ignore()
