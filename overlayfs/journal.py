@@ -13,8 +13,8 @@ project's state dir (:mod:`overlayfs.state`) so that any later process finds it 
   in reverse (backups renamed back, trash renamed back), so the tree is wholly old again.
 
 Every step tells "done" from "to do" by what stands on disk, never by replaying blindly: a removal is done
-when its trash name exists or the entry at the path is no longer of the recorded kind (a put or mkdir of
-another kind has filled it); a put is done when its temp file is gone. So replay after a crash at any
+when its trash name exists or the entry at the path is no longer the one planned (inode and kind: a put or
+mkdir of another kind has filled it); a put is done when its temp file is gone. So replay after a crash at any
 point, including during a replay, is safe. All our names end in ``.ovl-tmp``; none survive a recovery.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from overlayfs.copyup import copy_file, fsync_dir, stat_mode
+from overlayfs.copyup import copy_file, fsync_all, fsync_dir, run_all, stat_mode
 from overlayfs.merged import kind_of, lstat_or_none
 
 VERSION = 2
@@ -46,25 +46,69 @@ class PromoteError(OSError):
                          "point), the real tree is unchanged", f"{project}/{rel}")
 
 
-def write(path: Path, data: Journal) -> None:
-    """Replace the journal atomically and durably (temp file fsync'd, renamed, directory fsync'd)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)  # ensure_ascii: non-UTF-8 names travel as \udcXX escapes and come back
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(str(path.parent))
+# The journal file holds the plan as one JSON line, then one line per later state ("commit", "abort").
+# It is created once per project and kept; empty means nothing pending. Each write is one fdatasync: a
+# torn plan line (no newline) cannot matter because nothing is staged before the plan is durable, and a
+# torn state line is no state change because nothing is applied (or undone) before it is durable.
+
+
+def begin(path: Path, j: Journal) -> None:
+    """Write the plan of a promotion (state ``prepare``) durably."""
+    data = (json.dumps({k: v for k, v in j.items() if k != "state"}) + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        new = False
+    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        new = True
+    try:
+        os.ftruncate(fd, 0)
+        _write_all(fd, data)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(str(path.parent))
+
+
+def mark(path: Path, state: str) -> None:
+    """Append a state change (``commit``: the commit point; ``abort``) durably."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    try:
+        _write_all(fd, f"{state}\n".encode())
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def clear(path: Path) -> None:
+    """Nothing pending any more. Not synced: should a power loss undo it, the replay is idempotent."""
+    os.truncate(path, 0)
 
 
 def read(path: Path) -> Journal | None:
+    """The pending plan with its current ``state``; None when nothing is pending (or the plan is torn)."""
     try:
-        j: Journal = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    plan, nl, rest = data.partition(b"\n")
+    if not nl:
+        return None
+    j: Journal = json.loads(plan)
     if j.get("version") != VERSION:
         raise ValueError(f"{path}: promotion journal of version {j.get('version')!r}, this code reads {VERSION}")
+    j["state"] = "prepare"
+    for line in rest.split(b"\n")[:-1]:  # complete lines only
+        if line in (b"commit", b"abort"):
+            j["state"] = line.decode()
     return j
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class _Steps:
@@ -79,24 +123,31 @@ class _Steps:
         return f"{self.lower}/{rel}"
 
     def prepare(self) -> None:
-        dirs = set()
+        durable = self.j["durable"]
+        dirs = set()  # whose entries changed
         for rel in self.j["pre"]:
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
             dirs.add(os.path.dirname(self.p(rel)))
+        copies: dict[str, tuple[str, str, bool]] = {}
         for rel, stage, backup in self.j["puts"]:
             self.at = rel
             src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
-            st = os.lstat(src)
-            if stat_mod.S_ISLNK(st.st_mode):
+            if stat_mod.S_ISLNK(os.lstat(src).st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
-                copy_file(src, dst, mode=stat_mode(st.st_mode), fsync=self.j["durable"])
+                copies[rel] = (src, dst, durable)
             if backup is not None:
                 _backup(self.p(rel), self.p(backup))
             dirs.add(os.path.dirname(dst))
-        if self.j["durable"]:
-            self._fsync(dirs)
+        # The file copies run concurrently, each fsync'd by its own thread (one journal commit for many).
+        for rel, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
+            if err is not None:
+                self.at = rel
+                raise err
+        if durable:
+            self.at = "."
+            fsync_all(dirs)
 
     def rollback(self) -> None:
         """Undo prepare: temp files, backups (links to entries still in place) and early directories."""
@@ -113,10 +164,11 @@ class _Steps:
     def apply(self) -> None:
         """Roll forward from the commit point (idempotent)."""
         dirs = set()
-        for rel, kind, trash in self.j["rms"]:  # deepest first
+        for rel, kind, trash, ino in self.j["rms"]:  # deepest first
             self.at = rel
             st = lstat_or_none(self.p(rel))
-            if st is not None and kind_of(st.st_mode) == kind and not os.path.lexists(self.p(trash)):
+            if st is not None and (st.st_ino, kind_of(st.st_mode)) == (ino, kind) and not os.path.lexists(
+                    self.p(trash)):
                 os.rename(self.p(rel), self.p(trash))
                 dirs.add(os.path.dirname(self.p(trash)))  # the parent it left is itself removed, or this
         pre = set(self.j["pre"])
@@ -135,19 +187,15 @@ class _Steps:
             os.chmod(self.p(rel), mode)
             dirs.add(os.path.dirname(self.p(rel)))
         if self.j["durable"]:
-            self._fsync(dirs)
-
-    def _fsync(self, dirs: set[str]) -> None:
-        for d in sorted(dirs):
-            self.at = os.path.relpath(d, self.lower)
-            fsync_dir(d)
+            self.at = "."
+            fsync_all(dirs)
 
     def finish(self) -> None:
         """After apply: delete the backups and the trash (what the promotion replaced or removed)."""
         for _, _, backup in self.j["puts"]:
             if backup is not None:
                 _unlink_if(self.p(backup))
-        for rel, _, trash in self.j["rms"]:
+        for rel, _, trash, _ in self.j["rms"]:
             t = self.p(trash)
             st = lstat_or_none(t)
             if st is None:
@@ -191,11 +239,15 @@ class _Steps:
             st = lstat_or_none(self.p(rel))
             if rel not in pre and st is not None and stat_mod.S_ISDIR(st.st_mode):
                 os.rmdir(self.p(rel))  # ours: only a non-directory or nothing stood here before
-        for rel, _, trash in reversed(self.j["rms"]):  # shallowest first: parents come back first
+        for rel, _, trash, _ in reversed(self.j["rms"]):  # shallowest first: parents come back first
             self.at = rel
             if os.path.lexists(self.p(trash)):
                 os.rename(self.p(trash), self.p(rel))
         self.rollback()
+
+
+def _stage(src: str, dst: str, durable: bool) -> None:
+    copy_file(src, dst, mode=stat_mode(os.lstat(src).st_mode), fsync=durable)
 
 
 def _unlink_if(path: str) -> None:
@@ -224,16 +276,16 @@ def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> None
     """Run a plan: prepare, commit point, apply, finish, ``finalize`` (the upper layer). Raises
     PromoteError after rolling back on an OSError; anything else (a crash) leaves the journal to recovery."""
     s = _Steps(j)
-    write(path, j)
+    begin(path, j)
     try:
         s.prepare()
     except Exception as e:
         s.rollback()
-        path.unlink()
+        clear(path)
         if isinstance(e, OSError):
             raise PromoteError(e, s.lower, s.at, "prepare") from e
         raise
-    write(path, {**j, "state": "commit"})  # the commit point
+    mark(path, "commit")  # the commit point
     _forward(path, s, finalize)
 
 
@@ -241,13 +293,13 @@ def _forward(path: Path, s: _Steps, finalize: Callable[[Journal], None]) -> None
     try:
         s.apply()
     except OSError as e:
-        write(path, {**s.j, "state": "abort"})
+        mark(path, "abort")
         s.undo()
-        path.unlink()
+        clear(path)
         raise PromoteError(e, s.lower, s.at, "commit") from e
     s.finish()
     finalize(s.j)
-    path.unlink()
+    clear(path)
 
 
 def resume(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> str:
@@ -263,5 +315,5 @@ def resume(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> str:
         s.undo()
     else:
         s.rollback()
-    path.unlink()
+    clear(path)
     return "rolled back"

@@ -25,7 +25,7 @@ from overlayfs.copyup import stat_mode
 from overlayfs.journal import TEMP_SUFFIX, Journal
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, listing_digest, load_identities
 from overlayfs.merged import join, kind_of, lstat_or_none, parent_of
-from overlayfs.state import LOCK_TIMEOUT, ProjectState, locked, project_state, remove_tree
+from overlayfs.state import LOCK_TIMEOUT, ProjectState, dispose, locked, pending, project_state, remove_tree
 from overlayfs.upper import drop_wh_file
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class _RealTree:
 def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full: bool,
           durable: bool) -> Journal:
     real = _RealTree(lower)
-    rms: list[tuple[str, str]] = []  # (path, kind of the real entry) to move aside, then delete
+    rms: list[tuple[str, str, int]] = []  # (path, kind, inode of the real entry) to move aside, then delete
     mkdirs: list[tuple[str, int]] = []
     puts: list[str] = []
     replaces: set[str] = set()  # puts over a real file or link: kept as a backup until the end
@@ -160,15 +160,15 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
         real_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
         if ch.kind == "deleted":
             if st is not None:
-                rms.append((ch.path, kind_of(st.st_mode)))
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino))
         elif ch.type == "dir":
             if st is not None and not real_dir:
-                rms.append((ch.path, kind_of(st.st_mode)))
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino))
             if not real_dir:
                 mkdirs.append((ch.path, stat_mode(os.lstat(f"{upper}/{ch.path}").st_mode)))
         else:
             if real_dir:
-                rms.append((ch.path, "dir"))  # its entries are moved aside by their own changes first
+                rms.append((ch.path, "dir", st.st_ino))  # its entries are moved aside by their own changes first
             elif st is not None:
                 replaces.add(ch.path)
             puts.append(ch.path)
@@ -182,17 +182,17 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
             pre.append(rel)
             real.dirs[rel] = True
     made = {rel for rel, _ in mkdirs}
-    removed = {rel for rel, _ in rms}
+    removed = {r[0] for r in rms}
     for rel in [*puts, *made]:
         parent = parent_of(rel)[0]
         if parent not in made and (parent in removed or not real.is_dir(parent)):
             raise ValueError(f"{rel}: cannot promote without its parent directory {parent}")
-    trashed: list[tuple[str, str, str]] = []
-    for i, (rel, kind) in enumerate(rms):
+    trashed: list[tuple[str, str, str, int]] = []
+    for i, (rel, kind, ino) in enumerate(rms):
         keep, name = parent_of(rel)
         while keep in removed:  # the nearest directory that stays: the entry must leave its parent
             keep = parent_of(keep)[0]
-        trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}")))
+        trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}"), ino))
     staged: list[tuple[str, str, str | None]] = []
     for i, rel in enumerate(puts):
         parent, name = parent_of(rel)
@@ -229,14 +229,18 @@ def _rewrite(metadir: Path, name: str, drop: set[str], add: list[Identity]) -> N
 def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
     """Drop promoted entries from the upper layer and their records from the base and read sets."""
     if j["full"]:  # the real tree now equals the merged view: start from an empty upper layer
-        for name in os.listdir(upper):
-            p = f"{upper}/{name}"
-            if os.path.isdir(p) and not os.path.islink(p):
-                remove_tree(Path(p))
+        for name in (BASES_FILE, READS_FILE):  # first: a crash before the upper goes repeats all of this
+            if os.path.exists(metadir / name):
+                os.truncate(metadir / name, 0)
+        mode = stat_mode(os.stat(upper).st_mode)
+        if os.listdir(upper):  # set the old one aside (same filesystem) and delete it on a thread
+            tmp = metadir / "tmp"
+            if tmp.is_dir() and os.stat(tmp).st_dev == os.stat(upper).st_dev:
+                dispose(Path(upper), tmp / f"spent-{uuid.uuid4().hex[:12]}")
             else:
-                os.unlink(p)
-        _rewrite(metadir, BASES_FILE, set(load_identities(metadir, BASES_FILE)), [])
-        _rewrite(metadir, READS_FILE, set(load_identities(metadir, READS_FILE)), [])
+                remove_tree(Path(upper))
+            os.mkdir(upper, 0o700)
+            os.chmod(upper, mode)
         return
     promoted = [p for p, _, _ in j["promoted"]]
     rebase: list[Identity] = []
@@ -258,8 +262,9 @@ def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
 
 
 def _finalize_journal(j: Journal) -> None:
-    """The upper-layer part of a finished promotion; skipped when that layer is gone (a discarded overlay)."""
-    if os.path.isdir(j["upper"]) and os.path.isdir(j["metadir"]):
+    """The upper-layer part of a finished promotion; skipped when that overlay was discarded."""
+    if os.path.isdir(j["metadir"]):
+        os.makedirs(j["upper"], exist_ok=True)  # a crash may have come between setting it aside and anew
         _finalize(j["lower"], j["upper"], Path(j["metadir"]), j)
 
 
@@ -269,6 +274,8 @@ def settle(ps: ProjectState) -> tuple[str, Journal] | None:
     Returns (what was done, the journal), or None when nothing was pending."""
     j = journal.read(ps.journal)
     if j is None:
+        if pending(ps):
+            journal.clear(ps.journal)  # a torn plan: its promotion never staged anything
         return None
     try:
         root = os.stat(j["lower"])
@@ -276,7 +283,7 @@ def settle(ps: ProjectState) -> tuple[str, Journal] | None:
     except FileNotFoundError:
         same = False
     if not same:  # the project directory was removed or replaced since: its temp names went with it
-        ps.journal.unlink()
+        journal.clear(ps.journal)
         return "discarded (the project directory was replaced)", j
     return journal.resume(ps.journal, j, _finalize_journal), j
 

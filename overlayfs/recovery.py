@@ -18,10 +18,12 @@ from overlayfs.state import (
     ProjectState,
     locked,
     owner_alive,
+    pending,
     project_state,
     remove_tree,
     stale_overlays,
     state_root,
+    wait_disposals,
 )
 
 
@@ -53,7 +55,7 @@ def _settle(ps: ProjectState) -> tuple[str | None, int]:
 def recover_journal(project: str | os.PathLike[str], *, timeout: float = LOCK_TIMEOUT) -> Recovery | None:
     """Settle a pending promotion journal of ``project`` (what ``Overlay`` does when it opens)."""
     ps = project_state(project)
-    if not ps.journal.exists():
+    if not pending(ps):
         return None
     with locked(ps, timeout):  # waits for a live promoter, whose journal is gone when it lets go
         action, n = _settle(ps)
@@ -71,10 +73,11 @@ def recover_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TI
         raise NotADirectoryError(errno.ENOTDIR, "project is not a directory", os.fspath(project))
     ps = project_state(project)
     stale = stale_overlays(ps)
-    if not ps.journal.exists() and not stale:
+    if not pending(ps) and not stale:
         return None
     with locked(ps, timeout):
         action, n = _settle(ps)  # first: rolling forward may finish an upper layer among the stale ones
+        wait_disposals()
         stale = stale_overlays(ps)
         for d in stale:
             remove_tree(d)

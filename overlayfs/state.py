@@ -8,8 +8,9 @@ dir and never inside the project::
       projects/<sha256(realpath)[:16]>/
         project           the project's real path (so a sweep can tell which tree it belongs to)
         lock              flock(2)ed during promotion and recovery: one promoter per project at a time
-        promote.journal   only while a promotion is in flight (see overlayfs.journal)
-        overlays/<pid>.<start>.<random>/   default overlays (upper/ work/ meta/), named by their owner
+        promote.journal   the plan and state of a promotion in flight; empty otherwise (overlayfs.journal)
+        overlays/<pid>.<start>.<random>/   default overlays (upper/ work/ meta/), named by their owner;
+                                           ".spent" appended while a discarded one is being deleted
 
 The names are speculate's (this package ships with it); the package itself does not import speculate.
 """
@@ -21,7 +22,9 @@ import fcntl
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +62,14 @@ class ProjectState:
     @property
     def overlays(self) -> Path:
         return self.dir / "overlays"
+
+
+def pending(ps: ProjectState) -> bool:
+    """Whether a promotion journal is pending (the journal file is kept, empty when nothing is)."""
+    try:
+        return os.stat(ps.journal).st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def project_state(project: str | os.PathLike[str]) -> ProjectState:
@@ -174,12 +185,21 @@ def stale_overlays(ps: ProjectState) -> list[Path]:
     return [ps.overlays / n for n in sorted(names) if not owner_alive(n)]
 
 
+def _gone_is_fine(func: object, path: str, exc: object) -> None:
+    e = exc if isinstance(exc, BaseException) else exc[1]  # type: ignore[index]
+    if not isinstance(e, FileNotFoundError):  # someone else deleting the same tree: fine
+        raise e
+
+
+_RMTREE_ERR = {"onexc": _gone_is_fine} if sys.version_info >= (3, 12) else {"onerror": _gone_is_fine}
+
+
 def remove_tree(path: Path) -> None:
     """rmtree that also gets through read-only directories a speculation made (they block unlink unless root)."""
-    try:
-        shutil.rmtree(path)
+    if not os.path.lexists(path):
         return
-    except FileNotFoundError:
+    try:
+        shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]
         return
     except OSError:
         pass
@@ -188,21 +208,55 @@ def remove_tree(path: Path) -> None:
         for d in dirnames:
             if not os.path.islink(f"{dirpath}/{d}"):
                 os.chmod(f"{dirpath}/{d}", 0o700)
-    shutil.rmtree(path)
+    shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]
+
+
+_disposals: list[threading.Thread] = []
+
+
+def dispose(path: Path, aside: Path) -> None:
+    """Delete a tree nobody needs any more without waiting for it: rename it to ``aside`` (same filesystem,
+    O(1)), then remove that on a daemon thread. A process that dies first leaves ``aside`` to a sweep."""
+    try:
+        os.rename(path, aside)
+    except OSError:  # another filesystem (or already gone): remove it here
+        remove_tree(path)
+        return
+    t = threading.Thread(target=_remove_quietly, args=(aside,), name="overlayfs-dispose", daemon=True)
+    t.start()
+    _disposals[:] = [d for d in _disposals if d.is_alive()] + [t]
+
+
+def wait_disposals() -> None:
+    for t in list(_disposals):
+        t.join()
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        remove_tree(path)
+    except OSError:
+        pass  # the next sweep of stale overlays (or the overlay's own discard) gets it
 
 
 def tidy(ps: ProjectState) -> None:
     """Remove the project's state dir if nothing is pending in it (no journal, no overlay)."""
-    if not ps.dir.exists() or ps.journal.exists():
+    wait_disposals()
+    if not ps.dir.exists() or pending(ps):
         return
     try:
         with locked(ps, timeout=0):
-            if ps.journal.exists():
+            if pending(ps):
                 return
             try:
                 os.rmdir(ps.overlays)
             except FileNotFoundError:
                 pass
+            for name in (ps.journal, ps.journal.with_name(ps.journal.name + ".tmp")):
+                try:
+                    os.unlink(name)
+                except FileNotFoundError:
+                    pass
             os.unlink(ps.lock_path)  # lockers compare inodes, so removing it while held is safe
             os.unlink(ps.dir / "project")
             os.rmdir(ps.dir)

@@ -17,7 +17,7 @@ from overlayfs.merged import Node, Resolved, entries, join, parent_of, resolve, 
 from overlayfs.paths import PathEscapeError, check_link_target, to_relative
 from overlayfs.promote import PromoteResult, promote
 from overlayfs.recovery import Recovery, recover_journal
-from overlayfs.state import LOCK_TIMEOUT, new_overlay_dir, project_state
+from overlayfs.state import LOCK_TIMEOUT, dispose, new_overlay_dir, project_state
 from overlayfs.upper import UMASK, OverlayStatistics, Upper
 
 StrPath = str | os.PathLike[str]
@@ -410,7 +410,10 @@ class Overlay:
         if self._discarded:
             return
         self._discarded = True
-        for d in [self._base] if self._base is not None else [self.upper, self.workdir, self.metadir]:
+        if self._base is not None:  # deleted on a thread: accepting or aborting need not wait for it
+            dispose(self._base, self._base.with_name(self._base.name + ".spent"))
+            return
+        for d in [self.upper, self.workdir, self.metadir]:
             shutil.rmtree(d, ignore_errors=True)
 
     @property

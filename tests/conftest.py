@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from overlayfs.state import ENV, remove_tree
+from overlayfs.state import ENV, remove_tree, wait_disposals
 
 _STATE: Path | None = None
 
@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _STATE is not None:
+        wait_disposals()
         remove_tree(_STATE)
 
 

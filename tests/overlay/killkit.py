@@ -100,13 +100,17 @@ def main() -> None:
 
     ov = Overlay(sys.argv[1])
     speculate(ov)
-    real_write = journal.write
+    real_begin, real_mark = journal.begin, journal.mark
 
-    def write(path: Path, data: journal.Journal) -> None:
-        real_write(path, data)
-        print(data["state"], flush=True)
+    def begin(path: Path, j: journal.Journal) -> None:
+        real_begin(path, j)
+        print("prepare", flush=True)
 
-    journal.write = write
+    def mark(path: Path, state: str) -> None:
+        real_mark(path, state)
+        print(state, flush=True)
+
+    journal.begin, journal.mark = begin, mark
     print("built", flush=True)
     assert ov.promote(durable=False).ok
     print("done", flush=True)

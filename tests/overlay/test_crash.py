@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from overlayfs import Overlay, recover_project
-from overlayfs.journal import _Steps, write
+from overlayfs.journal import _Steps, begin, mark
 from overlayfs.promote import _plan
-from overlayfs.state import ensure, project_state
+from overlayfs.state import ensure, pending, project_state
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import Crash, crash_at, diff, snapshot, temps
 
@@ -103,7 +103,7 @@ def test_killed_promotion_is_rolled_back_or_forward(tmp_path: Path, state_dir: P
     for k in range(10):
         lower, upper = setup_overlay(tmp_path / f"run{k}")
         run_child(lower, upper, rng.uniform(0, duration * 1.5))
-        before = "journal" if project_state(lower).journal.exists() else state_of(lower)
+        before = "journal" if pending(project_state(lower)) else state_of(lower)
         ov = Overlay(lower, upper)  # recovery happens here
         after = state_of(lower)
         outcomes.append((before, after))
@@ -121,7 +121,7 @@ def staged(lower: Path, upper: Path) -> tuple[Overlay, dict, _Steps]:
     ov = Overlay(lower, upper)
     j = _plan(str(lower), str(upper), ov.metadir, ov.changes(), full=True, durable=False)
     ensure(project_state(lower))
-    write(project_state(lower).journal, j)
+    begin(project_state(lower).journal, j)
     steps = _Steps(j)
     steps.prepare()  # every temp file staged, the new directory made
     return ov, j, steps
@@ -134,14 +134,14 @@ def test_crash_before_commit_point_rolls_back(tmp_path: Path, state_dir: Path) -
     again = Overlay(lower, upper)
     assert again.recovery is not None and again.recovery.action == "rolled back"
     assert state_of(lower) == "old"
-    assert not project_state(lower).journal.exists()
+    assert not pending(project_state(lower))
     assert len(again.changes()) == N + 3
 
 
 def test_crash_after_commit_point_rolls_forward(tmp_path: Path, state_dir: Path) -> None:
     lower, upper = setup_overlay(tmp_path)
     _, j, _ = staged(lower, upper)
-    write(project_state(lower).journal, {**j, "state": "commit"})
+    mark(project_state(lower).journal, "commit")
     _Steps({**j, "puts": j["puts"][: N // 2], "mkdirs": []}).apply()  # half the files in place; "crash"
     assert (lower / "sub/f000.txt").read_bytes() == new(0)
     assert (lower / f"sub/f{N - 1:03}.txt").read_bytes() == old(N - 1)
@@ -207,4 +207,4 @@ def test_random_changes_crashed_anywhere_recover_to_old_or_new(tmp_path: Path, s
     recover_project(lower)
     now = snapshot(lower)
     assert now in (old_tree, new_tree), (diff(now, old_tree), diff(now, new_tree))
-    assert temps(lower) == [] and not project_state(lower).journal.exists()
+    assert temps(lower) == [] and not pending(project_state(lower))

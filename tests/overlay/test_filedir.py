@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from overlayfs import Overlay, recover_project
-from overlayfs.journal import _Steps, read, write
+from overlayfs.journal import _Steps, begin, mark, read
 from overlayfs.promote import _plan
-from overlayfs.state import ensure, project_state
+from overlayfs.state import ensure, pending, project_state
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import Crash, crash_at, diff, snapshot, temps
 
@@ -120,7 +120,7 @@ def test_every_crash_point_recovers_to_old_or_new(tmp_path: Path, state_dir: Pat
         now = snapshot(lower)
         assert now in (old, new), f"crash point {k}: neither old nor new: {diff(now, new)} / {diff(now, old)}"
         assert temps(lower) == [], f"crash point {k}"
-        assert not project_state(lower).journal.exists()
+        assert not pending(project_state(lower))
         if now == old:  # rolled back: the overlay still holds everything and promotes cleanly
             assert again.promote().ok
             assert snapshot(lower) == new
@@ -139,7 +139,8 @@ def test_replaying_a_finished_apply_keeps_the_new_entry(tmp_path: Path, state_di
     steps.prepare()
     ps = project_state(lower)
     ensure(ps)
-    write(ps.journal, {**j, "state": "commit"})
+    begin(ps.journal, j)
+    mark(ps.journal, "commit")
     steps.apply()  # every removal, mkdir and put done
     landed = snapshot(lower)
     steps.apply()  # a replay over its own completed effect changes nothing
@@ -151,7 +152,7 @@ def test_replaying_a_finished_apply_keeps_the_new_entry(tmp_path: Path, state_di
     assert rec is not None and rec.action == "rolled forward"
     target = {"file-over-dir": "d", "link-over-dir": "link-dir", "dir-over-file": "f"}[name]
     assert snapshot(lower)[target] == landed[target]
-    assert temps(lower) == [] and not ps.journal.exists()
+    assert temps(lower) == [] and not pending(ps)
     if name == "file-over-dir":
         assert (lower / "d").read_bytes() == b"now a file\n"
     elif name == "link-over-dir":

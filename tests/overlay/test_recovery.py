@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from overlayfs import Overlay, ProjectLocked, PromoteError, recover_all, recover_project
-from overlayfs.state import project_state, state_root, tidy
+from overlayfs.state import pending, project_state, state_root, tidy
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import snapshot, temps
 
@@ -59,6 +59,18 @@ def die_at(root: Path, k: int) -> str:
     return "killed" if p.returncode == -9 else p.stdout.strip() or p.stderr
 
 
+def die_pending(root: Path) -> None:
+    """A child killed while its promotion's journal is pending (the first such crash point from 15 on)."""
+    for k in range(15, 100):
+        die_at(root, k)
+        if pending(project_state(root)):
+            return
+        recover_project(root)
+        shutil.rmtree(root)
+        project(root.parent)
+    raise AssertionError("no crash point left a pending journal")
+
+
 def test_a_killed_process_is_recovered_from_the_project_path_alone(tmp_path: Path, state_dir: Path) -> None:
     ref = project(tmp_path / "ref")
     old = snapshot(ref)
@@ -73,12 +85,12 @@ def test_a_killed_process_is_recovered_from_the_project_path_alone(tmp_path: Pat
         if res == "done":
             break
         assert res == "killed"
-        pending = project_state(root).journal.exists()
+        was_pending = pending(project_state(root))
         rec = recover_project(root)  # what Session, the REPL and `speculate recover` call
         assert rec is not None and rec.overlays_removed == 1
         assert snapshot(root) in (old, new) and temps(root) == []
         assert list(project_state(root).overlays.iterdir()) == []
-        if pending:
+        if was_pending:
             outcomes.add(rec.action)
             assert rec.line().startswith(f"recovered: {rec.action} an interrupted acceptance of 6 changes")
         assert recover_project(root) is None  # nothing left
@@ -111,10 +123,9 @@ def test_nothing_pending_and_bad_input(tmp_path: Path, state_dir: Path) -> None:
 
 def test_a_journal_for_a_replaced_project_directory_is_discarded(tmp_path: Path, state_dir: Path) -> None:
     root = project(tmp_path)
-    die_at(root, 25)
-    assert project_state(root).journal.exists()
-    shutil.rmtree(root)
-    fresh = project(tmp_path)  # same path, another directory: its files are not the journal's
+    die_pending(root)
+    root.rename(tmp_path / "old")  # like a fresh clone moved into place: same path, another directory
+    fresh = project(tmp_path)
     before = snapshot(fresh)
     rec = recover_project(fresh)
     assert rec is not None and rec.action is not None and rec.action.startswith("discarded")
@@ -123,13 +134,13 @@ def test_a_journal_for_a_replaced_project_directory_is_discarded(tmp_path: Path,
 
 def test_recover_all_finishes_pending_projects_and_forgets_removed_ones(tmp_path: Path, state_dir: Path) -> None:
     kept, gone = project(tmp_path / "kept"), project(tmp_path / "gone")
-    die_at(kept, 25)
-    die_at(gone, 25)
+    die_pending(kept)
+    die_pending(gone)
     shutil.rmtree(gone)
     recs = recover_all()
     assert [r.project for r in recs] == [kept]
     assert not project_state(gone).dir.exists()
-    assert not project_state(kept).journal.exists()
+    assert not pending(project_state(kept))
 
 
 # -- the lock -----------------------------------------------------------------------------------------
@@ -185,7 +196,7 @@ def test_concurrent_sessions_promote_one_at_a_time(tmp_path: Path, state_dir: Pa
         assert p.returncode == 0 and out == "done\n", err
     for i in range(3):
         assert len(list((root / f"p{i}").rglob("*.txt"))) == 15 * 8
-    assert temps(root) == [] and not project_state(root).journal.exists()
+    assert temps(root) == [] and not pending(project_state(root))
 
 
 # -- errors during promotion --------------------------------------------------------------------------
@@ -221,7 +232,7 @@ def test_a_full_disk_rolls_back_and_names_the_file(tmp_path: Path, state_dir: Pa
         assert e.value.errno == 28 and e.value.rel == "data/big.bin" and e.value.phase == "prepare"
         assert e.value.filename == f"{root}/data/big.bin" and "rolled back" in str(e.value)
         assert snapshot(root) == before and temps(root) == []
-        assert not project_state(root).journal.exists()
+        assert not pending(project_state(root))
         assert len(ov.changes()) == 11  # the overlay is intact: free some space and accept again
         ov.write_bytes("data/big.bin", b"smaller\n")
         assert ov.promote().ok
@@ -260,7 +271,7 @@ def test_running_out_of_inodes_at_every_step_rolls_back(tmp_path: Path, state_di
             except PromoteError as e:
                 assert e.errno == 28 and e.filename.startswith(str(root))
                 assert snapshot(root) == before, (n, e)
-                assert temps(root) == [] and not project_state(root).journal.exists()
+                assert temps(root) == [] and not pending(project_state(root))
                 phases.append(e.phase)
                 ov.discard()
                 continue
