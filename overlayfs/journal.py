@@ -123,31 +123,30 @@ class _Steps:
         return f"{self.lower}/{rel}"
 
     def prepare(self) -> None:
-        durable = self.j["durable"]
-        dirs = set()  # whose entries changed
+        synced = set()  # new files, and the directories whose entries changed
         for rel in self.j["pre"]:
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
-            dirs.add(os.path.dirname(self.p(rel)))
-        copies: dict[str, tuple[str, str, bool]] = {}
+            synced.add(os.path.dirname(self.p(rel)))
+        copies: dict[str, tuple[str, str]] = {}
         for rel, stage, backup in self.j["puts"]:
             self.at = rel
             src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
             if stat_mod.S_ISLNK(os.lstat(src).st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
-                copies[rel] = (src, dst, durable)
+                copies[rel] = (src, dst)
+                synced.add(dst)
             if backup is not None:
                 _backup(self.p(rel), self.p(backup))
-            dirs.add(os.path.dirname(dst))
-        # The file copies run concurrently, each fsync'd by its own thread (one journal commit for many).
+            synced.add(os.path.dirname(dst))
         for rel, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
             if err is not None:
                 self.at = rel
                 raise err
-        if durable:
+        if self.j["durable"]:  # files and directories together: one journal commit for all of them
             self.at = "."
-            fsync_all(dirs)
+            fsync_all(synced)
 
     def rollback(self) -> None:
         """Undo prepare: temp files, backups (links to entries still in place) and early directories."""
@@ -246,8 +245,8 @@ class _Steps:
         self.rollback()
 
 
-def _stage(src: str, dst: str, durable: bool) -> None:
-    copy_file(src, dst, mode=stat_mode(os.lstat(src).st_mode), fsync=durable)
+def _stage(src: str, dst: str) -> None:
+    copy_file(src, dst, mode=stat_mode(os.lstat(src).st_mode))
 
 
 def _unlink_if(path: str) -> None:

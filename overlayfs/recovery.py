@@ -77,7 +77,7 @@ def recover_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TI
         return None
     with locked(ps, timeout):
         action, n = _settle(ps)  # first: rolling forward may finish an upper layer among the stale ones
-        wait_disposals()
+        wait_disposals(ps.dir)
         stale = stale_overlays(ps)
         for d in stale:
             remove_tree(d)

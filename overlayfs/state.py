@@ -211,7 +211,7 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]
 
 
-_disposals: list[threading.Thread] = []
+_disposals: list[tuple[Path, threading.Thread]] = []
 
 
 def dispose(path: Path, aside: Path) -> None:
@@ -224,12 +224,14 @@ def dispose(path: Path, aside: Path) -> None:
         return
     t = threading.Thread(target=_remove_quietly, args=(aside,), name="overlayfs-dispose", daemon=True)
     t.start()
-    _disposals[:] = [d for d in _disposals if d.is_alive()] + [t]
+    _disposals[:] = [(p, d) for p, d in _disposals if d.is_alive()] + [(aside, t)]
 
 
-def wait_disposals() -> None:
-    for t in list(_disposals):
-        t.join()
+def wait_disposals(under: Path | None = None) -> None:
+    """Wait for the background deletions (of trees under ``under`` only, if given)."""
+    for p, t in list(_disposals):
+        if under is None or p.is_relative_to(under):
+            t.join()
 
 
 def _remove_quietly(path: Path) -> None:
@@ -241,7 +243,7 @@ def _remove_quietly(path: Path) -> None:
 
 def tidy(ps: ProjectState) -> None:
     """Remove the project's state dir if nothing is pending in it (no journal, no overlay)."""
-    wait_disposals()
+    wait_disposals(ps.dir)
     if not ps.dir.exists() or pending(ps):
         return
     try:
