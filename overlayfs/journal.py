@@ -6,11 +6,12 @@ project's state dir (:mod:`overlayfs.state`) so that any later process finds it 
 - ``prepare``: make the new directories nothing is in the way of; stage every new file or link as a temp
   file beside its target (or in the nearest real directory); hard-link every file or link a put will
   replace to a backup name. The real tree's content is unchanged. Any error: roll back, nothing changed.
-- ``commit`` (the commit point, one atomic rename of the journal): move every removed entry aside to a
-  trash name in its nearest surviving directory (deepest first), make the remaining directories, rename
-  each temp file over its target (each file switches atomically), set the new directories' modes; then
-  delete the trash and the backups. Any OSError here: the journal turns ``abort`` and every step is undone
-  in reverse (backups renamed back, trash renamed back), so the tree is wholly old again.
+- ``commit`` (the commit point: one line appended to the journal and synced): move every removed entry
+  aside to a trash name in its nearest surviving directory (deepest first), make the remaining
+  directories, rename each temp file over its target (each file switches atomically), set the new
+  directories' modes; then delete the trash and the backups. Any OSError here: the journal turns
+  ``abort`` and every step is undone in reverse (backups renamed back, trash renamed back), so the tree
+  is wholly old again.
 
 Every step tells "done" from "to do" by what stands on disk, never by replaying blindly: a removal is done
 when its trash name exists or the entry at the path is no longer the one planned (inode and kind: a put or
@@ -123,30 +124,31 @@ class _Steps:
         return f"{self.lower}/{rel}"
 
     def prepare(self) -> None:
-        synced = set()  # new files, and the directories whose entries changed
+        durable = self.j["durable"]
+        dirs = set()  # whose entries changed
         for rel in self.j["pre"]:
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
-            synced.add(os.path.dirname(self.p(rel)))
-        copies: dict[str, tuple[str, str]] = {}
+            dirs.add(os.path.dirname(self.p(rel)))
+        copies: dict[str, tuple[str, str, bool]] = {}
         for rel, stage, backup in self.j["puts"]:
             self.at = rel
             src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
             if stat_mod.S_ISLNK(os.lstat(src).st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
-                copies[rel] = (src, dst)
-                synced.add(dst)
+                copies[rel] = (src, dst, durable)
             if backup is not None:
                 _backup(self.p(rel), self.p(backup))
-            synced.add(os.path.dirname(dst))
+            dirs.add(os.path.dirname(dst))
+        # The file copies run concurrently, each fsync'd by its own thread (one journal commit for many).
         for rel, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
             if err is not None:
                 self.at = rel
                 raise err
-        if self.j["durable"]:  # files and directories together: one journal commit for all of them
+        if durable:
             self.at = "."
-            fsync_all(synced)
+            fsync_all(dirs)
 
     def rollback(self) -> None:
         """Undo prepare: temp files, backups (links to entries still in place) and early directories."""
@@ -245,8 +247,8 @@ class _Steps:
         self.rollback()
 
 
-def _stage(src: str, dst: str) -> None:
-    copy_file(src, dst, mode=stat_mode(os.lstat(src).st_mode))
+def _stage(src: str, dst: str, durable: bool) -> None:
+    copy_file(src, dst, mode=stat_mode(os.lstat(src).st_mode), fsync=durable)
 
 
 def _unlink_if(path: str) -> None:

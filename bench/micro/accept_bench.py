@@ -1,6 +1,6 @@
 """Accept latency (promotion plus injection) and the cost of the start-up recovery check.
 
-Run: ``.venv/bin/python -m bench.micro.accept_bench [--reps 100] [--reps-1000 20] [--dir DIR]``.
+Run: ``.venv/bin/python -m bench.micro.accept_bench [--reps 100] [--reps-1000 20] [--dir DIR] [--not-durable]``.
 
 Each rep opens a fresh default overlay over a 2,000-file project (in the project's state dir, as the
 engine does), rewrites N files in it (untimed), then times what ``SpeculationEngine.accept`` does once the
@@ -57,7 +57,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-def accept_once(project: Path, rels: list[str], n: int, rep: int) -> tuple[float, float]:
+def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool) -> tuple[float, float]:
     ov = Overlay(project)
     chosen = rels[(rep * n) % len(rels):][:n] or rels[:n]
     for rel in chosen:
@@ -66,7 +66,7 @@ def accept_once(project: Path, rels: list[str], n: int, rep: int) -> tuple[float
                                   {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}]
     fork = main + fork_messages(chosen)
     t0 = time.perf_counter()
-    result = ov.promote()
+    result = ov.promote(durable=durable)
     t1 = time.perf_counter()
     main.extend(completed_part(fork[2:], complete=True))
     t2 = time.perf_counter()
@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps-1000", type=int, default=20, help="reps for 1,000 files (default 20)")
     ap.add_argument("--dir", type=Path, default=None, help="where the project and state dir go "
                     "(default: a temp dir in $TMPDIR)")
+    ap.add_argument("--not-durable", action="store_true", help="promote(durable=False): no data or directory "
+                    "fsyncs (the journal's stay), to tell the disk's share from the rest")
     a = ap.parse_args(argv)
     top = Path(tempfile.mkdtemp(prefix="accept-bench-", dir=a.dir))
     os.environ[ENV] = str(top / "state")  # never the user's own state dir
@@ -90,13 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         project = top / "project"
         rels = build_project(project)
         fs = subprocess.run(["stat", "-f", "-c", "%T", str(top)], capture_output=True, text=True).stdout.strip()
-        print(f"# {PROJECT_FILES}-file project on {fs} ({top}); durable promotion; {os.cpu_count()} cores, "
+        durable = not a.not_durable
+        print(f"# {PROJECT_FILES}-file project on {fs} ({top}); durable={durable}; {os.cpu_count()} cores, "
               f"kernel {os.uname().release}, Python {sys.version.split()[0]}")
         print("| files | reps | accept p50 (ms) | accept p99 (ms) | promote p50 (ms) | injection p50 (ms) |")
         print("|---|---|---|---|---|---|")
         for n, reps in ((1, a.reps), (20, a.reps), (1000, a.reps_1000)):
-            accept_once(project, rels, n, -1)  # warm-up
-            runs = [accept_once(project, rels, n, r) for r in range(reps)]
+            accept_once(project, rels, n, -1, durable)  # warm-up
+            runs = [accept_once(project, rels, n, r, durable) for r in range(reps)]
             prom, acc = [p for p, _ in runs], [t for _, t in runs]
             inj = [t - p for p, t in runs]
             print(f"| {n} | {reps} | {pct(acc, 0.5) * 1e3:.1f} | {pct(acc, 0.99) * 1e3:.1f} | "
