@@ -80,3 +80,27 @@ def temps(root: Path) -> list[str]:
 
 def diff(a: dict[str, str], b: dict[str, str]) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def interrupt_promotion(root: Path, path: str, data: bytes, state: str) -> None:
+    """Leave a promotion of ``path`` -> ``data`` crashed with its journal in ``state`` (prepare or commit);
+    the overlay is discarded, as a sweep would remove a dead process's."""
+    from overlayfs import Overlay
+    from overlayfs.journal import read
+    from overlayfs.state import project_state
+
+    old = (root / path).read_bytes()
+    for k in range(100):
+        ov = Overlay(root)
+        ov.write_bytes(path, data)
+        try:
+            with crash_at(k):
+                ov.promote()
+        except Crash:
+            j = read(project_state(root).journal)
+            if j is not None and j["state"] == state:
+                ov.discard()
+                return
+        ov.discard()
+        (root / path).write_bytes(old)
+    raise AssertionError(f"no crash point left a {state} journal")

@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from overlayfs import Overlay
-from overlayfs.journal import read
 from overlayfs.state import project_state
-from tests.overlay.crashkit import Crash, crash_at, temps
+from tests.overlay.crashkit import interrupt_promotion, temps
 
 from .conftest import engine_session, make_project
 
@@ -23,21 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def interrupted(root: Path, state: str) -> None:
     """Leave a promotion of a.txt -> "gamma" killed with its journal in ``state`` (prepare or commit)."""
-    for k in range(100):
-        ov = Overlay(root)
-        ov.write_text("a.txt", "gamma\n")
-        try:
-            with crash_at(k):
-                ov.promote()
-        except Crash:
-            j = read(project_state(root).journal)
-            if j is not None and j["state"] == state:
-                ov.discard()  # a dead process's overlay is removed as stale; this process lives on
-                return
-        ov.discard()
-        if (root / "a.txt").read_text() != "alpha\n":
-            (root / "a.txt").write_text("alpha\n")
-    raise AssertionError(f"no crash point left a {state} journal")
+    interrupt_promotion(root, "a.txt", b"gamma\n", state)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
