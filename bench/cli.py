@@ -13,6 +13,7 @@ import trio
 
 from bench.harness import Condition, RunConfig, RunOutput, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
+from overlayfs import recover_all
 from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
 
@@ -181,6 +182,8 @@ def bench_main(argv: list[str]) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"speculate bench: error: --out {out}: directory exists and is not empty", file=sys.stderr)
         return 2
+    for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
+        print(rec.line(), file=sys.stderr)
     n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * 2
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × 2 arms), {cfg.concurrency} at a time, time scale "

@@ -9,6 +9,8 @@ import errno
 import fcntl
 import os
 import shutil
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int): share extents (btrfs, xfs, bcachefs)
 _FALLBACK_ERRNOS = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.ETXTBSY}
@@ -70,7 +72,46 @@ def stat_mode(mode: int) -> int:
 
 
 def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def run_all(fn: Callable[..., object], calls: Sequence[tuple[object, ...]]) -> list[BaseException | None]:
+    """Run ``fn(*args)`` for every args tuple concurrently (file I/O releases the GIL) and wait for all of
+    them, also when one fails; returns each call's exception or None, in order."""
+    global _pool
+    if len(calls) < 3:
+        out: list[BaseException | None] = []
+        for args in calls:
+            try:
+                fn(*args)
+                out.append(None)
+            except Exception as e:
+                out.append(e)
+        return out
+    if _pool is None or _pool[0] != os.getpid():  # a pool's threads do not survive fork()
+        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=8, thread_name_prefix="overlayfs-io"))
+    futures = [_pool[1].submit(fn, *args) for args in calls]
+    wait(futures)
+    return [f.exception() for f in futures]
+
+
+def fsync_all(paths: Iterable[str]) -> None:
+    """fsync files and directories by path, concurrently: the filesystem commits its journal once for
+    many of them instead of once each (ext4 and xfs group concurrent fsyncs)."""
+    for e in run_all(_fsync_path, [(p,) for p in paths]):
+        if e is not None:
+            raise e
+
+
+def _fsync_path(path: str) -> None:  # a file or a directory
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:

@@ -1,11 +1,11 @@
-"""Promotion: conflict check, then a journaled, atomic write of an overlay's changes into the real tree.
+"""Promotion: the conflict check, the plan of a journaled atomic write into the real tree, and what a
+finished promotion leaves in the upper layer.
 
-Protocol (see docs/overlay.md): plan from ``changes()``; write the journal (state ``prepare``); create new
-directories and stage every new file as a temp file in its target directory (or the nearest directory that
-exists); flip the journal to ``commit`` (the commit point, one atomic rename); delete, mkdir and rename the
-temp files into place; clear the promoted entries from the upper layer; remove the journal. On the next
-open a ``prepare`` journal is rolled back (temp files and new directories removed) and a ``commit`` one is
-rolled forward, so every file ends up entirely old or entirely new, and all of them together.
+Protocol (see docs/overlay.md): under the project's lock (:mod:`overlayfs.state`) settle any promotion a dead
+process left; compute ``changes()`` and check them against the real tree; plan removals, new directories
+and puts; hand the plan to :mod:`overlayfs.journal`, which stages, commits, applies (or undoes) it; finally
+clear the promoted entries from the upper layer. Every file ends up entirely old or entirely new, and all
+of them together, even when the process is killed at any point.
 """
 
 from __future__ import annotations
@@ -13,23 +13,23 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import stat as stat_mod
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from overlayfs import journal
 from overlayfs.changes import Change
-from overlayfs.copyup import copy_file, fsync_dir, stat_mode
+from overlayfs.copyup import stat_mode
+from overlayfs.journal import TEMP_SUFFIX, Journal
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, listing_digest, load_identities
-from overlayfs.merged import join, lstat_or_none, parent_of
+from overlayfs.merged import join, kind_of, lstat_or_none, parent_of
+from overlayfs.state import LOCK_TIMEOUT, ProjectState, dispose, locked, pending, project_state, remove_tree
 from overlayfs.upper import drop_wh_file
 
 if TYPE_CHECKING:
     from overlayfs.view import Overlay
-
-JOURNAL = "promote.journal"
 
 
 @dataclass(frozen=True)
@@ -146,28 +146,33 @@ class _RealTree:
         return lstat_or_none(f"{self.lower}/{rel}") if self.is_dir(parent_of(rel)[0]) else None
 
 
-def _plan(lower: str, upper: str, changes: list[Change], *, full: bool, durable: bool) -> dict[str, Any]:
+def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full: bool,
+          durable: bool) -> Journal:
     real = _RealTree(lower)
-    rms: list[str] = []
+    rms: list[tuple[str, str, int]] = []  # (path, kind, inode of the real entry) to move aside, then delete
     mkdirs: list[tuple[str, int]] = []
     puts: list[str] = []
+    replaces: set[str] = set()  # puts over a real file or link: kept as a backup until the end
     for ch in changes:
         if ch.type not in ("file", "dir", "symlink"):
             raise OSError(errno.EOPNOTSUPP, "cannot promote a special file", ch.path)
         st = real.lstat(ch.path)
         real_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
         if ch.kind == "deleted":
-            rms.append(ch.path)
+            if st is not None:
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino))
         elif ch.type == "dir":
             if st is not None and not real_dir:
-                rms.append(ch.path)
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino))
             if not real_dir:
                 mkdirs.append((ch.path, stat_mode(os.lstat(f"{upper}/{ch.path}").st_mode)))
         else:
             if real_dir:
-                rms.append(ch.path)  # its entries are deleted by their own changes first
+                rms.append((ch.path, "dir", st.st_ino))  # its entries are moved aside by their own changes first
+            elif st is not None:
+                replaces.add(ch.path)
             puts.append(ch.path)
-    rms.sort(key=lambda p: (-p.count("/"), p))
+    rms.sort(key=lambda r: (-r[0].count("/"), r[0]))
     mkdirs.sort(key=lambda m: (m[0].count("/"), m[0]))
     token = uuid.uuid4().hex[:12]
     pre: list[str] = []  # directories that can be made before the commit point (nothing in the way)
@@ -177,95 +182,30 @@ def _plan(lower: str, upper: str, changes: list[Change], *, full: bool, durable:
             pre.append(rel)
             real.dirs[rel] = True
     made = {rel for rel, _ in mkdirs}
+    removed = {r[0] for r in rms}
     for rel in [*puts, *made]:
         parent = parent_of(rel)[0]
-        if parent not in made and (parent in rms or not real.is_dir(parent)):
+        if parent not in made and (parent in removed or not real.is_dir(parent)):
             raise ValueError(f"{rel}: cannot promote without its parent directory {parent}")
-    staged: list[tuple[str, str]] = []
+    trashed: list[tuple[str, str, str, int]] = []
+    for i, (rel, kind, ino) in enumerate(rms):
+        keep, name = parent_of(rel)
+        while keep in removed:  # the nearest directory that stays: the entry must leave its parent
+            keep = parent_of(keep)[0]
+        trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}"), ino))
+    staged: list[tuple[str, str, str | None]] = []
     for i, rel in enumerate(puts):
-        stage, name = parent_of(rel)
+        parent, name = parent_of(rel)
+        stage = parent
         while not real.is_dir(stage):
             stage = parent_of(stage)[0]
-        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}.ovl-tmp")))
-    return {"version": 1, "state": "prepare", "lower": lower, "token": token, "full": full,
-            "durable": durable, "rms": rms, "mkdirs": mkdirs, "pre": pre, "puts": staged,
+        backup = join(parent, f".{name[:40]}.{token}.b{i}{TEMP_SUFFIX}") if rel in replaces else None
+        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup))
+    root = os.stat(lower)
+    return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
+            "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,
+            "full": full, "durable": durable, "rms": trashed, "mkdirs": mkdirs, "pre": pre, "puts": staged,
             "promoted": [[c.path, c.kind, c.type] for c in changes]}
-
-
-def _write_journal(metadir: Path, data: dict[str, Any]) -> None:
-    tmp = metadir / (JOURNAL + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)  # ensure_ascii: non-UTF-8 names travel as \udcXX escapes and come back
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, metadir / JOURNAL)
-    fsync_dir(str(metadir))
-
-
-# -- the protocol ---------------------------------------------------------------------------------------
-
-
-def _prepare(lower: str, upper: str, j: dict[str, Any]) -> None:
-    modes = dict((rel, mode) for rel, mode in j["mkdirs"])
-    for rel in j["pre"]:
-        os.mkdir(f"{lower}/{rel}", 0o700)
-        os.chmod(f"{lower}/{rel}", modes[rel])
-    dirs = set()
-    for rel, tmp in j["puts"]:
-        src, dst = f"{upper}/{rel}", f"{lower}/{tmp}"
-        st = os.lstat(src)
-        if stat_mod.S_ISLNK(st.st_mode):
-            os.symlink(os.readlink(src), dst)
-        else:
-            copy_file(src, dst, mode=stat_mode(st.st_mode), fsync=j["durable"])
-        dirs.add(os.path.dirname(dst))
-    if j["durable"]:
-        for d in dirs:
-            fsync_dir(d)
-
-
-def _rollback(lower: str, j: dict[str, Any]) -> None:
-    for _, tmp in j["puts"]:
-        try:
-            os.unlink(f"{lower}/{tmp}")
-        except FileNotFoundError:
-            pass
-    for rel in reversed(j["pre"]):
-        try:
-            os.rmdir(f"{lower}/{rel}")
-        except OSError:
-            pass  # gone already, or someone put something in it: leave it
-
-
-def _apply(lower: str, j: dict[str, Any]) -> None:
-    """Roll forward from the commit point; every step is idempotent so a crash here is repeated safely."""
-    for rel in j["rms"]:
-        p = f"{lower}/{rel}"
-        st = lstat_or_none(p)
-        if st is None:
-            continue
-        if stat_mod.S_ISDIR(st.st_mode):
-            try:
-                os.rmdir(p)
-            except OSError as e:
-                if e.errno != errno.ENOTEMPTY:
-                    raise
-        else:
-            os.unlink(p)
-    for rel, mode in j["mkdirs"]:
-        try:
-            os.mkdir(f"{lower}/{rel}", 0o700)
-            os.chmod(f"{lower}/{rel}", mode)
-        except FileExistsError:
-            pass
-    dirs = set()
-    for rel, tmp in j["puts"]:
-        if os.path.lexists(f"{lower}/{tmp}"):
-            os.replace(f"{lower}/{tmp}", f"{lower}/{rel}")
-        dirs.add(os.path.dirname(f"{lower}/{rel}"))
-    if j["durable"]:
-        for d in dirs:
-            fsync_dir(d)
 
 
 def _under_opaque(upper: str, rel: str) -> bool:
@@ -286,17 +226,21 @@ def _rewrite(metadir: Path, name: str, drop: set[str], add: list[Identity]) -> N
     os.replace(tmp, metadir / name)
 
 
-def _finalize(lower: str, upper: str, metadir: Path, j: dict[str, Any]) -> None:
+def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
     """Drop promoted entries from the upper layer and their records from the base and read sets."""
     if j["full"]:  # the real tree now equals the merged view: start from an empty upper layer
-        for name in os.listdir(upper):
-            p = f"{upper}/{name}"
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p)
+        for name in (BASES_FILE, READS_FILE):  # first: a crash before the upper goes repeats all of this
+            if os.path.exists(metadir / name):
+                os.truncate(metadir / name, 0)
+        mode = stat_mode(os.stat(upper).st_mode)
+        if os.listdir(upper):  # set the old one aside (same filesystem) and delete it on a thread
+            tmp = metadir / "tmp"
+            if tmp.is_dir() and os.stat(tmp).st_dev == os.stat(upper).st_dev:
+                dispose(Path(upper), tmp / f"spent-{uuid.uuid4().hex[:12]}")
             else:
-                os.unlink(p)
-        _rewrite(metadir, BASES_FILE, set(load_identities(metadir, BASES_FILE)), [])
-        _rewrite(metadir, READS_FILE, set(load_identities(metadir, READS_FILE)), [])
+                remove_tree(Path(upper))
+            os.mkdir(upper, 0o700)
+            os.chmod(upper, mode)
         return
     promoted = [p for p, _, _ in j["promoted"]]
     rebase: list[Identity] = []
@@ -317,26 +261,43 @@ def _finalize(lower: str, upper: str, metadir: Path, j: dict[str, Any]) -> None:
     _rewrite(metadir, READS_FILE, touched, [])
 
 
-def recover(ov: Overlay) -> None:
-    """Finish or undo a promotion that a crash interrupted (called when an overlay is opened)."""
-    path = ov.metadir / JOURNAL
+def _finalize_journal(j: Journal) -> None:
+    """The upper-layer part of a finished promotion; skipped when that overlay was discarded."""
+    if os.path.isdir(j["metadir"]):
+        os.makedirs(j["upper"], exist_ok=True)  # a crash may have come between setting it aside and anew
+        _finalize(j["lower"], j["upper"], Path(j["metadir"]), j)
+
+
+def settle(ps: ProjectState) -> tuple[str, Journal] | None:
+    """Finish or undo the promotion a dead process left in ``ps`` (the caller holds the lock).
+
+    Returns (what was done, the journal), or None when nothing was pending."""
+    j = journal.read(ps.journal)
+    if j is None:
+        if pending(ps):
+            journal.clear(ps.journal)  # a torn plan: its promotion never staged anything
+        return None
     try:
-        j = json.loads(path.read_text(encoding="utf-8"))
+        root = os.stat(j["lower"])
+        same = j["lower"] == str(ps.project) and [root.st_dev, root.st_ino] == j["root"]
     except FileNotFoundError:
-        return
-    if j["lower"] != str(ov.lower):
-        raise ValueError(f"{path}: journal of a promotion into {j['lower']}, not {ov.lower}")
-    if j["state"] == "commit":
-        _apply(j["lower"], j)
-        _finalize(j["lower"], str(ov.upper), ov.metadir, j)
-    else:
-        _rollback(j["lower"], j)
-    path.unlink()
-    fsync_dir(str(ov.metadir))
+        same = False
+    if not same:  # the project directory was removed or replaced since: its temp names went with it
+        journal.clear(ps.journal)
+        return "discarded (the project directory was replaced)", j
+    return journal.resume(ps.journal, j, _finalize_journal), j
 
 
-def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durable: bool) -> PromoteResult:
-    recover(ov)
+def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durable: bool,
+            lock_timeout: float = LOCK_TIMEOUT) -> PromoteResult:
+    ps = project_state(ov.lower)
+    with locked(ps, lock_timeout):  # one promoter per project; the conflict check must not go stale
+        settle(ps)
+        return _promote(ov, ps, rels, all_or_nothing=all_or_nothing, durable=durable)
+
+
+def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_nothing: bool,
+             durable: bool) -> PromoteResult:
     lower, upper = str(ov.lower), str(ov.upper)
     changes = ov.changes()
     selected = changes
@@ -363,16 +324,6 @@ def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durabl
         if not conflicts and len(changes) == 0:  # the upper layer holds nothing new: spend it all the same
             _finalize(lower, upper, ov.metadir, {"full": True})
         return PromoteResult([], conflicts)
-    j = _plan(lower, upper, selected, full=len(selected) == len(changes), durable=durable)
-    _write_journal(ov.metadir, j)
-    try:
-        _prepare(lower, upper, j)
-    except BaseException:
-        _rollback(lower, j)
-        (ov.metadir / JOURNAL).unlink()
-        raise
-    _write_journal(ov.metadir, {**j, "state": "commit"})  # the commit point
-    _apply(lower, j)
-    _finalize(lower, upper, ov.metadir, j)
-    (ov.metadir / JOURNAL).unlink()
+    j = _plan(lower, upper, ov.metadir, selected, full=len(selected) == len(changes), durable=durable)
+    journal.execute(ps.journal, j, _finalize_journal)
     return PromoteResult(selected, conflicts)

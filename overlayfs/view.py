@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -16,7 +15,9 @@ from overlayfs.copyup import stat_mode
 from overlayfs.layer import BASES_FILE, READS_FILE, WH_PREFIX, Identity, load_identities, make_opaque
 from overlayfs.merged import Node, Resolved, entries, join, parent_of, resolve, step
 from overlayfs.paths import PathEscapeError, check_link_target, to_relative
-from overlayfs.promote import PromoteResult, promote, recover
+from overlayfs.promote import PromoteResult, promote
+from overlayfs.recovery import Recovery, recover_journal
+from overlayfs.state import LOCK_TIMEOUT, dispose, new_overlay_dir, project_state
 from overlayfs.upper import UMASK, OverlayStatistics, Upper
 
 StrPath = str | os.PathLike[str]
@@ -30,10 +31,12 @@ def _err(code: int, path: object) -> OSError:
 class Overlay:
     """A copy-on-write view of ``lower`` (the real project): reads see the merged tree, writes go to ``upper``.
 
-    ``upper=None`` creates a private base directory holding ``upper/``, ``work/`` and ``meta/`` (O(1): nothing
-    is copied). A given ``upper`` reopens or creates that upper layer, with ``work/`` and ``meta/`` as its
-    siblings unless ``workdir``/``metadir`` say otherwise; a promotion interrupted by a crash is rolled
-    forward or back here. Paths are relative to the project root or absolute inside it.
+    ``upper=None`` creates a private base directory holding ``upper/``, ``work/`` and ``meta/`` in the
+    project's state dir (O(1): nothing is copied; see overlayfs.state), named by this process so that a later
+    one can remove it if this one dies. A given ``upper`` reopens or creates that upper layer, with ``work/``
+    and ``meta/`` as its siblings unless ``workdir``/``metadir`` say otherwise. A promotion into the project
+    interrupted by a crash is rolled forward or back first (``recovery`` says what was done). Paths are
+    relative to the project root or absolute inside it.
     """
 
     def __init__(self, lower: StrPath, upper: StrPath | None = None, *, workdir: StrPath | None = None,
@@ -46,7 +49,7 @@ class Overlay:
         self.lower: Path = given.resolve()
         self._aliases = [a for a in {os.path.abspath(given)} if a != str(self.lower)]
         if upper is None:
-            self._base: Path | None = Path(tempfile.mkdtemp(prefix="overlay-"))
+            self._base: Path | None = new_overlay_dir(project_state(self.lower))
             up, work, meta = self._base / "upper", self._base / "work", self._base / "meta"
         else:
             self._base = None
@@ -63,7 +66,7 @@ class Overlay:
                 raise ValueError(f"overlay layer {d} and lower {self.lower} must not contain each other")
         self._lower_s = str(self.lower)
         self._upper_s = str(self.upper)
-        recover(self)
+        self.recovery: Recovery | None = recover_journal(self.lower)
         self._up = Upper(self._lower_s, self._upper_s, self.metadir)
         self._discarded = False
 
@@ -373,11 +376,15 @@ class Overlay:
         return unified_diff(self._lower_s, self._upper_s, self.changes())
 
     def promote(self, paths: list[StrPath] | None = None, *, all_or_nothing: bool = True,
-                durable: bool = True) -> PromoteResult:
-        """Write the changes (all, or those at/under ``paths``) into the real tree; see docs/overlay.md."""
+                durable: bool = True, lock_timeout: float = LOCK_TIMEOUT) -> PromoteResult:
+        """Write the changes (all, or those at/under ``paths``) into the real tree; see docs/overlay.md.
+
+        Raises PromoteError (an OSError naming the file) after rolling back when the write fails, and
+        ProjectLocked when another process holds the project's promotion lock beyond ``lock_timeout``."""
         rels = None if paths is None else [self._rel(p) for p in paths]
         try:
-            return promote(self, rels, all_or_nothing=all_or_nothing, durable=durable)
+            return promote(self, rels, all_or_nothing=all_or_nothing, durable=durable,
+                           lock_timeout=lock_timeout)
         finally:
             self._up.reload()
 
@@ -403,7 +410,10 @@ class Overlay:
         if self._discarded:
             return
         self._discarded = True
-        for d in [self._base] if self._base is not None else [self.upper, self.workdir, self.metadir]:
+        if self._base is not None:  # deleted on a thread: accepting or aborting need not wait for it
+            dispose(self._base, self._base.with_name(self._base.name + ".spent"))
+            return
+        for d in [self.upper, self.workdir, self.metadir]:
             shutil.rmtree(d, ignore_errors=True)
 
     @property

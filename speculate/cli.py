@@ -11,6 +11,7 @@ USAGE = """usage: speculate [repl] [DIR] [options]      the interactive REPL (de
        speculate check-bash "CMD"              classify a shell command (JSON)
        speculate sandbox run [opts] -- CMD     run CMD as speculative Bash would, in a throwaway overlay
        speculate stats EVENTS.jsonl            summarise a session's speculation events
+       speculate recover [PROJECT]             finish or undo an acceptance a killed process left
        speculate --help | --version
 """
 
@@ -55,9 +56,34 @@ def _stats(argv: list[str]) -> int:
     return stats_main(argv)
 
 
+def _recover(argv: list[str]) -> int:
+    import argparse
+    from pathlib import Path
+
+    from overlayfs import recover_project
+
+    ap = argparse.ArgumentParser(prog="speculate recover", description="Finish (roll forward) or undo (roll "
+                                 "back) an acceptance that a killed speculate process left in PROJECT, and "
+                                 "remove its speculation overlays. The REPL, the benchmark and every session "
+                                 "do this by themselves when they start.")
+    ap.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="project directory (default: .)")
+    a = ap.parse_args(argv)
+    try:
+        rec = recover_project(a.project)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        print(f"speculate recover: {e.strerror}: {e.filename}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:
+        print(f"speculate recover: {e}", file=sys.stderr)
+        return 1
+    print(rec.line() if rec is not None else f"nothing pending for {Path(a.project).resolve()}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "repl": _repl, "bench": _bench, "sim": _sim, "check-bash": _check_bash, "stats": _stats,
     "sandbox": _sandbox,
+    "recover": _recover,
 }
 
 

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 import trio
 
+from overlayfs import recover_project
+from overlayfs.state import project_state, tidy
 from speculate.agent import Agent, AgentEvent, TurnResult
 from speculate.hooks import PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
@@ -83,6 +85,9 @@ class Session:
 
         self.cfg = cfg
         self.project = cfg.project.resolve()
+        # Before anything else: finish or undo an acceptance a killed process left here (the REPL has
+        # usually done it already and said so; this one finds nothing then).
+        self.recovery = recover_project(self.project)
         self.on_event = on_event or (lambda e: None)
         self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
         self.tools = [*default_tools(), *self.workspace.tools]
@@ -237,3 +242,4 @@ async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                 s.transcript.close()
             if s._own_spill:
                 shutil.rmtree(s.spill_dir, ignore_errors=True)
+            tidy(project_state(s.project))  # its state dir, if nothing is pending there

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import trio
 
+from overlayfs import ProjectLocked, PromoteError, recover_project
 from speculate.repl.controller import MODES, Repl
 
 
@@ -62,6 +63,9 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     except (DemoError, ValueError, FileNotFoundError, NotADirectoryError) as e:
         print(f"speculate repl: {e}", file=sys.stderr)
         return 2
+    except (PromoteError, ProjectLocked) as e:  # start-up recovery could not finish
+        print(f"speculate repl: {e}", file=sys.stderr)
+        return 1
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -92,6 +96,9 @@ async def _run(args: argparse.Namespace) -> int:
         project = prepare_project(demo.scenario, temp / "project")
     else:
         project = Path.cwd()
+    recovered = recover_project(project)  # before anything else touches the project
+    if recovered is not None:
+        print(recovered.line())
 
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
     repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),

@@ -135,14 +135,18 @@ class SpeculationEngine:
         finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
         tp = time.perf_counter()
-        result = spec.overlay.promote()
+        try:
+            result = spec.overlay.promote()
+        except OSError as e:  # rolled back (disk full, no permission), or another session held the lock
+            result, note = None, f"speculation discarded: accepting it failed ({e}); running normally"
         rec.promote_s = time.perf_counter() - tp
-        if result.conflicts:
-            note = ("speculation discarded: the real tree changed under it ("
-                    + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
+        if result is None or result.conflicts:
+            if result is not None:
+                note = ("speculation discarded: the real tree changed under it ("
+                        + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
             self._spec = None
             await self._cancel_cycle()  # incl. a pipelined suggestion built on the discarded fork
-            self._close(spec, "conflict", note, saved=False)
+            self._close(spec, "conflict" if result is not None else "error", note, saved=False)
             return await self.s._normal_turn(prompt, t0, note=note)
         assert spec.agent is not None
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"

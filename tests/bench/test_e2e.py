@@ -10,18 +10,27 @@ import pytest
 from bench.cli import bench_main
 from bench.plots import PLOTS
 from bench.workspace import manifest
+from overlayfs.state import project_state
 from speculate.sim.scenario import default_scenario_dir
+from tests.overlay.crashkit import interrupt_promotion
 
 
 @pytest.mark.slow
-def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
+def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path, state_dir: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     workspaces = default_scenario_dir() / "workspaces"
     before = manifest(workspaces)
+    left = tmp_path / "left"  # a project a killed process left mid-acceptance: the bench recovers it first
+    left.mkdir()
+    (left / "a.txt").write_bytes(b"old\n")
+    interrupt_promotion(left, "a.txt", b"new\n", "commit")
     out = tmp_path / "run"
     rc = bench_main(["--scenario", "explain-codebase", "--reps", "1", "--time-scale", "0.05",
                      "--think-time", "fixed:20", "--concurrency", "2", "--out", str(out)])
     assert rc == 0
+    assert f"recovered: rolled forward an interrupted acceptance of 1 change in {left}" in capsys.readouterr().err
+    assert (left / "a.txt").read_bytes() == b"new\n"
+    assert [p.name for p in (state_dir / "projects").iterdir()] == [project_state(left).dir.name]  # tidied
     for name in ("turns.jsonl", "sessions.jsonl", "events.jsonl", "summary.json", "report.md", *PLOTS):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     for name in PLOTS:
