@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from overlayfs.state import state_root
+
 INNER = Path(__file__).with_name("_inner.py")
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")  # tmpfs in the sandbox: host sockets and files hidden
 GiB, MiB = 1 << 30, 1 << 20
@@ -118,6 +120,10 @@ def bwrap_argv(*, view: str, target: str, cwd: str, argv: list[str], limits: San
     for d in PRIVATE_DIRS:
         if os.path.isdir(d) and not os.path.islink(d):
             a += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", d]
+    state = os.path.realpath(state_root())
+    if os.path.isdir(state) and not any(_under(state, d) for d in PRIVATE_DIRS):
+        # Other speculations' layers and the promotion journals: none of this command's business.
+        a += ["--tmpfs", state]
     for p in keep_paths():
         a += ["--ro-bind", p, p]
     a += ["--bind", view, target, "--chdir", cwd, "--seccomp", str(seccomp_fd)]

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from overlayfs import Overlay
 from overlayfs.sandbox import SandboxLimits, SandboxResult, run_sandboxed, sandbox_env
+from overlayfs.state import ENV, state_root
 
 OK = "ESCAPED"  # printed by an attempt whose action succeeded inside the sandbox
 MiB = 1 << 20
@@ -155,6 +156,7 @@ ATTEMPTS: list[Attempt] = [
             ("/etc/speculate-escape-{tag}",), refused=True),
     Attempt("proc-canary-cwd", "links", f"echo x > /proc/{{pid}}/cwd/escaped && echo {OK}", ("{canary_cwd}",),
             refused=True),
+    Attempt("other-overlays", "links", "ls -R {state} | head -50"),  # layers and journals of speculations
     Attempt("dev-fd-dotdot", "links", f"echo x > /dev/fd/../../../etc/speculate-escape-{{tag}} && echo {OK}",
             ("/etc/speculate-escape-{tag}",)),
     # -- device nodes and kernel interfaces ----------------------------------------------------------
@@ -271,7 +273,7 @@ class Bait:
         return {"project": os.fspath(project), "home": os.fspath(self.home), "pid": str(self.canary.pid),
                 "sock": self.sock, "port": str(self.port), "port6": str(self.port6), "shmid": self.shmid,
                 "tag": self.tag, "host_tmp": os.fspath(self.host_tmp), "canary_cwd": os.fspath(self.canary_cwd),
-                "cgroup_kill": self.cgroup_kill, **_syscall_numbers()}
+                "cgroup_kill": self.cgroup_kill, "state": os.fspath(state_root()), **_syscall_numbers()}
 
     def _stop_canary(self) -> None:
         self.canary.kill()
@@ -359,8 +361,12 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
     hits0 = len(bait.hits)
     env = {**os.environ, "HOME": os.fspath(bait.home), "ANTHROPIC_API_KEY": bait.api_key}
     if backend == "none":  # the control: no sandbox at all, to show that the checks catch an escape
-        p = subprocess.run(["bash", "-c", a.command.format(**f)], cwd=project, env=env, capture_output=True,
-                           text=True, timeout=a.timeout)
+        ov = Overlay(project)  # its layers exist while the command runs, as a speculation's do
+        try:
+            p = subprocess.run(["bash", "-c", a.command.format(**f)], cwd=project, env=env,
+                               capture_output=True, text=True, timeout=a.timeout)
+        finally:
+            ov.discard()
         r = SandboxResult(p.stdout, p.stderr, p.returncode, False)
         upper_used = 0
     else:
@@ -387,6 +393,8 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
             why.append(f"the sandbox has routes or interfaces besides loopback: {sorted(devices)}")
     if f"speculate-canary-{bait.tag}" in r.stdout:
         why.append("a host process is visible")
+    if a.name == "other-overlays" and "projects" in r.stdout:
+        why.append("the speculation state dir (other overlays, journals) is visible")
     if a.limits.get("upper_bytes") and upper_used > a.limits["upper_bytes"] + 64 * MiB:
         why.append(f"the upper layer grew to {upper_used} bytes past its bound")
     if a.name == "disk-upper" and r.limit != "upper_bytes" and "File too large" not in out:
@@ -425,14 +433,29 @@ def workspace() -> Iterator[Path]:
 
 # Attempts whose unsandboxed run is harmless here (distinctive names, cleaned up, bait only): the control.
 CONTROL = ("etc", "var-lib", "bashrc", "git-config-global", "symlink-out", "proc-self-root", "dev-fd-dotdot",
-           "host-unix-socket", "abstract-socket", "loopback-host", "proc-environ", "sysv-shm", "kill-canary")
+           "host-unix-socket", "abstract-socket", "loopback-host", "proc-environ", "sysv-shm", "other-overlays",
+           "kill-canary")
+
+
+@contextlib.contextmanager
+def _state_dir(path: Path) -> Iterator[None]:
+    """Speculation state (overlays, journals) where the sandbox could see it, unless hidden there."""
+    old = os.environ.get(ENV)
+    os.environ[ENV] = os.fspath(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = old
 
 
 def run_all(backend: str, names: list[str] | None = None) -> list[Outcome]:
     """Every attempt (or ``names``) on ``backend``; "none" runs the CONTROL attempts with no sandbox."""
     if backend == "none":
         names = [n for n in (names or CONTROL) if n in CONTROL]
-    with workspace() as base, Bait(base) as bait:
+    with workspace() as base, Bait(base) as bait, _state_dir(base / "state"):
         project = make_project(base / "proj")
         chosen = [a for a in ATTEMPTS if names is None or a.name in names]
         chosen.sort(key=lambda a: a.name == "kill-canary")  # last: the others need the canary alive
