@@ -2,7 +2,7 @@
 
 Owns the agent loop on the Messages API (:mod:`speculate.agent`), its tools (:mod:`speculate.tools`), the
 model backends (:mod:`speculate.models`), the embedded simulator (:mod:`speculate.sim`), the speculation
-engine (:mod:`speculate.spec`), the REPL (:mod:`speculate.repl`) and the CLI.
+engine (:mod:`speculate.speculation`), the REPL (:mod:`speculate.repl`) and the CLI.
 
 The protocols that the parts meet at live here, at the package root.
 """

@@ -51,7 +51,7 @@ def _sandbox(argv: list[str]) -> int:
 
 
 def _stats(argv: list[str]) -> int:
-    from speculate.spec.stats import stats_main
+    from speculate.speculation.stats import stats_main
 
     return stats_main(argv)
 

@@ -30,7 +30,7 @@ from overlayfs.state import project_state, tidy
 from speculate.agent import Agent, AgentEvent, TurnResult
 from speculate.hooks import PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
-from speculate.spec.events import EventLog, SpecEvent, SpeculationRecord
+from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.transcript import Transcript
 from speculate.workspace import Workspace, open_workspace
 
@@ -79,8 +79,8 @@ class Session:
                  on_event: Callable[[AgentEvent | SpecEvent], None] | None,
                  workspace: Workspace | None = None) -> None:
         from speculate.fs import LocalFS, LocalShell
-        from speculate.spec.authorize import MainAuthorizer
-        from speculate.spec.engine import SpeculationEngine
+        from speculate.speculation.authorize import MainAuthorizer
+        from speculate.speculation.engine import SpeculationEngine
         from speculate.tools import default_tools
 
         self.cfg = cfg

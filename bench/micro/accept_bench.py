@@ -24,7 +24,7 @@ from typing import Any
 
 from overlayfs import Overlay, recover_project
 from overlayfs.state import ENV, remove_tree, wait_disposals
-from speculate.spec.trim import completed_part
+from speculate.speculation.trim import completed_part
 
 PROJECT_FILES = 2000
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from speculate.spec.filters import check
+from speculate.speculation.filters import check
 
 KEPT = [
     "fix it and add a regression test",

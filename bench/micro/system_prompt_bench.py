@@ -33,7 +33,7 @@ from speculate.models.base import CacheKey
 from speculate.prompts import system_parts
 from speculate.sim.scenario import parse_scenario
 from speculate.sim.server import SimServer
-from speculate.spec.authorize import MainAuthorizer
+from speculate.speculation.authorize import MainAuthorizer
 from speculate.tools import default_tools
 from speculate.tools.base import ToolContext
 

@@ -15,7 +15,7 @@ from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.status import Status
 from speculate.session import PermissionMode, Session, TurnOutcome
-from speculate.spec.events import SpecEvent
+from speculate.speculation.events import SpecEvent
 
 HELP = """commands:
   /help                 this list

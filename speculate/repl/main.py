@@ -121,7 +121,7 @@ async def _run(args: argparse.Namespace) -> int:
     print(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
           + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}")
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why
-        from speculate.spec.sandbox_shell import bash_sandbox
+        from speculate.speculation.sandbox_shell import bash_sandbox
 
         print(f"speculative Bash: {bash_sandbox().line}")
     print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")

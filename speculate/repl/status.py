@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from speculate.spec.events import SpecEvent
+from speculate.speculation.events import SpecEvent
 
 
 @dataclass

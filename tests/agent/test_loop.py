@@ -18,7 +18,7 @@ from speculate.models.base import CacheKey, ModelError
 from speculate.prompts import system_prompt
 from speculate.sim.scenario import parse_scenario
 from speculate.sim.server import FaultConfig, SimServer
-from speculate.spec.authorize import MainAuthorizer
+from speculate.speculation.authorize import MainAuthorizer
 from speculate.tools import default_tools
 from speculate.tools.base import ToolContext
 

@@ -62,7 +62,7 @@ def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
              stdin="/accept\n/accept\n/stats\n", tmp=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "speculation accepted" in r.stdout
-    from speculate.spec.sandbox_shell import bash_sandbox
+    from speculate.speculation.sandbox_shell import bash_sandbox
 
     assert r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()

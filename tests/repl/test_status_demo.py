@@ -11,7 +11,7 @@ from speculate.repl.controller import format_stats
 from speculate.repl.demo import Demo, DemoError, find_scenario, needs_git, prepare_project
 from speculate.repl.status import Status
 from speculate.sim.scenario import load_scenario, parse_scenario
-from speculate.spec.events import SpecEvent
+from speculate.speculation.events import SpecEvent
 
 
 def test_toolbar_follows_the_speculation_states() -> None:

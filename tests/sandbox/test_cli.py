@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from speculate.spec.sandbox_shell import bash_sandbox
-from tests.spec.conftest import tree_hash
+from speculate.speculation.sandbox_shell import bash_sandbox
+from tests.speculation.conftest import tree_hash
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

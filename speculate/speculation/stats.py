@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from speculate.spec.events import summarize_records
+from speculate.speculation.events import summarize_records
 
 
 def stats_main(argv: list[str]) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from speculate.spec.filters import check
-from speculate.spec.trim import completed_part
+from speculate.speculation.filters import check
+from speculate.speculation.trim import completed_part
 from speculate.types import text, tool_result, user
 
 

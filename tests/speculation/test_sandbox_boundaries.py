@@ -12,8 +12,8 @@ import trio
 
 from overlayfs.mount import MNT_PREFIX
 from overlayfs.sandbox import SandboxLimits
-from speculate.spec.sandbox_shell import bash_sandbox
-from speculate.spec.stats import stats_main
+from speculate.speculation.sandbox_shell import bash_sandbox
+from speculate.speculation.stats import stats_main
 
 from .conftest import engine_session, make_project, tree_hash
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from speculate.spec.events import SpecEvent
+from speculate.speculation.events import SpecEvent
 
 from .conftest import engine_session, make_project, tree_hash
 

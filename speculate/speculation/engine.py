@@ -18,10 +18,10 @@ from speculate.agent import Agent, AgentEvent, BoundaryReached, MaxTurnsReached,
 from speculate.hooks import HookRan, PromptBlocked
 from speculate.instructions import is_instructions_path
 from speculate.models.base import ModelError, Usage
-from speculate.spec import suggest
-from speculate.spec.authorize import SpecAuthorizer
-from speculate.spec.events import SpecEvent, SpeculationRecord, SuggestionRecord
-from speculate.spec.trim import completed_part
+from speculate.speculation import suggest
+from speculate.speculation.authorize import SpecAuthorizer
+from speculate.speculation.events import SpecEvent, SpeculationRecord, SuggestionRecord
+from speculate.speculation.trim import completed_part
 from speculate.tools.base import ToolContext
 from speculate.types import Message, text_of
 
@@ -287,7 +287,7 @@ class SpeculationEngine:
 
     # -- helpers ------------------------------------------------------------------------------------
     def _shell_for(self, overlay: Any) -> tuple[Any, bool, str]:
-        from speculate.spec.sandbox_shell import NoShell, SandboxShell, bash_sandbox
+        from speculate.speculation.sandbox_shell import NoShell, SandboxShell, bash_sandbox
 
         box = bash_sandbox(self.s.cfg.overlay_backend)
         self.bash_line = box.line

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from speculate.models.base import CacheKey, Done, Model, Usage
 from speculate.prompts import SUGGESTION_INSTRUCTION
-from speculate.spec import filters
+from speculate.speculation import filters
 from speculate.types import Message, text_of, tool_uses, user
 
 # Short output cap: a suggestion is at most 12 words. CacheKey.request keeps max_tokens when thinking is

@@ -19,7 +19,7 @@ from speculate.models.anthropic import AnthropicModel
 from speculate.session import Session, SessionConfig, open_session
 from speculate.sim.scenario import parse_scenario
 from speculate.sim.server import SimServer
-from speculate.spec.sandbox_shell import bash_sandbox
+from speculate.speculation.sandbox_shell import bash_sandbox
 
 from .conftest import make_project, tree_hash
 
