@@ -32,6 +32,8 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A state dir of this test's own, for tests that look at what is pending in it."""
     d = tmp_path / "state"
     monkeypatch.setenv(ENV, str(d))
+    return d
+
 
 @pytest.fixture(autouse=True)
 def _no_user_claude_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:

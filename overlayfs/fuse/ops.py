@@ -7,6 +7,7 @@ wrapped by :func:`_guarded` so that no exception other than FUSEError reaches py
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -269,7 +270,11 @@ class OverlayOps(pyfuse3.Operations):
         path, replaces = self.tree.prepare_new(parent, sname)
         os.link(self.tree.upath(node), path, follow_symlinks=False)
         if self.notify is not None:  # the kernel caches the old name's attributes (nlink 1): drop them
-            self.notify(functools.partial(pyfuse3.invalidate_inode, node.ino, True))
+            # Before replying, not from a thread later: a read through the old name right after a write
+            # through the new one raced the invalidation and saw the old size. Invalidating attributes only
+            # takes no lock the kernel may hold for this request (pages would), so it is safe inline.
+            with contextlib.suppress(OSError):
+                pyfuse3.invalidate_inode(node.ino, True)
         # The new name is its own inode here: hard links share data in the upper layer, not inode numbers.
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
