@@ -168,7 +168,7 @@ def test_same_request_same_answer_per_seed_and_ids_differ_across_seeds() -> None
 def test_models_and_count_tokens(client: anthropic.Anthropic) -> None:
     names = [m.id for m in client.models.list().data]
     assert len(names) == len(set(names))
-    assert {"claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-1"} <= set(names)
+    assert {"claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-5-5"} <= set(names)
     assert client.models.retrieve("claude-haiku-4-5").display_name.endswith("(simulated)")
     short = client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x" * 40}])
     long = client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x" * 4000}])
