@@ -69,10 +69,10 @@ def test_stream_reassembles_tool_input_from_json_deltas(client: anthropic.Anthro
     assert "message_delta" in kinds
     assert json.loads(partial) == {"file_path": f"{ROOT}/src/pager.py"}
     assert final.content[1].input == {"file_path": f"{ROOT}/src/pager.py"}
-    # The streamed message is the same message the JSON endpoint returns.
-    assert final.model_dump() | {"content": None} == ask(
-        client, [{"role": "user", "content": FIRST}]
-    ).model_dump() | {"content": None}
+    # The streamed message is the same message the JSON endpoint returns, but for its own id.
+    again = ask(client, [{"role": "user", "content": FIRST}])
+    assert final.model_dump() | {"content": None, "id": None} == again.model_dump() | {"content": None, "id": None}
+    assert final.id != again.id and final.id.startswith("msg_")
 
 
 def test_raw_stream_has_pings_and_cumulative_usage(client: anthropic.Anthropic) -> None:
