@@ -1,9 +1,10 @@
-"""The real Claude Code CLI runs a bundled scenario end to end against the simulator over HTTP on 127.0.0.1.
+"""The real Claude Code CLI runs the bundled scenarios end to end against the simulator over HTTP on 127.0.0.1.
 
-Stock settings (its default model, its own tools, its prompt wrapping and suggestion wording): every turn of
-fix-pagination, each next prompt being the suggestion Claude Code itself emitted (the user pressing Tab).
-Claude Code executes the tools: the files change as scripted and the project's tests really run. Skipped,
-with the reason, where scripts/setup.sh could not install the CLI from a registry.
+Stock settings (its default model, its own tools, its prompt wrapping and suggestion wording). In
+fix-pagination every next prompt is the suggestion Claude Code itself emitted (the user pressing Tab); Claude
+Code executes the tools: the files change as scripted and the project's tests really run. The other bundled
+scenarios run unchanged, each turn typed as scripted. Skipped, with the reason, where scripts/setup.sh could
+not install the CLI from a registry.
 """
 
 from __future__ import annotations
@@ -15,12 +16,24 @@ from typing import Any
 
 import pytest
 
+from speculate.repl.demo import prepare_project
 from speculate.sim import SimServer, load_scenario
 from speculate.sim.claude_code import ClaudeCode
-from speculate.sim.scenario import Scenario, default_scenario_dir
+from speculate.sim.scenario import Scenario, default_scenario_dir, default_scenario_paths
 
 SCENARIO = default_scenario_dir() / "fix-pagination.yaml"
-RUN_TIMEOUT_S = 120  # per turn; the whole session takes seconds at this time scale
+OTHERS = [p for p in default_scenario_paths() if p != SCENARIO]
+RUN_TIMEOUT_S = 120  # per turn; a whole session takes seconds at this time scale
+# A commit needs an identity; the scratch HOME has no git configuration.
+GIT_ENV = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+           for what, value in (("NAME", "Sim User"), ("EMAIL", "sim@example.invalid"))}  # fmt: skip
+
+
+def claude_code(home: Path) -> ClaudeCode:
+    binary = ClaudeCode.locate()
+    if isinstance(binary, str):
+        pytest.skip(binary)
+    return ClaudeCode(binary, home=home, extra_env=GIT_ENV)
 
 
 def scripted_tree(scenario: Scenario, dest: Path) -> Path:
@@ -40,13 +53,10 @@ def scripted_tree(scenario: Scenario, dest: Path) -> Path:
 
 @pytest.mark.slow
 def test_claude_code_runs_a_bundled_scenario_with_prompt_suggestions(tmp_path: Path) -> None:
-    binary = ClaudeCode.locate()
-    if isinstance(binary, str):
-        pytest.skip(binary)
+    cc = claude_code(tmp_path / "home")
     scenario = load_scenario(SCENARIO)
     project = scenario.materialize(tmp_path / "project")
     expected = scripted_tree(scenario, tmp_path / "expected")
-    cc = ClaudeCode(binary, home=tmp_path / "home")
     trace = tmp_path / "trace.jsonl"
     outputs: list[str] = []
     with SimServer([SCENARIO], seed=0, time_scale=0.01, record=trace) as sim:
@@ -74,3 +84,22 @@ def test_claude_code_runs_a_bundled_scenario_with_prompt_suggestions(tmp_path: P
     assert any(m.get("role") == "system" for m in requests[0]["messages"])
     assert sum("suggestion" in json.loads(line)["served"]["source"] for line in trace.read_text().splitlines()) == 5
     shutil.rmtree(tmp_path / "home", ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", OTHERS, ids=[p.stem for p in OTHERS])
+def test_every_bundled_scenario_runs_unchanged_under_claude_code(path: Path, tmp_path: Path) -> None:
+    cc = claude_code(tmp_path / "home")
+    scenario = load_scenario(path)
+    project = prepare_project(scenario, tmp_path / "project")  # git init + a first commit where it runs git
+    with SimServer([path], seed=0, time_scale=0.01) as sim:
+        for i, turn in enumerate(scenario.turns):
+            run = cc.turn(turn.prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S)
+            assert run.returncode == 0, f"turn {i + 1}: exit {run.returncode}\n{run.stderr[-2000:]}"
+            assert run.text == turn.steps[-1].text, f"turn {i + 1} ended with another answer"
+            assert [u["name"] for u in run.tool_uses] == [c.name for st in turn.steps for c in st.tools]
+            # Tool errors only where a command fails by design (its exit code is what the script expects).
+            failed = [r for r in run.tool_results if r.get("is_error") and "Exit code" not in str(r.get("content"))]
+            assert not failed, f"turn {i + 1}: Claude Code could not run a scripted call: {failed}"
+            assert run.suggestion == turn.suggestion, f"turn {i + 1}: prompt_suggestion {run.suggestion!r}"
+        assert sim.statistics().engine.fallbacks == 0
