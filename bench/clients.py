@@ -11,7 +11,7 @@ with when it arrived and when its answer finished; from that:
 - **cache-read share**: cache-read input tokens over all input tokens of the agent loop's requests
   (suggestion requests excluded, reported apart), and the prompt prefix each client sends.
 
-    .venv/bin/python -m bench.clients [--scenario fix-pagination] [--reps 3] [--time-scale 0.05]
+    .venv/bin/python -m bench.clients [--scenario fix-pagination] [--reps 3] [--time-scale 0.05] [--turns N]
 
 prints a Markdown table (docs/simulator.md quotes one). Claude Code must be installed by scripts/setup.sh.
 """
@@ -24,7 +24,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--time-scale", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="claude-opus-5-5", help="the model both clients ask for")
+    p.add_argument("--turns", type=int, default=None, help="only the first N turns of the scenario")
     args = p.parse_args(argv)
     path = Path(args.scenario) if args.scenario.endswith(".yaml") else default_scenario_dir() / f"{args.scenario}.yaml"
     scenario = load_scenario(path)
+    if args.turns is not None:
+        scenario = replace(scenario, turns=scenario.turns[: max(1, args.turns)])
     binary = ClaudeCode.locate()
     if isinstance(binary, str):
         print(f"bench.clients: {binary}", file=sys.stderr)
@@ -175,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             seed=args.seed, time_scale=args.time_scale, model=args.model)  # fmt: skip
                 measure.add_trace(trace)
                 print(f"[bench.clients] rep {rep + 1}/{args.reps} {measure.client}: done", file=sys.stderr)
-    print(table(measures, scenario=scenario.name, reps=args.reps, time_scale=args.time_scale, model=args.model))
+    name = scenario.name + (f" (first {len(scenario.turns)} turns)" if args.turns is not None else "")
+    print(table(measures, scenario=name, reps=args.reps, time_scale=args.time_scale, model=args.model))
     return 0
 
 
