@@ -116,3 +116,24 @@ def test_newer_tokenizer_counts_more_tokens(client: anthropic.Anthropic) -> None
     old = client.messages.count_tokens(model="claude-sonnet-4-6", messages=text).input_tokens
     new = client.messages.count_tokens(model="claude-opus-5-5", messages=text).input_tokens
     assert (old, new) == (1000, 1300)
+
+
+@pytest.mark.parametrize(
+    ("model", "words", "cached"),
+    [
+        ("claude-opus-5-5", 500, True),  # 512-token minimum: ~650 tokens under the newer tokenizer cache
+        ("claude-sonnet-4-6", 500, False),  # 1,024 minimum (the current docs; an earlier edition said 2,048)
+        ("claude-sonnet-4-6", 1000, True),
+        ("claude-haiku-4-5", 2000, False),  # 4,096 minimum
+    ],
+)
+def test_cache_minimums_follow_the_docs(client: anthropic.Anthropic, model: str, words: int, cached: bool) -> None:
+    system = [{"type": "text", "text": "rule " * words, "cache_control": {"type": "ephemeral"}}]
+    usage = create(client, model=model, system=system).usage
+    assert (usage.cache_creation_input_tokens > 0) is cached
+
+
+def test_cache_reads_cost_what_the_price_list_says() -> None:
+    read = {"cache_read_input_tokens": 1_000_000}
+    prices = {m: find_profile(m).cost_usd(read) for m in ("claude-opus-5-5", "claude-fable-5-1", "claude-sonnet-5")}  # type: ignore[union-attr]
+    assert prices == pytest.approx({"claude-opus-5-5": 0.20, "claude-fable-5-1": 0.25, "claude-sonnet-5": 0.20})
