@@ -55,7 +55,11 @@ class Measure:
         done: dict[str, dict[str, Any]] = {}  # "scenario turn T" -> the last record of that turn's loop
         for i, r in enumerate(records):
             usage = r["response"]["usage"]
-            total = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+            total = (
+                usage["input_tokens"]
+                + usage["cache_creation_input_tokens"]
+                + usage["cache_read_input_tokens"]
+            )
             source = r["served"]["source"]
             self.requests += 1
             self.fallbacks += source.startswith("fallback")
@@ -91,22 +95,35 @@ def _share(read: int, total: int) -> str:
 
 def table(measures: Sequence[Measure], *, scenario: str, reps: int, time_scale: float, model: str) -> str:
     rows = [
-        f"Scenario `{scenario}`, {reps} run(s) per client, model {model}, time scale {time_scale:g}; ms are wall "
+        f"Scenario `{scenario}`, {reps} run(s) per client, model {model}, time scale {time_scale:g}; "
+        "ms are wall "
         "time on this machine, median (min-max) over all steps of all runs.",
         "",
         "| | " + " | ".join(m.client for m in measures) + " |",
         "|---|" + "---|" * len(measures),
-        "| client overhead per file-tool step (ms) | " + " | ".join(_span(m.file_step_ms) for m in measures) + " |",
-        "| ... per shell step, command included (ms) | " + " | ".join(_span(m.shell_step_ms) for m in measures) + " |",
-        "| tool steps measured (file / shell) | "
-        + " | ".join(f"{len(m.file_step_ms)} / {len(m.shell_step_ms)}" for m in measures) + " |",
-        "| cache-read share, agent loop | " + " | ".join(_share(m.loop_read, m.loop_input) for m in measures) + " |",
-        "| cache-read share, suggestion requests | "
-        + " | ".join(_share(m.suggestion_read, m.suggestion_input) for m in measures) + " |",
-        "| first request's prompt (tokens) | "
-        + " | ".join(f"{statistics.median(m.prefix_tokens):,.0f}" if m.prefix_tokens else "-" for m in measures)
+        "| client overhead per file-tool step (ms) | "
+        + " | ".join(_span(m.file_step_ms) for m in measures)
         + " |",
-        "| requests (unscripted fallbacks) | " + " | ".join(f"{m.requests} ({m.fallbacks})" for m in measures) + " |",
+        "| ... per shell step, command included (ms) | "
+        + " | ".join(_span(m.shell_step_ms) for m in measures)
+        + " |",
+        "| tool steps measured (file / shell) | "
+        + " | ".join(f"{len(m.file_step_ms)} / {len(m.shell_step_ms)}" for m in measures)
+        + " |",
+        "| cache-read share, agent loop | "
+        + " | ".join(_share(m.loop_read, m.loop_input) for m in measures)
+        + " |",
+        "| cache-read share, suggestion requests | "
+        + " | ".join(_share(m.suggestion_read, m.suggestion_input) for m in measures)
+        + " |",
+        "| first request's prompt (tokens) | "
+        + " | ".join(
+            f"{statistics.median(m.prefix_tokens):,.0f}" if m.prefix_tokens else "-" for m in measures
+        )
+        + " |",
+        "| requests (unscripted fallbacks) | "
+        + " | ".join(f"{m.requests} ({m.fallbacks})" for m in measures)
+        + " |",
     ]
     return "\n".join(rows)
 
@@ -125,7 +142,9 @@ def run_claude_code(cc_binary: Path, scenario: Scenario, path: Path, work: Path,
     return trace
 
 
-def run_speculate(scenario: Scenario, path: Path, work: Path, *, seed: int, time_scale: float, model: str) -> Path:
+def run_speculate(
+    scenario: Scenario, path: Path, work: Path, *, seed: int, time_scale: float, model: str
+) -> Path:
     """One plain (non-speculative) session of speculate's agent over every turn; returns its trace."""
     from speculate.backends import BackendConfig, open_model
     from speculate.session import SessionConfig, open_session
@@ -138,7 +157,9 @@ def run_speculate(scenario: Scenario, path: Path, work: Path, *, seed: int, time
 
     async def main(base_url: str) -> None:
         async with open_model(BackendConfig(backend="anthropic", base_url=base_url, api_key="sim")) as m:
-            cfg = SessionConfig(project=project, model=m, model_name=model, speculate=False, spill_dir=work / "spill")
+            cfg = SessionConfig(
+                project=project, model=m, model_name=model, speculate=False, spill_dir=work / "spill"
+            )
             async with open_session(cfg, ask=approve) as s:  # type: ignore[arg-type]
                 for turn in scenario.turns:
                     outcome = await s.submit(turn.prompt)
@@ -159,7 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default="claude-opus-5-5", help="the model both clients ask for")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the scenario")
     args = p.parse_args(argv)
-    path = Path(args.scenario) if args.scenario.endswith(".yaml") else default_scenario_dir() / f"{args.scenario}.yaml"
+    path = (
+        Path(args.scenario)
+        if args.scenario.endswith(".yaml")
+        else default_scenario_dir() / f"{args.scenario}.yaml"
+    )
     scenario = load_scenario(path)
     if args.turns is not None:
         scenario = replace(scenario, turns=scenario.turns[: max(1, args.turns)])
@@ -174,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for measure, run in zip(measures, (run_claude_code, run_speculate), strict=True):
                 work = Path(tmp) / f"{rep}-{measure.client.split()[0]}"
                 work.mkdir()
-                trace = run(*((binary,) if run is run_claude_code else ()), scenario, path, work,  # type: ignore[operator]
+                lead = (binary,) if run is run_claude_code else ()
+                trace = run(*lead, scenario, path, work,  # type: ignore[operator]
                             seed=args.seed, time_scale=args.time_scale, model=args.model)  # fmt: skip
                 measure.add_trace(trace)
                 print(f"[bench.clients] rep {rep + 1}/{args.reps} {measure.client}: done", file=sys.stderr)

@@ -5,12 +5,12 @@ a cumulative SHA-256 over everything before it, so one differing byte anywhere e
 key. ``tool_choice`` and ``thinking`` are mixed in before the first message: changing them invalidates the
 messages part only, as the docs say; changing a tool invalidates everything.
 
-Entries exist only at breakpoints (``cache_control``, at most 4, longer TTLs first, or the top-level automatic
-one on the last block) whose prefix reaches the profile's minimum. A lookup tries each breakpoint and up to 19 block
-boundaries before it (20 positions) and takes the longest live entry. :meth:`PromptCache.plan` is pure;
-:meth:`PromptCache.commit` applies a plan once the response that made it has started, which is when the
-API makes an entry visible to other requests and refreshes the TTL of the one it read; lifetimes count from
-the start of the request.
+Entries exist only at breakpoints (``cache_control``, at most 4, longer TTLs first, or the top-level
+automatic one on the last block) whose prefix reaches the profile's minimum. A lookup tries each breakpoint
+and up to 19 block boundaries before it (20 positions) and takes the longest live entry.
+:meth:`PromptCache.plan` is pure; :meth:`PromptCache.commit` applies a plan once the response that made it
+has started, which is when the API makes an entry visible to other requests and refreshes the TTL of the one
+it read; lifetimes count from the start of the request.
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def units_of(body: dict[str, Any]) -> list[Unit]:
         if ttl == "1h" and seen_5m:
             raise CacheControlError(
                 f"{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
-                "cache_control block. Note that blocks are processed in the following order: `tools`, `system`, "
-                "`messages`."
+                "cache_control block. Note that blocks are processed in the following order: "
+                "`tools`, `system`, `messages`."
             )
         seen_5m = seen_5m or ttl == "5m"
 

@@ -80,7 +80,11 @@ class ClaudeCode:
         """The installed binary, or why there is none (``SPECULATE_CLAUDE_CODE`` overrides the path)."""
         override = os.environ.get("SPECULATE_CLAUDE_CODE")
         if override:
-            return Path(override) if Path(override).is_file() else f"SPECULATE_CLAUDE_CODE={override} is not a file"
+            return (
+                Path(override)
+                if Path(override).is_file()
+                else f"SPECULATE_CLAUDE_CODE={override} is not a file"
+            )
         for rel in CANDIDATES:
             if (INSTALL_DIR / rel).is_file():
                 return INSTALL_DIR / rel

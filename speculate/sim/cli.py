@@ -44,8 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--suggestion-pattern", action="append", default=[], metavar="REGEX",
         help="also treat a last user message matching REGEX as a prompt-suggestion request (repeatable)",
     )  # fmt: skip
-    p.add_argument("--enforce-rate-limits", action="store_true",
-                   help="answer 429 when a request does not fit the rate-limit buckets (headers are always sent)")
+    p.add_argument(
+        "--enforce-rate-limits", action="store_true",
+        help="answer 429 when a request does not fit the rate-limit buckets (headers are always sent)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--time-scale", type=float, default=1.0, help="multiply simulated durations (1 = real time)"
@@ -65,7 +67,8 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     scenarios = list(args.scenario) if args.scenario is not None else default_scenario_paths()
     try:
         faults = FaultConfig.spread(args.fault_rate)
-        conventions = ClientConventions(suggestion_patterns=(*DEFAULT_SUGGESTION_PATTERNS, *args.suggestion_pattern))
+        patterns = (*DEFAULT_SUGGESTION_PATTERNS, *args.suggestion_pattern)
+        conventions = ClientConventions(suggestion_patterns=patterns)
         sim = SimServer([*scenarios, *args.trace], seed=args.seed, time_scale=args.time_scale, faults=faults,
                         port=args.port, conventions=conventions, record=args.record,
                         rate_limits=RateLimits(enforce=args.enforce_rate_limits))  # fmt: skip

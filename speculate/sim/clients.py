@@ -60,7 +60,9 @@ class ClientConventions:
                 try:
                     re.compile(pattern)
                 except re.error as exc:
-                    raise ValueError(f"ClientConventions.{what}: invalid regular expression {pattern!r}: {exc}") from None
+                    raise ValueError(
+                        f"ClientConventions.{what}: invalid regular expression {pattern!r}: {exc}"
+                    ) from None
 
     @cached_property
     def _injected(self) -> list[re.Pattern[str]]:
@@ -145,7 +147,9 @@ class Conversation:
     tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
 
 
-def read_conversation(body: dict[str, Any], conventions: ClientConventions = DEFAULT_CONVENTIONS) -> Conversation:
+def read_conversation(
+    body: dict[str, Any], conventions: ClientConventions = DEFAULT_CONVENTIONS
+) -> Conversation:
     root = project_root(body, conventions)
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"]
     suggestion_mode = False

@@ -30,11 +30,19 @@ class FaultConfig:
 
     @property
     def rates(self) -> tuple[float, ...]:
-        return (self.overloaded_rate, self.rate_limit_rate, self.drop_rate, self.stall_rate, self.stream_error_rate)
+        return (
+            self.overloaded_rate,
+            self.rate_limit_rate,
+            self.drop_rate,
+            self.stall_rate,
+            self.stream_error_rate,
+        )
 
     def __post_init__(self) -> None:
         if any(not 0.0 <= r <= 1.0 for r in self.rates) or sum(self.rates) > 1.0:
-            raise ValueError(f"FaultConfig rates must each be in [0, 1] and sum to at most 1, got {self.rates}")
+            raise ValueError(
+                f"FaultConfig rates must each be in [0, 1] and sum to at most 1, got {self.rates}"
+            )
         if self.retry_after_s < 0 or self.stall_s < 0:
             raise ValueError("FaultConfig retry_after_s and stall_s must be >= 0")
 

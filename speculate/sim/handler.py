@@ -57,7 +57,9 @@ def model_info(p: ModelProfile, model_id: str | None = None) -> dict[str, Any]:
     return {
         "type": "model",
         "id": model_id or p.name,
-        "display_name": p.display_name if model_id in (None, p.name) else f"{model_id} (simulated as {p.name})",
+        "display_name": p.display_name
+        if model_id in (None, p.name)
+        else f"{model_id} (simulated as {p.name})",
         "created_at": p.created_at,
         "lifecycle": "deprecated" if p.retires_at else "active",
         "retires_at": p.retires_at,
@@ -68,7 +70,8 @@ def model_info(p: ModelProfile, model_id: str | None = None) -> dict[str, Any]:
 
 
 def models_page(profiles: tuple[ModelProfile, ...], query: str) -> dict[str, Any]:
-    """``GET /v1/models``: newest first, paged by ``limit`` (1-1000, default 20), ``after_id``, ``before_id``."""
+    """``GET /v1/models``: newest first, paged by ``limit`` (1-1000, default 20), ``after_id``,
+    ``before_id``."""
     params = {k: v[-1] for k, v in parse_qs(query).items()}
     try:
         limit = int(params.get("limit", 20))

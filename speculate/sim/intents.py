@@ -92,8 +92,11 @@ def _schemas(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any] | None
         if kind == "custom" and isinstance(tool.get("input_schema"), dict):
             out[name] = tool["input_schema"]
         elif kind.startswith("bash_"):
-            out[name] = {"type": "object", "properties": {"command": {"type": "string"}, "restart": {"type": "boolean"}},
-                         "required": ["command"]}  # fmt: skip
+            out[name] = {
+                "type": "object",
+                "properties": {"command": {"type": "string"}, "restart": {"type": "boolean"}},
+                "required": ["command"],
+            }
         elif kind.startswith("text_editor_"):
             out[name] = None
     return out
@@ -140,13 +143,20 @@ def _editor(intent: str, inp: dict[str, Any]) -> dict[str, Any] | str:
     return f"the text editor tool cannot {intent}" + (" every occurrence" if intent == "edit" else "")
 
 
+# Small programs for the shell forms: exact text replacement and writes survive any quoting this way.
 _EDIT_PY = (
-    "import pathlib,sys;p=pathlib.Path(sys.argv[1]);t=p.read_text();o,n,a=sys.argv[2],sys.argv[3],sys.argv[4]=='1';"
-    "k=t.count(o);ok=k>=1 if a else k==1;"
+    "import pathlib,sys;p=pathlib.Path(sys.argv[1]);t=p.read_text();"
+    "o,n,a=sys.argv[2],sys.argv[3],sys.argv[4]=='1';k=t.count(o);ok=k>=1 if a else k==1;"
     "sys.exit(f'{p}: old text found {k} times') if not ok else p.write_text(t.replace(o,n))"
 )
-_WRITE_PY = "import pathlib,sys;p=pathlib.Path(sys.argv[1]);p.parent.mkdir(parents=True,exist_ok=True);p.write_text(sys.argv[2])"
-_GLOB_PY = "import pathlib,sys;[print(p) for p in sorted(pathlib.Path(sys.argv[1]).glob(sys.argv[2])) if p.is_file()]"
+_WRITE_PY = (
+    "import pathlib,sys;p=pathlib.Path(sys.argv[1]);p.parent.mkdir(parents=True,exist_ok=True);"
+    "p.write_text(sys.argv[2])"
+)
+_GLOB_PY = (
+    "import pathlib,sys;"
+    "[print(p) for p in sorted(pathlib.Path(sys.argv[1]).glob(sys.argv[2])) if p.is_file()]"
+)
 
 
 def shell_command(intent: str, inp: dict[str, Any]) -> str:
@@ -163,11 +173,15 @@ def shell_command(intent: str, inp: dict[str, Any]) -> str:
         return f"python3 -c {q(_WRITE_PY)} {path_arg(inp)} {q(inp['content'])}"
     if intent == "edit":
         flag = "1" if inp.get("replace_all") else "0"
-        return f"python3 -c {q(_EDIT_PY)} {path_arg(inp)} {q(inp['old_string'])} {q(inp['new_string'])} {flag}"
+        return (
+            f"python3 -c {q(_EDIT_PY)} {path_arg(inp)} {q(inp['old_string'])} {q(inp['new_string'])} {flag}"
+        )
     if intent == "glob":
         return f"python3 -c {q(_GLOB_PY)} {q(inp.get('path') or '.')} {q(inp['pattern'])}"
     if intent == "grep":
-        mode = {"files_with_matches": " -l", "count": " -c", "content": " -n"}[inp.get("output_mode", "files_with_matches")]
+        mode = {"files_with_matches": " -l", "count": " -c", "content": " -n"}[
+            inp.get("output_mode", "files_with_matches")
+        ]
         flags = "-rE" + (" -i" if inp.get("case_insensitive") else "") + mode
         include = f" --include={q(inp['glob'])}" if inp.get("glob") else ""
         cmd = f"grep {flags}{include} -e {q(inp['pattern'])} {q(inp.get('path') or '.')}"
@@ -179,8 +193,13 @@ def path_arg(inp: dict[str, Any]) -> str:
     return shlex.quote(inp["file_path"])
 
 
-def _via_shell(intent: str, inp: dict[str, Any], schemas: dict[str, dict[str, Any] | None]) -> tuple[str, dict[str, Any]] | None:
-    run = {"command": shell_command(intent, inp), "description": f"{intent} (scripted intent, run as a command)"}
+def _via_shell(
+    intent: str, inp: dict[str, Any], schemas: dict[str, dict[str, Any] | None]
+) -> tuple[str, dict[str, Any]] | None:
+    run = {
+        "command": shell_command(intent, inp),
+        "description": f"{intent} (scripted intent, run as a command)",
+    }
     for name in TOOL_NAMES["run"]:
         schema = schemas.get(name)
         if schema is not None:
@@ -190,14 +209,18 @@ def _via_shell(intent: str, inp: dict[str, Any], schemas: dict[str, dict[str, An
     return None
 
 
-def render(name: str, inp: dict[str, Any], tools: Sequence[dict[str, Any]] | None) -> tuple[str, dict[str, Any]]:
+def render(
+    name: str, inp: dict[str, Any], tools: Sequence[dict[str, Any]] | None
+) -> tuple[str, dict[str, Any]]:
     """The tool call a client with ``tools`` receives for the scripted call ``name(inp)``."""
     intent = INTENT_OF.get(name)
     if tools is None or intent is None:
         return name, inp
     schemas = _schemas(tools)
     reasons: list[str] = []
-    editors = [n for n, schema in schemas.items() if schema is None] if intent in ("read", "write", "edit") else []
+    editors = (
+        [n for n, schema in schemas.items() if schema is None] if intent in ("read", "write", "edit") else []
+    )
     for candidate in dict.fromkeys((name, *TOOL_NAMES[intent], *editors)):
         if candidate not in schemas:
             continue
@@ -217,4 +240,6 @@ def render(name: str, inp: dict[str, Any], tools: Sequence[dict[str, Any]] | Non
             return shell
     offered = ", ".join(schemas) or "none"
     why = f" ({'; '.join(reasons)})" if reasons else ""
-    raise RenderError(f"the client offers no tool to {intent} {json.dumps(inp)[:120]}{why}; tools offered: {offered}")
+    raise RenderError(
+        f"the client offers no tool to {intent} {json.dumps(inp)[:120]}{why}; tools offered: {offered}"
+    )

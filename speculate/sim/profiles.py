@@ -15,7 +15,9 @@ from typing import Any
 
 MTOK = 1_000_000
 ALL_THINKING = frozenset({"enabled", "disabled", "adaptive"})
-_ID_RE = re.compile(r"^claude-(?P<family>[a-z]+)-(?P<major>\d+)(?:-(?P<minor>\d{1,2}))?(?:-(?P<date>\d{8}))?$")
+_ID_RE = re.compile(
+    r"^claude-(?P<family>[a-z]+)-(?P<major>\d+)(?:-(?P<minor>\d{1,2}))?(?:-(?P<date>\d{8}))?$"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,8 +119,8 @@ _SONNET_4_6 = replace(
 )  # fmt: skip
 _SONNET_5 = replace(
     _SONNET_4_6, name="claude-sonnet-5", display_name="Claude Sonnet 5 (simulated)",
-    created_at="2026-06-01T00:00:00Z", thinking_modes=frozenset({"adaptive", "disabled"}), thinking_default=True,
-    sampling=False, token_scale=1.3, prices=_prices(2.0, 10.0),
+    created_at="2026-06-01T00:00:00Z", thinking_modes=frozenset({"adaptive", "disabled"}),
+    thinking_default=True, sampling=False, token_scale=1.3, prices=_prices(2.0, 10.0),
 )  # fmt: skip
 _OPUS_4_5 = ModelProfile(
     name="claude-opus-4-5",
@@ -138,14 +140,14 @@ _OPUS_4_5 = ModelProfile(
     prices=_prices(5.0, 25.0),
 )
 _OPUS_4_7 = replace(
-    _OPUS_4_5, name="claude-opus-4-7", display_name="Claude Opus 4.7 (simulated)", created_at="2026-04-16T00:00:00Z",
-    aliases=(), min_cache_tokens=2048, max_output_tokens=128_000, context_window=1_000_000,
-    thinking_modes=frozenset({"adaptive", "disabled"}), prefill=False, sampling=False, token_scale=1.3,
+    _OPUS_4_5, name="claude-opus-4-7", display_name="Claude Opus 4.7 (simulated)",
+    created_at="2026-04-16T00:00:00Z", aliases=(), min_cache_tokens=2048, max_output_tokens=128_000,
+    context_window=1_000_000, thinking_modes=frozenset({"adaptive", "disabled"}), prefill=False, sampling=False, token_scale=1.3,
     retires_at=None,
 )  # fmt: skip
 _OPUS_5 = replace(
-    _OPUS_4_7, name="claude-opus-5", display_name="Claude Opus 5 (simulated)", created_at="2026-07-24T00:00:00Z",
-    min_cache_tokens=512, thinking_default=True,
+    _OPUS_4_7, name="claude-opus-5", display_name="Claude Opus 5 (simulated)",
+    created_at="2026-07-24T00:00:00Z", min_cache_tokens=512, thinking_default=True,
 )  # fmt: skip
 
 PROFILES: tuple[ModelProfile, ...] = (
@@ -173,16 +175,16 @@ PROFILES: tuple[ModelProfile, ...] = (
     ),
     _OPUS_4_5,
     replace(_OPUS_4_5, name="claude-opus-4-6", display_name="Claude Opus 4.6 (simulated)",
-            created_at="2026-02-05T00:00:00Z", aliases=(), max_output_tokens=128_000, context_window=1_000_000,
-            thinking_modes=ALL_THINKING, prefill=False, retires_at=None),
+            created_at="2026-02-05T00:00:00Z", aliases=(), max_output_tokens=128_000,
+            context_window=1_000_000, thinking_modes=ALL_THINKING, prefill=False, retires_at=None),
     _OPUS_4_7,
     replace(_OPUS_4_7, name="claude-opus-4-8", display_name="Claude Opus 4.8 (simulated)",
             created_at="2026-06-01T00:00:00Z", min_cache_tokens=1024),
     _OPUS_5,
     # Claude Code 2.1.332's default model. Thinking always on, no forced tool use, cache reads at 0.05x.
     replace(_OPUS_5, name="claude-opus-5-5", display_name="Claude Opus 5.5 (simulated)",
-            created_at="2026-09-22T00:00:00Z", thinking_modes=frozenset({"adaptive"}), forced_tool_choice=False,
-            prices=_prices(4.0, 20.0, read=0.05)),
+            created_at="2026-09-22T00:00:00Z", thinking_modes=frozenset({"adaptive"}),
+            forced_tool_choice=False, prices=_prices(4.0, 20.0, read=0.05)),
     # The slowest tier: Opus 4.1's former latency figures.
     replace(_OPUS_5, name="claude-fable-5-1", display_name="Claude Fable 5.1 (simulated)",
             created_at="2026-09-01T00:00:00Z", ttft_s=1.6, prefill_tok_s=5_000, cached_prefill_tok_s=50_000,

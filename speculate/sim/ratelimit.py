@@ -38,10 +38,14 @@ class RateLimited(Exception):
     def __init__(self, bucket: str, limit: int, wait_s: float, cost: int) -> None:
         unit = "requests" if bucket == "requests" else bucket.replace("-", " ")
         if cost > limit:
-            text = f"This request ({cost:,} {unit}) is larger than your organization's rate limit of {limit:,}"
+            text = (
+                f"This request ({cost:,} {unit}) is larger than your organization's rate limit of {limit:,}"
+            )
         else:
             text = f"This request would exceed your organization's rate limit of {limit:,}"
-        super().__init__(f"{text} {unit} per minute (simulated). Wait and retry, or lower the request's size.")
+        super().__init__(
+            f"{text} {unit} per minute (simulated). Wait and retry, or lower the request's size."
+        )
         self.bucket = bucket
         self.wait_s = wait_s
 
@@ -92,7 +96,9 @@ class RateLimiter:
             for name, bucket in buckets.items():
                 bucket.level -= cost[name]
 
-    def headers(self, model: str, *, now: float, time_scale: float, wall: datetime | None = None) -> dict[str, str]:
+    def headers(
+        self, model: str, *, now: float, time_scale: float, wall: datetime | None = None
+    ) -> dict[str, str]:
         """The ``anthropic-ratelimit-*`` headers; reset times are wall-clock (simulated seconds scaled)."""
         wall = wall or datetime.now(UTC)
         out: dict[str, str] = {}
@@ -102,8 +108,10 @@ class RateLimiter:
             out[f"anthropic-ratelimit-{name}-limit"] = str(bucket.limit)
             out[f"anthropic-ratelimit-{name}-remaining"] = str(max(0, math.floor(bucket.level)))
             reset = wall + timedelta(seconds=bucket.full_in() * time_scale)
-            out[f"anthropic-ratelimit-{name}-reset"] = reset.isoformat(timespec="seconds").replace("+00:00", "Z")
-        # tokens-*: whichever token bucket is closer to its limit, the one most likely to stop the next request.
+            out[f"anthropic-ratelimit-{name}-reset"] = reset.isoformat(timespec="seconds").replace(
+                "+00:00", "Z"
+            )
+        # tokens-*: the token bucket closer to its limit, the one most likely to stop the next request.
         tight = min(("input-tokens", "output-tokens"), key=lambda n: buckets[n].level / buckets[n].limit)
         for part in ("limit", "remaining", "reset"):
             out[f"anthropic-ratelimit-tokens-{part}"] = out[f"anthropic-ratelimit-{tight}-{part}"]

@@ -101,7 +101,8 @@ class TraceWriter:
     ) -> None:
         """Record one response (a dict or an SDK ``Message``) with its time to first token and total time;
         ``served``: what the simulator adds when it records (arrival and finish times, the script source)."""
-        record: dict[str, Any] = {"request": request, "response": response, "timings": {"ttft_s": ttft_s, "total_s": total_s}}
+        timings = {"ttft_s": ttft_s, "total_s": total_s}
+        record: dict[str, Any] = {"request": request, "response": response, "timings": timings}
         if served is not None:
             record["served"] = served
         line = json.dumps(record, default=_jsonable, ensure_ascii=False)

@@ -29,7 +29,7 @@ TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, 
     "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
 }
 GREP_MODES = ("content", "files_with_matches", "count")
-# Intent steps: the same calls in the vocabulary of what they do (docs/scenarios.md); key -> (tool, field map).
+# Intent steps: the same calls named by what they do (docs/scenarios.md); key -> (tool, field map).
 INTENTS: dict[str, tuple[str, dict[str, str]]] = {
     "read": ("Read", {"path": "file_path", "offset": "offset", "limit": "limit"}),
     "write": ("Write", {"path": "file_path", "content": "content"}),
@@ -177,7 +177,13 @@ class _Parser:
         return self.checked(name, raw, node, where, label=key)
 
     def checked(
-        self, name: str, fields: dict[str, yaml.Node], node: yaml.Node, where: str, *, label: str | None = None
+        self,
+        name: str,
+        fields: dict[str, yaml.Node],
+        node: yaml.Node,
+        where: str,
+        *,
+        label: str | None = None,
     ) -> ToolCall:
         """Type checks of a call's input (canonical field names), errors naming the scenario's own key."""
         required, optional = TOOL_FIELDS[name]
@@ -194,7 +200,8 @@ class _Parser:
             inp[field_name] = val
         for req in required:
             if req not in inp:
-                raise self.fail(node, f"{where} {label} input is missing required field {back.get(req, req)!r}")
+                missing = back.get(req, req)
+                raise self.fail(node, f"{where} {label} input is missing required field {missing!r}")
         if name == "Grep" and inp.get("output_mode", GREP_MODES[1]) not in GREP_MODES:
             shown = back.get("output_mode", "output_mode")
             raise self.fail(fields["output_mode"], f"{where} {label}.{shown} must be one of {GREP_MODES}")
@@ -208,7 +215,9 @@ class _Parser:
             what = f"{where}[{i}]"
             fields = self.mapping(step_node, what, ("thinking", "text", "tools"))
             text = self.string(fields["text"][1], f"{what}.text") if "text" in fields else None
-            thinking = self.string(fields["thinking"][1], f"{what}.thinking") if "thinking" in fields else None
+            thinking = None
+            if "thinking" in fields:
+                thinking = self.string(fields["thinking"][1], f"{what}.thinking")
             tools: tuple[ToolCall, ...] = ()
             if "tools" in fields:
                 tools_node = fields["tools"][1]

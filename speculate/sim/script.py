@@ -83,7 +83,11 @@ class Script:
     """Scripted replies from a set of scenarios; stateless, so safe from many threads."""
 
     def __init__(
-        self, scenarios: list[Scenario], *, seed: int = 0, conventions: ClientConventions = DEFAULT_CONVENTIONS
+        self,
+        scenarios: list[Scenario],
+        *,
+        seed: int = 0,
+        conventions: ClientConventions = DEFAULT_CONVENTIONS,
     ) -> None:
         self.scenarios = list(scenarios)
         self.seed = seed

@@ -118,7 +118,9 @@ def _messages(messages: Any, *, prefill: bool = True) -> None:
             # Mid-conversation system turns (Claude Code sends one): text only.
             for j, block in enumerate(blocks):
                 if block.get("type") != "text":
-                    raise RequestError(f"{path}.content.{j}.type: system messages may only contain text blocks")
+                    raise RequestError(
+                        f"{path}.content.{j}.type: system messages may only contain text blocks"
+                    )
         results = [(j, b["tool_use_id"]) for j, b in enumerate(blocks) if b.get("type") == "tool_result"]
         if pending:
             answered = {tid for _, tid in results} if role == "user" else set()
@@ -138,7 +140,8 @@ def _messages(messages: Any, *, prefill: bool = True) -> None:
         pending = [b["id"] for b in blocks if b.get("type") == "tool_use"] if role == "assistant" else []
     if messages[-1].get("role") == "assistant" and not prefill:
         raise RequestError(
-            "This model does not support assistant message prefill. The conversation must end with a user message."
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message."
         )
 
 
@@ -248,7 +251,9 @@ def _thinking(thinking: Any, profile: ModelProfile, max_tokens: int | None) -> N
         if not _is_int(budget) or budget < 1024:
             raise RequestError("thinking.budget_tokens: Input should be greater than or equal to 1024")
         if max_tokens is not None and budget >= max_tokens:
-            raise RequestError("thinking.budget_tokens: `max_tokens` must be greater than `thinking.budget_tokens`")
+            raise RequestError(
+                "thinking.budget_tokens: `max_tokens` must be greater than `thinking.budget_tokens`"
+            )
 
 
 def _sampling(body: dict[str, Any], profile: ModelProfile) -> None:
@@ -263,9 +268,13 @@ def _sampling(body: dict[str, Any], profile: ModelProfile) -> None:
         return
     # Models after Opus 4.6 keep only the defaults, accepted for backwards compatibility.
     if temperature is not None and temperature != 1:
-        raise RequestError("temperature: this model does not support setting temperature (only 1.0 is accepted)")
+        raise RequestError(
+            "temperature: this model does not support setting temperature (only 1.0 is accepted)"
+        )
     if top_p is not None and top_p < 0.99:
-        raise RequestError("top_p: this model does not support setting top_p (only values >= 0.99 are accepted)")
+        raise RequestError(
+            "top_p: this model does not support setting top_p (only values >= 0.99 are accepted)"
+        )
     if top_k is not None:
         raise RequestError("top_k: this model does not accept top_k")
 

@@ -9,7 +9,9 @@ from typing import Any
 from bench.clients import Measure, table
 
 
-def record(source: str, arrived: float, finished: float, calls: list[str], read: int, total: int) -> dict[str, Any]:
+def record(
+    source: str, arrived: float, finished: float, calls: list[str], read: int, total: int
+) -> dict[str, Any]:
     content = [{"type": "tool_use", "id": f"t{i}", "name": n, "input": {}} for i, n in enumerate(calls)]
     usage = {"input_tokens": total - read, "cache_creation_input_tokens": 0, "cache_read_input_tokens": read}
     return {"request": {}, "response": {"content": content or [{"type": "text", "text": "x"}], "usage": usage},

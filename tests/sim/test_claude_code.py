@@ -42,7 +42,10 @@ def scripted_tree(scenario: Scenario, dest: Path) -> Path:
     for turn in scenario.turns:
         for step in turn.steps:
             for call in step.tools:
-                inp = {k: v.replace("{root}", str(root)) if isinstance(v, str) else v for k, v in call.input.items()}
+                inp = {
+                    k: v.replace("{root}", str(root)) if isinstance(v, str) else v
+                    for k, v in call.input.items()
+                }
                 if call.name == "Edit":
                     path = Path(inp["file_path"])
                     path.write_text(path.read_text().replace(inp["old_string"], inp["new_string"], 1))
@@ -62,13 +65,17 @@ def test_claude_code_runs_a_bundled_scenario_with_prompt_suggestions(tmp_path: P
     with SimServer([SCENARIO], seed=0, time_scale=0.01, record=trace) as sim:
         prompt = scenario.turns[0].prompt
         for i, turn in enumerate(scenario.turns):
-            run = cc.turn(prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S)
+            run = cc.turn(
+                prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S
+            )
             assert run.returncode == 0, f"turn {i + 1}: exit {run.returncode}\n{run.stderr[-2000:]}"
             assert run.result is not None and not run.result.get("is_error"), run.result
             assert run.text == turn.steps[-1].text, f"turn {i + 1} ended with another answer"
             scripted_calls = [c.name for s in turn.steps for c in s.tools]
             assert [u["name"] for u in run.tool_uses] == scripted_calls
-            failed = [r for r in run.tool_results if r.get("is_error") and "Exit code" not in str(r.get("content"))]
+            failed = [
+                r for r in run.tool_results if r.get("is_error") and "Exit code" not in str(r.get("content"))
+            ]
             assert not failed, f"turn {i + 1}: Claude Code could not run a scripted call: {failed}"
             outputs += [str(r.get("content")) for r in run.tool_results]
             assert run.suggestion == turn.suggestion, f"turn {i + 1}: prompt_suggestion {run.suggestion!r}"
@@ -76,13 +83,18 @@ def test_claude_code_runs_a_bundled_scenario_with_prompt_suggestions(tmp_path: P
         stats = sim.statistics()
     assert stats.engine.fallbacks == 0, stats.engine.by_source
     assert any("1 failed, 3 passed" in o for o in outputs)  # the regression test fails before the fix ...
-    assert any("29 passed" in o for o in outputs) and any("30 passed" in o for o in outputs)  # ... then passes
+    assert any("29 passed" in o for o in outputs) and any(
+        "30 passed" in o for o in outputs
+    )  # ... then passes
     for rel in ("src/shop/pager.py", "tests/test_pager.py"):
         assert (project / rel).read_text() == (expected / rel).read_text(), f"{rel} differs from the script"
     requests: list[dict[str, Any]] = [json.loads(line)["request"] for line in trace.read_text().splitlines()]
     assert {r["model"] for r in requests} == {"claude-opus-5-5"}  # its stock default model
     assert any(m.get("role") == "system" for m in requests[0]["messages"])
-    assert sum("suggestion" in json.loads(line)["served"]["source"] for line in trace.read_text().splitlines()) == 5
+    assert (
+        sum("suggestion" in json.loads(line)["served"]["source"] for line in trace.read_text().splitlines())
+        == 5
+    )
     shutil.rmtree(tmp_path / "home", ignore_errors=True)
 
 
@@ -94,12 +106,16 @@ def test_every_bundled_scenario_runs_unchanged_under_claude_code(path: Path, tmp
     project = prepare_project(scenario, tmp_path / "project")  # git init + a first commit where it runs git
     with SimServer([path], seed=0, time_scale=0.01) as sim:
         for i, turn in enumerate(scenario.turns):
-            run = cc.turn(turn.prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S)
+            run = cc.turn(
+                turn.prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S
+            )
             assert run.returncode == 0, f"turn {i + 1}: exit {run.returncode}\n{run.stderr[-2000:]}"
             assert run.text == turn.steps[-1].text, f"turn {i + 1} ended with another answer"
             assert [u["name"] for u in run.tool_uses] == [c.name for st in turn.steps for c in st.tools]
             # Tool errors only where a command fails by design (its exit code is what the script expects).
-            failed = [r for r in run.tool_results if r.get("is_error") and "Exit code" not in str(r.get("content"))]
+            failed = [
+                r for r in run.tool_results if r.get("is_error") and "Exit code" not in str(r.get("content"))
+            ]
             assert not failed, f"turn {i + 1}: Claude Code could not run a scripted call: {failed}"
             assert run.suggestion == turn.suggestion, f"turn {i + 1}: prompt_suggestion {run.suggestion!r}"
         assert sim.statistics().engine.fallbacks == 0

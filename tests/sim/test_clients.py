@@ -34,7 +34,10 @@ def cc_first(prompt: str = FIRST) -> list[dict[str, Any]]:
     """The opening of a Claude Code conversation: reminders and the prompt, then its system-role turn."""
     return [
         {"role": "user", "content": [{"type": "text", "text": REMINDER}, {"type": "text", "text": prompt}]},
-        {"role": "system", "content": f"# Environment\n - Primary working directory: {ROOT}\n - Platform: linux"},
+        {
+            "role": "system",
+            "content": f"# Environment\n - Primary working directory: {ROOT}\n - Platform: linux",
+        },
     ]
 
 
@@ -48,18 +51,32 @@ def cc_ask(client: anthropic.Anthropic, messages: list[dict[str, Any]]) -> anthr
 def finish_turn(client: anthropic.Anthropic, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     while True:
         reply = cc_ask(client, messages)
-        messages = [*messages, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]}]
+        messages = [
+            *messages,
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+        ]
         if reply.stop_reason != "tool_use":
             return messages
-        results = [{"type": "tool_result", "tool_use_id": b.id, "content": "ok"} for b in reply.content if b.type == "tool_use"]
+        results = [
+            {"type": "tool_result", "tool_use_id": b.id, "content": "ok"}
+            for b in reply.content
+            if b.type == "tool_use"
+        ]
         messages.append({"role": "user", "content": results})
 
 
 def test_claude_code_session_follows_the_scenario_with_its_own_tools(client: anthropic.Anthropic) -> None:
     first = cc_ask(client, cc_first())
-    assert [b.type for b in first.content] == ["thinking", "text", "tool_use", "tool_use"]  # it asks for thinking
+    assert [b.type for b in first.content] == [
+        "thinking",
+        "text",
+        "tool_use",
+        "tool_use",
+    ]  # it asks for thinking
     read, grep = first.content[2], first.content[3]
-    assert read.name == "Read" and read.input == {"file_path": f"{ROOT}/src/pager.py"}  # root from its own line
+    assert read.name == "Read" and read.input == {
+        "file_path": f"{ROOT}/src/pager.py"
+    }  # root from its own line
     assert grep.name == "Grep" and grep.input == {"pattern": "def page", "output_mode": "content"}
     messages = finish_turn(client, cc_first())
     assert messages[-1]["content"][0]["text"].startswith("The slice end")
@@ -72,7 +89,9 @@ def test_claude_code_session_follows_the_scenario_with_its_own_tools(client: ant
     assert messages[-1]["content"][0]["text"] == "Fixed and the tests pass."
 
 
-def test_injected_blocks_are_not_the_prompt_and_plain_requests_still_fall_back(client: anthropic.Anthropic) -> None:
+def test_injected_blocks_are_not_the_prompt_and_plain_requests_still_fall_back(
+    client: anthropic.Anthropic,
+) -> None:
     only_reminder = [{"role": "user", "content": [{"type": "text", "text": REMINDER}]}]
     reply = cc_ask(client, [*only_reminder, {"role": "assistant", "content": "noted"}, *cc_first()])
     assert reply.content[-1].type == "tool_use", "a user message holding only injected text is not a prompt"
@@ -101,7 +120,9 @@ def test_suggestion_patterns_are_configurable() -> None:
     body = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                          {"role": "user", "content": "<<NEXT-PROMPT>>"}]}  # fmt: skip
     assert not read_conversation(body).suggestion_mode
-    assert read_conversation(body, ClientConventions(suggestion_patterns=[r"^<<NEXT-PROMPT>>"])).suggestion_mode
+    assert read_conversation(
+        body, ClientConventions(suggestion_patterns=[r"^<<NEXT-PROMPT>>"])
+    ).suggestion_mode
     with pytest.raises(ValueError, match="suggestion_patterns: invalid regular expression"):
         ClientConventions(suggestion_patterns=["[unclosed"])
 
@@ -128,11 +149,18 @@ def test_the_root_comes_from_whichever_form_the_client_writes(where: str, text: 
 
 
 def test_prompts_match_across_dates_and_checkouts() -> None:
-    a = normalize_prompt("summarise commits since 2026-11-20 in /home/alice/shop/src/cart.py", "/home/alice/shop")
+    a = normalize_prompt(
+        "summarise commits since 2026-11-20 in /home/alice/shop/src/cart.py", "/home/alice/shop"
+    )
     b = normalize_prompt("summarise  commits since Nov 3, 2027 in /tmp/x/src/cart.py", "/tmp/x")
     assert a == b == "summarise commits since {date} in {path}/cart.py"
-    assert normalize_prompt("look at {root}/README.md", None) == normalize_prompt("look at /w/README.md", "/w")
-    assert normalize_prompt("see https://example.com/a/b and a/b 1/2", None) == "see https://example.com/a/b and a/b 1/2"
+    assert normalize_prompt("look at {root}/README.md", None) == normalize_prompt(
+        "look at /w/README.md", "/w"
+    )
+    assert (
+        normalize_prompt("see https://example.com/a/b and a/b 1/2", None)
+        == "see https://example.com/a/b and a/b 1/2"
+    )
     assert normalize_prompt("fix it", "/w") != normalize_prompt("fix it now", "/w")
 
 
@@ -163,8 +191,16 @@ def tool(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any
 
 S = {"type": "string"}
 GEMINI_LIKE = [
-    tool("read_file", {"absolute_path": S, "offset": {"type": "number"}, "limit": {"type": "number"}}, ["absolute_path"]),
-    tool("replace", {"file_path": S, "old_string": S, "new_string": S}, ["file_path", "old_string", "new_string"]),
+    tool(
+        "read_file",
+        {"absolute_path": S, "offset": {"type": "number"}, "limit": {"type": "number"}},
+        ["absolute_path"],
+    ),
+    tool(
+        "replace",
+        {"file_path": S, "old_string": S, "new_string": S},
+        ["file_path", "old_string", "new_string"],
+    ),
     tool("run_shell_command", {"command": S, "description": S}, ["command"]),
 ]
 
@@ -176,12 +212,25 @@ def test_calls_go_out_as_scripted_when_the_client_has_the_tool() -> None:
 
 
 def test_calls_are_adapted_to_the_clients_field_names_and_units() -> None:
-    assert render("Bash", {"command": "ls", "timeout_ms": 5000}, CC_TOOLS) == ("Bash", {"command": "ls", "timeout": 5000})
-    seconds = [tool("shell", {"cmd": S, "timeout": {"type": "integer", "description": "Timeout in seconds"}}, ["cmd"])]
-    assert render("Bash", {"command": "ls", "timeout_ms": 5000}, seconds) == ("shell", {"cmd": "ls", "timeout": 5})
+    assert render("Bash", {"command": "ls", "timeout_ms": 5000}, CC_TOOLS) == (
+        "Bash",
+        {"command": "ls", "timeout": 5000},
+    )
+    seconds = [
+        tool(
+            "shell", {"cmd": S, "timeout": {"type": "integer", "description": "Timeout in seconds"}}, ["cmd"]
+        )
+    ]
+    assert render("Bash", {"command": "ls", "timeout_ms": 5000}, seconds) == (
+        "shell",
+        {"cmd": "ls", "timeout": 5},
+    )
     assert render("Read", {"file_path": "/w/a.py", "limit": 4}, GEMINI_LIKE) == (
         "read_file", {"absolute_path": "/w/a.py", "limit": 4})  # fmt: skip
-    assert render("Grep", {"pattern": "x", "case_insensitive": True}, CC_TOOLS) == ("Grep", {"pattern": "x", "-i": True})
+    assert render("Grep", {"pattern": "x", "case_insensitive": True}, CC_TOOLS) == (
+        "Grep",
+        {"pattern": "x", "-i": True},
+    )
     editor = [{"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}]
     assert render("Read", {"file_path": "/w/a", "offset": 2, "limit": 3}, editor) == (
         "str_replace_based_edit_tool", {"command": "view", "path": "/w/a", "view_range": [2, 4]})  # fmt: skip
@@ -191,14 +240,19 @@ def test_without_a_suitable_tool_the_intent_runs_through_the_shell() -> None:
     name, inp = render("Edit", {"file_path": "/w/a", "old_string": "x", "new_string": "y", "replace_all": True},
                        GEMINI_LIKE)  # fmt: skip
     assert name == "run_shell_command" and inp["command"].startswith("python3 -c ")
-    assert render("Grep", {"pattern": "def x", "path": "/w"}, GEMINI_LIKE)[1]["command"] == "grep -rE -l -e 'def x' /w"
+    assert (
+        render("Grep", {"pattern": "def x", "path": "/w"}, GEMINI_LIKE)[1]["command"]
+        == "grep -rE -l -e 'def x' /w"
+    )
     with pytest.raises(RenderError, match=r"offers no tool to grep .* tools offered: read_file"):
         render("Grep", {"pattern": "x"}, GEMINI_LIKE[:1])
 
 
 def test_shell_forms_of_the_intents_do_what_the_tools_do(tmp_path: Path) -> None:
     def sh(intent: str, **inp: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["bash", "-c", shell_command(intent, inp)], cwd=tmp_path, capture_output=True, text=True)
+        return subprocess.run(
+            ["bash", "-c", shell_command(intent, inp)], cwd=tmp_path, capture_output=True, text=True
+        )
 
     f = str(tmp_path / "d" / "a.txt")
     assert sh("write", file_path=f, content="one 'x'\ntwo x\nthree\n").returncode == 0
@@ -215,12 +269,20 @@ def test_shell_forms_of_the_intents_do_what_the_tools_do(tmp_path: Path) -> None
     ("value", "schema", "bad"),
     [
         ({"a": 1}, {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}}, None),
-        ({"a": True}, {"type": "object", "properties": {"a": {"type": "integer"}}}, "input.a: expected integer"),
+        (
+            {"a": True},
+            {"type": "object", "properties": {"a": {"type": "integer"}}},
+            "input.a: expected integer",
+        ),
         ({}, {"type": "object", "required": ["a"]}, "input.a: required"),
         ({"b": 1}, {"type": "object", "additionalProperties": False}, "input.b: not a property"),
         ({"a": None}, {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}, None),
         ({"a": "z"}, {"properties": {"a": {"enum": ["x", "y"]}}}, "input.a: 'z' is not one of"),
-        ({"a": 0}, {"properties": {"a": {"type": "integer", "exclusiveMinimum": 0}}}, "breaks exclusiveMinimum"),
+        (
+            {"a": 0},
+            {"properties": {"a": {"type": "integer", "exclusiveMinimum": 0}}},
+            "breaks exclusiveMinimum",
+        ),
     ],
 )
 def test_schema_checks(value: Any, schema: dict[str, Any], bad: str | None) -> None:

@@ -42,7 +42,9 @@ def test_error_bodies_carry_the_request_id_of_the_header(client: anthropic.Anthr
 def test_rate_limit_headers_report_the_buckets(client: anthropic.Anthropic) -> None:
     headers = client.messages.with_raw_response.create(model=MODEL, max_tokens=10, messages=HI).headers
     for name in ("requests", "input-tokens", "output-tokens", "tokens"):
-        assert int(headers[f"anthropic-ratelimit-{name}-limit"]) >= int(headers[f"anthropic-ratelimit-{name}-remaining"])
+        assert int(headers[f"anthropic-ratelimit-{name}-limit"]) >= int(
+            headers[f"anthropic-ratelimit-{name}-remaining"]
+        )
         reset = dt.datetime.fromisoformat(headers[f"anthropic-ratelimit-{name}-reset"].replace("Z", "+00:00"))
         assert reset.tzinfo is not None
 
@@ -51,7 +53,10 @@ def test_buckets_drain_by_request_and_tokens_and_refill_over_a_minute() -> None:
     limiter = RateLimiter(RateLimits(requests_per_minute=60, input_tokens_per_minute=6000, enforce=True))
     limiter.charge("m", input_tokens=3000, output_tokens=10, now=0.0)
     h = limiter.headers("m", now=0.0, time_scale=1.0, wall=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
-    assert (h["anthropic-ratelimit-requests-remaining"], h["anthropic-ratelimit-input-tokens-remaining"]) == ("59", "3000")
+    assert (h["anthropic-ratelimit-requests-remaining"], h["anthropic-ratelimit-input-tokens-remaining"]) == (
+        "59",
+        "3000",
+    )
     assert h["anthropic-ratelimit-input-tokens-reset"] == "2026-01-01T00:00:30Z"  # half empty: 30 s to full
     assert h["anthropic-ratelimit-tokens-remaining"] == "3000"  # the tighter token bucket
     with pytest.raises(RateLimited) as info:
@@ -136,6 +141,8 @@ def test_thinking_blocks_follow_the_requests_thinking_setting(client: anthropic.
         ask(client, messages=bad, thinking={"type": "adaptive"})
 
 
-def test_identical_requests_get_distinct_message_ids_but_the_same_content(client: anthropic.Anthropic) -> None:
+def test_identical_requests_get_distinct_message_ids_but_the_same_content(
+    client: anthropic.Anthropic,
+) -> None:
     a, b = ask(client), ask(client)
     assert a.id != b.id and a.content == b.content

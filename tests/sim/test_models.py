@@ -105,10 +105,16 @@ def create_stream(client: anthropic.Anthropic, **kw: Any) -> Any:
 
 
 def test_what_the_models_do_accept(client: anthropic.Anthropic) -> None:
-    create(client, model="claude-haiku-4-5", messages=[*HI, {"role": "assistant", "content": "Sure"}])  # prefill
-    create(client, model="claude-opus-5", extra_body={"temperature": 1.0, "top_p": 0.99})  # the defaults stay accepted
+    create(
+        client, model="claude-haiku-4-5", messages=[*HI, {"role": "assistant", "content": "Sure"}]
+    )  # prefill
+    create(
+        client, model="claude-opus-5", extra_body={"temperature": 1.0, "top_p": 0.99}
+    )  # the defaults stay accepted
     create(client, model="claude-opus-5-5")  # thinking omitted: adaptive, always on
-    create(client, messages=[*HI, {"role": "system", "content": "Working directory: /w"}])  # a system-role turn
+    create(
+        client, messages=[*HI, {"role": "system", "content": "Working directory: /w"}]
+    )  # a system-role turn
 
 
 def test_newer_tokenizer_counts_more_tokens(client: anthropic.Anthropic) -> None:
@@ -127,7 +133,9 @@ def test_newer_tokenizer_counts_more_tokens(client: anthropic.Anthropic) -> None
         ("claude-haiku-4-5", 2000, False),  # 4,096 minimum
     ],
 )
-def test_cache_minimums_follow_the_docs(client: anthropic.Anthropic, model: str, words: int, cached: bool) -> None:
+def test_cache_minimums_follow_the_docs(
+    client: anthropic.Anthropic, model: str, words: int, cached: bool
+) -> None:
     system = [{"type": "text", "text": "rule " * words, "cache_control": {"type": "ephemeral"}}]
     usage = create(client, model=model, system=system).usage
     assert (usage.cache_creation_input_tokens > 0) is cached
@@ -135,5 +143,9 @@ def test_cache_minimums_follow_the_docs(client: anthropic.Anthropic, model: str,
 
 def test_cache_reads_cost_what_the_price_list_says() -> None:
     read = {"cache_read_input_tokens": 1_000_000}
-    prices = {m: find_profile(m).cost_usd(read) for m in ("claude-opus-5-5", "claude-fable-5-1", "claude-sonnet-5")}  # type: ignore[union-attr]
-    assert prices == pytest.approx({"claude-opus-5-5": 0.20, "claude-fable-5-1": 0.25, "claude-sonnet-5": 0.20})
+    prices = {
+        m: find_profile(m).cost_usd(read) for m in ("claude-opus-5-5", "claude-fable-5-1", "claude-sonnet-5")
+    }  # type: ignore[union-attr]
+    assert prices == pytest.approx(
+        {"claude-opus-5-5": 0.20, "claude-fable-5-1": 0.25, "claude-sonnet-5": 0.20}
+    )
