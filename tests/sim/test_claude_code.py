@@ -24,6 +24,9 @@ from speculate.sim.scenario import Scenario, default_scenario_dir, default_scena
 SCENARIO = default_scenario_dir() / "fix-pagination.yaml"
 OTHERS = [p for p in default_scenario_paths() if p != SCENARIO]
 RUN_TIMEOUT_S = 120  # per turn; a whole session takes seconds at this time scale
+# Fast, but a 5-minute cache TTL still lasts 15 s: at 0.01 a pytest run slowed by a busy machine outlived it,
+# and Claude Code, as designed, suggests nothing after a turn that found its cache cold.
+TIME_SCALE = 0.05
 # A commit needs an identity; the scratch HOME has no git configuration.
 GIT_ENV = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
            for what, value in (("NAME", "Sim User"), ("EMAIL", "sim@example.invalid"))}  # fmt: skip
@@ -62,7 +65,7 @@ def test_claude_code_runs_a_bundled_scenario_with_prompt_suggestions(tmp_path: P
     expected = scripted_tree(scenario, tmp_path / "expected")
     trace = tmp_path / "trace.jsonl"
     outputs: list[str] = []
-    with SimServer([SCENARIO], seed=0, time_scale=0.01, record=trace) as sim:
+    with SimServer([SCENARIO], seed=0, time_scale=TIME_SCALE, record=trace) as sim:
         prompt = scenario.turns[0].prompt
         for i, turn in enumerate(scenario.turns):
             run = cc.turn(
@@ -104,7 +107,7 @@ def test_every_bundled_scenario_runs_unchanged_under_claude_code(path: Path, tmp
     cc = claude_code(tmp_path / "home")
     scenario = load_scenario(path)
     project = prepare_project(scenario, tmp_path / "project")  # git init + a first commit where it runs git
-    with SimServer([path], seed=0, time_scale=0.01) as sim:
+    with SimServer([path], seed=0, time_scale=TIME_SCALE) as sim:
         for i, turn in enumerate(scenario.turns):
             run = cc.turn(
                 turn.prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S
