@@ -45,3 +45,35 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[$extras]"
   rm -f .venv/.installed-*; touch "$stamp"
 fi
+
+# The Claude Code CLI, for the test that runs the real client against the simulator
+# (tests/sim/test_claude_code.py). From the npm registry (pinned), else the claude-agent-sdk wheel that bundles
+# it (PyPI). Failing both only skips that test: the reason is kept in .venv/claude-code/UNAVAILABLE.
+CLAUDE_CODE_VERSION=2.1.332
+CLAUDE_AGENT_SDK_VERSION=0.2.184
+cc=.venv/claude-code
+if [ -z "${SPECULATE_SKIP_CLAUDE_CODE:-}" ] && [ ! -f "$cc/.installed-$CLAUDE_CODE_VERSION" ]; then
+  rm -rf "$cc"; mkdir -p "$cc"
+  why=""
+  if command -v npm >/dev/null; then
+    if timeout 300 npm install --prefix "$cc" --no-save --no-audit --no-fund --ignore-scripts --loglevel=error \
+         --fetch-timeout=60000 --fetch-retries=1 \
+         "@anthropic-ai/claude-code-linux-x64@$CLAUDE_CODE_VERSION" >"$cc/npm.log" 2>&1; then
+      touch "$cc/.installed-$CLAUDE_CODE_VERSION"
+    else
+      why="npm install @anthropic-ai/claude-code-linux-x64@$CLAUDE_CODE_VERSION failed: $(grep -m1 -i "error" "$cc/npm.log" | cut -c1-200 || true)"
+    fi
+  else
+    why="npm is not installed"
+  fi
+  if [ ! -f "$cc/.installed-$CLAUDE_CODE_VERSION" ]; then
+    if timeout 300 .venv/bin/python -m pip install -q --no-deps --timeout 60 --retries 1 --target "$cc/sdk" \
+         "claude-agent-sdk==$CLAUDE_AGENT_SDK_VERSION" >"$cc/pip.log" 2>&1; then
+      touch "$cc/.installed-$CLAUDE_CODE_VERSION"
+    else
+      why="$why; pip install claude-agent-sdk==$CLAUDE_AGENT_SDK_VERSION failed: $(grep -m1 -i "error" "$cc/pip.log" | cut -c1-200 || true)"
+      echo "setup: Claude Code CLI not installed ($why); its test will be skipped" >&2
+      echo "$why" >"$cc/UNAVAILABLE"
+    fi
+  fi
+fi

@@ -10,8 +10,9 @@ The system prompt has two parts, sent as two system blocks, each with a cache br
   project instructions (CLAUDE.md and friends) and the MCP servers' instructions. It changes between
   projects and when an instructions file is edited (the next turn rebuilds it).
 
-The simulator recognises a suggestion request by :data:`SUGGESTION_MARKER` at the start of the last user
-message, and finds the project root from the ``Working directory:`` line of the dynamic part.
+The simulator recognises a suggestion request by what it asks (this marker is one of the forms it knows,
+see speculate/sim/clients.py), and finds the project root from the ``Working directory:`` line of the
+dynamic part.
 """
 
 from __future__ import annotations

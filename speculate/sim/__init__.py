@@ -1,16 +1,23 @@
 """The embedded model simulator: a local Messages-API HTTP server with prompt-cache and latency models.
 
-Owns the scenario format and its loader (:mod:`.scenario`), request scripting (:mod:`.script`), record and
-replay (:mod:`.replay`), the prompt cache (:mod:`.cache`), the latency model and model profiles
-(:mod:`.latency`, :mod:`.profiles`), the token estimator (:mod:`.tokens`) and the HTTP server
-(:mod:`.server`). Start it with ``with SimServer(...) as sim:`` and point the SDK at ``sim.base_url``.
+Owns the scenario format and its loader (:mod:`.scenario`), how any client's requests are read
+(:mod:`.clients`) and scripted steps rendered for the client's own tools (:mod:`.intents`, :mod:`.schema`),
+request scripting (:mod:`.script`) and what the request's parameters do to the answer (:mod:`.shaping`),
+record and replay (:mod:`.replay`), the prompt cache (:mod:`.cache`), the latency model and model profiles
+(:mod:`.latency`, :mod:`.profiles`), request validation (:mod:`.validate`), the token estimator
+(:mod:`.tokens`), faults and rate limits (:mod:`.faults`, :mod:`.ratelimit`) and the HTTP server
+(:mod:`.handler`, :mod:`.server`). Start it with ``with SimServer(...) as sim:`` and point any
+Messages-API client (the SDK, Claude Code) at ``sim.base_url``.
 """
 
 from __future__ import annotations
 
 from speculate.sim.cli import serve_main
+from speculate.sim.clients import ClientConventions
 from speculate.sim.engine import Engine, EngineStatistics
+from speculate.sim.faults import FaultConfig
 from speculate.sim.profiles import DEFAULT_MODEL, PROFILES, ModelProfile, Prices, find_profile
+from speculate.sim.ratelimit import RateLimits
 from speculate.sim.replay import Replay, TraceError, TraceWriter, canonical_key
 from speculate.sim.scenario import (
     Scenario,
@@ -22,17 +29,19 @@ from speculate.sim.scenario import (
     parse_scenario,
 )
 from speculate.sim.script import FALLBACK_PREFIX
-from speculate.sim.server import FaultConfig, SimServer, SimStatistics
+from speculate.sim.server import SimServer, SimStatistics
 
 __all__ = [
     "DEFAULT_MODEL",
     "FALLBACK_PREFIX",
     "PROFILES",
+    "ClientConventions",
     "Engine",
     "EngineStatistics",
     "FaultConfig",
     "ModelProfile",
     "Prices",
+    "RateLimits",
     "Replay",
     "Scenario",
     "ScenarioError",

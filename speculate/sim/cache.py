@@ -5,11 +5,12 @@ a cumulative SHA-256 over everything before it, so one differing byte anywhere e
 key. ``tool_choice`` and ``thinking`` are mixed in before the first message: changing them invalidates the
 messages part only, as the docs say; changing a tool invalidates everything.
 
-Entries exist only at breakpoints (``cache_control``, at most 4, or the top-level automatic one on the last
-block) whose prefix reaches the profile's minimum. A lookup tries each breakpoint and up to 19 block
-boundaries before it (20 positions) and takes the longest live entry. :meth:`PromptCache.plan` is pure;
-:meth:`PromptCache.commit` applies a plan once the response that made it has started, which is when the
-API makes an entry visible to other requests and refreshes the TTL of the one it read.
+Entries exist only at breakpoints (``cache_control``, at most 4, longer TTLs first, or the top-level
+automatic one on the last block) whose prefix reaches the profile's minimum. A lookup tries each breakpoint
+and up to 19 block boundaries before it (20 positions) and takes the longest live entry.
+:meth:`PromptCache.plan` is pure; :meth:`PromptCache.commit` applies a plan once the response that made it
+has started, which is when the API makes an entry visible to other requests and refreshes the TTL of the one
+it read; lifetimes count from the start of the request.
 """
 
 from __future__ import annotations
@@ -119,6 +120,15 @@ def units_of(body: dict[str, Any]) -> list[Unit]:
         raise CacheControlError(
             f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {count}."
         )
+    seen_5m = False
+    for _, _, ttl, path in raw:
+        if ttl == "1h" and seen_5m:
+            raise CacheControlError(
+                f"{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
+                "cache_control block. Note that blocks are processed in the following order: "
+                "`tools`, `system`, `messages`."
+            )
+        seen_5m = seen_5m or ttl == "5m"
 
     units: list[Unit] = []
     digest = hashlib.sha256(f"model\x00{body.get('model')}".encode()).digest()
@@ -191,18 +201,24 @@ class PromptCache:
             writes=tuple(writes),
         )
 
-    def commit(self, plan: CachePlan, *, now: float, had_breakpoint: bool = True) -> None:
-        """The response behind ``plan`` has started: its writes become visible, its read is refreshed."""
+    def commit(
+        self, plan: CachePlan, *, now: float, had_breakpoint: bool = True, requested: float | None = None
+    ) -> None:
+        """The response behind ``plan`` has started: its writes become visible, its read is refreshed.
+
+        Lifetimes count from ``requested``, the start of the request (default ``now``), as the docs say.
+        """
+        start = now if requested is None else requested
         with self._lock:
             if plan.read_key is not None and plan.read_key in self._entries:
                 entry = self._entries[plan.read_key]
-                entry.expires = now + TTL_S[entry.ttl]
+                entry.expires = max(entry.expires, start + TTL_S[entry.ttl])
                 self._stats.hits += 1
                 self._stats.read_tokens += plan.read_tokens
             elif had_breakpoint:
                 self._stats.misses += 1
             for key, tokens, ttl in plan.writes:
-                self._entries[key] = _Entry(tokens=tokens, ttl=ttl, expires=now + TTL_S[ttl])
+                self._entries[key] = _Entry(tokens=tokens, ttl=ttl, expires=start + TTL_S[ttl])
             self._stats.written_tokens += plan.creation_tokens
             self._entries = {k: e for k, e in self._entries.items() if e.expires > now}
 

@@ -9,9 +9,12 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from speculate.sim.clients import DEFAULT_SUGGESTION_PATTERNS, ClientConventions
+from speculate.sim.faults import FaultConfig
+from speculate.sim.ratelimit import RateLimits
 from speculate.sim.replay import TraceError
 from speculate.sim.scenario import ScenarioError, default_scenario_paths
-from speculate.sim.server import FaultConfig, SimServer
+from speculate.sim.server import SimServer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="recorded trace .jsonl to replay with its latencies (repeatable)",
     )
+    p.add_argument(
+        "--record", type=Path, default=None, metavar="FILE",
+        help="append every served request and response, with timings, to this trace (replayable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--suggestion-pattern", action="append", default=[], metavar="REGEX",
+        help="also treat a last user message matching REGEX as a prompt-suggestion request (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--enforce-rate-limits", action="store_true",
+        help="answer 429 when a request does not fit the rate-limit buckets (headers are always sent)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--time-scale", type=float, default=1.0, help="multiply simulated durations (1 = real time)"
@@ -41,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fault-rate",
         type=float,
         default=0.0,
-        help="total rate of injected faults, split evenly over 529, 429, drop and stall",
+        help="total rate of injected faults, split evenly over 529, 429, drop, stall and in-stream error",
     )
     return p
 
@@ -50,11 +65,13 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``speculate sim serve``; prints the base URL, serves until SIGINT/SIGTERM."""
     args = build_parser().parse_args(argv)
     scenarios = list(args.scenario) if args.scenario is not None else default_scenario_paths()
-    rate = args.fault_rate / 4
     try:
-        faults = FaultConfig(overloaded_rate=rate, rate_limit_rate=rate, drop_rate=rate, stall_rate=rate)
+        faults = FaultConfig.spread(args.fault_rate)
+        patterns = (*DEFAULT_SUGGESTION_PATTERNS, *args.suggestion_pattern)
+        conventions = ClientConventions(suggestion_patterns=patterns)
         sim = SimServer([*scenarios, *args.trace], seed=args.seed, time_scale=args.time_scale, faults=faults,
-                        port=args.port)  # fmt: skip
+                        port=args.port, conventions=conventions, record=args.record,
+                        rate_limits=RateLimits(enforce=args.enforce_rate_limits))  # fmt: skip
     except (ScenarioError, TraceError, ValueError) as exc:
         print(f"speculate sim serve: {exc}", file=sys.stderr)
         return 2

@@ -6,19 +6,22 @@ fallback. Usage comes from the prompt cache; timings from the latency model (or 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from speculate.sim.cache import CacheControlError, CachePlan, PromptCache, units_of
+from speculate.sim.cache import CacheControlError, PromptCache, Unit, units_of
+from speculate.sim.clients import DEFAULT_CONVENTIONS, ClientConventions
 from speculate.sim.latency import timing
 from speculate.sim.profiles import PROFILES, ModelProfile
 from speculate.sim.replay import Replay, canonical_key
 from speculate.sim.scenario import Scenario, check_unique
 from speculate.sim.script import Reply, Script, stable_id
-from speculate.sim.tokens import CHARS_PER_TOKEN, output_tokens
+from speculate.sim.shaping import shape
+from speculate.sim.tokens import output_tokens
 from speculate.sim.validate import RequestError, validate
 
 
@@ -47,18 +50,11 @@ class EngineStatistics:
     by_source: dict[str, int] = field(default_factory=dict)
 
 
-def _truncate(reply: Reply, max_tokens: int) -> Reply:
-    """What a model cut off at ``max_tokens`` returns: the text so far, no tool calls."""
-    if output_tokens(reply.content) <= max_tokens:
-        return reply
-    budget = int(max_tokens * CHARS_PER_TOKEN)
-    content: list[dict[str, Any]] = []
-    for block in reply.content:
-        if block.get("type") != "text" or budget <= 0:
-            break
-        content.append({"type": "text", "text": block["text"][:budget]})
-        budget -= len(block["text"])
-    return Reply(content, "max_tokens", reply.source + " (truncated)", reply.timings)
+def _scaled(units: list[Unit], scale: float) -> list[Unit]:
+    """Token counts under a model's tokenizer (the newer one counts ~30% more for the same text)."""
+    if scale == 1.0:
+        return units
+    return [replace(u, tokens=max(1, math.ceil(u.tokens * scale))) for u in units]
 
 
 class Engine:
@@ -71,17 +67,19 @@ class Engine:
         *,
         seed: int = 0,
         profiles: tuple[ModelProfile, ...] = PROFILES,
+        conventions: ClientConventions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         scenarios = list(scenarios)
         check_unique(scenarios)
-        self.script = Script(scenarios, seed=seed)
+        self.script = Script(scenarios, seed=seed, conventions=conventions or DEFAULT_CONVENTIONS)
         self.replays = list(replays)
         self.seed = seed
         self.profiles = profiles
         self.clock = clock  # simulated seconds
         self.cache = PromptCache()
         self._stats = EngineStatistics()
+        self._served: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _reply(self, body: dict[str, Any]) -> Reply:
@@ -91,24 +89,29 @@ class Engine:
                 return reply
         return self.script.reply(body)
 
-    def _cache_plan(self, body: dict[str, Any], profile: ModelProfile) -> tuple[CachePlan, bool]:
+    def _units(self, body: dict[str, Any], profile: ModelProfile) -> list[Unit]:
         try:
-            units = units_of(body)
+            units = _scaled(units_of(body), profile.token_scale)
         except CacheControlError as exc:
             raise RequestError(str(exc)) from None
-        plan = self.cache.plan(units, now=self.clock(), min_tokens=profile.min_cache_tokens)
-        return plan, any(u.ttl for u in units)
+        total = sum(u.tokens for u in units)
+        if total > profile.context_window:
+            raise RequestError(f"prompt is too long: {total} tokens > {profile.context_window} maximum")
+        return units
 
     def count_tokens(self, body: Any) -> int:
-        validate(body, self.profiles, count_only=True)
-        return sum(u.tokens for u in units_of(body))
+        profile = validate(body, self.profiles, count_only=True)
+        return sum(u.tokens for u in self._units(body, profile))
 
     def plan(self, body: Any) -> Planned:
         profile = validate(body, self.profiles)
-        cache_plan, has_breakpoint = self._cache_plan(body, profile)
+        units = self._units(body, profile)
+        arrived = self.clock()
+        cache_plan = self.cache.plan(units, now=arrived, min_tokens=profile.min_cache_tokens)
+        has_breakpoint = any(u.ttl for u in units)
         key = canonical_key(body)
-        reply = _truncate(self._reply(body), body["max_tokens"])
-        out_tokens = output_tokens(reply.content)
+        reply = shape(self._reply(body), body, profile)
+        out_tokens = max(1, math.ceil(output_tokens(reply.content) * profile.token_scale))
         if reply.timings is not None:
             ttft, total = reply.timings["ttft_s"], max(reply.timings["total_s"], reply.timings["ttft_s"])
         else:
@@ -121,14 +124,17 @@ class Engine:
             )
             ttft, total = t.ttft_s, t.total_s(out_tokens)
         usage = {**cache_plan.usage(), "output_tokens": out_tokens, "service_tier": "standard"}
+        with self._lock:
+            # Every response has its own id (the API's are unique); repeatable in request order.
+            n = self._served[key] = self._served.get(key, 0) + 1
         message = {
-            "id": stable_id("msg_", self.seed, key),
+            "id": stable_id("msg_", self.seed, key, n),
             "type": "message",
             "role": "assistant",
             "model": body["model"],
             "content": reply.content,
             "stop_reason": reply.stop_reason,
-            "stop_sequence": None,
+            "stop_sequence": reply.stop_sequence,
             "usage": usage,
         }
         with self._lock:
@@ -142,7 +148,7 @@ class Engine:
             s.by_source[label] = s.by_source.get(label, 0) + 1
 
         def commit() -> None:
-            self.cache.commit(cache_plan, now=self.clock(), had_breakpoint=has_breakpoint)
+            self.cache.commit(cache_plan, now=self.clock(), had_breakpoint=has_breakpoint, requested=arrived)
 
         return Planned(message=message, ttft_s=ttft, total_s=total, source=reply.source, _commit=commit)
 

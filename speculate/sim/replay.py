@@ -2,8 +2,8 @@
 
 One line per response: ``{"request": <request body>, "response": <final Message>, "timings": {"ttft_s",
 "total_s"}}``. Lookup is by :func:`canonical_key`, which ignores what cannot change the answer (streaming,
-cache markers, metadata) and writes the project root as ``{root}``, so a trace recorded in one checkout
-replays in another.
+cache markers, metadata) and writes the project root as ``{root}`` and dates as ``{date}``, so a trace
+recorded in one checkout on one day replays in another on another.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from types import TracebackType
 from typing import Any
 
 from speculate import StrPath
-from speculate.sim.script import Reply, project_root
+from speculate.sim.clients import normalize_dates, project_root
+from speculate.sim.script import Reply
 
 # Request fields that decide what the model answers.
 KEY_FIELDS = ("model", "system", "messages", "tools", "tool_choice", "thinking")
@@ -46,6 +47,20 @@ def _replace_root(value: Any, root: str | None, new: str) -> Any:
     return value
 
 
+def _stable(value: Any, root: str | None) -> Any:
+    """Strings as the key sees them: the root (and the form Claude Code derives from it for its project
+    directory, ``/a/b`` -> ``-a-b``) as ``{root}``, dates as ``{date}``."""
+    if isinstance(value, str):
+        if root and root != "/":
+            value = value.replace(root, "{root}").replace(root.replace("/", "-"), "{root}")
+        return normalize_dates(value)
+    if isinstance(value, dict):
+        return {k: _stable(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stable(v, root) for v in value]
+    return value
+
+
 def _blocks(content: Any) -> Any:
     # A string and a one-text-block list are the same prompt to the model.
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -60,7 +75,7 @@ def canonical_key(request_body: dict[str, Any]) -> str:
             {**m, "content": _blocks(m.get("content"))} if isinstance(m, dict) else m
             for m in relevant["messages"]
         ]
-    relevant = _replace_root(_strip_cache_control(relevant), project_root(request_body), "{root}")
+    relevant = _stable(_strip_cache_control(relevant), project_root(request_body))
     text = json.dumps(relevant, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -80,13 +95,17 @@ class TraceWriter:
         self._file = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
 
-    def write(self, request: dict[str, Any], response: Any, *, ttft_s: float, total_s: float) -> None:
-        """Record one response (a dict or an SDK ``Message``) with its time to first token and total time."""
-        line = json.dumps(
-            {"request": request, "response": response, "timings": {"ttft_s": ttft_s, "total_s": total_s}},
-            default=_jsonable,
-            ensure_ascii=False,
-        )
+    def write(
+        self, request: dict[str, Any], response: Any, *, ttft_s: float, total_s: float,
+        served: dict[str, Any] | None = None,
+    ) -> None:
+        """Record one response (a dict or an SDK ``Message``) with its time to first token and total time;
+        ``served``: what the simulator adds when it records (arrival and finish times, the script source)."""
+        timings = {"ttft_s": ttft_s, "total_s": total_s}
+        record: dict[str, Any] = {"request": request, "response": response, "timings": timings}
+        if served is not None:
+            record["served"] = served
+        line = json.dumps(record, default=_jsonable, ensure_ascii=False)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()

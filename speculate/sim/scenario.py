@@ -29,6 +29,16 @@ TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, 
     "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
 }
 GREP_MODES = ("content", "files_with_matches", "count")
+# Intent steps: the same calls named by what they do (docs/scenarios.md); key -> (tool, field map).
+INTENTS: dict[str, tuple[str, dict[str, str]]] = {
+    "read": ("Read", {"path": "file_path", "offset": "offset", "limit": "limit"}),
+    "write": ("Write", {"path": "file_path", "content": "content"}),
+    "edit": ("Edit", {"path": "file_path", "old": "old_string", "new": "new_string", "all": "replace_all"}),
+    "list": ("Glob", {"pattern": "pattern", "path": "path"}),
+    "search": ("Grep", {"pattern": "pattern", "path": "path", "glob": "glob", "mode": "output_mode",
+                        "ignore_case": "case_insensitive", "limit": "head_limit"}),
+    "run": ("Bash", {"command": "command", "description": "description", "timeout_s": "timeout_ms"}),
+}  # fmt: skip
 # Tools the real model may call although the agent does not offer them (a speculation stops at them with a
 # denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
 OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "TodoWrite", "NotebookEdit")
@@ -53,10 +63,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Step:
-    """One assistant response: optional text, then tool calls (none means the turn ends)."""
+    """One assistant response: optional thinking, optional text, then tool calls (none ends the turn)."""
 
     text: str | None = None
     tools: tuple[ToolCall, ...] = ()
+    thinking: str | None = None  # sent as a thinking block when the request runs with thinking
 
 
 @dataclass(frozen=True)
@@ -136,28 +147,64 @@ class _Parser:
             raise self.fail(node, f"{where} must be a one-key mapping like {{Read: {{file_path: ...}}}}")
         key, value = node.value[0]
         name = self.value(key)
+        if name in INTENTS:
+            return self.intent(name, value, where)
         if name in OTHER_TOOLS or name.startswith(MCP_PREFIX):
             if not isinstance(value, yaml.MappingNode):
                 raise self.fail(value, f"{where} {name} input must be a mapping")
             return ToolCall(name=name, input={self.value(k): self.value(v) for k, v in value.value})
         if name not in TOOL_FIELDS:
-            known = ", ".join([*TOOL_FIELDS, *OTHER_TOOLS])
-            raise self.fail(key, f"{where}: unknown tool {name!r} (known: {known})")
+            known = ", ".join([*INTENTS, *TOOL_FIELDS, *OTHER_TOOLS])
+            raise self.fail(key, f"{where}: unknown tool or intent {name!r} (known: {known})")
         required, optional = TOOL_FIELDS[name]
         fields = self.mapping(value, f"{where} {name} input", [*required, *optional])
-        inp: dict[str, Any] = {}
+        return self.checked(name, {k: v for k, (_, v) in fields.items()}, value, where)
+
+    def intent(self, key: str, node: yaml.Node, where: str) -> ToolCall:
+        """``read: {path: ...}`` and the like, as the equivalent call of speculate's own tools."""
+        name, names = INTENTS[key]
+        fields = self.mapping(node, f"{where} {key}", names)
+        raw: dict[str, yaml.Node] = {}
         for field_name, (_, field_node) in fields.items():
+            if field_name == "timeout_s":
+                seconds = self.value(field_node)
+                if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+                    raise self.fail(field_node, f"{where} {key}.timeout_s must be a positive number")
+                # Stand in a node carrying milliseconds, so the shared checks apply.
+                field_node = yaml.ScalarNode("tag:yaml.org,2002:int", str(round(seconds * 1000)),
+                                             field_node.start_mark, field_node.end_mark)  # fmt: skip
+            raw[names[field_name]] = field_node
+        return self.checked(name, raw, node, where, label=key)
+
+    def checked(
+        self,
+        name: str,
+        fields: dict[str, yaml.Node],
+        node: yaml.Node,
+        where: str,
+        *,
+        label: str | None = None,
+    ) -> ToolCall:
+        """Type checks of a call's input (canonical field names), errors naming the scenario's own key."""
+        required, optional = TOOL_FIELDS[name]
+        label = label or name
+        back = {v: k for k, v in INTENTS[label][1].items()} if label in INTENTS else {}
+        inp: dict[str, Any] = {}
+        for field_name, field_node in fields.items():
             val = self.value(field_node)
             types = required.get(field_name) or optional[field_name]
             # bool is an int subclass; an int field must not accept true/false.
             if not isinstance(val, types) or (types == _INT and isinstance(val, bool)):
-                raise self.fail(field_node, f"{where} {name}.{field_name} must be {types[0].__name__}")
+                shown = back.get(field_name, field_name)
+                raise self.fail(field_node, f"{where} {label}.{shown} must be {types[0].__name__}")
             inp[field_name] = val
         for req in required:
             if req not in inp:
-                raise self.fail(value, f"{where} {name} input is missing required field {req!r}")
+                missing = back.get(req, req)
+                raise self.fail(node, f"{where} {label} input is missing required field {missing!r}")
         if name == "Grep" and inp.get("output_mode", GREP_MODES[1]) not in GREP_MODES:
-            raise self.fail(fields["output_mode"][1], f"{where} Grep.output_mode must be one of {GREP_MODES}")
+            shown = back.get("output_mode", "output_mode")
+            raise self.fail(fields["output_mode"], f"{where} {label}.{shown} must be one of {GREP_MODES}")
         return ToolCall(name=name, input=inp)
 
     def steps(self, node: yaml.Node, where: str) -> tuple[Step, ...]:
@@ -166,8 +213,11 @@ class _Parser:
         out: list[Step] = []
         for i, step_node in enumerate(node.value):
             what = f"{where}[{i}]"
-            fields = self.mapping(step_node, what, ("text", "tools"))
+            fields = self.mapping(step_node, what, ("thinking", "text", "tools"))
             text = self.string(fields["text"][1], f"{what}.text") if "text" in fields else None
+            thinking = None
+            if "thinking" in fields:
+                thinking = self.string(fields["thinking"][1], f"{what}.thinking")
             tools: tuple[ToolCall, ...] = ()
             if "tools" in fields:
                 tools_node = fields["tools"][1]
@@ -185,7 +235,7 @@ class _Parser:
                 raise self.fail(
                     step_node, f"{what} has no tools, so the turn would end before the steps after it"
                 )
-            out.append(Step(text=text, tools=tools))
+            out.append(Step(text=text, tools=tools, thinking=thinking))
         return tuple(out)
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:

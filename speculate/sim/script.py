@@ -2,8 +2,9 @@
 
 Matching (docs/scenarios.md): the scenario by its first user prompt; the turn by the sequence of user prompts,
 each equal to that turn's prompt or to the previous turn's suggestion (then the previous turn's
-``suggestion_steps`` run); the step by the number of assistant messages after the last prompt. A request
-whose last user message starts with the suggestion marker gets the suggestion of the turn just completed.
+``suggestion_steps`` run); the step by the number of assistant messages after the last prompt. Prompts are the
+user's own words as :mod:`.clients` reads them from any client; a request asking for a suggestion gets the
+suggestion of the turn just completed. Tool calls are rendered for the client's own tools (:mod:`.intents`).
 Everything is a pure function of the request and the seed, so a fork that replays a prefix gets exactly what
 the real turn got.
 """
@@ -11,16 +12,16 @@ the real turn got.
 from __future__ import annotations
 
 import hashlib
-import re
 import string
 from dataclasses import dataclass
 from typing import Any
 
-from speculate.prompts import SUGGESTION_MARKER
+from speculate.sim.clients import DEFAULT_CONVENTIONS, ClientConventions, Conversation, normalize_prompt
+from speculate.sim.clients import read_conversation as _read
+from speculate.sim.intents import RenderError, render
 from speculate.sim.scenario import Scenario, Step
 
 FALLBACK_PREFIX = "[simulator]"
-_ROOT_RE = re.compile(r"^Working directory:[ \t]*(\S.*?)\s*$", re.MULTILINE)
 _ID_ALPHABET = string.ascii_letters + string.digits
 
 
@@ -32,58 +33,11 @@ class Reply:
     stop_reason: str
     source: str  # where it came from, for logs and tests: "scenario NAME turn T step S", "fallback: ..."
     timings: dict[str, float] | None = None  # recorded ttft_s / total_s (replayed traces only)
+    stop_sequence: str | None = None
 
     @property
     def is_fallback(self) -> bool:
         return self.source.startswith("fallback")
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """The parts of a request that scripting looks at."""
-
-    root: str | None
-    prompts: tuple[str, ...]  # user messages carrying text (not just tool results), in order
-    steps_done: int  # assistant messages after the last prompt
-    suggestion_mode: bool
-
-
-def _texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    return [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
-
-
-def system_text(body: dict[str, Any]) -> str:
-    system = body.get("system")
-    return system if isinstance(system, str) else "\n".join(_texts(system))
-
-
-def project_root(body: dict[str, Any]) -> str | None:
-    """The project root from the system prompt's ``Working directory:`` line."""
-    match = _ROOT_RE.search(system_text(body))
-    return match.group(1) if match else None
-
-
-def conversation(body: dict[str, Any]) -> Conversation:
-    prompts: list[str] = []
-    steps_done = 0
-    messages = list(body.get("messages") or [])
-    suggestion_mode = False
-    if messages and messages[-1].get("role") == "user":
-        texts = _texts(messages[-1].get("content"))
-        if any(t.lstrip().startswith(SUGGESTION_MARKER) for t in texts):
-            suggestion_mode = True
-            messages = messages[:-1]
-    for message in messages:
-        if message.get("role") == "assistant":
-            steps_done += 1
-            continue
-        texts = [t for t in _texts(message.get("content")) if t.strip()]
-        if texts:
-            prompts.append("\n".join(texts).strip())
-            steps_done = 0
-    return Conversation(project_root(body), tuple(prompts), steps_done, suggestion_mode)
 
 
 def substitute(value: Any, root: str | None) -> Any:
@@ -128,16 +82,27 @@ class _Position:
 class Script:
     """Scripted replies from a set of scenarios; stateless, so safe from many threads."""
 
-    def __init__(self, scenarios: list[Scenario], *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        scenarios: list[Scenario],
+        *,
+        seed: int = 0,
+        conventions: ClientConventions = DEFAULT_CONVENTIONS,
+    ) -> None:
         self.scenarios = list(scenarios)
         self.seed = seed
+        self.conventions = conventions
+
+    @staticmethod
+    def _same(scripted: str, prompt: str, root: str | None) -> bool:
+        return normalize_prompt(substitute(scripted, root), root) == prompt
 
     def _locate(self, conv: Conversation) -> _Position | str:
         """The scenario turn the last prompt belongs to, or the reason nothing matches."""
         if not conv.prompts:
             return "the request has no user prompt"
         first = conv.prompts[0]
-        candidates = [s for s in self.scenarios if substitute(s.turns[0].prompt, conv.root) == first]
+        candidates = [s for s in self.scenarios if self._same(s.turns[0].prompt, first, conv.root)]
         if not candidates:
             return f"no scenario starts with the prompt {first[:80]!r}"
         reason = ""
@@ -146,12 +111,12 @@ class Script:
             for i, prompt in enumerate(conv.prompts[1:], start=1):
                 turns = scenario.turns
                 previous = turns[i - 1] if i - 1 < len(turns) else None
-                if i < len(turns) and substitute(turns[i].prompt, conv.root) == prompt:
+                if i < len(turns) and self._same(turns[i].prompt, prompt, conv.root):
                     position = _Position(scenario, i, False)
                 elif (
                     previous is not None
                     and previous.suggestion is not None
-                    and (substitute(previous.suggestion, conv.root) == prompt)
+                    and self._same(previous.suggestion, prompt, conv.root)
                 ):
                     position = _Position(scenario, i, True)
                 else:
@@ -167,7 +132,7 @@ class Script:
         return reason
 
     def reply(self, body: dict[str, Any]) -> Reply:
-        conv = conversation(body)
+        conv = _read(body, self.conventions)
         where = self._locate(conv)
         if isinstance(where, str):
             return fallback(where)
@@ -189,16 +154,16 @@ class Script:
             return fallback(f"{label} has {len(steps)} steps and {conv.steps_done} were already taken")
         step = steps[conv.steps_done]
         content: list[dict[str, Any]] = []
+        if step.thinking is not None:  # kept or dropped by the request's thinking setting (shaping.py)
+            content.append({"type": "thinking", "thinking": substitute(step.thinking, conv.root)})
         if step.text is not None:
             content.append({"type": "text", "text": substitute(step.text, conv.root)})
+        label += f" step {conv.steps_done + 1}"
         for j, call in enumerate(step.tools):
             tool_id = stable_id("toolu_", self.seed, scenario.name, conv.prompts, conv.steps_done, j)
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": tool_id,
-                    "name": call.name,
-                    "input": substitute(call.input, conv.root),
-                }
-            )
-        return Reply(content, "tool_use" if step.tools else "end_turn", f"{label} step {conv.steps_done + 1}")
+            try:
+                name, inp = render(call.name, substitute(call.input, conv.root), conv.tools)
+            except RenderError as exc:
+                return fallback(f"{label}: {exc}")
+            content.append({"type": "tool_use", "id": tool_id, "name": name, "input": inp})
+        return Reply(content, "tool_use" if step.tools else "end_turn", label)

@@ -1,7 +1,8 @@
 """The streaming event sequence for a finished Message, as a pure function (the server only paces it).
 
 message_start (usage with the cache fields, output 1) -> ping -> per block content_block_start / deltas
-(``text_delta`` or ``input_json_delta``, the first one empty as the API sends it) / content_block_stop ->
+(``text_delta``; ``thinking_delta`` then one ``signature_delta``; ``input_json_delta``, the first one empty as
+the API sends it) / content_block_stop ->
 message_delta (stop_reason, cumulative usage) -> message_stop; another ping every ``PING_EVERY`` deltas.
 """
 
@@ -29,11 +30,37 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
+def _body(block: dict[str, Any]) -> str:
+    if block["type"] == "text":
+        return str(block["text"])
+    if block["type"] == "thinking":
+        return str(block["thinking"])
+    return json.dumps(block["input"], ensure_ascii=False)
+
+
+def _opening_and_deltas(
+    block: dict[str, Any], body: str, chunk_chars: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    kind = block["type"]
+    if kind == "text":
+        return {"type": "text", "text": ""}, [
+            {"type": "text_delta", "text": p} for p in _chunks(body, chunk_chars)
+        ]
+    if kind == "thinking":
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _chunks(body, chunk_chars) if p]
+        return {"type": "thinking", "thinking": "", "signature": ""}, [
+            *deltas,
+            {"type": "signature_delta", "signature": block["signature"]},
+        ]
+    opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+    return opening, [
+        {"type": "input_json_delta", "partial_json": p} for p in ["", *_chunks(body, chunk_chars)]
+    ]
+
+
 def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[Event]:
     blocks = message["content"]
-    bodies = [
-        b["text"] if b["type"] == "text" else json.dumps(b["input"], ensure_ascii=False) for b in blocks
-    ]
+    bodies = [_body(b) for b in blocks]
     total_chars = max(1, sum(len(x) for x in bodies))
     done = 0
     usage = message["usage"]
@@ -48,14 +75,9 @@ def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[E
         Event("message_start", {"type": "message_start", "message": start}, 0.0),
         Event("ping", {"type": "ping"}, 0.0),
     ]
-    deltas = 0
+    sent = 0
     for index, (block, body) in enumerate(zip(blocks, bodies, strict=True)):
-        if block["type"] == "text":
-            opening: dict[str, Any] = {"type": "text", "text": ""}
-            pieces = _chunks(body, chunk_chars)
-        else:
-            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            pieces = ["", *_chunks(body, chunk_chars)]
+        opening, deltas = _opening_and_deltas(block, body, chunk_chars)
         out.append(
             Event(
                 "content_block_start",
@@ -63,11 +85,7 @@ def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[E
                 done / total_chars,
             )
         )
-        for piece in pieces:
-            if block["type"] == "text":
-                delta: dict[str, Any] = {"type": "text_delta", "text": piece}
-            else:
-                delta = {"type": "input_json_delta", "partial_json": piece}
+        for delta in deltas:
             out.append(
                 Event(
                     "content_block_delta",
@@ -75,9 +93,9 @@ def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[E
                     done / total_chars,
                 )
             )
-            done += len(piece)
-            deltas += 1
-            if deltas % PING_EVERY == 0:
+            done += len(delta.get("text") or delta.get("thinking") or delta.get("partial_json") or "")
+            sent += 1
+            if sent % PING_EVERY == 0:
                 out.append(Event("ping", {"type": "ping"}, done / total_chars))
         out.append(
             Event("content_block_stop", {"type": "content_block_stop", "index": index}, done / total_chars)

@@ -1,11 +1,15 @@
-"""Request validation with the API's error shape: each message names the offending field by its path."""
+"""Request validation with the API's error shape: each message names the offending field by its path.
+
+Shape checks apply to every model; what one model accepts (thinking modes, forced tool use, sampling
+parameters, assistant prefill, output limits) comes from its :class:`~speculate.sim.profiles.ModelProfile`.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from speculate.sim.profiles import ModelProfile, find_profile
+from speculate.sim.profiles import ALL_THINKING, ModelProfile, find_profile
 
 MESSAGE_FIELDS = frozenset(
     {
@@ -77,6 +81,12 @@ def _content(content: Any, path: str, role: str) -> list[dict[str, Any]]:
                     raise RequestError(f"{where}.{key}: Input should be a valid string")
             if not isinstance(_need(block, "input", where + "."), dict):
                 raise RequestError(f"{where}.input: Input should be a valid dictionary")
+        elif kind in ("thinking", "redacted_thinking"):
+            if role != "assistant":
+                raise RequestError(f"{where}: {kind} blocks may only appear in assistant messages")
+            for key in ("thinking", "signature") if kind == "thinking" else ("data",):
+                if not isinstance(_need(block, key, where + "."), str):
+                    raise RequestError(f"{where}.{key}: Input should be a valid string")
         elif kind == "tool_result":
             if role != "user":
                 raise RequestError(f"{where}: tool_result blocks may only appear in user messages")
@@ -90,7 +100,7 @@ def _content(content: Any, path: str, role: str) -> list[dict[str, Any]]:
     return content
 
 
-def _messages(messages: Any) -> None:
+def _messages(messages: Any, *, prefill: bool = True) -> None:
     if not isinstance(messages, list):
         raise RequestError("messages: Input should be a valid list")
     if not messages:
@@ -101,9 +111,16 @@ def _messages(messages: Any) -> None:
         if not isinstance(message, dict):
             raise RequestError(f"{path}: Input should be a valid dictionary")
         role = _need(message, "role", path + ".")
-        if role not in ("user", "assistant"):
-            raise RequestError(f"{path}.role: Input should be 'user' or 'assistant'")
+        if role not in ("user", "assistant", "system"):
+            raise RequestError(f"{path}.role: Input should be 'user', 'assistant' or 'system'")
         blocks = _content(_need(message, "content", path + "."), f"{path}.content", role)
+        if role == "system":
+            # Mid-conversation system turns (Claude Code sends one): text only.
+            for j, block in enumerate(blocks):
+                if block.get("type") != "text":
+                    raise RequestError(
+                        f"{path}.content.{j}.type: system messages may only contain text blocks"
+                    )
         results = [(j, b["tool_use_id"]) for j, b in enumerate(blocks) if b.get("type") == "tool_result"]
         if pending:
             answered = {tid for _, tid in results} if role == "user" else set()
@@ -121,6 +138,11 @@ def _messages(messages: Any) -> None:
                     "`tool_result` block must have a corresponding `tool_use` block in the previous message."
                 )
         pending = [b["id"] for b in blocks if b.get("type") == "tool_use"] if role == "assistant" else []
+    if messages[-1].get("role") == "assistant" and not prefill:
+        raise RequestError(
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message."
+        )
 
 
 def _tools(tools: Any, tool_choice: Any) -> None:
@@ -182,9 +204,8 @@ def validate(body: Any, profiles: tuple[ModelProfile, ...], *, count_only: bool 
             )
         if "stream" in body and not isinstance(body["stream"], bool):
             raise RequestError("stream: Input should be a valid boolean")
-        temperature = body.get("temperature")
-        if temperature is not None and not (isinstance(temperature, int | float) and 0 <= temperature <= 1):
-            raise RequestError("temperature: Input should be between 0 and 1")
+        _sampling(body, profile)
+        _stop_sequences(body.get("stop_sequences"))
     system = body.get("system")
     if system is not None and not isinstance(system, str):
         if not isinstance(system, list):
@@ -193,19 +214,76 @@ def validate(body: Any, profiles: tuple[ModelProfile, ...], *, count_only: bool 
             if not isinstance(block, dict) or block.get("type") != "text":
                 raise RequestError(f"system.{i}.type: Input should be 'text'")
             _text_block(block, f"system.{i}")
-    _messages(_need(body, "messages", ""))
+    _messages(_need(body, "messages", ""), prefill=profile.prefill or count_only)
     _tools(body.get("tools"), body.get("tool_choice"))
-    thinking = body.get("thinking")
-    if thinking is not None:
-        kind = thinking.get("type") if isinstance(thinking, dict) else None
-        if kind not in ("enabled", "disabled", "adaptive"):
-            raise RequestError("thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
-        if kind == "enabled":
-            budget = _need(thinking, "budget_tokens", "thinking.")
-            if not _is_int(budget) or budget < 1024:
-                raise RequestError("thinking.budget_tokens: Input should be greater than or equal to 1024")
-            if max_tokens is not None and budget >= max_tokens:
-                raise RequestError(
-                    "thinking.budget_tokens: `max_tokens` must be greater than `thinking.budget_tokens`"
-                )
+    _thinking(body.get("thinking"), profile, max_tokens)
+    forced = isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("type") in ("any", "tool")
+    if forced and not profile.forced_tool_choice:
+        raise RequestError('tool_choice: type "tool" and "any" are not supported for this model.')
+    if forced and thinking_on(body, profile):
+        raise RequestError("Thinking may not be enabled when tool_choice forces tool use.")
     return profile
+
+
+def thinking_on(body: dict[str, Any], profile: ModelProfile) -> bool:
+    """Does this request run with thinking (explicitly, or by the model's default)?"""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict):
+        return profile.thinking_default
+    return thinking.get("type") in ("enabled", "adaptive")
+
+
+def _thinking(thinking: Any, profile: ModelProfile, max_tokens: int | None) -> None:
+    if thinking is None:
+        return
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ALL_THINKING:
+        raise RequestError("thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
+    if kind not in profile.thinking_modes:
+        if kind == "adaptive":
+            raise RequestError("thinking.type: adaptive thinking is not supported on this model")
+        raise RequestError(
+            f'"thinking.type.{kind}" is not supported for this model. Use "thinking.type.adaptive" and '
+            '"output_config.effort" to control thinking behavior.'
+        )
+    if kind == "enabled":
+        budget = _need(thinking, "budget_tokens", "thinking.")
+        if not _is_int(budget) or budget < 1024:
+            raise RequestError("thinking.budget_tokens: Input should be greater than or equal to 1024")
+        if max_tokens is not None and budget >= max_tokens:
+            raise RequestError(
+                "thinking.budget_tokens: `max_tokens` must be greater than `thinking.budget_tokens`"
+            )
+
+
+def _sampling(body: dict[str, Any], profile: ModelProfile) -> None:
+    temperature, top_p, top_k = body.get("temperature"), body.get("top_p"), body.get("top_k")
+    if temperature is not None and not (isinstance(temperature, int | float) and 0 <= temperature <= 1):
+        raise RequestError("temperature: Input should be between 0 and 1")
+    if top_p is not None and not (isinstance(top_p, int | float) and 0 <= top_p <= 1):
+        raise RequestError("top_p: Input should be between 0 and 1")
+    if top_k is not None and not (_is_int(top_k) and top_k >= 0):
+        raise RequestError("top_k: Input should be a non-negative integer")
+    if profile.sampling:
+        return
+    # Models after Opus 4.6 keep only the defaults, accepted for backwards compatibility.
+    if temperature is not None and temperature != 1:
+        raise RequestError(
+            "temperature: this model does not support setting temperature (only 1.0 is accepted)"
+        )
+    if top_p is not None and top_p < 0.99:
+        raise RequestError(
+            "top_p: this model does not support setting top_p (only values >= 0.99 are accepted)"
+        )
+    if top_k is not None:
+        raise RequestError("top_k: this model does not accept top_k")
+
+
+def _stop_sequences(stops: Any) -> None:
+    if stops is None:
+        return
+    if not isinstance(stops, list):
+        raise RequestError("stop_sequences: Input should be a valid list")
+    for i, stop in enumerate(stops):
+        if not isinstance(stop, str) or not stop.strip():
+            raise RequestError(f"stop_sequences.{i}: each stop sequence must contain non-whitespace")

@@ -69,10 +69,10 @@ def test_stream_reassembles_tool_input_from_json_deltas(client: anthropic.Anthro
     assert "message_delta" in kinds
     assert json.loads(partial) == {"file_path": f"{ROOT}/src/pager.py"}
     assert final.content[1].input == {"file_path": f"{ROOT}/src/pager.py"}
-    # The streamed message is the same message the JSON endpoint returns.
-    assert final.model_dump() | {"content": None} == ask(
-        client, [{"role": "user", "content": FIRST}]
-    ).model_dump() | {"content": None}
+    # The streamed message is the same message the JSON endpoint returns, but for its own id.
+    again = ask(client, [{"role": "user", "content": FIRST}])
+    assert final.model_dump() | {"content": None, "id": None} == again.model_dump() | {"content": None, "id": None}
+    assert final.id != again.id and final.id.startswith("msg_")
 
 
 def test_raw_stream_has_pings_and_cumulative_usage(client: anthropic.Anthropic) -> None:
@@ -168,7 +168,7 @@ def test_same_request_same_answer_per_seed_and_ids_differ_across_seeds() -> None
 def test_models_and_count_tokens(client: anthropic.Anthropic) -> None:
     names = [m.id for m in client.models.list().data]
     assert len(names) == len(set(names))
-    assert {"claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-4-1"} <= set(names)
+    assert {"claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5", "claude-opus-5-5"} <= set(names)
     assert client.models.retrieve("claude-haiku-4-5").display_name.endswith("(simulated)")
     short = client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x" * 40}])
     long = client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x" * 4000}])

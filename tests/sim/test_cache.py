@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from speculate.sim import SimServer
-from speculate.sim.cache import PromptCache, units_of
+from speculate.sim.cache import CacheControlError, PromptCache, units_of
 from speculate.sim.tokens import block_tokens
 
 from .conftest import MODEL, SYSTEM
@@ -255,3 +255,31 @@ def test_ttl_is_five_minutes_refreshed_on_hit_or_one_hour() -> None:
     assert first.write_tokens_1h > 0 and first.write_tokens_5m == 0
     cache.commit(first, now=1000.0)
     assert cache.plan(long_units, now=1000.0 + 3000, min_tokens=1024).read_tokens == first.write_tokens_1h
+
+
+def test_a_longer_ttl_after_a_shorter_one_is_rejected(sdk: tuple[SimServer, anthropic.Anthropic]) -> None:
+    _, client = sdk
+    with pytest.raises(anthropic.BadRequestError, match=r"system\.1\.cache_control\.ttl: a ttl='1h' cache_control"):
+        client.messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}],
+            system=[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+                    {"type": "text", "text": "b", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+        )  # fmt: skip
+    client.messages.create(
+        model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}],
+        system=[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                {"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}],
+    )  # fmt: skip
+    with pytest.raises(CacheControlError, match=r"messages\.0\.content\.0"):
+        units_of({"tools": [{**TOOLS[0], "cache_control": {"type": "ephemeral"}}], "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                  "messages": [{"role": "user", "content": "x"}]})  # fmt: skip
+
+
+def test_entry_lifetime_counts_from_the_start_of_the_request() -> None:
+    body = {"model": MODEL, "system": [{"type": "text", "text": "p " * 3000, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    units = units_of(body)
+    cache = PromptCache()
+    cache.commit(cache.plan(units, now=0.0, min_tokens=1024), now=250.0, requested=0.0)  # a slow first token
+    assert cache.plan(units, now=299.0, min_tokens=1024).read_tokens > 0
+    assert cache.plan(units, now=301.0, min_tokens=1024).read_tokens == 0  # 5 min after the request, not the token

@@ -49,7 +49,7 @@ def test_workspace_resolves_under_workspaces(tmp_path: Path) -> None:
         (
             "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - text: 'x'\n        tools:\n          - Raed: {file_path: a}\n",
             7,
-            "unknown tool 'Raed'",
+            "unknown tool or intent 'Raed'",
         ),
         (
             "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {path: a}\n      - text: b\n",

@@ -1,0 +1,174 @@
+"""Reading a request the way any client writes it: the user's own prompts, the project root, the client's
+tools, and whether the request asks for a prompt suggestion.
+
+Clients wrap the user's words in their own material: Claude Code puts ``<system-reminder>`` blocks (context
+files, attribution notes, hook output) before the prompt and a ``role: "system"`` message after it; our agent
+writes the root as ``Working directory: ...``, Claude Code as `` - Primary working directory: ...``. The
+conventions below are regular expressions, all configurable (:class:`ClientConventions`), with defaults that
+cover both clients and a few others' known forms. Prompts are compared after normalising whitespace, dates
+and absolute paths, so a scenario written or recorded on one day in one checkout matches on another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+# Spans a client injects into user messages; removed before the prompt is read.
+DEFAULT_INJECTED = (
+    r"<(system-reminder|user-prompt-submit-hook|command-name|command-message|command-args|"
+    r"local-command-stdout|local-command-stderr|environment_context|user_instructions)>.*?</\1>",
+)
+# Lines naming the working directory; group 1 is the path. Searched in the system prompt, system-role
+# messages, then user messages (injected blocks included).
+DEFAULT_ROOT_PATTERNS = (
+    r"^[ \t]*(?:-[ \t]*)?(?:Primary )?[Ww]orking directory:[ \t]*(\S[^\n]*?)[ \t]*$",  # ours, Claude Code
+    r"<cwd>\s*(\S[^<]*?)\s*</cwd>",  # Codex's environment context
+    r"working in the directory:?[ \t]*(\S[^\n]*?)[ \t]*$",  # Gemini CLI's setup message
+)
+# A suggestion request is recognised by what it asks, not by one literal marker.
+DEFAULT_SUGGESTION_PATTERNS = (
+    r"^\s*\[SUGGESTION MODE\b",
+    r"\b(?:suggest|predict)\b[^\n]{0,80}?\b(?:user|they)\b[^\n]{0,60}?\b(?:type|say|ask|write|enter)\b"
+    r"[^\n]{0,40}?\bnext\b",
+)
+
+_DATE_RE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+    r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"
+    r"|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]* \d{4}\b"
+    r"|\b\d{1,2}/\d{1,2}/\d{4}\b"
+)
+# An absolute path: a slash not preceded by a word, URL or placeholder character, then path components.
+_PATH_RE = re.compile(r"(?<![\w.~}/:<\\])/(?:[\w.@%+=,-]+/)*[\w.@%+=,-]*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientConventions:
+    """How the simulator reads client requests (regular expressions, all replaceable)."""
+
+    injected: Sequence[str] = DEFAULT_INJECTED
+    root_patterns: Sequence[str] = DEFAULT_ROOT_PATTERNS
+    suggestion_patterns: Sequence[str] = DEFAULT_SUGGESTION_PATTERNS
+
+    def __post_init__(self) -> None:
+        for what in ("injected", "root_patterns", "suggestion_patterns"):
+            for pattern in getattr(self, what):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(
+                        f"ClientConventions.{what}: invalid regular expression {pattern!r}: {exc}"
+                    ) from None
+
+    @cached_property
+    def _injected(self) -> list[re.Pattern[str]]:
+        return [re.compile(p, re.DOTALL) for p in self.injected]
+
+    @cached_property
+    def _roots(self) -> list[re.Pattern[str]]:
+        return [re.compile(p, re.MULTILINE) for p in self.root_patterns]
+
+    @cached_property
+    def _suggestion(self) -> list[re.Pattern[str]]:
+        return [re.compile(p, re.IGNORECASE) for p in self.suggestion_patterns]
+
+    def own_text(self, text: str) -> str:
+        """``text`` without the spans the client injected."""
+        for pattern in self._injected:
+            text = pattern.sub("", text)
+        return text.strip()
+
+    def is_suggestion_request(self, text: str) -> bool:
+        return any(p.search(text) for p in self._suggestion)
+
+    def find_root(self, texts: Sequence[str]) -> str | None:
+        for pattern in self._roots:
+            for text in texts:
+                match = pattern.search(text)
+                if match:
+                    return match.group(1).rstrip("/") or "/"
+        return None
+
+
+DEFAULT_CONVENTIONS = ClientConventions()
+
+
+def texts_of(content: Any) -> list[str]:
+    """The text of a message's text blocks (a string content is one block)."""
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+
+
+def system_text(body: dict[str, Any]) -> str:
+    system = body.get("system")
+    return system if isinstance(system, str) else "\n".join(texts_of(system))
+
+
+def project_root(body: dict[str, Any], conventions: ClientConventions = DEFAULT_CONVENTIONS) -> str | None:
+    """The working directory the client declares, wherever it writes it."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system_msgs = ["\n".join(texts_of(m.get("content"))) for m in messages if m.get("role") == "system"]
+    user_msgs = ["\n".join(texts_of(m.get("content"))) for m in messages if m.get("role") == "user"]
+    return conventions.find_root([system_text(body), *system_msgs, *user_msgs])
+
+
+def normalize_dates(text: str) -> str:
+    return _DATE_RE.sub("{date}", text)
+
+
+def normalize_prompt(text: str, root: str | None) -> str:
+    """A prompt as the matcher compares it: the root as ``{root}``, other absolute paths (and paths under
+    the root) by their last component, dates as ``{date}``, whitespace collapsed."""
+    if root and root != "/":
+        text = text.replace(root, "{root}")
+
+    def path(m: re.Match[str]) -> str:
+        name = m.group(0).rstrip("/").rsplit("/", 1)[-1]
+        return "{path}/" + name
+
+    text = re.sub(r"\{root\}/[^\s'\"`)]*", path, text)
+    text = _PATH_RE.sub(lambda m: path(m) if len(m.group(0)) > 1 else m.group(0), text)
+    return " ".join(normalize_dates(text).split())
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The parts of a request that scripting looks at."""
+
+    root: str | None
+    prompts: tuple[str, ...]  # the user's own words, one per user message that has any, normalised
+    steps_done: int  # assistant messages after the last prompt
+    suggestion_mode: bool
+    tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
+
+
+def read_conversation(
+    body: dict[str, Any], conventions: ClientConventions = DEFAULT_CONVENTIONS
+) -> Conversation:
+    root = project_root(body, conventions)
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"]
+    suggestion_mode = False
+    if messages and messages[-1].get("role") == "user":
+        last = "\n".join(texts_of(messages[-1].get("content")))
+        if conventions.is_suggestion_request(conventions.own_text(last) or last):
+            suggestion_mode = True
+            messages = messages[:-1]
+    prompts: list[str] = []
+    steps_done = 0
+    for message in messages:
+        if message.get("role") == "assistant":
+            steps_done += 1
+            continue
+        own = [conventions.own_text(t) for t in texts_of(message.get("content"))]
+        text = "\n".join(t for t in own if t)
+        if text:
+            prompts.append(normalize_prompt(text, root))
+            steps_done = 0
+    tools = body.get("tools")
+    return Conversation(root, tuple(prompts), steps_done, suggestion_mode,
+                        tuple(tools) if isinstance(tools, list) else None)  # fmt: skip
