@@ -6,12 +6,14 @@ each equal to that turn's prompt or to the previous turn's suggestion (then the 
 user's own words as :mod:`.clients` reads them from any client; a request asking for a suggestion gets the
 suggestion of the turn just completed. Tool calls are rendered for the client's own tools (:mod:`.intents`).
 Everything is a pure function of the request and the seed, so a fork that replays a prefix gets exactly what
-the real turn got.
+the real turn got. A compaction request gets a summary listing the prompts so far, which the continued
+conversation carries (so the scenario goes on after a compaction).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +72,15 @@ def fallback(reason: str) -> Reply:
         "embedded simulator, not a real model; script this turn in a scenario file (docs/scenarios.md)."
     )
     return Reply([{"type": "text", "text": text}], "end_turn", f"fallback: {reason}")
+
+
+def compaction_summary(conv: Conversation) -> Reply:
+    """The simulated summary of a conversation: its prompts in words, and as JSON that the simulator reads
+    back from the continuation message (clients.SIM_PROMPTS_RE), so that the scenario goes on after it."""
+    lines = "\n".join(f"{i}. {p}" for i, p in enumerate(conv.prompts, start=1)) or "(none)"
+    text = (f"Summary of the conversation so far (simulated). The user asked, in order:\n{lines}\n"
+            f"<sim-prompts>{json.dumps(list(conv.prompts))}</sim-prompts>")
+    return Reply([{"type": "text", "text": text}], "end_turn", f"compaction summary of {len(conv.prompts)} prompts")
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,8 @@ class Script:
 
     def reply(self, body: dict[str, Any]) -> Reply:
         conv = _read(body, self.conventions)
+        if conv.compaction_mode:
+            return compaction_summary(conv)
         where = self._locate(conv)
         if isinstance(where, str):
             return fallback(where)
