@@ -21,8 +21,10 @@ from typing import Any
 # Spans a client injects into user messages; removed before the prompt is read.
 DEFAULT_INJECTED = (
     r"<(system-reminder|user-prompt-submit-hook|command-name|command-message|command-args|"
-    r"local-command-stdout|local-command-stderr|environment_context|user_instructions)>.*?</\1>",
+    r"local-command-stdout|local-command-stderr|environment_context|user_instructions|tool_result)>.*?</\1>",
 )
+# Tags around the user's own words (text-based tool calling wraps them in <user>); removed, words kept.
+DEFAULT_WRAPPERS = (r"</?user>",)
 # Lines naming the working directory; group 1 is the path. Searched in the system prompt, system-role
 # messages, then user messages (injected blocks included).
 DEFAULT_ROOT_PATTERNS = (
@@ -61,13 +63,14 @@ class ClientConventions:
     """How the simulator reads client requests (regular expressions, all replaceable)."""
 
     injected: Sequence[str] = DEFAULT_INJECTED
+    wrappers: Sequence[str] = DEFAULT_WRAPPERS
     root_patterns: Sequence[str] = DEFAULT_ROOT_PATTERNS
     suggestion_patterns: Sequence[str] = DEFAULT_SUGGESTION_PATTERNS
     compaction_patterns: Sequence[str] = DEFAULT_COMPACTION_PATTERNS
     continuation: str = DEFAULT_CONTINUATION
 
     def __post_init__(self) -> None:
-        for what in ("injected", "root_patterns", "suggestion_patterns", "compaction_patterns"):
+        for what in ("injected", "wrappers", "root_patterns", "suggestion_patterns", "compaction_patterns"):
             for pattern in getattr(self, what):
                 try:
                     re.compile(pattern)
@@ -92,6 +95,8 @@ class ClientConventions:
         """``text`` without the spans the client injected."""
         for pattern in self._injected:
             text = pattern.sub("", text)
+        for wrapper in self.wrappers:
+            text = re.sub(wrapper, "", text)
         return text.strip()
 
     @cached_property
@@ -178,6 +183,23 @@ class Conversation:
     suggestion_mode: bool
     tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
     compaction_mode: bool = False  # the request asks for a summary of the conversation
+
+
+_TOOLS_TEXT_RE = re.compile(r"<tools>\s*(\[.*?\])\s*</tools>", re.DOTALL)
+
+
+def tools_in_text(body: dict[str, Any]) -> tuple[dict[str, Any], ...] | None:
+    """Tool definitions a text-based client sends as a JSON array in a ``<tools>`` block (first found)."""
+    for m in body.get("messages") or []:
+        for t in texts_of(m.get("content")) if isinstance(m, dict) else []:
+            found = _TOOLS_TEXT_RE.search(t)
+            if found:
+                try:
+                    tools = json.loads(found.group(1))
+                except ValueError:
+                    return None
+                return tuple(x for x in tools if isinstance(x, dict))
+    return None
 
 
 def read_conversation(

@@ -18,7 +18,13 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from speculate.sim.clients import DEFAULT_CONVENTIONS, ClientConventions, Conversation, normalize_prompt
+from speculate.sim.clients import (
+    DEFAULT_CONVENTIONS,
+    ClientConventions,
+    Conversation,
+    normalize_prompt,
+    tools_in_text,
+)
 from speculate.sim.clients import read_conversation as _read
 from speculate.sim.intents import RenderError, render
 from speculate.sim.scenario import Scenario, Step
@@ -81,6 +87,18 @@ def compaction_summary(conv: Conversation) -> Reply:
     text = (f"Summary of the conversation so far (simulated). The user asked, in order:\n{lines}\n"
             f"<sim-prompts>{json.dumps(list(conv.prompts))}</sim-prompts>")
     return Reply([{"type": "text", "text": text}], "end_turn", f"compaction summary of {len(conv.prompts)} prompts")
+
+
+def as_text(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reply of a ``tool_calls: text`` scenario: one text block, each call a <tool_use> JSON block."""
+    parts = []
+    for b in content:
+        if b["type"] == "text":
+            parts.append(b["text"])
+        elif b["type"] == "tool_use":
+            call = {"name": b["name"], "id": b["id"], "input": b["input"]}
+            parts.append(f"<tool_use>\n{json.dumps(call)}\n</tool_use>")
+    return [{"type": "text", "text": "\n".join(parts)}]
 
 
 @dataclass(frozen=True)
@@ -175,8 +193,11 @@ class Script:
         for j, call in enumerate(step.tools):
             tool_id = stable_id("toolu_", self.seed, scenario.name, conv.prompts, conv.steps_done, j)
             try:
-                name, inp = render(call.name, substitute(call.input, conv.root), conv.tools)
+                tools = tools_in_text(body) if scenario.tool_calls == "text" and not conv.tools else conv.tools
+                name, inp = render(call.name, substitute(call.input, conv.root), tools)
             except RenderError as exc:
                 return fallback(f"{label}: {exc}")
             content.append({"type": "tool_use", "id": tool_id, "name": name, "input": inp})
+        if scenario.tool_calls == "text":
+            return Reply(as_text(content), "end_turn", label)
         return Reply(content, "tool_use" if step.tools else "end_turn", label)

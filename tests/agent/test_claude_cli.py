@@ -1,0 +1,96 @@
+"""The claude-cli backend: the real Claude Code CLI, pointed at the simulator (ANTHROPIC_BASE_URL) whose
+scenario answers with <tool_use> text (``tool_calls: text``). Our agent parses and runs the calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from speculate.models.claude_cli import ClaudeCliModel
+from speculate.session import SessionConfig, open_session
+from speculate.sim.claude_code import ClaudeCode
+from speculate.sim.scenario import parse_scenario
+from speculate.sim.server import SimServer
+
+SCENARIO = """
+name: text-tools
+tool_calls: text
+turns:
+  - prompt: "look at a"
+    steps:
+      - text: "Reading it."
+        tools:
+          - Read: {file_path: "{root}/a.txt"}
+      - text: "a.txt holds alpha."
+    suggestion: "look at b"
+  - prompt: "look at b"
+    steps:
+      - tools:
+          - WebSearch: {query: "beta"}
+          - Read: {file_path: "{root}/b.txt"}
+      - text: "b.txt holds beta."
+    suggestion: "look at c"
+  - prompt: "look at c"
+    steps:
+      - tools:
+          - Read: {file_path: "{root}/c.txt"}
+      - text: "c.txt holds gamma."
+    suggestion: null
+"""
+
+
+def cli_model(tmp: Path, base_url: str) -> ClaudeCliModel:
+    binary = ClaudeCode.locate()
+    if isinstance(binary, str):
+        pytest.skip(binary)
+    cc = ClaudeCode(binary, home=tmp / "home")
+    (tmp / "home").mkdir(exist_ok=True)
+    (tmp / "cli-cwd").mkdir(exist_ok=True)
+    return ClaudeCliModel(binary=binary, env=cc.env(base_url), cwd=tmp / "cli-cwd", timeout_s=120)
+
+
+@pytest.mark.slow
+def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts_a_speculation(
+        tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    for name, text in (("a.txt", "alpha\n"), ("b.txt", "beta\n"), ("c.txt", "gamma\n")):
+        (root / name).write_text(text)
+
+    async def main() -> None:
+        trace = tmp_path / "trace.jsonl"
+        with SimServer([parse_scenario(SCENARIO)], time_scale=0.05, record=trace) as sim:
+            model = cli_model(tmp_path, sim.base_url)
+            cfg = SessionConfig(project=root, model=model, events_path=tmp_path / "events.jsonl")
+            async with open_session(cfg) as s:
+                first = await s.submit("look at a")
+                assert first.error == "" and first.text == "a.txt holds alpha.", first
+                assert first.result is not None and first.result.tools_run == 1
+                results = [b for b in s.messages[2]["content"] if b["type"] == "tool_result"]
+                assert len(results) == 1 and "alpha" in results[0]["content"] and not results[0].get("is_error")
+                # The second request of the turn resumed the first one's CLI session and read its cache.
+                assert "--resume" in model.runs[1] and "--fork-session" in model.runs[1]
+                assert first.result.responses[1].usage.cache_read_input_tokens > 0
+                assert await s.wait_suggestion() == "look at b"
+                await s.wait_speculation()
+                second = await s.submit("look at b")  # the suggestion: accept the speculation
+                assert second.accepted and second.text == "b.txt holds beta.", second
+                spec = second.speculation
+                assert spec is not None and spec.tokens["cache_read_input_tokens"] > 0
+                # The fork's call to WebSearch (not offered) was dropped and reported with its next request.
+                uses = [b["name"] for m in s.messages if m["role"] == "assistant" for b in m["content"]
+                        if b["type"] == "tool_use"]
+                assert uses == ["Read", "Read"]
+                third = await s.submit("look at c")
+                assert third.text == "c.txt holds gamma.", third
+        requests = [json.loads(line)["request"] for line in trace.read_text().splitlines()]
+        assert all(not r.get("tools") for r in requests)  # the CLI's own tools are off
+        sent = [json.dumps(r["messages"]) for r in requests]
+        assert any("'WebSearch' is not one of the offered tools" in m for m in sent)
+        assert any("<tools>" in m and "input_schema" in m for m in sent)
+        assert sim.statistics().engine.fallbacks == 0
+
+    trio.run(main)
