@@ -4,16 +4,20 @@ scenario answers with <tool_use> text (``tool_calls: text``). Our agent parses a
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 from pathlib import Path
 
 import pytest
 import trio
 
+from speculate.models.base import Done
 from speculate.models.claude_cli import ClaudeCliModel
+from speculate.models.text_tools import ORPHANED
 from speculate.session import SessionConfig, open_session
 from speculate.sim.claude_code import ClaudeCode
 from speculate.sim.scenario import parse_scenario
 from speculate.sim.server import SimServer
+from speculate.types import user
 
 SCENARIO = """
 name: text-tools
@@ -86,6 +90,15 @@ def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts
                 assert uses == ["Read", "Read"]
                 third = await s.submit("look at c")
                 assert third.text == "c.txt holds gamma.", third
+                # A call left without a result (an interrupted turn, as a resumed transcript may hold it):
+                # the request repairs it with a synthetic error result, and the CLI session resumes.
+                orphan = [*s.messages[:2], user("look at b")]
+                async with aclosing(model.stream(s.key, orphan)) as stream:
+                    done = [u async for u in stream if isinstance(u, Done)]
+                repaired = [r for r in model.runs if ORPHANED in r[-1]]
+                assert len(repaired) == 1 and "--resume" in repaired[0]
+                assert [b["name"] for b in done[0].response.message["content"] if b["type"] == "tool_use"] \
+                    == ["Read"]
         requests = [json.loads(line)["request"] for line in trace.read_text().splitlines()]
         assert all(not r.get("tools") for r in requests)  # the CLI's own tools are off
         sent = [json.dumps(r["messages"]) for r in requests]
