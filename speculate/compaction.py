@@ -91,6 +91,8 @@ class Compactor:
 
         Raises CompactionFailed (after counting the failure) when the model call fails or is empty.
         """
+        if not any(m["role"] == "assistant" for m in messages):
+            raise CompactionFailed("nothing to compact: the conversation has no answer yet")  # not a failure
         rec = CompactionRecord(turn=turn, trigger=trigger, tokens_before=tokens, messages_before=len(messages),
                                ok=False)
         self.records.append(rec)

@@ -165,6 +165,9 @@ async def test_the_circuit_breaker_opens_after_three_failures(tmp_path: Path) ->
 @trio_test
 async def test_manual_compact_and_a_bad_margin(tmp_path: Path) -> None:
     async with long_session(tmp_path, window=200_000, speculate=False) as s:
+        with pytest.raises(CompactionFailed, match="nothing to compact"):
+            await s.compact()
+        assert s.compactor.failures == 0 and s.compactor.records == []
         await s.submit("read file 1")
         await s.submit("read file 2")
         rec = await s.compact()
