@@ -109,18 +109,19 @@ class ClientConventions:
     def is_compaction_request(self, text: str) -> bool:
         return any(p.search(text) for p in self._compaction)
 
-    def continued_prompts(self, text: str) -> list[str] | None:
-        """The earlier prompts a continuation block carries ([] if it lists none), or None: not one."""
+    def continued_prompts(self, text: str) -> tuple[list[str], str] | None:
+        """The earlier prompts a continuation carries ([] if it lists none) and the text after its prompt list
+        (a client that sends the next prompt in the same block), or None: ``text`` is not a continuation."""
         if not re.match(self.continuation, text):
             return None
         found = SIM_PROMPTS_RE.search(text)
         if found is None:
-            return []
+            return [], ""
         try:
             prompts = json.loads(found.group(1))
         except ValueError:
-            return []
-        return [p for p in prompts if isinstance(p, str)] if isinstance(prompts, list) else []
+            prompts = []
+        return [p for p in prompts if isinstance(p, str)] if isinstance(prompts, list) else [], text[found.end():]
 
     def find_root(self, texts: Sequence[str]) -> str | None:
         for pattern in self._roots:
@@ -214,7 +215,7 @@ def read_conversation(
         if conventions.is_suggestion_request(conventions.own_text(last) or last):
             suggestion_mode = True
             messages = messages[:-1]
-        elif blocks and conventions.is_compaction_request(blocks[-1]):
+        elif blocks and conventions.is_compaction_request(conventions.own_text(blocks[-1]) or blocks[-1]):
             compaction_mode = True  # the instruction is the last block (it may join an interrupted turn)
             content = messages[-1].get("content")
             rest = [b for b in content if b is not content[-1]] if isinstance(content, list) else []
@@ -227,11 +228,13 @@ def read_conversation(
             continue
         own = []
         for t in texts_of(message.get("content")):
-            earlier = conventions.continued_prompts(t)
-            if earlier is None:
-                own.append(conventions.own_text(t))
+            mine = conventions.own_text(t)
+            continued = conventions.continued_prompts(mine)
+            if continued is None:
+                own.append(mine)
             else:
-                prompts.extend(normalize_prompt(p, root) for p in earlier)
+                prompts.extend(normalize_prompt(p, root) for p in continued[0])
+                own.append(continued[1].strip())
         text = "\n".join(t for t in own if t)
         if text:
             prompts.append(normalize_prompt(text, root))

@@ -107,3 +107,37 @@ def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts
         assert sim.statistics().engine.fallbacks == 0
 
     trio.run(main)
+
+
+@pytest.mark.slow
+def test_a_long_session_on_the_cli_compacts_and_goes_on(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from speculate.sim.profiles import PROFILES
+
+    from .test_compaction import FILES, MODEL, N, scenario
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for name, text in FILES.items():
+        (root / name).write_text(text)
+    text_mode = scenario().replace("turns:", "tool_calls: text\nturns:", 1)
+    profiles = tuple(replace(p, context_window=16_000) if p.name == MODEL else p for p in PROFILES)
+
+    async def main() -> None:
+        with SimServer([parse_scenario(text_mode)], time_scale=0.05, profiles=profiles) as sim:
+            model = cli_model(tmp_path, sim.base_url)
+            cfg = SessionConfig(project=root, model=model, model_name=MODEL, speculate=False,
+                                context_window=16_000, compact_margin=6_000)
+            async with open_session(cfg) as s:
+                for i in range(1, N + 1):
+                    out = await s.submit(f"read file {i}")
+                    assert not out.error and out.text == f"File {i} read.", out
+                assert s.statistics()["compactions"] >= 1
+                # The summary went through the CLI; the turn after it started a fresh CLI session.
+                summaries = [r for r in model.runs if "[COMPACTION]" in r[-1]]
+                assert summaries and "--resume" in summaries[0]
+                fresh = [r for r in model.runs if r[-1].lstrip().startswith("<system-reminder>\nYou can call")]
+                assert len(fresh) == 1 + len(summaries)
+
+    trio.run(main)
