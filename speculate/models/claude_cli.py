@@ -46,6 +46,18 @@ def _digest(key: CacheKey, messages: Sequence[Message]) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
+def _events(stdout: str) -> list[dict[str, Any]]:
+    out = []
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # not an event (a warning the CLI printed)
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
 @dataclass(frozen=True)
 class _Session:
     id: str
@@ -109,11 +121,14 @@ class ClaudeCliModel:
         self.runs.append(args)
         t0 = time.perf_counter()
         with trio.move_on_after(self.timeout_s) as scope:
-            proc = await trio.run_process(args, cwd=self.cwd, env=self.env, capture_stdout=True,
-                                          capture_stderr=True, check=False, stdin=b"")
+            try:
+                proc = await trio.run_process(args, cwd=self.cwd, env=self.env, capture_stdout=True,
+                                              capture_stderr=True, check=False, stdin=b"")
+            except OSError as e:  # not installed, not executable, cwd gone
+                raise ModelError(f"claude-cli: cannot run {self.binary!r} in {self.cwd}: {e}") from None
         if scope.cancelled_caught:
             raise ModelError(f"claude-cli: no answer within {self.timeout_s:.0f} s")
-        events = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")]
+        events = _events(proc.stdout.decode(errors="replace"))
         resp, new_id, invalid = self._response(events, proc, t0)
         text = "".join(b["text"] for b in resp.message["content"] if b["type"] == "text")
         if text:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
+import trio
+
+from speculate.models.base import CacheKey, ModelError
+from speculate.models.claude_cli import ClaudeCliModel
 from speculate.models.text_tools import ORPHANED, extract, feedback, render, tools_reminder
 from speculate.tools import default_tools
-from speculate.types import tool_result, user
+from speculate.types import Message, tool_result, user
 
 VALIDATORS = {t.name: t.Input for t in default_tools()}
 
@@ -55,3 +61,18 @@ def test_rendering_wraps_user_words_keeps_reminders_outside_and_repairs_orphaned
                        {"tool_use_id": "c1", "content": "alpha"}]
     # Resuming after `asked`: only the reply is rendered, the orphan still repaired.
     assert '"tool_use_id": "c2"' in render([reply], before=asked) and "<assistant>" not in render([reply], before=asked)
+
+
+
+def test_the_cli_backend_names_a_missing_binary_and_refuses_a_conversation_without_a_prompt(tmp_path: Path) -> None:
+    model = ClaudeCliModel(binary=tmp_path / "no-such-claude", cwd=tmp_path)
+    key = CacheKey.build(model="claude-sonnet-4-6", system="s", tools=[])
+
+    async def drain(messages: list[Message]) -> None:
+        async for _ in model.stream(key, messages):
+            pass
+
+    with pytest.raises(ModelError, match=r"cannot run '.*no-such-claude'"):
+        trio.run(drain, [user("hi")])
+    with pytest.raises(ModelError, match="must end with a user message"):
+        trio.run(drain, [])
