@@ -141,3 +141,23 @@ def test_a_long_session_on_the_cli_compacts_and_goes_on(tmp_path: Path) -> None:
                 assert len(fresh) == 1 + len(summaries)
 
     trio.run(main)
+
+
+@pytest.mark.slow
+def test_the_api_error_through_the_cli_is_a_model_error_naming_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from speculate.models.base import CacheKey, ModelError
+    from speculate.sim.profiles import PROFILES
+
+    profiles = tuple(replace(p, context_window=100) if p.name == "claude-sonnet-4-6" else p for p in PROFILES)
+
+    async def main() -> None:
+        with SimServer([parse_scenario(SCENARIO)], time_scale=0.05, profiles=profiles) as sim:
+            model = cli_model(tmp_path, sim.base_url)
+            key = CacheKey.build(model="claude-sonnet-4-6", system="Working directory: /p", tools=[])
+            with pytest.raises(ModelError, match=r"(?i)prompt is too long"):  # the CLI words it its own way
+                async for _ in model.stream(key, [user("look at a")]):
+                    pass
+
+    trio.run(main)
