@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta, Usage
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.tools.budget import MESSAGE_RESULT_BUDGET, fit_results
 from speculate.types import Block, Message, add_text, text_of, text_of_result, tool_result, tool_uses, user
 
 INTERRUPTED = "Interrupted: the user cancelled this tool call before it finished."
@@ -152,6 +153,7 @@ class Agent:
         on_event: Callable[[AgentEvent], None] | None = None,
         repair_on_interrupt: bool = True,
         hooks: Hooks | None = None,
+        result_budget: int = MESSAGE_RESULT_BUDGET,
     ) -> None:
         self.model, self.key, self.ctx, self.authorizer = model, key, ctx, authorizer
         self.tools = {t.name: t for t in tools}
@@ -160,6 +162,7 @@ class Agent:
         self.on_event = on_event or (lambda e: None)
         self.repair_on_interrupt = repair_on_interrupt
         self.hooks = hooks
+        self.result_budget = result_budget  # characters of tool results per message (tools/budget.py)
 
     # -- the loop -------------------------------------------------------------------------------------
     async def run(self, prompt: str) -> TurnResult:
@@ -230,7 +233,7 @@ class Agent:
                 return False
             return True
         results = await self.execute(uses, early, done, result)
-        self.messages.append(user(*results))
+        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget)))
         return False
 
     async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]

@@ -1,5 +1,7 @@
 """Choosing a model backend: the embedded simulator (default, started and stopped here) or a real
-Anthropic-compatible endpoint. Either way the client is the anthropic SDK (:class:`AnthropicModel`)."""
+Anthropic-compatible endpoint, both through the anthropic SDK (:class:`AnthropicModel`); or ``claude-cli``,
+the ``claude`` CLI of a Claude subscription with text-based tool calling (:mod:`speculate.models.claude_cli`).
+"""
 
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ class BackendConfig:
     faults: Any = None  # sim: speculate.sim FaultConfig
     record: Path | None = None  # anthropic: save every request/response with timings (a replayable trace)
     trace: Path | None = None  # sim: serve a recorded trace
+    claude_binary: Path | None = None  # claude-cli: the executable (None: `claude` on PATH, else ours)
 
 
 @asynccontextmanager
-async def open_model(cfg: BackendConfig) -> AsyncIterator[AnthropicModel]:
+async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
     if cfg.backend == "sim":
         from speculate.sim.server import SimServer
 
@@ -57,5 +60,26 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[AnthropicModel]:
             async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
                                       name="anthropic") as m:
                 yield m
+    elif cfg.backend == "claude-cli":
+        yield _claude_cli(cfg)
     else:
-        raise ValueError(f"unknown backend {cfg.backend!r}: expected 'sim' or 'anthropic'")
+        raise ValueError(f"unknown backend {cfg.backend!r}: expected 'sim', 'anthropic' or 'claude-cli'")
+
+
+def _claude_cli(cfg: BackendConfig) -> Any:
+    import shutil
+
+    from speculate.models.claude_cli import ClaudeCliModel
+    from speculate.sim.claude_code import ClaudeCode
+
+    binary: Path | str | None = cfg.claude_binary or shutil.which("claude")
+    if binary is None:
+        binary = ClaudeCode.locate()  # the one scripts/setup.sh installs, or why there is none
+        if isinstance(binary, str):
+            raise ValueError(f"--model claude-cli: no `claude` on PATH, and {binary}")
+    env = None
+    if cfg.base_url is not None:  # e.g. `speculate sim serve`: the CLI talks to it instead of Anthropic
+        env = {**os.environ, "ANTHROPIC_BASE_URL": cfg.base_url}
+    cwd = Path.home() / ".cache" / "speculate" / "claude-cli"  # the CLI keeps its sessions per directory
+    cwd.mkdir(parents=True, exist_ok=True)
+    return ClaudeCliModel(binary=binary, env=env, cwd=cwd)

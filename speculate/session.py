@@ -28,6 +28,14 @@ import trio
 from overlayfs import recover_project
 from overlayfs.state import project_state, tidy
 from speculate.agent import Agent, AgentEvent, TurnResult
+from speculate.compaction import (
+    COMPACT_MARGIN,
+    DEFAULT_WINDOW,
+    CompactionFailed,
+    CompactionRecord,
+    Compactor,
+    context_tokens,
+)
 from speculate.hooks import PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
@@ -59,6 +67,10 @@ class SessionConfig:
     sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
     mcp: bool = True  # connect the MCP servers of the project's .mcp.json
     user_dir: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
+    context_window: int = DEFAULT_WINDOW  # the model's, in tokens (speculate.compaction)
+    compact_margin: int = COMPACT_MARGIN  # auto-compaction at context_window - compact_margin
+    auto_compact: bool = True
+    fork_headroom: int = 20_000  # tokens a speculative turn may add: no speculation closer to the threshold
 
 
 @dataclass
@@ -112,6 +124,7 @@ class Session:
                            on_event=self.on_event, hooks=self.hooks)
         self.events = EventLog(cfg.events_path)
         self.engine = SpeculationEngine(session=self, nursery=nursery)
+        self.compactor = Compactor(model=cfg.model, window=cfg.context_window, margin=cfg.compact_margin)
         self.turn = 0
         self.last_error = False
         self.outcomes: list[TurnOutcome] = []
@@ -136,8 +149,8 @@ class Session:
         """Run one user turn. A prompt equal to the current suggestion accepts the speculation."""
         t0 = time.perf_counter()
         self.turn += 1
+        note = await self._auto_compact()
         accept = self.cfg.speculate and self.engine.suggestion is not None and prompt == self.engine.suggestion
-        note = ""
         if self._reload_instructions() and accept:  # the fork ran under the old system prompt
             accept, note = False, "speculation discarded: the instructions files changed since it ran; running normally"
         if accept:
@@ -166,6 +179,35 @@ class Session:
         if result.responses:
             self._last_usage = result.responses[-1].usage
         return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
+
+    async def compact(self, *, trigger: str = "manual") -> CompactionRecord:
+        """Summarise the conversation now (``/compact``; raises CompactionFailed). The speculation on the old
+        prefix is dropped; the next suggestion and fork share the new prefix's cache."""
+        await self.engine.ignore("compacted")
+        rec = await self.compactor.compact(self.key, self.messages, turn=self.turn, trigger=trigger,
+                                           tokens=context_tokens(self._last_usage))
+        self._last_usage, self._logged = None, 0  # the transcript logs the continuation message
+        if self.transcript is not None:
+            self.transcript.write("compaction", turn=self.turn, trigger=trigger, tokens_before=rec.tokens_before,
+                                  messages_before=rec.messages_before, usage=rec.usage.as_dict())
+        return rec
+
+    async def _auto_compact(self) -> str:
+        """Compact before a turn when the context reached the threshold; a note for the outcome, or ""."""
+        tokens = context_tokens(self._last_usage)
+        if not self.cfg.auto_compact or not self.compactor.needed(tokens):
+            return ""
+        try:
+            rec = await self.compact(trigger="auto")
+        except CompactionFailed as e:
+            if self.compactor.tripped:
+                return f"{e}; automatic compaction is off for this session (/compact tries again)"
+            return str(e)
+        return f"conversation compacted at {tokens} tokens ({rec.messages_before} messages -> a summary)"
+
+    def near_context_limit(self) -> bool:
+        """Would a speculative turn cross the compaction threshold? (Then no speculation: a fork never compacts.)"""
+        return self.compactor.would_cross(context_tokens(self._last_usage), self.cfg.fork_headroom)
 
     def _build_key(self) -> CacheKey:
         return CacheKey.build(model=self.cfg.model_name, system=self.workspace.system(),
@@ -211,7 +253,7 @@ class Session:
     async def clear(self) -> None:
         await self.engine.ignore()
         self.messages.clear()
-        self._logged = 0
+        self._logged, self._last_usage = 0, None
         self.turn = 0
 
     def diff(self) -> str:
@@ -221,6 +263,8 @@ class Session:
         stats = self.events.statistics()
         stats["turns"] = len(self.outcomes)
         stats["accepted_turns"] = sum(o.accepted for o in self.outcomes)
+        stats["compactions"] = sum(r.ok for r in self.compactor.records)
+        stats["compaction_failures"] = sum(not r.ok for r in self.compactor.records)
         return stats
 
 

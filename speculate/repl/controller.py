@@ -27,6 +27,7 @@ HELP = """commands:
   /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
   /mcp                  the MCP servers and their tools
   /clear                forget the conversation (the project is untouched)
+  /compact              replace the conversation by a model-written summary (frees the context window)
   /accept               submit the predicted prompt (waits for it; handy in line mode)
   /quit                 leave (Ctrl-D does the same)
 keys: Tab or Right takes the grey prediction, Enter sends, Ctrl-C cancels the running turn."""
@@ -312,6 +313,18 @@ class Repl:
             await self.s.clear()
             self.on_cleared()
             self._line("conversation cleared")
+            self._predict_next()
+        elif name == "/compact":
+            from speculate.compaction import CompactionFailed
+
+            self._cancel_prediction()
+            self.fe.push(None)
+            try:
+                rec = await self.s.compact()
+            except CompactionFailed as e:
+                self._line(str(e))
+            else:
+                self._line(f"conversation compacted: {rec.messages_before} messages -> a summary")
             self._predict_next()
         elif name == "/accept":
             self._cancel_prediction()

@@ -24,8 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="project directory (default: with --model sim, a temporary copy of the demo "
                         "scenario's project; otherwise the current directory). A new or empty DIR gets the "
                         "demo project; an existing one is used as it is")
-    p.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="model backend")
-    p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic)")
+    p.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim", help="model backend")
+    p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic, or claude-cli: the CLI's ANTHROPIC_BASE_URL)")
     p.add_argument("--model-name", default=None, help="model id sent in requests")
     p.add_argument("--scenario", default=None, metavar="NAME|FILE",
                    help="simulator demo scenario: a bundled name or a .yaml file (default: fix-pagination)")

@@ -11,6 +11,7 @@ and absolute paths, so a scenario written or recorded on one day in one checkout
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,8 +21,10 @@ from typing import Any
 # Spans a client injects into user messages; removed before the prompt is read.
 DEFAULT_INJECTED = (
     r"<(system-reminder|user-prompt-submit-hook|command-name|command-message|command-args|"
-    r"local-command-stdout|local-command-stderr|environment_context|user_instructions)>.*?</\1>",
+    r"local-command-stdout|local-command-stderr|environment_context|user_instructions|tool_result)>.*?</\1>",
 )
+# Tags around the user's own words (text-based tool calling wraps them in <user>); removed, words kept.
+DEFAULT_WRAPPERS = (r"</?user>",)
 # Lines naming the working directory; group 1 is the path. Searched in the system prompt, system-role
 # messages, then user messages (injected blocks included).
 DEFAULT_ROOT_PATTERNS = (
@@ -29,6 +32,15 @@ DEFAULT_ROOT_PATTERNS = (
     r"<cwd>\s*(\S[^<]*?)\s*</cwd>",  # Codex's environment context
     r"working in the directory:?[ \t]*(\S[^\n]*?)[ \t]*$",  # Gemini CLI's setup message
 )
+# A compaction request (summarise the conversation so far): our marker, and Claude Code's wording.
+DEFAULT_COMPACTION_PATTERNS = (
+    r"^\s*\[COMPACTION\b",
+    r"^\s*Your task is to create a detailed summary of the conversation so far",
+)
+# A text block that continues a compacted conversation: it carries the summary, not a prompt. The
+# simulator's summaries list the earlier prompts in a <sim-prompts> JSON array, read back from here.
+DEFAULT_CONTINUATION = r"^\s*This session is being continued from a previous conversation"
+SIM_PROMPTS_RE = re.compile(r"<sim-prompts>(.*?)</sim-prompts>", re.DOTALL)
 # A suggestion request is recognised by what it asks, not by one literal marker.
 DEFAULT_SUGGESTION_PATTERNS = (
     r"^\s*\[SUGGESTION MODE\b",
@@ -51,11 +63,14 @@ class ClientConventions:
     """How the simulator reads client requests (regular expressions, all replaceable)."""
 
     injected: Sequence[str] = DEFAULT_INJECTED
+    wrappers: Sequence[str] = DEFAULT_WRAPPERS
     root_patterns: Sequence[str] = DEFAULT_ROOT_PATTERNS
     suggestion_patterns: Sequence[str] = DEFAULT_SUGGESTION_PATTERNS
+    compaction_patterns: Sequence[str] = DEFAULT_COMPACTION_PATTERNS
+    continuation: str = DEFAULT_CONTINUATION
 
     def __post_init__(self) -> None:
-        for what in ("injected", "root_patterns", "suggestion_patterns"):
+        for what in ("injected", "wrappers", "root_patterns", "suggestion_patterns", "compaction_patterns"):
             for pattern in getattr(self, what):
                 try:
                     re.compile(pattern)
@@ -80,10 +95,33 @@ class ClientConventions:
         """``text`` without the spans the client injected."""
         for pattern in self._injected:
             text = pattern.sub("", text)
+        for wrapper in self.wrappers:
+            text = re.sub(wrapper, "", text)
         return text.strip()
+
+    @cached_property
+    def _compaction(self) -> list[re.Pattern[str]]:
+        return [re.compile(p) for p in self.compaction_patterns]
 
     def is_suggestion_request(self, text: str) -> bool:
         return any(p.search(text) for p in self._suggestion)
+
+    def is_compaction_request(self, text: str) -> bool:
+        return any(p.search(text) for p in self._compaction)
+
+    def continued_prompts(self, text: str) -> tuple[list[str], str] | None:
+        """The earlier prompts a continuation carries ([] if it lists none) and the text after its prompt list
+        (a client that sends the next prompt in the same block), or None: ``text`` is not a continuation."""
+        if not re.match(self.continuation, text):
+            return None
+        found = SIM_PROMPTS_RE.search(text)
+        if found is None:
+            return [], ""
+        try:
+            prompts = json.loads(found.group(1))
+        except ValueError:
+            prompts = []
+        return [p for p in prompts if isinstance(p, str)] if isinstance(prompts, list) else [], text[found.end():]
 
     def find_root(self, texts: Sequence[str]) -> str | None:
         for pattern in self._roots:
@@ -145,6 +183,24 @@ class Conversation:
     steps_done: int  # assistant messages after the last prompt
     suggestion_mode: bool
     tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
+    compaction_mode: bool = False  # the request asks for a summary of the conversation
+
+
+_TOOLS_TEXT_RE = re.compile(r"<tools>\s*(\[.*?\])\s*</tools>", re.DOTALL)
+
+
+def tools_in_text(body: dict[str, Any]) -> tuple[dict[str, Any], ...] | None:
+    """Tool definitions a text-based client sends as a JSON array in a ``<tools>`` block (first found)."""
+    for m in body.get("messages") or []:
+        for t in texts_of(m.get("content")) if isinstance(m, dict) else []:
+            found = _TOOLS_TEXT_RE.search(t)
+            if found:
+                try:
+                    tools = json.loads(found.group(1))
+                except ValueError:
+                    return None
+                return tuple(x for x in tools if isinstance(x, dict))
+    return None
 
 
 def read_conversation(
@@ -152,23 +208,37 @@ def read_conversation(
 ) -> Conversation:
     root = project_root(body, conventions)
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"]
-    suggestion_mode = False
+    suggestion_mode = compaction_mode = False
     if messages and messages[-1].get("role") == "user":
-        last = "\n".join(texts_of(messages[-1].get("content")))
+        blocks = texts_of(messages[-1].get("content"))
+        last = "\n".join(blocks)
         if conventions.is_suggestion_request(conventions.own_text(last) or last):
             suggestion_mode = True
             messages = messages[:-1]
+        elif blocks and conventions.is_compaction_request(conventions.own_text(blocks[-1]) or blocks[-1]):
+            compaction_mode = True  # the instruction is the last block (it may join an interrupted turn)
+            content = messages[-1].get("content")
+            rest = [b for b in content if b is not content[-1]] if isinstance(content, list) else []
+            messages = [*messages[:-1], {"role": "user", "content": rest}] if rest else messages[:-1]
     prompts: list[str] = []
     steps_done = 0
     for message in messages:
         if message.get("role") == "assistant":
             steps_done += 1
             continue
-        own = [conventions.own_text(t) for t in texts_of(message.get("content"))]
+        own = []
+        for t in texts_of(message.get("content")):
+            mine = conventions.own_text(t)
+            continued = conventions.continued_prompts(mine)
+            if continued is None:
+                own.append(mine)
+            else:
+                prompts.extend(normalize_prompt(p, root) for p in continued[0])
+                own.append(continued[1].strip())
         text = "\n".join(t for t in own if t)
         if text:
             prompts.append(normalize_prompt(text, root))
             steps_done = 0
     tools = body.get("tools")
     return Conversation(root, tuple(prompts), steps_done, suggestion_mode,
-                        tuple(tools) if isinstance(tools, list) else None)  # fmt: skip
+                        tuple(tools) if isinstance(tools, list) else None, compaction_mode)  # fmt: skip

@@ -29,6 +29,7 @@ TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, 
     "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
 }
 GREP_MODES = ("content", "files_with_matches", "count")
+TOOL_CALL_MODES = ("api", "text")
 # Intent steps: the same calls named by what they do (docs/scenarios.md); key -> (tool, field map).
 INTENTS: dict[str, tuple[str, dict[str, str]]] = {
     "read": ("Read", {"path": "file_path", "offset": "offset", "limit": "limit"}),
@@ -86,6 +87,8 @@ class Scenario:
     workspace: Path | None = None  # resolved directory, or None for an empty project
     files: dict[str, str] = field(default_factory=dict)
     source: str = "<memory>"
+    # api: tool_use blocks; text: the calls as <tool_use> JSON in the answer's text (speculate.models.text_tools)
+    tool_calls: str = "api"
 
     def materialize(self, dest: StrPath) -> Path:
         """Create the project for this scenario in ``dest`` (workspace copy plus ``files``)."""
@@ -239,7 +242,13 @@ class _Parser:
         return tuple(out)
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
-        top = self.mapping(root, "scenario", ("name", "description", "workspace", "files", "turns"))
+        top = self.mapping(root, "scenario", ("name", "description", "workspace", "files", "turns", "tool_calls"))
+        tool_calls = "api"
+        if "tool_calls" in top:
+            tool_calls = self.string(top["tool_calls"][1], "tool_calls") or ""
+            if tool_calls not in TOOL_CALL_MODES:
+                raise self.fail(top["tool_calls"][1], f"tool_calls must be one of {', '.join(TOOL_CALL_MODES)}, "
+                                                      f"got {tool_calls!r}")
         name = self.string(self.require(top, root, "scenario", "name"), "name")
         description = ""
         if "description" in top:
@@ -318,6 +327,7 @@ class _Parser:
             files=files,
             turns=tuple(turns),
             source=self.source,
+            tool_calls=tool_calls,
         )
 
 

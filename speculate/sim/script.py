@@ -6,17 +6,25 @@ each equal to that turn's prompt or to the previous turn's suggestion (then the 
 user's own words as :mod:`.clients` reads them from any client; a request asking for a suggestion gets the
 suggestion of the turn just completed. Tool calls are rendered for the client's own tools (:mod:`.intents`).
 Everything is a pure function of the request and the seed, so a fork that replays a prefix gets exactly what
-the real turn got.
+the real turn got. A compaction request gets a summary listing the prompts so far, which the continued
+conversation carries (so the scenario goes on after a compaction).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import string
 from dataclasses import dataclass
 from typing import Any
 
-from speculate.sim.clients import DEFAULT_CONVENTIONS, ClientConventions, Conversation, normalize_prompt
+from speculate.sim.clients import (
+    DEFAULT_CONVENTIONS,
+    ClientConventions,
+    Conversation,
+    normalize_prompt,
+    tools_in_text,
+)
 from speculate.sim.clients import read_conversation as _read
 from speculate.sim.intents import RenderError, render
 from speculate.sim.scenario import Scenario, Step
@@ -70,6 +78,27 @@ def fallback(reason: str) -> Reply:
         "embedded simulator, not a real model; script this turn in a scenario file (docs/scenarios.md)."
     )
     return Reply([{"type": "text", "text": text}], "end_turn", f"fallback: {reason}")
+
+
+def compaction_summary(conv: Conversation) -> Reply:
+    """The simulated summary of a conversation: its prompts in words, and as JSON that the simulator reads
+    back from the continuation message (clients.SIM_PROMPTS_RE), so that the scenario goes on after it."""
+    lines = "\n".join(f"{i}. {p}" for i, p in enumerate(conv.prompts, start=1)) or "(none)"
+    text = (f"Summary of the conversation so far (simulated). The user asked, in order:\n{lines}\n"
+            f"<sim-prompts>{json.dumps(list(conv.prompts))}</sim-prompts>")
+    return Reply([{"type": "text", "text": text}], "end_turn", f"compaction summary of {len(conv.prompts)} prompts")
+
+
+def as_text(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reply of a ``tool_calls: text`` scenario: one text block, each call a <tool_use> JSON block."""
+    parts = []
+    for b in content:
+        if b["type"] == "text":
+            parts.append(b["text"])
+        elif b["type"] == "tool_use":
+            call = {"name": b["name"], "id": b["id"], "input": b["input"]}
+            parts.append(f"<tool_use>\n{json.dumps(call)}\n</tool_use>")
+    return [{"type": "text", "text": "\n".join(parts)}]
 
 
 @dataclass(frozen=True)
@@ -133,6 +162,8 @@ class Script:
 
     def reply(self, body: dict[str, Any]) -> Reply:
         conv = _read(body, self.conventions)
+        if conv.compaction_mode:
+            return compaction_summary(conv)
         where = self._locate(conv)
         if isinstance(where, str):
             return fallback(where)
@@ -162,8 +193,11 @@ class Script:
         for j, call in enumerate(step.tools):
             tool_id = stable_id("toolu_", self.seed, scenario.name, conv.prompts, conv.steps_done, j)
             try:
-                name, inp = render(call.name, substitute(call.input, conv.root), conv.tools)
+                tools = tools_in_text(body) if scenario.tool_calls == "text" and not conv.tools else conv.tools
+                name, inp = render(call.name, substitute(call.input, conv.root), tools)
             except RenderError as exc:
                 return fallback(f"{label}: {exc}")
             content.append({"type": "tool_use", "id": tool_id, "name": name, "input": inp})
+        if scenario.tool_calls == "text":
+            return Reply(as_text(content), "end_turn", label)
         return Reply(content, "tool_use" if step.tools else "end_turn", label)

@@ -50,6 +50,7 @@ class Speculation:
         self.overlay: Any = None
         self.agent: Agent | None = None
         self.usage = Usage()
+        self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
         self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
 
@@ -158,6 +159,7 @@ class SpeculationEngine:
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
         if spec.complete:
             self._pipelined_from = spec
+            self.s._last_usage = spec.last_usage or self.s._last_usage
             last = self.s.messages[-1]
             return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
                                time.perf_counter() - t0, True, None, rec)
@@ -193,7 +195,8 @@ class SpeculationEngine:
     async def _suggest(self, snapshot: list[Message], turn: int) -> str | None:
         last = self.s.agent_last_usage()
         reason = suggest.suppression_reason(snapshot, mode=self.s.cfg.mode, last_error=self.s.last_error,
-                                            pending_ask=self.s.authorizer.pending_ask, last_usage=last)
+                                            pending_ask=self.s.authorizer.pending_ask, last_usage=last,
+                                            near_limit=self.s.near_context_limit())
         if reason:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
             return None
@@ -304,6 +307,7 @@ class SpeculationEngine:
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
         if isinstance(e, ResponseDone):
             spec.usage = spec.usage.add(e.response.usage)
+            spec.last_usage = e.response.usage
         elif isinstance(e, ToolFinished):
             spec.tools_run += 1
             self._emit("speculating", spec.suggestion, tools_run=spec.tools_run,

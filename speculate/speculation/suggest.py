@@ -28,7 +28,7 @@ class SuggestionOutcome:
 
 
 def suppression_reason(messages: list[Message], *, mode: str, last_error: bool, pending_ask: bool,
-                       last_usage: Usage | None) -> str:
+                       last_usage: Usage | None, near_limit: bool = False) -> str:
     """Why no suggestion should be generated now ("" if one should)."""
     if sum(m["role"] == "assistant" for m in messages) < 2:
         return "first_turn"
@@ -38,6 +38,8 @@ def suppression_reason(messages: list[Message], *, mode: str, last_error: bool, 
         return "permission_pending"
     if mode == "plan":
         return "plan_mode"
+    if near_limit:  # the fork would cross the compaction threshold, and a fork never compacts
+        return "context_limit"
     if last_usage is not None and last_usage.input_tokens + last_usage.cache_creation_input_tokens > COLD_CACHE_TOKENS:
         return "cold_cache"
     return ""

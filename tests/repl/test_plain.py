@@ -4,6 +4,7 @@ driving ``speculate repl`` sees, and what lands in the project."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,9 +60,10 @@ def test_line_mode_without_speculation_runs_the_script(project: Path, tmp_path: 
 @pytest.mark.slow
 def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
     r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02",
-             stdin="/accept\n/accept\n/stats\n", tmp=tmp_path)
+             stdin="/accept\n/accept\n/compact\n/stats\n", tmp=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "speculation accepted" in r.stdout
+    assert "conversation compacted: " in r.stdout and re.search(r"compactions +1\n", r.stdout)
     from speculate.speculation.sandbox_shell import bash_sandbox
 
     assert r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout

@@ -1,0 +1,48 @@
+"""The tool-result budget of one message: all of a step's results together may hold this many characters.
+
+A single tool already spills an output over its own limit (:func:`speculate.tools.common.spill`). Several
+calls in one step (six large Reads in parallel) can still add up to more than a turn should carry, so the
+largest results are saved to the spill directory and replaced by a preview of their first lines and the
+path, largest first, until the message fits (seed 004: "Showing first 100 lines of 500" plus a path).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from speculate.tools.base import ToolContext
+from speculate.types import Block
+
+MESSAGE_RESULT_BUDGET = 100_000  # characters of tool results in one message
+PREVIEW_LINES = 100
+
+
+def preview(content: str, ctx: ToolContext, *, tool_use_id: str) -> str:
+    """Save ``content`` in the spill directory; a preview of its first lines that names the file."""
+    ctx.spill_dir.mkdir(parents=True, exist_ok=True)
+    path = Path(ctx.spill_dir) / f"result-{tool_use_id[-12:] or uuid.uuid4().hex[:12]}.txt"
+    path.write_text(content, encoding="utf-8")
+    lines = content.splitlines()
+    head = "\n".join(lines[:PREVIEW_LINES])[: MESSAGE_RESULT_BUDGET // 10]
+    return (f"Showing first {min(PREVIEW_LINES, len(lines))} lines of {len(lines)} ({len(content)} chars; this "
+            f"step's results were over the message budget). Full text saved to {path} (read it with Read "
+            f"offset/limit).\n{head}")
+
+
+def fit_results(results: Sequence[Block], ctx: ToolContext, *, budget: int = MESSAGE_RESULT_BUDGET
+                ) -> list[Block]:
+    """``results`` (copies where changed) whose text contents add up to at most ``budget`` where possible."""
+    out = [dict(r) for r in results]
+    sizes = {i: len(r["content"]) for i, r in enumerate(out) if isinstance(r.get("content"), str)}
+    total = sum(sizes.values())
+    for i in sorted(sizes, key=lambda i: -sizes[i]):
+        if total <= budget:
+            break
+        short = preview(out[i]["content"], ctx, tool_use_id=str(out[i].get("tool_use_id", "")))
+        if len(short) >= sizes[i]:
+            continue
+        total -= sizes[i] - len(short)
+        out[i]["content"] = short
+    return out
