@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from bench.harness import Condition, RunConfig, RunOutput, run_experiment
+from bench.harness import ARMS, Condition, RunConfig, RunOutput, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
 from speculate.sim.profiles import DEFAULT_MODEL
@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",
                     help="bundled scenario name or path to a scenario YAML (repeatable; default: all bundled)")
     ap.add_argument("--reps", type=int, default=None, help=f"repetitions per scenario (default {DEFAULT_REPS})")
-    ap.add_argument("--seed", type=int, default=0, help="base seed; rep r uses seed+r (default 0)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="base seed; rep r uses a seed hashed from (seed, r): runs with different seeds share "
+                    "no rep (default 0)")
     ap.add_argument("--think-time", default="lognormal", metavar="lognormal|fixed:SECONDS|file:PATH",
                     help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s)")
     ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
@@ -184,9 +186,9 @@ def bench_main(argv: list[str]) -> int:
         return 2
     for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
         print(rec.line(), file=sys.stderr)
-    n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * 2
+    n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * len(ARMS)
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
-          f"{len(cfg.conditions)} conditions × 2 arms), {cfg.concurrency} at a time, time scale "
+          f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
     res = trio.run(_run, cfg, out)
     from bench.report import write_report

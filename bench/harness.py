@@ -1,14 +1,19 @@
-"""The experiment harness: paired, interleaved plain/speculative sessions over scenarios, reps and conditions.
+"""The experiment harness: paired, interleaved plain/suggest/speculative sessions over scenarios, reps, conditions.
 
-Each job is one session of one arm on a fresh copy of a scenario's workspace. Jobs are queued in pair
-order (plain, speculative, speculative, plain, ... alternating which arm of a pair goes first) and pulled
-by ``concurrency`` workers, so both arms of a pair run at nearly the same time against the same simulator
-(same seed: same jitter draws for the same request). Finished sessions are appended to JSONL as they
-complete, so an interrupted run keeps them.
+Three arms: ``plain`` (no suggestions; the user types every prompt), ``suggest`` (ghost-text suggestions the
+user can take with Tab, but no fork: the turn then runs normally) and ``speculative`` (suggestion and fork).
+``suggest`` separates what speculation buys from what the Tab shortcut buys.
+
+Each job is one session of one arm on a fresh copy of a scenario's workspace. Jobs are queued in group
+order (the three arms of a (condition, scenario, rep) group adjacent, the starting arm rotating from group
+to group) and pulled by ``concurrency`` workers, so the arms of a group run at nearly the same time against
+the same simulator (same seed). Finished sessions are appended to JSONL as they complete, so an interrupted
+run keeps them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -30,8 +35,8 @@ from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario
 
-Arm = Literal["plain", "speculative"]
-ARMS: tuple[Arm, Arm] = ("plain", "speculative")
+Arm = Literal["plain", "suggest", "speculative"]
+ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,16 +89,22 @@ class Job:
         return f"{self.pair}/{self.arm}"
 
 
+def rep_seed(seed: int, rep: int) -> int:
+    """An independent seed per (run seed, rep): ``--seed 0`` and ``--seed 1`` share no rep (seed + rep did)."""
+    digest = hashlib.sha256(f"bench-rep:{seed}:{rep}".encode()).digest()
+    return int.from_bytes(digest[:7], "big")
+
+
 def plan_jobs(cfg: RunConfig) -> list[Job]:
     jobs: list[Job] = []
     n = 0
     for ci, cond in enumerate(cfg.conditions):
         for rep in range(cfg.reps):
             for scn in cfg.scenarios:
-                arms = ARMS if n % 2 == 0 else ARMS[::-1]  # counterbalance which arm starts
+                k = n % len(ARMS)  # rotate which arm starts, so no arm always runs first
                 n += 1
-                for arm in arms:
-                    jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, cfg.seed + rep))
+                for arm in ARMS[k:] + ARMS[:k]:
+                    jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, rep_seed(cfg.seed, rep)))
     return jobs
 
 
@@ -121,7 +132,7 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "input": "tab" if tab else "typed", "suggestion_shown": shown,
         "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
         "dismissed": dismissed,
-        "accepted": o.accepted, "latency_s": o.latency_s, "error": o.error, "note": o.note,
+        "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s, "error": o.error, "note": o.note,
         "stop": o.result.stop if o.result is not None else "speculated",
         "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
         "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
@@ -140,9 +151,10 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
         plan = plan_turns([t.prompt for t in job.scenario.turns], [t.suggestion for t in job.scenario.turns],
                           think=job.condition.think, accept_prob=job.condition.accept_prob, seed=job.seed,
                           scenario=job.scenario.name, rep=job.rep)
-        spec = job.arm == "speculative"
+        spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
         sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
-                           mode=cfg.mode, speculate=spec, overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
+                           mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
+                           overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
                            spill_dir=work / "spill", user_dir=work / "claude")  # not the runner's ~/.claude
         (work / "spill").mkdir()
         turns: list[dict[str, Any]] = []

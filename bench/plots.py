@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen 
 
 from bench.summary import paired_turns
 
-COLORS = {"plain": "#4c72b0", "speculative": "#dd8452"}
+COLORS = {"plain": "#4c72b0", "suggest": "#8172b3", "speculative": "#dd8452"}
 PLOTS = ("latency_cdf.png", "time_saved_vs_think.png", "cost_vs_latency.png")
 
 
@@ -44,7 +44,9 @@ def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
 def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     acc_x, acc_y, oth_x, oth_y = [], [], [], []
-    for p, s in paired_turns(turns):
+    # Against suggest when it ran: Tab is on both sides, so the points show what the fork bought.
+    base = "suggest" if any(t["arm"] == "suggest" for t in turns) else "plain"
+    for p, s in paired_turns(turns, base):
         if s["turn"] == 0:
             continue
         x, y = s["think_s"] + s["input_s"], p["latency_s"] - s["latency_s"]
@@ -61,7 +63,7 @@ def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float
                 color="#55a868", label="sweep: mean saving per turn")
     ax.axhline(0, color="black", lw=0.6)
     _finish(fig, ax, path, "user time before submit: think + input (s)",
-            "paired saving, plain − speculative (s)", "Time saved vs think time")
+            f"paired saving, {base} − speculative (s)", "Time saved vs think time")
 
 
 def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], path: Path) -> None:

@@ -37,6 +37,11 @@ def ci(c: list[float] | None) -> str:
     return "—" if not c else f"[{c[0]:.2f}, {c[1]:.2f}]"
 
 
+def _later(b: dict[str, Any], base: str) -> str:
+    v = b.get("vs", {}).get(base)
+    return "—" if v is None else f"{f(v['saved_per_later_turn_s']['mean'])} {ci(v['saved_per_later_turn_s']['ci95'])}"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
             *("| " + " | ".join(r) + " |" for r in rows), ""]
@@ -44,20 +49,22 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def headline_table(s: dict[str, Any]) -> list[str]:
     """The table the README shows: per arm latency, wall time and cost, and what speculation bought."""
-    p, q = s["arms"]["plain"], s["arms"]["speculative"]
+    arms = [a for a in ("plain", "suggest", "speculative") if a in s["arms"]]
 
-    def row(name: str, a: Any, b: Any, fmt: Any = f) -> list[str]:
+    def row(name: str, get: Any, fmt: Any = f) -> list[str]:
+        vals = [get(s["arms"][a]) for a in arms]
+        a, b = vals[0], vals[-1]
         delta = "—"
         if isinstance(a, int | float) and isinstance(b, int | float) and a:
             delta = f"{100 * (b - a) / a:+.0f}%"
-        return [name, fmt(a), fmt(b), delta]
+        return [name, *(fmt(v) for v in vals), delta]
 
-    rows = [row("turn latency p50 (s)", p["turn_latency_s"]["p50"], q["turn_latency_s"]["p50"]),
-            row("turn latency p90 (s)", p["turn_latency_s"]["p90"], q["turn_latency_s"]["p90"]),
-            row("turn latency p99 (s)", p["turn_latency_s"]["p99"], q["turn_latency_s"]["p99"]),
-            row("session wall p50 (s)", p["session_wall_s"]["p50"], q["session_wall_s"]["p50"]),
-            row("cost per turn (USD)", p["cost_per_turn_usd"], q["cost_per_turn_usd"], usd)]
-    lines = _table(["", "plain", "speculative", "Δ"], rows)
+    rows = [row(f"turn latency {q} (s)", lambda x, q=q: x["turn_latency_s"][q]) for q in ("p50", "p90", "p99")]
+    rows += [row("session wall p50 (s)", lambda x: x["session_wall_s"]["p50"]),
+             row("cost per turn (USD)", lambda x: x["cost_per_turn_usd"], usd),
+             row("turn errors", lambda x: x["errors"])]
+    lines = _table(["", *arms, f"Δ {arms[-1]} vs {arms[0]}"], rows)
+    lines += versus_table(s)
     ts = s["time_saved_s"]
     lines += _table(["speculation", "value"], [
         ["accepted / acceptance rate / coverage",
@@ -72,6 +79,25 @@ def headline_table(s: dict[str, Any]) -> list[str]:
         ["leaks into the real tree", f(s["leaks"])],
     ])
     return lines
+
+
+def versus_table(s: dict[str, Any]) -> list[str]:
+    """Paired savings (base − arm, input time included) of speculative against suggest and plain."""
+    blocks = [(f"speculative vs {b}", v) for b, v in s.get("vs", {}).items()]
+    if s.get("suggest_vs_plain"):
+        blocks.append(("suggest vs plain (Tab alone)", s["suggest_vs_plain"]))
+    if not blocks:
+        return []
+    rows = []
+    for name, v in blocks:
+        acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
+        rows.append([name, f(v["clusters"]), f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
+                     f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                     pct(v["session_wall_reduction"])])
+    return _table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
+                   "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
+                  rows)
 
 
 def render_markdown(s: dict[str, Any]) -> str:
@@ -94,9 +120,11 @@ def render_markdown(s: dict[str, Any]) -> str:
         rows.append([name, f(b["arms"]["plain"]["turns"]), f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
                      f(b["arms"]["speculative"]["turn_latency_s"]["p50"]), f(b["accepted"]),
                      pct(b["acceptance_rate"]), f(b["time_saved_s"]["median"]), ci(b["time_saved_s"]["ci95"]),
+                     _later(b, "suggest"), _later(b, "plain"),
                      usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
     lines += _table(["scenario", "turns/arm", "plain p50", "spec p50", "accepted", "acceptance", "saved p50",
-                     "saved CI", "plain $/turn", "spec $/turn"], rows)
+                     "saved CI", "per later turn vs suggest [CI]", "vs plain [CI]", "plain $/turn", "spec $/turn"],
+                    rows)
 
     lines += ["## Outcomes and boundaries", ""]
     rows = [[f"suggestion: {k}", str(v)] for k, v in s["suggestion_outcomes"].items()]
@@ -110,7 +138,7 @@ def render_markdown(s: dict[str, Any]) -> str:
 
     lines += ["## Tokens by kind", ""]
     rows = []
-    for arm in ("plain", "speculative"):
+    for arm in s["arms"]:
         for part, tok in s["arms"][arm]["tokens"].items():
             if any(tok.values()):
                 rows.append([arm, part, *(f(tok[k]) for k in ("input_tokens", "cache_creation_input_tokens",
@@ -145,7 +173,7 @@ def render_markdown(s: dict[str, Any]) -> str:
               "project before each submit and after close, and of the bundled workspaces before/after the run).",
               f"- Pairs whose final trees differ between arms: {len(s['tree_divergence'])}"
               + (f" ({', '.join(s['tree_divergence'])})" if s["tree_divergence"] else "") + ".",
-              f"- Turn errors: plain {s['arms']['plain']['errors']}, speculative {s['arms']['speculative']['errors']}; "
+              "- Turn errors: " + ", ".join(f"{a} {v['errors']}" for a, v in s["arms"].items()) + "; "
               f"failed sessions: {len(run['failures'])}.", "",
               "## Plots", "", "![latency CDF](latency_cdf.png)", "",
               "![time saved vs think time](time_saved_vs_think.png)", "", "![cost vs latency](cost_vs_latency.png)", ""]
