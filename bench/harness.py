@@ -33,7 +33,7 @@ from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.profiles import DEFAULT_MODEL
-from speculate.sim.scenario import Scenario
+from speculate.sim.scenario import Scenario, draw_suggestion
 
 Arm = Literal["plain", "suggest", "speculative"]
 ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
@@ -129,7 +129,7 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "think_model": job.condition.think.label, "accept_prob": job.condition.accept_prob,
         "model_name": job.condition.model_name,
         "turn": p.index, "prompt": o.prompt, "intent": p.intent, "think_s": think_s, "input_s": input_s,
-        "input": "tab" if tab else "typed", "suggestion_shown": shown,
+        "input": "tab" if tab else "typed", "suggestion_scripted": p.scripted_suggestion, "suggestion_shown": shown,
         "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
         "dismissed": dismissed,
         "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s, "error": o.error, "note": o.note,
@@ -148,7 +148,9 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
     scale = cfg.time_scale
     try:
         project = prepare_workspace(job.scenario, work / "project")
-        plan = plan_turns([t.prompt for t in job.scenario.turns], [t.suggestion for t in job.scenario.turns],
+        # The candidate the simulator offers after each turn for this seed (the same draw as the server's).
+        drawn = [draw_suggestion(job.scenario, i, seed=job.seed).text for i in range(len(job.scenario.turns))]
+        plan = plan_turns([t.prompt for t in job.scenario.turns], drawn,
                           think=job.condition.think, accept_prob=job.condition.accept_prob, seed=job.seed,
                           scenario=job.scenario.name, rep=job.rep)
         spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)

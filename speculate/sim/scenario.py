@@ -5,6 +5,8 @@ Validation walks YAML nodes, not plain data, so every error names the file, the 
 
 from __future__ import annotations
 
+import hashlib
+import random
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -71,11 +73,35 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One suggestion the model may offer after a turn; ``steps`` run if it differs from the next prompt."""
+
+    text: str | None  # None: no suggestion this time
+    weight: float = 1.0
+    steps: tuple[Step, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Turn:
-    prompt: str
+    prompt: str  # the user's intent for this turn
     steps: tuple[Step, ...]
-    suggestion: str | None = None
+    suggestion: str | None = None  # old format, or the heaviest candidate (for readers that show one)
     suggestion_steps: tuple[Step, ...] | None = None
+    candidates: tuple[Candidate, ...] = ()  # ``suggestions:``; empty: the one ``suggestion``
+
+    @property
+    def options(self) -> tuple[Candidate, ...]:
+        return self.candidates or (Candidate(self.suggestion, 1.0, self.suggestion_steps),)
+
+
+def draw_suggestion(scenario: Scenario, turn: int, *, seed: int) -> Candidate:
+    """The candidate the model offers after ``turn`` for this seed (the simulator and the bench agree)."""
+    options = scenario.turns[turn].options
+    if len(options) == 1:
+        return options[0]
+    digest = hashlib.sha256(f"suggestion:{seed}:{scenario.name}:{turn}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    return rng.choices(options, weights=[c.weight for c in options])[0]
 
 
 @dataclass(frozen=True)
@@ -272,7 +298,8 @@ class _Parser:
                 (
                     turn_node,
                     self.mapping(
-                        turn_node, f"turns[{i}]", ("prompt", "steps", "suggestion", "suggestion_steps")
+                        turn_node, f"turns[{i}]",
+                        ("prompt", "steps", "suggestion", "suggestion_steps", "suggestions"),
                     ),
                 )
             )
@@ -284,10 +311,13 @@ class _Parser:
         for i, (turn_node, fields) in enumerate(raw):
             where = f"turns[{i}]"
             steps = self.steps(self.require(fields, turn_node, where, "steps"), f"{where}.steps")
+            next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
+            if "suggestions" in fields:
+                turns.append(_candidates(self, fields, where, str(prompts[i]), steps, next_prompt))
+                continue
             suggestion = None
             if "suggestion" in fields:
                 suggestion = self.string(fields["suggestion"][1], f"{where}.suggestion", nullable=True)
-            next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
             needs_steps = suggestion is not None and suggestion != next_prompt
             suggestion_steps = None
             if "suggestion_steps" in fields:
@@ -319,6 +349,36 @@ class _Parser:
             turns=tuple(turns),
             source=self.source,
         )
+
+
+def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, prompt: str, steps: tuple[Step, ...], next_prompt: str | None) -> Turn:
+    """``suggestions: [{text, weight, steps}]``: weighted candidates, drawn per session from the seed."""
+    for old in ("suggestion", "suggestion_steps"):
+        if old in fields:
+            raise self.fail(fields[old][0], f"{where}: use either suggestions or {old}, not both")
+    node = fields["suggestions"][1]
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise self.fail(node, f"{where}.suggestions must be a non-empty list of {{text, weight, steps}}")
+    out: list[Candidate] = []
+    for j, item in enumerate(node.value):
+        w = f"{where}.suggestions[{j}]"
+        f = self.mapping(item, w, ("text", "weight", "steps"))
+        text = self.string(self.require(f, item, w, "text"), f"{w}.text", nullable=True)
+        weight = self.value(f["weight"][1]) if "weight" in f else 1.0
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+            raise self.fail(f["weight"][1] if "weight" in f else item, f"{w}.weight must be a number > 0")
+        needs = text is not None and text != next_prompt
+        if "steps" in f and not needs:
+            raise self.fail(f["steps"][0], f"{w}.steps is unused: the text is null or equals the next prompt")
+        if needs and "steps" not in f:
+            raise self.fail(item, f"{w}.text differs from the next turn's prompt, so steps is required "
+                            "(what the agent does if the suggestion is run)")
+        out.append(Candidate(text, float(weight), self.steps(f["steps"][1], f"{w}.steps") if needs else None))
+    if len({c.text for c in out}) != len(out):
+        raise self.fail(node, f"{where}.suggestions: two candidates have the same text")
+    top = max(out, key=lambda c: c.weight)
+    return Turn(prompt=prompt, steps=steps, suggestion=top.text, suggestion_steps=top.steps,
+                candidates=tuple(out))
 
 
 def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
