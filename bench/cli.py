@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from bench.harness import ARMS, Condition, RunConfig, RunOutput, run_experiment
+from bench.harness import ARMS, Condition, RunConfig, RunOutput, bench_path, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
 from speculate.sim.profiles import DEFAULT_MODEL
@@ -128,7 +128,7 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
     return {
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
-        "cpus": os.cpu_count(), "mode": cfg.mode, "overlay_backend": cfg.overlay_backend,
+        "cpus": os.cpu_count(), "tool_path": bench_path(), "mode": cfg.mode, "overlay_backend": cfg.overlay_backend,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
@@ -201,5 +201,9 @@ def bench_main(argv: list[str]) -> int:
     if summary["leaks"]:
         print(f"speculate bench: {summary['leaks']} leak(s) into a real tree: see summary.json leak_details",
               file=sys.stderr)
+        return 1
+    if summary["turn_errors"]:
+        print(f"speculate bench: {len(summary['turn_errors'])} turn error(s) (model errors or unmet tool-result "
+              "expectations): see report.md, Integrity", file=sys.stderr)
         return 1
     return 1 if not res.sessions else 0

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -27,13 +29,14 @@ from typing import Any, Literal
 
 import trio
 
+from bench.expect import check_turn
 from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.profiles import DEFAULT_MODEL
-from speculate.sim.scenario import Scenario, draw_suggestion
+from speculate.sim.scenario import Scenario, Step, draw_suggestion
 
 Arm = Literal["plain", "suggest", "speculative"]
 ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
@@ -89,6 +92,15 @@ class Job:
         return f"{self.pair}/{self.arm}"
 
 
+DROPPED_ENV = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "NODE_PATH")
+
+
+def bench_path() -> str:
+    """The fixed PATH tools run with: the bench's own interpreter first (``python`` has pytest), then the
+    system's; independent of the caller's PATH, so ``python -m pytest`` cannot silently hit another Python."""
+    return ":".join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
 def rep_seed(seed: int, rep: int) -> int:
     """An independent seed per (run seed, rep): ``--seed 0`` and ``--seed 1`` share no rep (seed + rep did)."""
     digest = hashlib.sha256(f"bench-rep:{seed}:{rep}".encode()).digest()
@@ -119,8 +131,17 @@ def _usage_cost(model_name: str, usage: Usage) -> float:
     return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
+def scripted_steps(scn: Scenario, i: int, text: str) -> tuple[Step, ...]:
+    """The steps the simulator plays for prompt ``text`` at turn ``i`` (the intent's, or a taken candidate's)."""
+    if text == scn.turns[i].prompt or i == 0:
+        return scn.turns[i].steps
+    cand = next((c for c in scn.turns[i - 1].options if c.text == text), None)
+    return (cand.steps or ()) if cand is not None else ()
+
+
 def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
-                shown: str | None, at_submit: str | None, dismissed: bool, leak: list[str]) -> dict[str, Any]:
+                shown: str | None, at_submit: str | None, dismissed: bool, leak: list[str],
+                unmet: list[str] | None = None) -> dict[str, Any]:
     usage = o.result.usage if o.result is not None else Usage()
     responses = o.result.responses if o.result is not None else []
     return {
@@ -132,7 +153,10 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "input": "tab" if tab else "typed", "suggestion_scripted": p.scripted_suggestion, "suggestion_shown": shown,
         "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
         "dismissed": dismissed,
-        "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s, "error": o.error, "note": o.note,
+        "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s,
+        # An unmet tool-result expectation is a turn error: the scripted answer no longer fits the tools.
+        "error": o.error or ("; ".join(f"unmet expectation: {u}" for u in unmet) if unmet else ""),
+        "unmet_expectations": unmet or [], "note": o.note,
         "stop": o.result.stop if o.result is not None else "speculated",
         "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
         "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
@@ -181,10 +205,12 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                     await s.dismiss()  # the user waves the suggestion away, then types
                     dismissed = True
                 at_submit = s.suggestion if spec else None
+                n_msgs = len(s.messages)
                 o = await s.submit(p.text)
                 last = manifest(project)
+                unmet = check_turn(scripted_steps(job.scenario, p.index, p.text), s.messages[n_msgs:])
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
-                                         at_submit=at_submit, dismissed=dismissed, leak=leak))
+                                         at_submit=at_submit, dismissed=dismissed, leak=leak, unmet=unmet))
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
             stats = s.statistics()
@@ -281,6 +307,10 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     before = {p: manifest(p) for p in sources}
     tmp_root = Path(tempfile.mkdtemp(prefix="speculate-bench-"))
     t_start = time.perf_counter()
+    saved_env = {k: os.environ.get(k) for k in (*DROPPED_ENV, "PATH")}
+    for k in DROPPED_ENV:
+        os.environ.pop(k, None)
+    os.environ["PATH"] = bench_path()  # tools see the same PATH whoever runs the bench (both arms, sandbox too)
     scope = cancel or trio.CancelScope()
     try:
         with scope:
@@ -323,6 +353,11 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                         n.start_soon(worker)
         res.interrupted = scope.cancelled_caught or scope.cancel_called
     finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         shutil.rmtree(tmp_root, ignore_errors=True)
         res.wall_s = time.perf_counter() - t_start
     for p, m in before.items():

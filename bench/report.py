@@ -174,7 +174,9 @@ def render_markdown(s: dict[str, Any]) -> str:
               f"- Pairs whose final trees differ between arms: {len(s['tree_divergence'])}"
               + (f" ({', '.join(s['tree_divergence'])})" if s["tree_divergence"] else "") + ".",
               "- Turn errors: " + ", ".join(f"{a} {v['errors']}" for a, v in s["arms"].items()) + "; "
-              f"failed sessions: {len(run['failures'])}.", "",
+              f"failed sessions: {len(run['failures'])}.",
+              *(f"  - `{e['session']}` turn {e['turn'] + 1}: {e['error']}" for e in s.get("turn_errors", [])[:50]),
+              "",
               "## Plots", "", "![latency CDF](latency_cdf.png)", "",
               "![time saved vs think time](time_saved_vs_think.png)", "", "![cost vs latency](cost_vs_latency.png)", ""]
     return "\n".join(lines)

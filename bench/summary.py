@@ -248,6 +248,9 @@ def build_summary(*, turns: list[dict[str, Any]], sessions: list[dict[str, Any]]
         "leak_details": [{"session": s["session"], **lk} for s in sessions for lk in s["leaks"]]
         + [{"canary": c} for c in (canary_leaks or [])],
         "tree_divergence": divergent,
+        # Every condition's turns: a model error or an unmet tool-result expectation (the run exits non-zero).
+        "turn_errors": [{"session": t["session"], "turn": t["turn"], "error": t["error"]}
+                        for t in turns if t.get("error")],
         "per_scenario": {},
         "conditions_detail": [],
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -64,12 +65,22 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Expect:
+    """What every tool result of a step must show (checked by the bench and ``sim check``, not the model)."""
+
+    exit_code: int | None = None  # Bash: 0 unless the result says "Exit code N"
+    contains: str | None = None
+    matches: str | None = None  # a regular expression, searched
+
+
+@dataclass(frozen=True)
 class Step:
     """One assistant response: optional thinking, optional text, then tool calls (none ends the turn)."""
 
     text: str | None = None
     tools: tuple[ToolCall, ...] = ()
     thinking: str | None = None  # sent as a thinking block when the request runs with thinking
+    expect: Expect | None = None  # about the results of ``tools``
 
 
 @dataclass(frozen=True)
@@ -233,13 +244,30 @@ class _Parser:
             raise self.fail(fields["output_mode"], f"{where} {label}.{shown} must be one of {GREP_MODES}")
         return ToolCall(name=name, input=inp)
 
+    def expect(self, kv: tuple[yaml.Node, yaml.Node], what: str) -> Expect:
+        node = kv[1]
+        f = self.mapping(node, f"{what}.expect", ("exit_code", "contains", "matches"))
+        code = self.value(f["exit_code"][1]) if "exit_code" in f else None
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise self.fail(f["exit_code"][1], f"{what}.expect.exit_code must be an integer")
+        contains = self.string(f["contains"][1], f"{what}.expect.contains") if "contains" in f else None
+        matches = self.string(f["matches"][1], f"{what}.expect.matches") if "matches" in f else None
+        if matches is not None:
+            try:
+                re.compile(matches)
+            except re.error as e:
+                raise self.fail(f["matches"][1], f"{what}.expect.matches is not a valid regex: {e}") from None
+        if not f:
+            raise self.fail(node, f"{what}.expect is empty (exit_code, contains or matches)")
+        return Expect(exit_code=code, contains=contains, matches=matches)
+
     def steps(self, node: yaml.Node, where: str) -> tuple[Step, ...]:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             raise self.fail(node, f"{where} must be a non-empty list of steps")
         out: list[Step] = []
         for i, step_node in enumerate(node.value):
             what = f"{where}[{i}]"
-            fields = self.mapping(step_node, what, ("thinking", "text", "tools"))
+            fields = self.mapping(step_node, what, ("thinking", "text", "tools", "expect"))
             text = self.string(fields["text"][1], f"{what}.text") if "text" in fields else None
             thinking = None
             if "thinking" in fields:
@@ -261,7 +289,10 @@ class _Parser:
                 raise self.fail(
                     step_node, f"{what} has no tools, so the turn would end before the steps after it"
                 )
-            out.append(Step(text=text, tools=tools, thinking=thinking))
+            expect = self.expect(fields["expect"], what) if "expect" in fields else None
+            if expect is not None and not tools:
+                raise self.fail(fields["expect"][0], f"{what}.expect needs tools whose results it checks")
+            out.append(Step(text=text, tools=tools, thinking=thinking, expect=expect))
         return tuple(out)
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
