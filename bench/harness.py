@@ -37,6 +37,7 @@ from speculate.models.base import Model, Usage
 from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, Step, draw_suggestion
+from speculate.sim.script import FALLBACK_PREFIX
 
 Arm = Literal["plain", "suggest", "speculative"]
 ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
@@ -71,6 +72,7 @@ class RunConfig:
     overlay_backend: str = "auto"
     record: Path | None = None  # anthropic backend: append every request/response to this trace
     out: Path = Path("results")
+    arms: tuple[Arm, ...] = ARMS  # ``sim check`` replays the plain arm only
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,9 @@ def plan_jobs(cfg: RunConfig) -> list[Job]:
     for ci, cond in enumerate(cfg.conditions):
         for rep in range(cfg.reps):
             for scn in cfg.scenarios:
-                k = n % len(ARMS)  # rotate which arm starts, so no arm always runs first
+                k = n % len(cfg.arms)  # rotate which arm starts, so no arm always runs first
                 n += 1
-                for arm in ARMS[k:] + ARMS[:k]:
+                for arm in cfg.arms[k:] + cfg.arms[:k]:
                     jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, rep_seed(cfg.seed, rep)))
     return jobs
 
@@ -157,6 +159,7 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         # An unmet tool-result expectation is a turn error: the scripted answer no longer fits the tools.
         "error": o.error or ("; ".join(f"unmet expectation: {u}" for u in unmet) if unmet else ""),
         "unmet_expectations": unmet or [], "note": o.note,
+        "fallback": o.text.startswith(FALLBACK_PREFIX),  # the simulator had no scripted answer
         "stop": o.result.stop if o.result is not None else "speculated",
         "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
         "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
@@ -235,8 +238,9 @@ class Progress:
     """Per-arm counts and ETA on stderr (one line per finished session, at most every ``every`` s)."""
 
     def __init__(self, jobs: list[Job], concurrency: int, write: Callable[[str], None] | None) -> None:
-        self.total = {a: sum(j.arm == a for j in jobs) for a in ARMS}
-        self.done: dict[str, list[float]] = {a: [] for a in ARMS}
+        self.arms = [a for a in ARMS if any(j.arm == a for j in jobs)]
+        self.total = {a: sum(j.arm == a for j in jobs) for a in self.arms}
+        self.done: dict[str, list[float]] = {a: [] for a in self.arms}
         self.concurrency = concurrency
         self.write = write
         self.t0 = time.perf_counter()
@@ -249,11 +253,11 @@ class Progress:
     def line(self) -> str:
         parts = []
         remaining_work = 0.0
-        for a in ARMS:
+        for a in self.arms:
             d = self.done[a]
             left = self.total[a] - len(d)
             avg = sum(d) / len(d) if d else None
-            eta = "?" if avg is None else _mmss(left * avg / max(1, self.concurrency / len(ARMS)))
+            eta = "?" if avg is None else _mmss(left * avg / max(1, self.concurrency / len(self.arms)))
             remaining_work += left * (avg or 0.0)
             parts.append(f"{a} {len(d)}/{self.total[a]} (ETA {eta})")
         total_eta = _mmss(remaining_work / max(1, self.concurrency))

@@ -420,13 +420,29 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | N
             root = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
+            lines = text.splitlines()
             line = mark.line + 1 if mark is not None else 1
-            raise ScenarioError(source, line, f"YAML syntax error: {exc.problem or exc.context}") from None
+            reason = f"YAML syntax error: {exc.problem or exc.context}"
+            block = _open_block_scalar(lines[:line])
+            if block is not None:  # the usual cause: a line of a | or > text less indented than its first
+                reason += (f" (probably the text block opened on line {block}: every line of a | or > block "
+                           "must be indented at least as far as its first line)")
+            raise ScenarioError(source, line, reason) from None
         if root is None:
             raise ScenarioError(source, 1, "file is empty")
         return _Parser(source, loader).scenario(root, Path(base_dir) if base_dir is not None else None)
     finally:
         loader.dispose()
+
+
+def _open_block_scalar(lines: list[str]) -> int | None:
+    """The line (1-based) of the last ``key: |`` / ``key: >`` before the error, if one is still open."""
+    for i in range(len(lines) - 1, -1, -1):
+        if re.search(r":\s*[|>][-+0-9]*\s*(#.*)?$", lines[i]):
+            return i + 1
+        if lines[i].strip() and not lines[i].startswith(" "):
+            return None
+    return None
 
 
 def load_scenario(path: StrPath) -> Scenario:
