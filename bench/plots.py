@@ -41,7 +41,8 @@ def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
             "User-perceived turn latency (CDF)", legend={"loc": "lower right"})
 
 
-def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path) -> None:
+def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path, *,
+                        time_scale: float = 1.0, condition: str = "") -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     acc_x, acc_y, oth_x, oth_y = [], [], [], []
     # Against suggest when it ran: Tab is on both sides, so the points show what the fork bought.
@@ -49,7 +50,9 @@ def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float
     for p, s in paired_turns(turns, base):
         if s["turn"] == 0:
             continue
-        x, y = s["think_s"] + s["input_s"], p["latency_s"] - s["latency_s"]
+        # x: think time, as the sweep curve's x (both wall seconds at the run's time scale); y: includes input
+        x = s["think_s"]
+        y = p["latency_s"] + p.get("input_s", 0.0) - s["latency_s"] - s.get("input_s", 0.0)
         (acc_x if s["accepted"] else oth_x).append(x)
         (acc_y if s["accepted"] else oth_y).append(y)
     ax.scatter(oth_x, oth_y, s=14, color="#999999", alpha=0.6, label="not accepted")
@@ -57,13 +60,14 @@ def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float
     xs = acc_x + oth_x + [c["think_s"] for c in curve]
     if xs:
         top = max(xs)
-        ax.plot([0, top], [0, top], ls="--", color="#333333", lw=0.8, label="saving = time available")
+        ax.plot([0, top], [0, top], ls="--", color="#333333", lw=0.8, label="saving = think time")
     if curve:
         ax.plot([c["think_s"] for c in curve], [c["mean_saving_per_turn_s"] for c in curve], marker="o",
                 color="#55a868", label="sweep: mean saving per turn")
     ax.axhline(0, color="black", lw=0.6)
-    _finish(fig, ax, path, "user time before submit: think + input (s)",
-            f"paired saving, {base} − speculative (s)", "Time saved vs think time")
+    _finish(fig, ax, path, f"think time (wall s at time scale {time_scale:g})",
+            f"paired saving, {base} − speculative (s)",
+            f"Time saved vs think time ({condition})" if condition else "Time saved vs think time")
 
 
 def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], path: Path) -> None:
@@ -92,6 +96,8 @@ def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str,
     s1 = [s for s in sessions if s["session"] in ids]
     paths = [out / name for name in PLOTS]
     latency_cdf(t1, paths[0])
-    time_saved_vs_think(t1, summary.get("break_even_think_s", {}).get("curve", []), paths[1])
+    time_saved_vs_think(t1, summary.get("break_even_think_s", {}).get("curve", []), paths[1],
+                        time_scale=float(summary.get("time_scale", 1.0)),
+                        condition=str(summary.get("primary_condition") or ""))
     cost_vs_latency(t1, s1, paths[2])
     return paths

@@ -34,7 +34,7 @@ def usd(x: float | None) -> str:
 
 
 def ci(c: list[float] | None) -> str:
-    return "—" if not c else f"[{c[0]:.2f}, {c[1]:.2f}]"
+    return "—" if not c else "[" + ", ".join("∞" if x is None else f"{x:.2f}" for x in c) + "]"
 
 
 def _later(b: dict[str, Any], base: str) -> str:
@@ -152,9 +152,11 @@ def render_markdown(s: dict[str, Any]) -> str:
     rows = [[k.replace("_", " "), f(v["n"]), f(v["p50"], digits=4), f(v["p90"], digits=4)]
             for k, v in s["overheads_s"].items()]
     lines += _table(["overhead", "n", "p50", "p90"], rows)
+    be = s["break_even_think_s"]
+    sweep = "—" if be["sweep"] is None else ("≤ " if be.get("at_most") else "") + f(be["sweep"])
     lines += [f"Break-even think time: model estimate {f(s['break_even_think_model_s'])} s "
-              f"(suggestion + fork start + promotion); from the think sweep {f(s['break_even_think_s']['sweep'])} s.",
-              ""]
+              f"(suggestion + fork start + promotion); from the think sweep {sweep} s "
+              f"{ci(be.get('ci95'))} (interpolated; 95% CI by resampling sessions per swept think time).", ""]
 
     if len(s["conditions_detail"]) > 1:
         lines += ["## Sweep", ""]

@@ -8,6 +8,7 @@ what the fork buys; ``plain`` (typing, no suggestions) is what a user without th
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -261,7 +262,7 @@ def build_summary(*, turns: list[dict[str, Any]], sessions: list[dict[str, Any]]
         block = analyze(turns, by_cond[ci], events, seed=seed)
         label = conds[ci] if ci < len(conds) else str(ci)
         summary["conditions_detail"].append({"cond": ci, "label": label, **_cond_params(meta, ci), **block})
-    summary["break_even_think_s"] = _sweep_break_even(summary["conditions_detail"], meta)
+    summary["break_even_think_s"] = _sweep_break_even(summary["conditions_detail"], meta, turns, by_cond, seed)
     return summary
 
 
@@ -270,11 +271,31 @@ def _cond_params(meta: dict[str, Any], ci: int) -> dict[str, Any]:
     return params[ci] if ci < len(params) else {}
 
 
-def _sweep_break_even(blocks: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """Mean per-turn saving against fixed think time; break-even where it first reaches zero (wall s)."""
+def _sweep_break_even(blocks: list[dict[str, Any]], meta: dict[str, Any], turns: list[dict[str, Any]],
+                      by_cond: dict[int, list[dict[str, Any]]], seed: int) -> dict[str, Any]:
+    """Mean per-turn saving (against suggest when it ran, else plain) against fixed think time (wall s);
+    break-even where the interpolated curve first reaches zero, with a bootstrap CI over sessions."""
     scale = float(meta.get("time_scale", 1.0))
-    pts = sorted((b["think_fixed_s"] * scale, b["latency_diff_per_turn_s"]["mean"]) for b in blocks
-                 if b.get("think_fixed_s") is not None and b["latency_diff_per_turn_s"]["mean"] is not None
-                 and b.get("accept_prob") is None)
-    return {"curve": [{"think_s": x, "mean_saving_per_turn_s": y} for x, y in pts],
-            "sweep": stats.break_even([x for x, _ in pts], [y for _, y in pts]) if len(pts) >= 2 else None}
+    rows = []
+    for b in blocks:
+        if b.get("think_fixed_s") is None or b.get("accept_prob") is not None:
+            continue
+        v = b["vs"].get("suggest") or b["vs"].get("plain")
+        if v is None or v["saved_per_later_turn_s"]["mean"] is None:
+            continue
+        ids = {x["session"] for x in by_cond.get(b["cond"], [])}
+        clusters: dict[str, list[float]] = defaultdict(list)
+        for p, q in paired_turns([t for t in turns if t["session"] in ids], v["base"]):
+            if q["turn"] > 0:
+                clusters[q["pair"]].append(p["latency_s"] + p.get("input_s", 0.0) - q["latency_s"]
+                                           - q.get("input_s", 0.0))
+        rows.append((b["think_fixed_s"] * scale, v["saved_per_later_turn_s"]["mean"], v["base"],
+                     list(clusters.values())))
+    rows.sort(key=lambda r: r[0])
+    xs, ys = [r[0] for r in rows], [r[1] for r in rows]
+    point = stats.break_even(xs, ys) if len(rows) >= 2 else None
+    ci = stats.break_even_ci(xs, [r[3] for r in rows], seed=seed) if len(rows) >= 2 else None
+    return {"curve": [{"think_s": x, "mean_saving_per_turn_s": y, "base": base} for x, y, base, _ in rows],
+            "sweep": point, "ci95": [c if math.isfinite(c) else None for c in ci] if ci else None,  # None: never
+            # At or above zero already at the smallest swept think time: the break-even is at most that.
+            "at_most": bool(rows) and ys[0] >= 0}
