@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--concurrency", type=int, default=None,
                     help=f"sessions at a time (default {DEFAULT_CONCURRENCY}; 1 for undisturbed timings)")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two results directories")
+    ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
     return ap
 
 
@@ -128,7 +129,8 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
     return {
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
-        "cpus": os.cpu_count(), "tool_path": bench_path(), "mode": cfg.mode, "overlay_backend": cfg.overlay_backend,
+        "cpus": os.cpu_count(), "tool_path": bench_path(), "arms": list(cfg.arms), "mode": cfg.mode,
+        "overlay_backend": cfg.overlay_backend,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
@@ -174,7 +176,7 @@ def bench_main(argv: list[str]) -> int:
     if a.compare:
         from bench.compare import compare_main
 
-        return compare_main(a.compare[0], a.compare[1])
+        return compare_main(a.compare[0], a.compare[1], force=a.force)
     try:
         cfg = build_config(a)
     except ValueError as e:

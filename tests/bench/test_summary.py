@@ -156,3 +156,20 @@ def test_speculative_is_compared_with_suggest_and_with_plain() -> None:
     assert s["efficiency"]["pooled"] <= 1.0
     md = render_markdown(s)
     assert "speculative vs suggest" in md and "speculative vs plain" in md
+
+
+def test_compare_refuses_runs_with_different_settings_unless_forced(tmp_path, capsys) -> None:
+    from bench.compare import compare_main
+
+    turns, sessions, events = records()
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    import json
+
+    a.write_text(json.dumps(s))
+    b.write_text(json.dumps({**s, "time_scale": 0.2}))
+    assert compare_main(a, b) == 2
+    assert "time_scale: 1.0 vs 0.2" in capsys.readouterr().err
+    assert compare_main(a, b, force=True) == 0
+    out = capsys.readouterr().out
+    assert "Settings differ" in out and "| time saved median (s) | 2 [1, 3] | 2 [1, 3] |" in out
