@@ -46,7 +46,7 @@ def check_main(argv: list[str]) -> int:
     for s, path in zip(scenarios, a.scenarios, strict=True):
         out = Path(tempfile.mkdtemp(prefix="speculate-check-"))
         cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
-                        time_scale=a.time_scale, scenario_paths=[path], concurrency=1)
+                        time_scale=a.time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
         try:
             res = trio.run(run_experiment, cfg, out)
         finally:

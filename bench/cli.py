@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, bench_path, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
@@ -65,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--concurrency", type=int, default=None,
                     help=f"sessions at a time (default {DEFAULT_CONCURRENCY}; 1 for undisturbed timings)")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two results directories")
+    ap.add_argument("--user-edit-prob", type=float, default=USER_EDIT_PROB, metavar="P",
+                    help=f"chance the simulated user edits a file the next turn writes while thinking (default "
+                    f"{USER_EDIT_PROB:g}, an assumption; 0 turns harm off)")
     ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
     return ap
 
@@ -119,10 +123,13 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--time-scale {scale}: must be > 0")
     if conc < 1:
         raise ValueError(f"--concurrency {conc}: must be >= 1")
+    if not 0 <= a.user_edit_prob <= 1:
+        raise ValueError(f"--user-edit-prob {a.user_edit_prob:g}: must be between 0 and 1")
     conds = [Condition(think=t, accept_prob=p, model_name=m) for t in thinks for p in probs for m in models]
     return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
                      backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,
-                     mode=a.mode, overlay_backend=a.overlay_backend, record=a.record)
+                     mode=a.mode, overlay_backend=a.overlay_backend, record=a.record,
+                     user_edit_prob=a.user_edit_prob)
 
 
 def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
@@ -130,7 +137,7 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
         "cpus": os.cpu_count(), "tool_path": bench_path(), "arms": list(cfg.arms), "mode": cfg.mode,
-        "overlay_backend": cfg.overlay_backend,
+        "overlay_backend": cfg.overlay_backend, "user_edit_prob": cfg.user_edit_prob,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,

@@ -57,7 +57,7 @@ def _get(d: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 # Settings that must match for two runs' numbers to be comparable.
-SETTINGS = ("backend", "time_scale", "scenarios", "conditions", "reps", "mode", "arms")
+SETTINGS = ("backend", "time_scale", "scenarios", "conditions", "reps", "mode", "arms", "user_edit_prob")
 
 
 def differing_settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

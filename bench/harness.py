@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import trio
 
+from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
 from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
@@ -73,6 +74,7 @@ class RunConfig:
     record: Path | None = None  # anthropic backend: append every request/response to this trace
     out: Path = Path("results")
     arms: tuple[Arm, ...] = ARMS  # ``sim check`` replays the plain arm only
+    user_edit_prob: float = USER_EDIT_PROB  # harm: the user edits a file mid-think (bench/edits.py)
 
 
 @dataclass(frozen=True)
@@ -193,14 +195,20 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
             t0 = time.perf_counter()
             for p in plan:
                 think_s = p.think_s * scale
-                await trio.sleep(think_s)
+                await trio.sleep(think_s / 2)
+                edited = None
+                if p.index > 0:  # halfway through thinking, while a fork may be running
+                    edited = maybe_edit(project, scripted_steps(job.scenario, p.index, p.text),
+                                        prob=cfg.user_edit_prob, seed=job.seed, scenario=job.scenario.name,
+                                        rep=job.rep, turn=p.index)
+                await trio.sleep(think_s / 2)
                 shown = s.suggestion if spec else None
                 tab = spec and shown is not None and shown == p.text and p.intent != "forced_reject"
                 input_s = (TAB_ACCEPT_S if tab else typing_s(p.text)) * scale
                 await trio.sleep(input_s)
-                # Canary: only the speculation ran since the last turn ended; the real tree must not move.
+                # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
                 now = manifest(project)
-                leak = changed(last, now)
+                leak = [x for x in changed(last, now) if x != edited]
                 if leak:
                     leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
                 dismissed = False
@@ -214,6 +222,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                 unmet = check_turn(scripted_steps(job.scenario, p.index, p.text), s.messages[n_msgs:])
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
                                          at_submit=at_submit, dismissed=dismissed, leak=leak, unmet=unmet))
+                turns[-1]["user_edit"] = edited
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
             stats = s.statistics()

@@ -173,6 +173,11 @@ def render_markdown(s: dict[str, Any]) -> str:
     lines += ["## Integrity", "",
               f"- Leaks into a real tree outside acceptance: **{s['leaks']}** (canary hashes of every session's "
               "project before each submit and after close, and of the bundled workspaces before/after the run).",
+              f"- Harm: the simulated user edited a file mid-think before {s['user_edits']['turns']} speculative-arm "
+              f"turn(s) (probability {s.get('user_edit_prob', '—')}, an assumption); speculations discarded on "
+              f"conflict: {s['user_edits']['conflicts']}; turns slower than their paired suggest/plain turn: "
+              + ", ".join(f"vs {b} {v['slower_turns']['n']} (max {f(v['slower_turns']['max_s'])} s)"
+                          for b, v in s.get("vs", {}).items()) + ".",
               f"- Pairs whose final trees differ between arms: {len(s['tree_divergence'])}"
               + (f" ({', '.join(s['tree_divergence'])})" if s["tree_divergence"] else "") + ".",
               "- Turn errors: " + ", ".join(f"{a} {v['errors']}" for a, v in s["arms"].items()) + "; "

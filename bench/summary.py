@@ -181,6 +181,11 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
         sum(e["time_to_accept_s"] is not None and e["duration_s"] <= e["time_to_accept_s"] for e in acc_spec)
         / len(acc_spec)) if acc_spec else None
 
+    # Harm: the user's mid-think edits, and the speculations they cost (conflict on accept).
+    spec_turns = [t for t in turns if t["arm"] == "speculative"]
+    out["user_edits"] = {"turns": sum(bool(t.get("user_edit")) for t in spec_turns),
+                         "conflicts": sum(e["outcome"] == "conflict" for e in spec_ev)}
+
     # Outcomes and boundaries.
     out["speculation_outcomes"] = _count(e["outcome"] for e in spec_ev)
     out["suggestion_outcomes"] = _count(e["outcome"] for e in sugg_ev)
