@@ -19,7 +19,7 @@ from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
-DEFAULT_REPS = 5  # 7 bundled scenarios x 5 reps = 35 session clusters per arm (>= 30 for the bootstrap)
+DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
 DEFAULT_CONCURRENCY = 6
 QUICK_SCENARIOS = ("explain-codebase", "fix-pagination", "inventory-ignored-suggestions", "rename-format-price",
                    "node-fix-overdue")

@@ -31,6 +31,7 @@ import trio
 
 from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
+from bench.records import SessionRecord, TurnRecord
 from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
@@ -223,6 +224,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
                                          at_submit=at_submit, dismissed=dismissed, leak=leak, unmet=unmet))
                 turns[-1]["user_edit"] = edited
+                TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
             stats = s.statistics()
@@ -238,6 +240,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
             "cost_usd": sum(t["cost_usd"] for t in turns) + sum(e.get("cost_usd", 0.0) for e in events),
             "statistics": stats,
         }
+        SessionRecord.model_validate(sess)
         return turns, sess, events
     finally:
         shutil.rmtree(work, ignore_errors=True)

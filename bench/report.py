@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.plots import write_plots
+from bench.records import SessionRecord, TurnRecord, load_records
 from bench.summary import build_summary
 
 
@@ -191,8 +192,8 @@ def render_markdown(s: dict[str, Any]) -> str:
 
 def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | None = None) -> dict[str, Any]:
     """Read the run's JSONL files in ``out`` and write summary.json, report.md and the plots."""
-    turns = load_jsonl(out / "turns.jsonl")
-    sessions = load_jsonl(out / "sessions.jsonl")
+    turns = load_records(out / "turns.jsonl", TurnRecord)
+    sessions = load_records(out / "sessions.jsonl", SessionRecord)
     events = load_jsonl(out / "events.jsonl")
     summary = build_summary(turns=turns, sessions=sessions, events=events, meta=meta, canary_leaks=canary_leaks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
