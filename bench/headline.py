@@ -37,7 +37,8 @@ def readme_block(s: dict[str, Any], command: str) -> str:
         f"suggestion the scenario offers equals the prompt it scripts next, so the acceptance rate here "
         f"({pct(s.get('acceptance_rate'))}, coverage {pct(s.get('suggestion_coverage'))}) is a property of "
         "the bundled scenarios. Read the savings per accepted turn and per later turn as conditional on it; "
-        "`--accept-prob` sweeps it.",
+        "`--accept-prob` sweeps it. In the paired comparisons a turn's time includes entering the prompt "
+        "(typing or Tab); the speculation table below is submit-to-answer latency only.",
         "",
         *headline_table(s),
     ]

@@ -70,8 +70,9 @@ def headline_table(s: dict[str, Any]) -> list[str]:
     lines += _table(["speculation", "value"], [
         ["accepted / acceptance rate / coverage",
          f"{s['accepted']} / {pct(s['acceptance_rate'])} / {pct(s['suggestion_coverage'])}"],
-        ["time saved per accepted turn, median [95% CI] (s)", f"{f(ts['median'])} {ci(ts['ci95'])}"],
-        ["mean saving per later turn, plain − spec [95% CI] (s)",
+        ["submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s)",
+         f"{f(ts['median'])} {ci(ts['ci95'])}"],
+        ["mean submit-to-answer saving per later turn vs plain [95% CI] (s)",
          f"{f(s['latency_diff_per_turn_s']['mean'])} {ci(s['latency_diff_per_turn_s']['ci95'])}"],
         ["efficiency (pooled / median)", f"{pct(s['efficiency']['pooled'])} / {pct(s['efficiency']['median'])}"],
         ["fork input read from cache", pct(s["fork_cache_read_share"])],

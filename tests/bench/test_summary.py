@@ -107,7 +107,7 @@ def test_report_and_compare_render_the_figures() -> None:
     s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
     md = render_markdown(s)
     assert "| turn latency p50 (s) | 2.00 | 2.00 | +0% |" in md
-    assert "| time saved per accepted turn, median [95% CI] (s) | 2.00 [1.00, 3.00] |" in md
+    assert "| submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s) | 2.00 [1.00, 3.00] |" in md
     assert "boundary: edit | 1" in md
     b = {**s, "accepted": 5, "acceptance_rate": 0.9}
     cmp = compare_markdown(s, b, "A", "B")
