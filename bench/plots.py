@@ -87,6 +87,37 @@ def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
             "Cost vs latency (one point per session)")
 
 
+def saving_vs_acceptance(summary: dict[str, Any], path: Path) -> bool:
+    """Mean saving per later turn (vs suggest and vs plain, 95% CI) against the measured acceptance rate of
+    each condition; the natural condition (the scenarios' own rate) is marked. False if nothing to plot."""
+    pts = [(b["acceptance_rate"], b) for b in summary.get("conditions_detail", []) if b.get("acceptance_rate") is not None]
+    if len(pts) < 2:
+        return False
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for base, color in (("suggest", COLORS["suggest"]), ("plain", COLORS["plain"])):
+        xs, ys, lo, hi = [], [], [], []
+        for x, b in sorted(pts, key=lambda p: p[0]):
+            v = b.get("vs", {}).get(base)
+            if v is None or v["saved_per_later_turn_s"]["mean"] is None:
+                continue
+            m, c = v["saved_per_later_turn_s"]["mean"], v["saved_per_later_turn_s"]["ci95"] or [None, None]
+            xs.append(100 * x)
+            ys.append(m)
+            lo.append(m - c[0] if c[0] is not None else 0.0)
+            hi.append(c[1] - m if c[1] is not None else 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=color, label=f"vs {base}")
+    natural = [100 * x for x, b in pts if b.get("accept_prob") is None]
+    for x in natural:
+        ax.axvline(x, ls=":", color="#333333", lw=0.9)
+    if natural:
+        ax.plot([], [], ls=":", color="#333333", label="bundled scenarios' own rate")
+    ax.axhline(0, color="black", lw=0.6)
+    _finish(fig, ax, path, "acceptance rate of shown suggestions (%)", "mean saving per later turn (s)",
+            f"Saving vs acceptance (time scale {float(summary.get('time_scale', 1.0)):g})")
+    return True
+
+
 def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
                 summary: dict[str, Any]) -> list[Path]:
     """The three figures for the primary condition (plus the sweep curve); returns the paths written."""
@@ -100,4 +131,6 @@ def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str,
                         time_scale=float(summary.get("time_scale", 1.0)),
                         condition=str(summary.get("primary_condition") or ""))
     cost_vs_latency(t1, s1, paths[2])
+    if saving_vs_acceptance(summary, out / "saving_vs_acceptance.png"):
+        paths.append(out / "saving_vs_acceptance.png")
     return paths

@@ -164,13 +164,13 @@ def render_markdown(s: dict[str, Any]) -> str:
         lines += ["## Sweep", ""]
         rows = []
         for b in s["conditions_detail"]:
-            rows.append([f"`{b['label']}`", f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
-                         f(b["arms"]["speculative"]["turn_latency_s"]["p50"]),
-                         f"{f(b['latency_diff_per_turn_s']['mean'])} {ci(b['latency_diff_per_turn_s']['ci95'])}",
-                         pct(b["acceptance_rate"]), f(b["time_saved_s"]["median"]), pct(b["efficiency"]["pooled"]),
+            rows.append([f"`{b['label']}`", pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]),
+                         _later(b, "suggest"), _later(b, "plain"), f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
+                         f(b["arms"]["speculative"]["turn_latency_s"]["p50"]), pct(b["efficiency"]["pooled"]),
                          usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
-        lines += _table(["condition", "plain p50", "spec p50", "mean saving/turn [CI]", "acceptance",
-                         "saved p50", "efficiency", "plain $/turn", "spec $/turn"], rows)
+        lines += _table(["condition", "acceptance", "coverage", "saving per later turn vs suggest [CI]",
+                         "vs plain [CI]", "plain p50", "spec p50", "efficiency", "plain $/turn", "spec $/turn"], rows)
+        lines += ["![saving vs acceptance](saving_vs_acceptance.png)", ""]
 
     lines += ["## Integrity", "",
               f"- Leaks into a real tree outside acceptance: **{s['leaks']}** (canary hashes of every session's "

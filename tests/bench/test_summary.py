@@ -173,3 +173,17 @@ def test_compare_refuses_runs_with_different_settings_unless_forced(tmp_path, ca
     assert compare_main(a, b, force=True) == 0
     out = capsys.readouterr().out
     assert "Settings differ" in out and "| time saved median (s) | 2 [1, 3] | 2 [1, 3] |" in out
+
+
+def test_saving_vs_acceptance_plots_each_condition_and_marks_the_natural_rate(tmp_path) -> None:
+    from bench.plots import saving_vs_acceptance
+
+    def block(rate: float, prob: float | None, mean: float) -> dict[str, Any]:
+        later = {"mean": mean, "ci95": [mean - 0.1, mean + 0.1]}
+        return {"acceptance_rate": rate, "accept_prob": prob,
+                "vs": {"suggest": {"saved_per_later_turn_s": later}, "plain": {"saved_per_later_turn_s": later}}}
+
+    s = {"time_scale": 0.2, "conditions_detail": [block(0.8, None, 0.6), block(0.0, 0.0, -0.1), block(1.0, 1.0, 0.9)]}
+    assert saving_vs_acceptance(s, tmp_path / "a.png")
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert not saving_vs_acceptance({"conditions_detail": [block(0.8, None, 0.6)]}, tmp_path / "b.png")
