@@ -11,16 +11,18 @@ from pathlib import Path
 
 import trio
 
-from bench.harness import Condition, RunConfig, RunOutput, run_experiment
+from bench.edits import USER_EDIT_PROB
+from bench.harness import ARMS, Condition, RunConfig, RunOutput, bench_path, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
 from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
-DEFAULT_REPS = 3
+DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
 DEFAULT_CONCURRENCY = 6
-QUICK_SCENARIOS = ("explain-codebase", "fix-pagination", "inventory-ignored-suggestions", "rename-format-price")
+QUICK_SCENARIOS = ("explain-codebase", "fix-pagination", "inventory-ignored-suggestions", "rename-format-price",
+                   "node-fix-overdue")
 QUICK_TIME_SCALE = 0.2
 
 
@@ -42,7 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",
                     help="bundled scenario name or path to a scenario YAML (repeatable; default: all bundled)")
     ap.add_argument("--reps", type=int, default=None, help=f"repetitions per scenario (default {DEFAULT_REPS})")
-    ap.add_argument("--seed", type=int, default=0, help="base seed; rep r uses seed+r (default 0)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="base seed; rep r uses a seed hashed from (seed, r): runs with different seeds share "
+                    "no rep (default 0)")
     ap.add_argument("--think-time", default="lognormal", metavar="lognormal|fixed:SECONDS|file:PATH",
                     help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s)")
     ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
@@ -63,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--concurrency", type=int, default=None,
                     help=f"sessions at a time (default {DEFAULT_CONCURRENCY}; 1 for undisturbed timings)")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two results directories")
+    ap.add_argument("--user-edit-prob", type=float, default=USER_EDIT_PROB, metavar="P",
+                    help=f"chance the simulated user edits a file the next turn writes while thinking (default "
+                    f"{USER_EDIT_PROB:g}, an assumption; 0 turns harm off)")
+    ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
     return ap
 
 
@@ -116,17 +124,21 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--time-scale {scale}: must be > 0")
     if conc < 1:
         raise ValueError(f"--concurrency {conc}: must be >= 1")
+    if not 0 <= a.user_edit_prob <= 1:
+        raise ValueError(f"--user-edit-prob {a.user_edit_prob:g}: must be between 0 and 1")
     conds = [Condition(think=t, accept_prob=p, model_name=m) for t in thinks for p in probs for m in models]
     return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
                      backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,
-                     mode=a.mode, overlay_backend=a.overlay_backend, record=a.record)
+                     mode=a.mode, overlay_backend=a.overlay_backend, record=a.record,
+                     user_edit_prob=a.user_edit_prob)
 
 
 def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
     return {
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
-        "cpus": os.cpu_count(), "mode": cfg.mode, "overlay_backend": cfg.overlay_backend,
+        "cpus": os.cpu_count(), "tool_path": bench_path(), "arms": list(cfg.arms), "mode": cfg.mode,
+        "overlay_backend": cfg.overlay_backend, "user_edit_prob": cfg.user_edit_prob,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
@@ -172,7 +184,7 @@ def bench_main(argv: list[str]) -> int:
     if a.compare:
         from bench.compare import compare_main
 
-        return compare_main(a.compare[0], a.compare[1])
+        return compare_main(a.compare[0], a.compare[1], force=a.force)
     try:
         cfg = build_config(a)
     except ValueError as e:
@@ -184,9 +196,9 @@ def bench_main(argv: list[str]) -> int:
         return 2
     for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
         print(rec.line(), file=sys.stderr)
-    n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * 2
+    n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * len(ARMS)
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
-          f"{len(cfg.conditions)} conditions × 2 arms), {cfg.concurrency} at a time, time scale "
+          f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
     res = trio.run(_run, cfg, out)
     from bench.report import write_report
@@ -199,5 +211,9 @@ def bench_main(argv: list[str]) -> int:
     if summary["leaks"]:
         print(f"speculate bench: {summary['leaks']} leak(s) into a real tree: see summary.json leak_details",
               file=sys.stderr)
+        return 1
+    if summary["turn_errors"]:
+        print(f"speculate bench: {len(summary['turn_errors'])} turn error(s) (model errors or unmet tool-result "
+              "expectations): see report.md, Integrity", file=sys.stderr)
         return 1
     return 1 if not res.sessions else 0

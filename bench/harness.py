@@ -1,16 +1,23 @@
-"""The experiment harness: paired, interleaved plain/speculative sessions over scenarios, reps and conditions.
+"""The experiment harness: paired, interleaved plain/suggest/speculative sessions over scenarios, reps, conditions.
 
-Each job is one session of one arm on a fresh copy of a scenario's workspace. Jobs are queued in pair
-order (plain, speculative, speculative, plain, ... alternating which arm of a pair goes first) and pulled
-by ``concurrency`` workers, so both arms of a pair run at nearly the same time against the same simulator
-(same seed: same jitter draws for the same request). Finished sessions are appended to JSONL as they
-complete, so an interrupted run keeps them.
+Three arms: ``plain`` (no suggestions; the user types every prompt), ``suggest`` (ghost-text suggestions the
+user can take with Tab, but no fork: the turn then runs normally) and ``speculative`` (suggestion and fork).
+``suggest`` separates what speculation buys from what the Tab shortcut buys.
+
+Each job is one session of one arm on a fresh copy of a scenario's workspace. Jobs are queued in group
+order (the three arms of a (condition, scenario, rep) group adjacent, the starting arm rotating from group
+to group) and pulled by ``concurrency`` workers, so the arms of a group run at nearly the same time against
+the same simulator (same seed). Finished sessions are appended to JSONL as they complete, so an interrupted
+run keeps them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -22,16 +29,20 @@ from typing import Any, Literal
 
 import trio
 
+from bench.edits import USER_EDIT_PROB, maybe_edit
+from bench.expect import check_turn
+from bench.records import SessionRecord, TurnRecord
 from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.profiles import DEFAULT_MODEL
-from speculate.sim.scenario import Scenario
+from speculate.sim.scenario import Scenario, Step, draw_suggestion
+from speculate.sim.script import FALLBACK_PREFIX
 
-Arm = Literal["plain", "speculative"]
-ARMS: tuple[Arm, Arm] = ("plain", "speculative")
+Arm = Literal["plain", "suggest", "speculative"]
+ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +74,8 @@ class RunConfig:
     overlay_backend: str = "auto"
     record: Path | None = None  # anthropic backend: append every request/response to this trace
     out: Path = Path("results")
+    arms: tuple[Arm, ...] = ARMS  # ``sim check`` replays the plain arm only
+    user_edit_prob: float = USER_EDIT_PROB  # harm: the user edits a file mid-think (bench/edits.py)
 
 
 @dataclass(frozen=True)
@@ -84,16 +97,31 @@ class Job:
         return f"{self.pair}/{self.arm}"
 
 
+DROPPED_ENV = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "NODE_PATH")
+
+
+def bench_path() -> str:
+    """The fixed PATH tools run with: the bench's own interpreter first (``python`` has pytest), then the
+    system's; independent of the caller's PATH, so ``python -m pytest`` cannot silently hit another Python."""
+    return ":".join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+def rep_seed(seed: int, rep: int) -> int:
+    """An independent seed per (run seed, rep): ``--seed 0`` and ``--seed 1`` share no rep (seed + rep did)."""
+    digest = hashlib.sha256(f"bench-rep:{seed}:{rep}".encode()).digest()
+    return int.from_bytes(digest[:7], "big")
+
+
 def plan_jobs(cfg: RunConfig) -> list[Job]:
     jobs: list[Job] = []
     n = 0
     for ci, cond in enumerate(cfg.conditions):
         for rep in range(cfg.reps):
             for scn in cfg.scenarios:
-                arms = ARMS if n % 2 == 0 else ARMS[::-1]  # counterbalance which arm starts
+                k = n % len(cfg.arms)  # rotate which arm starts, so no arm always runs first
                 n += 1
-                for arm in arms:
-                    jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, cfg.seed + rep))
+                for arm in cfg.arms[k:] + cfg.arms[:k]:
+                    jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, rep_seed(cfg.seed, rep)))
     return jobs
 
 
@@ -108,8 +136,17 @@ def _usage_cost(model_name: str, usage: Usage) -> float:
     return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
+def scripted_steps(scn: Scenario, i: int, text: str) -> tuple[Step, ...]:
+    """The steps the simulator plays for prompt ``text`` at turn ``i`` (the intent's, or a taken candidate's)."""
+    if text == scn.turns[i].prompt or i == 0:
+        return scn.turns[i].steps
+    cand = next((c for c in scn.turns[i - 1].options if c.text == text), None)
+    return (cand.steps or ()) if cand is not None else ()
+
+
 def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
-                shown: str | None, at_submit: str | None, dismissed: bool, leak: list[str]) -> dict[str, Any]:
+                shown: str | None, at_submit: str | None, dismissed: bool, leak: list[str],
+                unmet: list[str] | None = None) -> dict[str, Any]:
     usage = o.result.usage if o.result is not None else Usage()
     responses = o.result.responses if o.result is not None else []
     return {
@@ -118,10 +155,14 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "think_model": job.condition.think.label, "accept_prob": job.condition.accept_prob,
         "model_name": job.condition.model_name,
         "turn": p.index, "prompt": o.prompt, "intent": p.intent, "think_s": think_s, "input_s": input_s,
-        "input": "tab" if tab else "typed", "suggestion_shown": shown,
+        "input": "tab" if tab else "typed", "suggestion_scripted": p.scripted_suggestion, "suggestion_shown": shown,
         "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
         "dismissed": dismissed,
-        "accepted": o.accepted, "latency_s": o.latency_s, "error": o.error, "note": o.note,
+        "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s,
+        # An unmet tool-result expectation is a turn error: the scripted answer no longer fits the tools.
+        "error": o.error or ("; ".join(f"unmet expectation: {u}" for u in unmet) if unmet else ""),
+        "unmet_expectations": unmet or [], "note": o.note,
+        "fallback": o.text.startswith(FALLBACK_PREFIX),  # the simulator had no scripted answer
         "stop": o.result.stop if o.result is not None else "speculated",
         "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
         "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
@@ -137,12 +178,15 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
     scale = cfg.time_scale
     try:
         project = prepare_workspace(job.scenario, work / "project")
-        plan = plan_turns([t.prompt for t in job.scenario.turns], [t.suggestion for t in job.scenario.turns],
+        # The candidate the simulator offers after each turn for this seed (the same draw as the server's).
+        drawn = [draw_suggestion(job.scenario, i, seed=job.seed).text for i in range(len(job.scenario.turns))]
+        plan = plan_turns([t.prompt for t in job.scenario.turns], drawn,
                           think=job.condition.think, accept_prob=job.condition.accept_prob, seed=job.seed,
                           scenario=job.scenario.name, rep=job.rep)
-        spec = job.arm == "speculative"
+        spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
         sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
-                           mode=cfg.mode, speculate=spec, overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
+                           mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
+                           overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
                            spill_dir=work / "spill", user_dir=work / "claude")  # not the runner's ~/.claude
         (work / "spill").mkdir()
         turns: list[dict[str, Any]] = []
@@ -152,14 +196,20 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
             t0 = time.perf_counter()
             for p in plan:
                 think_s = p.think_s * scale
-                await trio.sleep(think_s)
+                await trio.sleep(think_s / 2)
+                edited = None
+                if p.index > 0:  # halfway through thinking, while a fork may be running
+                    edited = maybe_edit(project, scripted_steps(job.scenario, p.index, p.text),
+                                        prob=cfg.user_edit_prob, seed=job.seed, scenario=job.scenario.name,
+                                        rep=job.rep, turn=p.index)
+                await trio.sleep(think_s / 2)
                 shown = s.suggestion if spec else None
                 tab = spec and shown is not None and shown == p.text and p.intent != "forced_reject"
                 input_s = (TAB_ACCEPT_S if tab else typing_s(p.text)) * scale
                 await trio.sleep(input_s)
-                # Canary: only the speculation ran since the last turn ended; the real tree must not move.
+                # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
                 now = manifest(project)
-                leak = changed(last, now)
+                leak = [x for x in changed(last, now) if x != edited]
                 if leak:
                     leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
                 dismissed = False
@@ -167,10 +217,14 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                     await s.dismiss()  # the user waves the suggestion away, then types
                     dismissed = True
                 at_submit = s.suggestion if spec else None
+                n_msgs = len(s.messages)
                 o = await s.submit(p.text)
                 last = manifest(project)
+                unmet = check_turn(scripted_steps(job.scenario, p.index, p.text), s.messages[n_msgs:])
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
-                                         at_submit=at_submit, dismissed=dismissed, leak=leak))
+                                         at_submit=at_submit, dismissed=dismissed, leak=leak, unmet=unmet))
+                turns[-1]["user_edit"] = edited
+                TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
             stats = s.statistics()
@@ -186,6 +240,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
             "cost_usd": sum(t["cost_usd"] for t in turns) + sum(e.get("cost_usd", 0.0) for e in events),
             "statistics": stats,
         }
+        SessionRecord.model_validate(sess)
         return turns, sess, events
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -195,8 +250,9 @@ class Progress:
     """Per-arm counts and ETA on stderr (one line per finished session, at most every ``every`` s)."""
 
     def __init__(self, jobs: list[Job], concurrency: int, write: Callable[[str], None] | None) -> None:
-        self.total = {a: sum(j.arm == a for j in jobs) for a in ARMS}
-        self.done: dict[str, list[float]] = {a: [] for a in ARMS}
+        self.arms = [a for a in ARMS if any(j.arm == a for j in jobs)]
+        self.total = {a: sum(j.arm == a for j in jobs) for a in self.arms}
+        self.done: dict[str, list[float]] = {a: [] for a in self.arms}
         self.concurrency = concurrency
         self.write = write
         self.t0 = time.perf_counter()
@@ -209,11 +265,11 @@ class Progress:
     def line(self) -> str:
         parts = []
         remaining_work = 0.0
-        for a in ARMS:
+        for a in self.arms:
             d = self.done[a]
             left = self.total[a] - len(d)
             avg = sum(d) / len(d) if d else None
-            eta = "?" if avg is None else _mmss(left * avg / max(1, self.concurrency / len(ARMS)))
+            eta = "?" if avg is None else _mmss(left * avg / max(1, self.concurrency / len(self.arms)))
             remaining_work += left * (avg or 0.0)
             parts.append(f"{a} {len(d)}/{self.total[a]} (ETA {eta})")
         total_eta = _mmss(remaining_work / max(1, self.concurrency))
@@ -267,6 +323,10 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     before = {p: manifest(p) for p in sources}
     tmp_root = Path(tempfile.mkdtemp(prefix="speculate-bench-"))
     t_start = time.perf_counter()
+    saved_env = {k: os.environ.get(k) for k in (*DROPPED_ENV, "PATH")}
+    for k in DROPPED_ENV:
+        os.environ.pop(k, None)
+    os.environ["PATH"] = bench_path()  # tools see the same PATH whoever runs the bench (both arms, sandbox too)
     scope = cancel or trio.CancelScope()
     try:
         with scope:
@@ -309,6 +369,11 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                         n.start_soon(worker)
         res.interrupted = scope.cancelled_caught or scope.cancel_called
     finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         shutil.rmtree(tmp_root, ignore_errors=True)
         res.wall_s = time.perf_counter() - t_start
     for p, m in before.items():

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen 
 
 from bench.summary import paired_turns
 
-COLORS = {"plain": "#4c72b0", "speculative": "#dd8452"}
+COLORS = {"plain": "#4c72b0", "suggest": "#8172b3", "speculative": "#dd8452"}
 PLOTS = ("latency_cdf.png", "time_saved_vs_think.png", "cost_vs_latency.png")
 
 
@@ -41,13 +41,18 @@ def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
             "User-perceived turn latency (CDF)", legend={"loc": "lower right"})
 
 
-def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path) -> None:
+def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path, *,
+                        time_scale: float = 1.0, condition: str = "") -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     acc_x, acc_y, oth_x, oth_y = [], [], [], []
-    for p, s in paired_turns(turns):
+    # Against suggest when it ran: Tab is on both sides, so the points show what the fork bought.
+    base = "suggest" if any(t["arm"] == "suggest" for t in turns) else "plain"
+    for p, s in paired_turns(turns, base):
         if s["turn"] == 0:
             continue
-        x, y = s["think_s"] + s["input_s"], p["latency_s"] - s["latency_s"]
+        # x: think time, as the sweep curve's x (both wall seconds at the run's time scale); y: includes input
+        x = s["think_s"]
+        y = p["latency_s"] + p.get("input_s", 0.0) - s["latency_s"] - s.get("input_s", 0.0)
         (acc_x if s["accepted"] else oth_x).append(x)
         (acc_y if s["accepted"] else oth_y).append(y)
     ax.scatter(oth_x, oth_y, s=14, color="#999999", alpha=0.6, label="not accepted")
@@ -55,13 +60,14 @@ def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float
     xs = acc_x + oth_x + [c["think_s"] for c in curve]
     if xs:
         top = max(xs)
-        ax.plot([0, top], [0, top], ls="--", color="#333333", lw=0.8, label="saving = time available")
+        ax.plot([0, top], [0, top], ls="--", color="#333333", lw=0.8, label="saving = think time")
     if curve:
         ax.plot([c["think_s"] for c in curve], [c["mean_saving_per_turn_s"] for c in curve], marker="o",
                 color="#55a868", label="sweep: mean saving per turn")
     ax.axhline(0, color="black", lw=0.6)
-    _finish(fig, ax, path, "user time before submit: think + input (s)",
-            "paired saving, plain − speculative (s)", "Time saved vs think time")
+    _finish(fig, ax, path, f"think time (wall s at time scale {time_scale:g})",
+            f"paired saving, {base} − speculative (s)",
+            f"Time saved vs think time ({condition})" if condition else "Time saved vs think time")
 
 
 def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], path: Path) -> None:
@@ -81,6 +87,37 @@ def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
             "Cost vs latency (one point per session)")
 
 
+def saving_vs_acceptance(summary: dict[str, Any], path: Path) -> bool:
+    """Mean saving per later turn (vs suggest and vs plain, 95% CI) against the measured acceptance rate of
+    each condition; the natural condition (the scenarios' own rate) is marked. False if nothing to plot."""
+    pts = [(b["acceptance_rate"], b) for b in summary.get("conditions_detail", []) if b.get("acceptance_rate") is not None]
+    if len(pts) < 2:
+        return False
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for base, color in (("suggest", COLORS["suggest"]), ("plain", COLORS["plain"])):
+        xs, ys, lo, hi = [], [], [], []
+        for x, b in sorted(pts, key=lambda p: p[0]):
+            v = b.get("vs", {}).get(base)
+            if v is None or v["saved_per_later_turn_s"]["mean"] is None:
+                continue
+            m, c = v["saved_per_later_turn_s"]["mean"], v["saved_per_later_turn_s"]["ci95"] or [None, None]
+            xs.append(100 * x)
+            ys.append(m)
+            lo.append(m - c[0] if c[0] is not None else 0.0)
+            hi.append(c[1] - m if c[1] is not None else 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=color, label=f"vs {base}")
+    natural = [100 * x for x, b in pts if b.get("accept_prob") is None]
+    for x in natural:
+        ax.axvline(x, ls=":", color="#333333", lw=0.9)
+    if natural:
+        ax.plot([], [], ls=":", color="#333333", label="bundled scenarios' own rate")
+    ax.axhline(0, color="black", lw=0.6)
+    _finish(fig, ax, path, "acceptance rate of shown suggestions (%)", "mean saving per later turn (s)",
+            f"Saving vs acceptance (time scale {float(summary.get('time_scale', 1.0)):g})")
+    return True
+
+
 def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
                 summary: dict[str, Any]) -> list[Path]:
     """The three figures for the primary condition (plus the sweep curve); returns the paths written."""
@@ -90,6 +127,10 @@ def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str,
     s1 = [s for s in sessions if s["session"] in ids]
     paths = [out / name for name in PLOTS]
     latency_cdf(t1, paths[0])
-    time_saved_vs_think(t1, summary.get("break_even_think_s", {}).get("curve", []), paths[1])
+    time_saved_vs_think(t1, summary.get("break_even_think_s", {}).get("curve", []), paths[1],
+                        time_scale=float(summary.get("time_scale", 1.0)),
+                        condition=str(summary.get("primary_condition") or ""))
     cost_vs_latency(t1, s1, paths[2])
+    if saving_vs_acceptance(summary, out / "saving_vs_acceptance.png"):
+        paths.append(out / "saving_vs_acceptance.png")
     return paths

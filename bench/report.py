@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.plots import write_plots
+from bench.records import SessionRecord, TurnRecord, load_records
 from bench.summary import build_summary
 
 
@@ -34,7 +35,12 @@ def usd(x: float | None) -> str:
 
 
 def ci(c: list[float] | None) -> str:
-    return "—" if not c else f"[{c[0]:.2f}, {c[1]:.2f}]"
+    return "—" if not c else "[" + ", ".join("∞" if x is None else f"{x:.2f}" for x in c) + "]"
+
+
+def _later(b: dict[str, Any], base: str) -> str:
+    v = b.get("vs", {}).get(base)
+    return "—" if v is None else f"{f(v['saved_per_later_turn_s']['mean'])} {ci(v['saved_per_later_turn_s']['ci95'])}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -44,26 +50,29 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def headline_table(s: dict[str, Any]) -> list[str]:
     """The table the README shows: per arm latency, wall time and cost, and what speculation bought."""
-    p, q = s["arms"]["plain"], s["arms"]["speculative"]
+    arms = [a for a in ("plain", "suggest", "speculative") if a in s["arms"]]
 
-    def row(name: str, a: Any, b: Any, fmt: Any = f) -> list[str]:
+    def row(name: str, get: Any, fmt: Any = f) -> list[str]:
+        vals = [get(s["arms"][a]) for a in arms]
+        a, b = vals[0], vals[-1]
         delta = "—"
         if isinstance(a, int | float) and isinstance(b, int | float) and a:
             delta = f"{100 * (b - a) / a:+.0f}%"
-        return [name, fmt(a), fmt(b), delta]
+        return [name, *(fmt(v) for v in vals), delta]
 
-    rows = [row("turn latency p50 (s)", p["turn_latency_s"]["p50"], q["turn_latency_s"]["p50"]),
-            row("turn latency p90 (s)", p["turn_latency_s"]["p90"], q["turn_latency_s"]["p90"]),
-            row("turn latency p99 (s)", p["turn_latency_s"]["p99"], q["turn_latency_s"]["p99"]),
-            row("session wall p50 (s)", p["session_wall_s"]["p50"], q["session_wall_s"]["p50"]),
-            row("cost per turn (USD)", p["cost_per_turn_usd"], q["cost_per_turn_usd"], usd)]
-    lines = _table(["", "plain", "speculative", "Δ"], rows)
+    rows = [row(f"turn latency {q} (s)", lambda x, q=q: x["turn_latency_s"][q]) for q in ("p50", "p90", "p99")]
+    rows += [row("session wall p50 (s)", lambda x: x["session_wall_s"]["p50"]),
+             row("cost per turn (USD)", lambda x: x["cost_per_turn_usd"], usd),
+             row("turn errors", lambda x: x["errors"])]
+    lines = _table(["", *arms, f"Δ {arms[-1]} vs {arms[0]}"], rows)
+    lines += versus_table(s)
     ts = s["time_saved_s"]
     lines += _table(["speculation", "value"], [
         ["accepted / acceptance rate / coverage",
          f"{s['accepted']} / {pct(s['acceptance_rate'])} / {pct(s['suggestion_coverage'])}"],
-        ["time saved per accepted turn, median [95% CI] (s)", f"{f(ts['median'])} {ci(ts['ci95'])}"],
-        ["mean saving per later turn, plain − spec [95% CI] (s)",
+        ["submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s)",
+         f"{f(ts['median'])} {ci(ts['ci95'])}"],
+        ["mean submit-to-answer saving per later turn vs plain [95% CI] (s)",
          f"{f(s['latency_diff_per_turn_s']['mean'])} {ci(s['latency_diff_per_turn_s']['ci95'])}"],
         ["efficiency (pooled / median)", f"{pct(s['efficiency']['pooled'])} / {pct(s['efficiency']['median'])}"],
         ["fork input read from cache", pct(s["fork_cache_read_share"])],
@@ -72,6 +81,25 @@ def headline_table(s: dict[str, Any]) -> list[str]:
         ["leaks into the real tree", f(s["leaks"])],
     ])
     return lines
+
+
+def versus_table(s: dict[str, Any]) -> list[str]:
+    """Paired savings (base − arm, input time included) of speculative against suggest and plain."""
+    blocks = [(f"speculative vs {b}", v) for b, v in s.get("vs", {}).items()]
+    if s.get("suggest_vs_plain"):
+        blocks.append(("suggest vs plain (Tab alone)", s["suggest_vs_plain"]))
+    if not blocks:
+        return []
+    rows = []
+    for name, v in blocks:
+        acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
+        rows.append([name, f(v["clusters"]), f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
+                     f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                     pct(v["session_wall_reduction"])])
+    return _table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
+                   "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
+                  rows)
 
 
 def render_markdown(s: dict[str, Any]) -> str:
@@ -94,9 +122,11 @@ def render_markdown(s: dict[str, Any]) -> str:
         rows.append([name, f(b["arms"]["plain"]["turns"]), f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
                      f(b["arms"]["speculative"]["turn_latency_s"]["p50"]), f(b["accepted"]),
                      pct(b["acceptance_rate"]), f(b["time_saved_s"]["median"]), ci(b["time_saved_s"]["ci95"]),
+                     _later(b, "suggest"), _later(b, "plain"),
                      usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
     lines += _table(["scenario", "turns/arm", "plain p50", "spec p50", "accepted", "acceptance", "saved p50",
-                     "saved CI", "plain $/turn", "spec $/turn"], rows)
+                     "saved CI", "per later turn vs suggest [CI]", "vs plain [CI]", "plain $/turn", "spec $/turn"],
+                    rows)
 
     lines += ["## Outcomes and boundaries", ""]
     rows = [[f"suggestion: {k}", str(v)] for k, v in s["suggestion_outcomes"].items()]
@@ -110,7 +140,7 @@ def render_markdown(s: dict[str, Any]) -> str:
 
     lines += ["## Tokens by kind", ""]
     rows = []
-    for arm in ("plain", "speculative"):
+    for arm in s["arms"]:
         for part, tok in s["arms"][arm]["tokens"].items():
             if any(tok.values()):
                 rows.append([arm, part, *(f(tok[k]) for k in ("input_tokens", "cache_creation_input_tokens",
@@ -124,29 +154,38 @@ def render_markdown(s: dict[str, Any]) -> str:
     rows = [[k.replace("_", " "), f(v["n"]), f(v["p50"], digits=4), f(v["p90"], digits=4)]
             for k, v in s["overheads_s"].items()]
     lines += _table(["overhead", "n", "p50", "p90"], rows)
+    be = s["break_even_think_s"]
+    sweep = "—" if be["sweep"] is None else ("≤ " if be.get("at_most") else "") + f(be["sweep"])
     lines += [f"Break-even think time: model estimate {f(s['break_even_think_model_s'])} s "
-              f"(suggestion + fork start + promotion); from the think sweep {f(s['break_even_think_s']['sweep'])} s.",
-              ""]
+              f"(suggestion + fork start + promotion); from the think sweep {sweep} s "
+              f"{ci(be.get('ci95'))} (interpolated; 95% CI by resampling sessions per swept think time).", ""]
 
     if len(s["conditions_detail"]) > 1:
         lines += ["## Sweep", ""]
         rows = []
         for b in s["conditions_detail"]:
-            rows.append([f"`{b['label']}`", f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
-                         f(b["arms"]["speculative"]["turn_latency_s"]["p50"]),
-                         f"{f(b['latency_diff_per_turn_s']['mean'])} {ci(b['latency_diff_per_turn_s']['ci95'])}",
-                         pct(b["acceptance_rate"]), f(b["time_saved_s"]["median"]), pct(b["efficiency"]["pooled"]),
+            rows.append([f"`{b['label']}`", pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]),
+                         _later(b, "suggest"), _later(b, "plain"), f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
+                         f(b["arms"]["speculative"]["turn_latency_s"]["p50"]), pct(b["efficiency"]["pooled"]),
                          usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
-        lines += _table(["condition", "plain p50", "spec p50", "mean saving/turn [CI]", "acceptance",
-                         "saved p50", "efficiency", "plain $/turn", "spec $/turn"], rows)
+        lines += _table(["condition", "acceptance", "coverage", "saving per later turn vs suggest [CI]",
+                         "vs plain [CI]", "plain p50", "spec p50", "efficiency", "plain $/turn", "spec $/turn"], rows)
+        lines += ["![saving vs acceptance](saving_vs_acceptance.png)", ""]
 
     lines += ["## Integrity", "",
               f"- Leaks into a real tree outside acceptance: **{s['leaks']}** (canary hashes of every session's "
               "project before each submit and after close, and of the bundled workspaces before/after the run).",
+              f"- Harm: the simulated user edited a file mid-think before {s['user_edits']['turns']} speculative-arm "
+              f"turn(s) (probability {s.get('user_edit_prob', '—')}, an assumption); speculations discarded on "
+              f"conflict: {s['user_edits']['conflicts']}; turns slower than their paired suggest/plain turn: "
+              + ", ".join(f"vs {b} {v['slower_turns']['n']} (max {f(v['slower_turns']['max_s'])} s)"
+                          for b, v in s.get("vs", {}).items()) + ".",
               f"- Pairs whose final trees differ between arms: {len(s['tree_divergence'])}"
               + (f" ({', '.join(s['tree_divergence'])})" if s["tree_divergence"] else "") + ".",
-              f"- Turn errors: plain {s['arms']['plain']['errors']}, speculative {s['arms']['speculative']['errors']}; "
-              f"failed sessions: {len(run['failures'])}.", "",
+              "- Turn errors: " + ", ".join(f"{a} {v['errors']}" for a, v in s["arms"].items()) + "; "
+              f"failed sessions: {len(run['failures'])}.",
+              *(f"  - `{e['session']}` turn {e['turn'] + 1}: {e['error']}" for e in s.get("turn_errors", [])[:50]),
+              "",
               "## Plots", "", "![latency CDF](latency_cdf.png)", "",
               "![time saved vs think time](time_saved_vs_think.png)", "", "![cost vs latency](cost_vs_latency.png)", ""]
     return "\n".join(lines)
@@ -154,8 +193,8 @@ def render_markdown(s: dict[str, Any]) -> str:
 
 def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | None = None) -> dict[str, Any]:
     """Read the run's JSONL files in ``out`` and write summary.json, report.md and the plots."""
-    turns = load_jsonl(out / "turns.jsonl")
-    sessions = load_jsonl(out / "sessions.jsonl")
+    turns = load_records(out / "turns.jsonl", TurnRecord)
+    sessions = load_records(out / "sessions.jsonl", SessionRecord)
     events = load_jsonl(out / "events.jsonl")
     summary = build_summary(turns=turns, sessions=sessions, events=events, meta=meta, canary_leaks=canary_leaks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")

@@ -71,20 +71,21 @@ def bootstrap_ci(clusters: Sequence[Sequence[float]], stat: Callable[[Sequence[f
 
 
 def efficiency(saving_s: float, duration_s: float, available_s: float) -> float | None:
-    """Measured saving over the ideal min(duration, available); None when the ideal is zero."""
+    """Measured saving over the ideal min(duration, available), capped at 1 (a saving beyond what the fork
+    ran or the user gave it is jitter, not speculation); None when the ideal is zero."""
     ideal = min(duration_s, available_s)
     if ideal <= 0:
         return None
-    return saving_s / ideal
+    return min(saving_s, ideal) / ideal
 
 
 def pooled_efficiency(savings: Sequence[float], durations: Sequence[float],
                       available: Sequence[float]) -> float | None:
     """Sum of savings over sum of ideals (a ratio of sums: short turns do not dominate)."""
-    ideal = sum(min(d, a) for d, a in zip(durations, available, strict=True))
-    if ideal <= 0:
+    ideals = [min(d, a) for d, a in zip(durations, available, strict=True)]
+    if sum(ideals) <= 0:
         return None
-    return sum(savings) / ideal
+    return sum(min(s, i) for s, i in zip(savings, ideals, strict=True)) / sum(ideals)
 
 
 def break_even(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -103,3 +104,27 @@ def break_even(xs: Sequence[float], ys: Sequence[float]) -> float | None:
         if y1 >= 0:
             return x0 + (x1 - x0) * (-y0) / (y1 - y0)
     return None
+
+
+def break_even_ci(xs: Sequence[float], clusters: Sequence[Sequence[Sequence[float]]], *, level: float = 0.95,
+                  n_resamples: int = 1000, seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap CI of :func:`break_even` over a curve of means: ``clusters[i]`` are the sessions' values at
+    ``xs[i]``, resampled independently per point. A resample whose curve never reaches 0 counts as +inf
+    (the upper bound is then inf); one already >= 0 at the first x counts as that x (a bound, not a value).
+    """
+    groups = [[list(c) for c in cs if len(c)] for cs in clusters]
+    if len(xs) < 2 or any(len(g) < 2 for g in groups):
+        return None
+    rng = random.Random(seed)
+    vals: list[float] = []
+    for _ in range(n_resamples):
+        ys = []
+        for g in groups:
+            pooled = [v for _ in g for v in g[rng.randrange(len(g))]]
+            ys.append(mean(pooled))
+        b = break_even(xs, ys)
+        vals.append(math.inf if b is None else b)
+    alpha = (1 - level) / 2
+    vals.sort()
+    lo, hi = vals[int(alpha * (len(vals) - 1))], vals[math.ceil((1 - alpha) * (len(vals) - 1))]
+    return lo, hi

@@ -1,11 +1,14 @@
 """From raw per-turn / per-session / per-event records to the summary JSON (definitions: docs/experiments.md).
 
-Pairing: a speculative turn is compared with the plain turn of the same pair (condition, scenario, rep) and
-the same index; both sent the same prompt. Only complete pairs enter paired figures.
+Pairing: a speculative turn is compared with the plain (or suggest) turn of the same group (condition,
+scenario, rep) and the same index; all arms sent the same prompt. Only complete pairs enter paired figures.
+``vs`` holds speculative against each baseline arm: ``suggest`` (same ghost text and Tab, no fork) isolates
+what the fork buys; ``plain`` (typing, no suggestions) is what a user without the feature sees.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -27,12 +30,51 @@ def _summ_opt(xs: list[float]) -> dict[str, Any]:
     return stats.summary(xs)
 
 
-def paired_turns(turns: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(plain, speculative) turn pairs with the same pair id and turn index."""
+ARMS = ("plain", "suggest", "speculative")
+
+
+def paired_turns(turns: list[dict[str, Any]], base: str = "plain", arm: str = "speculative"
+                 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(base, arm) turn pairs with the same pair id and turn index."""
     by: dict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for t in turns:
         by[(t["pair"], t["turn"])][t["arm"]] = t
-    return [(v["plain"], v["speculative"]) for _, v in sorted(by.items()) if len(v) == 2]
+    return [(v[base], v[arm]) for _, v in sorted(by.items()) if base in v and arm in v]
+
+
+def versus(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], base: str, arm: str = "speculative",
+           *, seed: int = 0) -> dict[str, Any] | None:
+    """``arm`` against ``base``, paired: saving per accepted turn, per later turn, slower turns, wall."""
+    pairs = paired_turns(turns, base, arm)
+    if not pairs:
+        return None
+    acc: dict[str, list[float]] = defaultdict(list)
+    later: dict[str, list[float]] = defaultdict(list)
+    for b, a in pairs:
+        if a["turn"] == 0:
+            continue
+        d = b["latency_s"] + b.get("input_s", 0.0) - a["latency_s"] - a.get("input_s", 0.0)
+        later[a["pair"]].append(d)
+        if a["accepted"]:
+            acc[a["pair"]].append(d)
+    acc_x = [x for c in acc.values() for x in c]
+    later_x = [x for c in later.values() for x in c]
+    slower = [-x for x in later_x if x < 0]
+    ci_acc = stats.bootstrap_ci(list(acc.values()), stats.median, seed=seed)
+    ci_later = stats.bootstrap_ci(list(later.values()), stats.mean, seed=seed)
+    wall = {x: sum(s["wall_s"] for s in sessions if s["arm"] == x) for x in (base, arm)}
+    return {
+        "base": base, "arm": arm, "clusters": len(later),
+        # Input time is included: the user waits for typing too, and Tab is what the suggest arm shares.
+        "saved_per_accepted_turn_s": {"n": len(acc_x), "median": stats.median(acc_x) if acc_x else None,
+                                      "ci95": list(ci_acc) if ci_acc else None},
+        "saved_per_later_turn_s": {"n": len(later_x), "mean": stats.mean(later_x) if later_x else None,
+                                   "ci95": list(ci_later) if ci_later else None},
+        "slower_turns": {"n": len(slower), "share": len(slower) / len(later_x) if later_x else None,
+                         "median_s": stats.median(slower) if slower else None,
+                         "max_s": max(slower) if slower else None},
+        "session_wall_reduction": 1 - wall[arm] / wall[base] if wall[base] > 0 else None,
+    }
 
 
 def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events: list[dict[str, Any]],
@@ -46,9 +88,11 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
     pairs = paired_turns(turns)
     out: dict[str, Any] = {"arms": {}}
 
-    for arm in ("plain", "speculative"):
+    for arm in ARMS:
         ts = [t for t in turns if t["arm"] == arm]
         ss = [s for s in sessions if s["arm"] == arm]
+        if not ss:
+            continue
         ev = [e for e in events if e["arm"] == arm]
         cost = sum(s["cost_usd"] for s in ss)
         out["arms"][arm] = {
@@ -74,7 +118,11 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
     out["accepted"] = len(accepted)
     out["suggestion_coverage"] = len(had) / len(later) if later else None
     out["acceptance_rate"] = len(accepted) / len(had) if had else None
-    out["arms"]["speculative"]["acceptance_rate"] = out["acceptance_rate"]
+    if "speculative" in out["arms"]:
+        out["arms"]["speculative"]["acceptance_rate"] = out["acceptance_rate"]
+    out["vs"] = {b: v for b in ("suggest", "plain") if (v := versus(turns, sessions, b, seed=seed))}
+    if "suggest" in out["arms"] and "plain" in out["arms"]:  # what Tab alone buys, for reference
+        out["suggest_vs_plain"] = versus(turns, sessions, "plain", "suggest", seed=seed)
     out["accepted_by_input"] = {k: sum(t["input"] == k for t in accepted) for k in ("tab", "typed")}
 
     # Time saved: paired difference on accepted turns, CI clustered by pair (session).
@@ -103,13 +151,21 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
     spec_wall = sum(s["wall_s"] for s in sessions if s["arm"] == "speculative")
     out["session_wall_reduction"] = 1 - spec_wall / plain_wall if plain_wall > 0 else None
 
-    # Efficiency = measured saving / min(speculation duration, time the user took before submitting).
+    # Efficiency = measured saving / min(speculation duration, time the user took before submitting), with
+    # the saving taken against the suggest arm when it ran (plain's saving includes Tab vs typing, which
+    # no fork can claim), and capped at the ideal: the rest is jitter, not speculation.
+    eff_base = {(p["pair"], p["turn"]): p for p, _ in paired_turns(turns, "suggest")} or None
     effs, sv, dur, avail = [], [], [], []
     for p, s in acc_pairs:
         rec = s["speculation"]
         if not rec:
             continue
-        saving, d, a = p["latency_s"] - s["latency_s"], rec["duration_s"], s["think_s"] + s["input_s"]
+        if eff_base is not None:
+            if (s["pair"], s["turn"]) not in eff_base:
+                continue
+            p = eff_base[(s["pair"], s["turn"])]
+        d, a = rec["duration_s"], s["think_s"] + s["input_s"]
+        saving = min(p["latency_s"] - s["latency_s"], min(d, a))
         e = stats.efficiency(saving, d, a)
         if e is not None:
             effs.append(e)
@@ -124,6 +180,11 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
     out["finished_by_accept_share"] = (
         sum(e["time_to_accept_s"] is not None and e["duration_s"] <= e["time_to_accept_s"] for e in acc_spec)
         / len(acc_spec)) if acc_spec else None
+
+    # Harm: the user's mid-think edits, and the speculations they cost (conflict on accept).
+    spec_turns = [t for t in turns if t["arm"] == "speculative"]
+    out["user_edits"] = {"turns": sum(bool(t.get("user_edit")) for t in spec_turns),
+                         "conflicts": sum(e["outcome"] == "conflict" for e in spec_ev)}
 
     # Outcomes and boundaries.
     out["speculation_outcomes"] = _count(e["outcome"] for e in spec_ev)
@@ -141,8 +202,8 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
     fork = _tok_sum(e["tokens"] for e in spec_ev)
     fork_in = fork["input_tokens"] + fork["cache_creation_input_tokens"] + fork["cache_read_input_tokens"]
     out["fork_cache_read_share"] = fork["cache_read_input_tokens"] / fork_in if fork_in else None
-    out["cost_usd"] = {a: out["arms"][a]["cost_usd"] for a in ("plain", "speculative")}
-    extra = out["cost_usd"]["speculative"] - out["cost_usd"]["plain"]
+    out["cost_usd"] = {a: out["arms"][a]["cost_usd"] for a in ARMS if a in out["arms"]}
+    extra = out["cost_usd"].get("speculative", 0.0) - out["cost_usd"].get("plain", 0.0)
     total_saved = sum(diffs)
     out["extra_cost_usd"] = extra
     out["cost_per_second_saved_usd"] = extra / total_saved if total_saved > 0 else None
@@ -184,7 +245,7 @@ def build_summary(*, turns: list[dict[str, Any]], sessions: list[dict[str, Any]]
     pairs: dict[str, dict[str, str]] = defaultdict(dict)
     for s in sessions:
         pairs[s["pair"]][s["arm"]] = s["final_tree"]
-    divergent = sorted(k for k, v in pairs.items() if len(v) == 2 and v["plain"] != v["speculative"])
+    divergent = sorted(k for k, v in pairs.items() if len(set(v.values())) > 1)
     summary: dict[str, Any] = {
         **{k: meta[k] for k in meta},
         "primary_condition": conds[first] if first < len(conds) else None,
@@ -193,6 +254,9 @@ def build_summary(*, turns: list[dict[str, Any]], sessions: list[dict[str, Any]]
         "leak_details": [{"session": s["session"], **lk} for s in sessions for lk in s["leaks"]]
         + [{"canary": c} for c in (canary_leaks or [])],
         "tree_divergence": divergent,
+        # Every condition's turns: a model error or an unmet tool-result expectation (the run exits non-zero).
+        "turn_errors": [{"session": t["session"], "turn": t["turn"], "error": t["error"]}
+                        for t in turns if t.get("error")],
         "per_scenario": {},
         "conditions_detail": [],
     }
@@ -203,7 +267,7 @@ def build_summary(*, turns: list[dict[str, Any]], sessions: list[dict[str, Any]]
         block = analyze(turns, by_cond[ci], events, seed=seed)
         label = conds[ci] if ci < len(conds) else str(ci)
         summary["conditions_detail"].append({"cond": ci, "label": label, **_cond_params(meta, ci), **block})
-    summary["break_even_think_s"] = _sweep_break_even(summary["conditions_detail"], meta)
+    summary["break_even_think_s"] = _sweep_break_even(summary["conditions_detail"], meta, turns, by_cond, seed)
     return summary
 
 
@@ -212,11 +276,31 @@ def _cond_params(meta: dict[str, Any], ci: int) -> dict[str, Any]:
     return params[ci] if ci < len(params) else {}
 
 
-def _sweep_break_even(blocks: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """Mean per-turn saving against fixed think time; break-even where it first reaches zero (wall s)."""
+def _sweep_break_even(blocks: list[dict[str, Any]], meta: dict[str, Any], turns: list[dict[str, Any]],
+                      by_cond: dict[int, list[dict[str, Any]]], seed: int) -> dict[str, Any]:
+    """Mean per-turn saving (against suggest when it ran, else plain) against fixed think time (wall s);
+    break-even where the interpolated curve first reaches zero, with a bootstrap CI over sessions."""
     scale = float(meta.get("time_scale", 1.0))
-    pts = sorted((b["think_fixed_s"] * scale, b["latency_diff_per_turn_s"]["mean"]) for b in blocks
-                 if b.get("think_fixed_s") is not None and b["latency_diff_per_turn_s"]["mean"] is not None
-                 and b.get("accept_prob") is None)
-    return {"curve": [{"think_s": x, "mean_saving_per_turn_s": y} for x, y in pts],
-            "sweep": stats.break_even([x for x, _ in pts], [y for _, y in pts]) if len(pts) >= 2 else None}
+    rows = []
+    for b in blocks:
+        if b.get("think_fixed_s") is None or b.get("accept_prob") is not None:
+            continue
+        v = b["vs"].get("suggest") or b["vs"].get("plain")
+        if v is None or v["saved_per_later_turn_s"]["mean"] is None:
+            continue
+        ids = {x["session"] for x in by_cond.get(b["cond"], [])}
+        clusters: dict[str, list[float]] = defaultdict(list)
+        for p, q in paired_turns([t for t in turns if t["session"] in ids], v["base"]):
+            if q["turn"] > 0:
+                clusters[q["pair"]].append(p["latency_s"] + p.get("input_s", 0.0) - q["latency_s"]
+                                           - q.get("input_s", 0.0))
+        rows.append((b["think_fixed_s"] * scale, v["saved_per_later_turn_s"]["mean"], v["base"],
+                     list(clusters.values())))
+    rows.sort(key=lambda r: r[0])
+    xs, ys = [r[0] for r in rows], [r[1] for r in rows]
+    point = stats.break_even(xs, ys) if len(rows) >= 2 else None
+    ci = stats.break_even_ci(xs, [r[3] for r in rows], seed=seed) if len(rows) >= 2 else None
+    return {"curve": [{"think_s": x, "mean_saving_per_turn_s": y, "base": base} for x, y, base, _ in rows],
+            "sweep": point, "ci95": [c if math.isfinite(c) else None for c in ci] if ci else None,  # None: never
+            # At or above zero already at the smallest swept think time: the break-even is at most that.
+            "at_most": bool(rows) and ys[0] >= 0}

@@ -8,6 +8,7 @@ from collections.abc import Callable
 USAGE = """usage: speculate [repl] [DIR] [options]      the interactive REPL (default)
        speculate bench [--quick] [options]     speculative vs plain benchmark (README's main job)
        speculate sim serve [--port 0] ...      the embedded Messages-API simulator
+       speculate sim check SCENARIO.yaml       validate a scenario and replay it (unmet expectations)
        speculate check-bash "CMD"              classify a shell command (JSON)
        speculate sandbox run [opts] -- CMD     run CMD as speculative Bash would, in a throwaway overlay
        speculate stats EVENTS.jsonl            summarise a session's speculation events
@@ -29,9 +30,13 @@ def _bench(argv: list[str]) -> int:
 
 
 def _sim(argv: list[str]) -> int:
+    if argv and argv[0] == "check":
+        from bench.check import check_main
+
+        return check_main(argv[1:])
     if not argv or argv[0] != "serve":
-        print("usage: speculate sim serve [--port 0] [--scenario PATH ...] [--seed N] [--time-scale X]",
-              file=sys.stderr)
+        print("usage: speculate sim serve [--port 0] [--scenario PATH ...] [--seed N] [--time-scale X]\n"
+              "       speculate sim check SCENARIO.yaml ...", file=sys.stderr)
         return 2
     from speculate.sim import serve_main
 

@@ -53,6 +53,7 @@ class SessionConfig:
     model_name: str = "claude-sonnet-4-6"
     mode: PermissionMode = "acceptEdits"
     speculate: bool = True
+    fork: bool = True  # False: show suggestions (ghost text, Tab) but never fork; the bench's `suggest` arm
     overlay_backend: str = "auto"  # auto | pure | fuse | kernel
     accept_running: Literal["wait", "stop"] = "wait"  # accepting a running fork: let it finish, or stop it
     max_turns: int = 50

@@ -57,6 +57,15 @@ def _scaled(units: list[Unit], scale: float) -> list[Unit]:
     return [replace(u, tokens=max(1, math.ceil(u.tokens * scale))) for u in units]
 
 
+def jitter_key(reply: Reply, content_key: str) -> str:
+    """What latency jitter is drawn for: a scripted reply's position (scenario, turn, request index within
+    the turn, or the suggestion), so the paired arms of one seed (rep) draw the same jitter for the same
+    request even when their tool outputs differ; anything else by its content."""
+    if reply.is_fallback or reply.source.startswith("trace"):
+        return content_key
+    return "scripted:" + reply.source
+
+
 class Engine:
     """Thread-safe: the HTTP server calls :meth:`plan` from one thread per connection."""
 
@@ -120,7 +129,7 @@ class Engine:
                 uncached_tokens=cache_plan.input_tokens + cache_plan.creation_tokens,
                 cached_tokens=cache_plan.read_tokens,
                 seed=self.seed,
-                key=key,
+                key=jitter_key(reply, key),
             )
             ttft, total = t.ttft_s, t.total_s(out_tokens)
         usage = {**cache_plan.usage(), "output_tokens": out_tokens, "service_tier": "standard"}

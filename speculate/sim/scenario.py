@@ -5,6 +5,9 @@ Validation walks YAML nodes, not plain data, so every error names the file, the 
 
 from __future__ import annotations
 
+import hashlib
+import random
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -63,20 +66,54 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Expect:
+    """What every tool result of a step must show (checked by the bench and ``sim check``, not the model)."""
+
+    exit_code: int | None = None  # Bash: 0 unless the result says "Exit code N"
+    contains: str | None = None
+    matches: str | None = None  # a regular expression, searched
+
+
+@dataclass(frozen=True)
 class Step:
     """One assistant response: optional thinking, optional text, then tool calls (none ends the turn)."""
 
     text: str | None = None
     tools: tuple[ToolCall, ...] = ()
     thinking: str | None = None  # sent as a thinking block when the request runs with thinking
+    expect: Expect | None = None  # about the results of ``tools``
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One suggestion the model may offer after a turn; ``steps`` run if it differs from the next prompt."""
+
+    text: str | None  # None: no suggestion this time
+    weight: float = 1.0
+    steps: tuple[Step, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Turn:
-    prompt: str
+    prompt: str  # the user's intent for this turn
     steps: tuple[Step, ...]
-    suggestion: str | None = None
+    suggestion: str | None = None  # old format, or the heaviest candidate (for readers that show one)
     suggestion_steps: tuple[Step, ...] | None = None
+    candidates: tuple[Candidate, ...] = ()  # ``suggestions:``; empty: the one ``suggestion``
+
+    @property
+    def options(self) -> tuple[Candidate, ...]:
+        return self.candidates or (Candidate(self.suggestion, 1.0, self.suggestion_steps),)
+
+
+def draw_suggestion(scenario: Scenario, turn: int, *, seed: int) -> Candidate:
+    """The candidate the model offers after ``turn`` for this seed (the simulator and the bench agree)."""
+    options = scenario.turns[turn].options
+    if len(options) == 1:
+        return options[0]
+    digest = hashlib.sha256(f"suggestion:{seed}:{scenario.name}:{turn}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    return rng.choices(options, weights=[c.weight for c in options])[0]
 
 
 @dataclass(frozen=True)
@@ -210,13 +247,30 @@ class _Parser:
             raise self.fail(fields["output_mode"], f"{where} {label}.{shown} must be one of {GREP_MODES}")
         return ToolCall(name=name, input=inp)
 
+    def expect(self, kv: tuple[yaml.Node, yaml.Node], what: str) -> Expect:
+        node = kv[1]
+        f = self.mapping(node, f"{what}.expect", ("exit_code", "contains", "matches"))
+        code = self.value(f["exit_code"][1]) if "exit_code" in f else None
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise self.fail(f["exit_code"][1], f"{what}.expect.exit_code must be an integer")
+        contains = self.string(f["contains"][1], f"{what}.expect.contains") if "contains" in f else None
+        matches = self.string(f["matches"][1], f"{what}.expect.matches") if "matches" in f else None
+        if matches is not None:
+            try:
+                re.compile(matches)
+            except re.error as e:
+                raise self.fail(f["matches"][1], f"{what}.expect.matches is not a valid regex: {e}") from None
+        if not f:
+            raise self.fail(node, f"{what}.expect is empty (exit_code, contains or matches)")
+        return Expect(exit_code=code, contains=contains, matches=matches)
+
     def steps(self, node: yaml.Node, where: str) -> tuple[Step, ...]:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             raise self.fail(node, f"{where} must be a non-empty list of steps")
         out: list[Step] = []
         for i, step_node in enumerate(node.value):
             what = f"{where}[{i}]"
-            fields = self.mapping(step_node, what, ("thinking", "text", "tools"))
+            fields = self.mapping(step_node, what, ("thinking", "text", "tools", "expect"))
             text = self.string(fields["text"][1], f"{what}.text") if "text" in fields else None
             thinking = None
             if "thinking" in fields:
@@ -238,7 +292,10 @@ class _Parser:
                 raise self.fail(
                     step_node, f"{what} has no tools, so the turn would end before the steps after it"
                 )
-            out.append(Step(text=text, tools=tools, thinking=thinking))
+            expect = self.expect(fields["expect"], what) if "expect" in fields else None
+            if expect is not None and not tools:
+                raise self.fail(fields["expect"][0], f"{what}.expect needs tools whose results it checks")
+            out.append(Step(text=text, tools=tools, thinking=thinking, expect=expect))
         return tuple(out)
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
@@ -281,7 +338,8 @@ class _Parser:
                 (
                     turn_node,
                     self.mapping(
-                        turn_node, f"turns[{i}]", ("prompt", "steps", "suggestion", "suggestion_steps")
+                        turn_node, f"turns[{i}]",
+                        ("prompt", "steps", "suggestion", "suggestion_steps", "suggestions"),
                     ),
                 )
             )
@@ -293,10 +351,13 @@ class _Parser:
         for i, (turn_node, fields) in enumerate(raw):
             where = f"turns[{i}]"
             steps = self.steps(self.require(fields, turn_node, where, "steps"), f"{where}.steps")
+            next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
+            if "suggestions" in fields:
+                turns.append(_candidates(self, fields, where, str(prompts[i]), steps, next_prompt))
+                continue
             suggestion = None
             if "suggestion" in fields:
                 suggestion = self.string(fields["suggestion"][1], f"{where}.suggestion", nullable=True)
-            next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
             needs_steps = suggestion is not None and suggestion != next_prompt
             suggestion_steps = None
             if "suggestion_steps" in fields:
@@ -331,6 +392,36 @@ class _Parser:
         )
 
 
+def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, prompt: str, steps: tuple[Step, ...], next_prompt: str | None) -> Turn:
+    """``suggestions: [{text, weight, steps}]``: weighted candidates, drawn per session from the seed."""
+    for old in ("suggestion", "suggestion_steps"):
+        if old in fields:
+            raise self.fail(fields[old][0], f"{where}: use either suggestions or {old}, not both")
+    node = fields["suggestions"][1]
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise self.fail(node, f"{where}.suggestions must be a non-empty list of {{text, weight, steps}}")
+    out: list[Candidate] = []
+    for j, item in enumerate(node.value):
+        w = f"{where}.suggestions[{j}]"
+        f = self.mapping(item, w, ("text", "weight", "steps"))
+        text = self.string(self.require(f, item, w, "text"), f"{w}.text", nullable=True)
+        weight = self.value(f["weight"][1]) if "weight" in f else 1.0
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+            raise self.fail(f["weight"][1] if "weight" in f else item, f"{w}.weight must be a number > 0")
+        needs = text is not None and text != next_prompt
+        if "steps" in f and not needs:
+            raise self.fail(f["steps"][0], f"{w}.steps is unused: the text is null or equals the next prompt")
+        if needs and "steps" not in f:
+            raise self.fail(item, f"{w}.text differs from the next turn's prompt, so steps is required "
+                            "(what the agent does if the suggestion is run)")
+        out.append(Candidate(text, float(weight), self.steps(f["steps"][1], f"{w}.steps") if needs else None))
+    if len({c.text for c in out}) != len(out):
+        raise self.fail(node, f"{where}.suggestions: two candidates have the same text")
+    top = max(out, key=lambda c: c.weight)
+    return Turn(prompt=prompt, steps=steps, suggestion=top.text, suggestion_steps=top.steps,
+                candidates=tuple(out))
+
+
 def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
     """Parse and validate scenario YAML; ``base_dir`` is where ``workspaces/`` is looked up."""
     loader = yaml.SafeLoader(text)
@@ -339,13 +430,29 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | N
             root = loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
+            lines = text.splitlines()
             line = mark.line + 1 if mark is not None else 1
-            raise ScenarioError(source, line, f"YAML syntax error: {exc.problem or exc.context}") from None
+            reason = f"YAML syntax error: {exc.problem or exc.context}"
+            block = _open_block_scalar(lines[:line])
+            if block is not None:  # the usual cause: a line of a | or > text less indented than its first
+                reason += (f" (probably the text block opened on line {block}: every line of a | or > block "
+                           "must be indented at least as far as its first line)")
+            raise ScenarioError(source, line, reason) from None
         if root is None:
             raise ScenarioError(source, 1, "file is empty")
         return _Parser(source, loader).scenario(root, Path(base_dir) if base_dir is not None else None)
     finally:
         loader.dispose()
+
+
+def _open_block_scalar(lines: list[str]) -> int | None:
+    """The line (1-based) of the last ``key: |`` / ``key: >`` before the error, if one is still open."""
+    for i in range(len(lines) - 1, -1, -1):
+        if re.search(r":\s*[|>][-+0-9]*\s*(#.*)?$", lines[i]):
+            return i + 1
+        if lines[i].strip() and not lines[i].startswith(" "):
+            return None
+    return None
 
 
 def load_scenario(path: StrPath) -> Scenario:

@@ -27,7 +27,7 @@ from speculate.sim.clients import (
 )
 from speculate.sim.clients import read_conversation as _read
 from speculate.sim.intents import RenderError, render
-from speculate.sim.scenario import Scenario, Step
+from speculate.sim.scenario import Candidate, Scenario, Step, Turn, draw_suggestion
 
 FALLBACK_PREFIX = "[simulator]"
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -126,6 +126,10 @@ class Script:
     def _same(scripted: str, prompt: str, root: str | None) -> bool:
         return normalize_prompt(substitute(scripted, root), root) == prompt
 
+    def _candidate(self, turn: Turn, prompt: str, root: str | None) -> Candidate | None:
+        """The candidate suggestion of ``turn`` that ``prompt`` is (the user took a differing suggestion)."""
+        return next((c for c in turn.options if c.text is not None and self._same(c.text, prompt, root)), None)
+
     def _locate(self, conv: Conversation) -> _Position | str:
         """The scenario turn the last prompt belongs to, or the reason nothing matches."""
         if not conv.prompts:
@@ -142,11 +146,7 @@ class Script:
                 previous = turns[i - 1] if i - 1 < len(turns) else None
                 if i < len(turns) and self._same(turns[i].prompt, prompt, conv.root):
                     position = _Position(scenario, i, False)
-                elif (
-                    previous is not None
-                    and previous.suggestion is not None
-                    and self._same(previous.suggestion, prompt, conv.root)
-                ):
+                elif previous is not None and self._candidate(previous, prompt, conv.root) is not None:
                     position = _Position(scenario, i, True)
                 else:
                     reason = (
@@ -170,14 +170,15 @@ class Script:
         scenario, t = where.scenario, where.turn
         label = f"scenario {scenario.name!r} turn {t + 1}"
         if conv.suggestion_mode:
-            suggestion = None if where.via_suggestion else scenario.turns[t].suggestion
+            suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed).text
             content = (
                 [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
             )
             return Reply(content, "end_turn", f"{label} suggestion")
         steps: tuple[Step, ...]
         if where.via_suggestion:
-            steps = scenario.turns[t - 1].suggestion_steps or ()
+            cand = self._candidate(scenario.turns[t - 1], conv.prompts[-1], conv.root)
+            steps = (cand.steps if cand is not None else None) or ()
             label += " (suggestion steps)"
         else:
             steps = scenario.turns[t].steps

@@ -180,7 +180,8 @@ class SpeculationEngine:
                 self.suggestion = text
                 self._sugg_shown_at = time.perf_counter()
                 ready.set()
-                await self._speculate(snapshot, text, turn, pipelined=source is not None)
+                if self.s.cfg.fork:  # without a fork, accepting the suggestion runs a normal turn
+                    await self._speculate(snapshot, text, turn, pipelined=source is not None)
         finally:
             ready.set()
             done.set()

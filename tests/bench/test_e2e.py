@@ -48,9 +48,11 @@ def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
                 "cost_usd", "wasted_tokens", "boundaries", "backend", "seed"):
         assert key in s, key
     assert s["backend"] == "sim" and s["seed"] == 0 and s["leaks"] == 0
-    assert len(sessions) == 2 and {x["arm"] for x in sessions} == {"plain", "speculative"}
-    n = len(turns) // 2
-    assert n >= 3 and s["arms"]["plain"]["turns"] == s["arms"]["speculative"]["turns"] == n
+    assert len(sessions) == 3 and {x["arm"] for x in sessions} == {"plain", "suggest", "speculative"}
+    n = len(turns) // 3
+    assert n >= 3 and s["arms"]["plain"]["turns"] == s["arms"]["suggest"]["turns"] == s["arms"]["speculative"]["turns"] == n
+    assert set(s["vs"]) == {"suggest", "plain"} and s["turn_errors"] == []
+    assert s["efficiency"]["pooled"] is None or s["efficiency"]["pooled"] <= 1.0
     assert not any(t["error"] for t in turns)
 
     plain = {t["turn"]: t for t in turns if t["arm"] == "plain"}
@@ -77,7 +79,7 @@ def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
     assert s["wasted_tokens"] > 0  # the ignored suggestion's fork
     report = (out / "report.md").read_text()
     assert "## Headline" in report and "latency_cdf.png" in report
-    assert "Sessions ran 2 at a time" in report
+    assert "Sessions ran 2 at a time" in report and "speculative vs suggest" in report
 
     # --compare on the run against itself: every delta is zero.
     assert bench_main(["--compare", str(out), str(out)]) == 0

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from bench.harness import Condition, RunConfig, plan_jobs
+from bench.harness import Condition, RunConfig, plan_jobs, rep_seed
 from bench.user import FixedThink
 from bench.workspace import changed, manifest, prepare_workspace, tree_hash
 from speculate.sim.scenario import Scenario, Step, Turn
@@ -17,18 +17,25 @@ def scenario(name: str) -> Scenario:
                     files={"src/a.py": "x = 1\n"})
 
 
-def test_jobs_are_paired_interleaved_and_counterbalanced() -> None:
+def test_jobs_are_grouped_interleaved_and_rotated() -> None:
     cfg = RunConfig(scenarios=[scenario("a"), scenario("b")], reps=2, seed=10,
                     conditions=[Condition(think=FixedThink(0)), Condition(think=FixedThink(5))])
     jobs = plan_jobs(cfg)
-    assert len(jobs) == 2 * 2 * 2 * 2
-    pairs = [jobs[i:i + 2] for i in range(0, len(jobs), 2)]
-    for a, b in pairs:  # the two arms of a pair are adjacent and share everything but the arm
-        assert a.pair == b.pair and {a.arm, b.arm} == {"plain", "speculative"} and a.seed == b.seed
-    firsts = [p[0].arm for p in pairs]
-    assert firsts == ["plain", "speculative"] * 4  # which arm starts alternates
-    assert {j.seed for j in jobs if j.rep == 1} == {11}
+    assert len(jobs) == 2 * 2 * 2 * 3
+    groups = [jobs[i:i + 3] for i in range(0, len(jobs), 3)]
+    for g in groups:  # the three arms of a group are adjacent and share everything but the arm
+        assert len({j.pair for j in g}) == 1 and {j.arm for j in g} == {"plain", "suggest", "speculative"}
+        assert len({j.seed for j in g}) == 1
+    firsts = [g[0].arm for g in groups]
+    assert firsts == ["plain", "suggest", "speculative"] * 2 + ["plain", "suggest"]  # the starting arm rotates
     assert len({j.session_id for j in jobs}) == len(jobs)
+
+
+def test_rep_seeds_of_neighbouring_run_seeds_do_not_overlap() -> None:
+    s0 = {rep_seed(0, r) for r in range(30)}
+    s1 = {rep_seed(1, r) for r in range(30)}
+    assert len(s0) == 30 and not s0 & s1  # seed + rep made --seed 0 and --seed 1 share all but one rep
+    assert rep_seed(0, 3) == rep_seed(0, 3)
 
 
 def test_prepare_workspace_makes_a_committed_git_repo(tmp_path: Path) -> None:

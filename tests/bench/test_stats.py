@@ -78,7 +78,7 @@ def test_efficiency_is_saving_over_the_smaller_of_duration_and_think() -> None:
     assert stats.efficiency(2.0, duration_s=10.0, available_s=4.0) == 0.5  # ideal = think time
     assert stats.efficiency(-1.0, duration_s=2.0, available_s=2.0) == -0.5  # speculation made it slower
     assert stats.efficiency(1.0, duration_s=0.0, available_s=5.0) is None
-    assert stats.pooled_efficiency([1.0, 3.0], [2.0, 10.0], [5.0, 2.0]) == 1.0  # 4 / (2 + 2)
+    assert stats.pooled_efficiency([1.0, 3.0], [2.0, 10.0], [5.0, 2.0]) == 0.75  # (1 + min(3, 2)) / (2 + 2)
     assert stats.pooled_efficiency([], [], []) is None
 
 
@@ -90,3 +90,17 @@ def test_break_even_interpolates_the_first_zero_crossing() -> None:
     assert stats.break_even([], []) is None
     with pytest.raises(ValueError, match="length"):
         stats.break_even([1], [])
+
+
+def test_efficiency_never_exceeds_one() -> None:
+    assert stats.efficiency(5.0, duration_s=2.0, available_s=4.0) == 1.0
+    assert stats.efficiency(-1.0, duration_s=2.0, available_s=4.0) == -0.5
+
+
+def test_break_even_ci_brackets_the_crossing() -> None:
+    xs = [0.0, 2.0, 4.0]
+    # Sessions at each x: below zero at 0 s, around zero at 2 s, clearly above at 4 s.
+    clusters = [[[-1.0], [-1.2], [-0.8]], [[-0.2], [0.2], [0.1], [-0.1]], [[1.0], [1.1], [0.9]]]
+    lo, hi = stats.break_even_ci(xs, clusters, seed=1)
+    assert 1.0 < lo <= 2.0 <= hi < 3.0
+    assert stats.break_even_ci(xs, [[[1.0]], [[1.0]], [[1.0]]]) is None  # one session per point

@@ -78,8 +78,8 @@ def test_summary_figures_on_constructed_records() -> None:
     assert s["time_saved_s"]["n"] == 2
     assert s["time_saved_s"]["median"] == pytest.approx(2.0)  # savings 3 and 1
     assert s["time_saved_s"]["ci95"] == [pytest.approx(1.0), pytest.approx(3.0)]
-    # Savings 3 + 1 over ideals min(2, 4) + min(8, 4).
-    assert s["efficiency"]["pooled"] == pytest.approx(4 / 6)
+    # Savings 3 (capped at its ideal 2: no fork saves more than it ran) + 1 over ideals min(2, 4) + min(8, 4).
+    assert s["efficiency"]["pooled"] == pytest.approx(3 / 6)
     assert s["latency_diff_per_turn_s"]["mean"] == pytest.approx((3 - 0.2 + 1 + 0) / 4)
     assert s["fork_cache_read_share"] == pytest.approx(260 / 300)
     assert s["wasted_tokens"] == 105  # the aborted fork's 20 + 80 + 5
@@ -107,7 +107,7 @@ def test_report_and_compare_render_the_figures() -> None:
     s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
     md = render_markdown(s)
     assert "| turn latency p50 (s) | 2.00 | 2.00 | +0% |" in md
-    assert "| time saved per accepted turn, median [95% CI] (s) | 2.00 [1.00, 3.00] |" in md
+    assert "| submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s) | 2.00 [1.00, 3.00] |" in md
     assert "boundary: edit | 1" in md
     b = {**s, "accepted": 5, "acceptance_rate": 0.9}
     cmp = compare_markdown(s, b, "A", "B")
@@ -122,3 +122,68 @@ def test_a_suggestion_that_appeared_while_typing_counts_as_offered() -> None:
     s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
     assert s["suggestion_coverage"] == 1.0
     assert s["acceptance_rate"] == pytest.approx(2 / 4)
+
+
+def three_arm_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """records() plus a suggest arm that took the same suggestions with Tab but had no fork, and a plain arm
+    that typed for 3 s before each later turn."""
+    turns, sessions, events = records()
+    for t in turns:
+        if t["turn"] > 0:
+            t["input_s"] = 0.2 if t["accepted"] else 3.0
+    for pair, p1 in (("A", 5.0), ("B", 4.0)):
+        turns += [turn(pair, "suggest", 0, 1.0), {**turn(pair, "suggest", 1, p1, accepted=True), "input_s": 0.2},
+                  {**turn(pair, "suggest", 2, 2.0), "input_s": 3.0}]
+        sessions.append(session(pair, "suggest", 18.0, 0.035))
+    return turns, sessions, events
+
+
+def test_speculative_is_compared_with_suggest_and_with_plain() -> None:
+    turns, sessions, events = three_arm_records()
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    assert set(s["arms"]) == {"plain", "suggest", "speculative"}
+    vs_s, vs_p = s["vs"]["suggest"], s["vs"]["plain"]
+    # Against suggest, Tab is on both sides: only the fork's saving is left (3 and 1 s).
+    assert vs_s["saved_per_accepted_turn_s"]["median"] == pytest.approx(2.0)
+    assert vs_s["saved_per_later_turn_s"]["mean"] == pytest.approx((3 + 1 - 0.2 + 0) / 4)
+    # Against plain, typing (3 s) vs Tab (0.2 s) is added: 5.8 and 3.8.
+    assert vs_p["saved_per_accepted_turn_s"]["median"] == pytest.approx(4.8)
+    assert vs_p["saved_per_accepted_turn_s"]["ci95"] == [pytest.approx(3.8), pytest.approx(5.8)]
+    assert vs_s["slower_turns"] == {"n": 1, "share": pytest.approx(0.25), "median_s": pytest.approx(0.2),
+                                    "max_s": pytest.approx(0.2)}
+    assert vs_s["session_wall_reduction"] == pytest.approx(1 - 32 / 36)
+    assert s["suggest_vs_plain"]["saved_per_accepted_turn_s"]["median"] == pytest.approx(2.8)
+    assert s["efficiency"]["pooled"] <= 1.0
+    md = render_markdown(s)
+    assert "speculative vs suggest" in md and "speculative vs plain" in md
+
+
+def test_compare_refuses_runs_with_different_settings_unless_forced(tmp_path, capsys) -> None:
+    from bench.compare import compare_main
+
+    turns, sessions, events = records()
+    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    import json
+
+    a.write_text(json.dumps(s))
+    b.write_text(json.dumps({**s, "time_scale": 0.2}))
+    assert compare_main(a, b) == 2
+    assert "time_scale: 1.0 vs 0.2" in capsys.readouterr().err
+    assert compare_main(a, b, force=True) == 0
+    out = capsys.readouterr().out
+    assert "Settings differ" in out and "| time saved median (s) | 2 [1, 3] | 2 [1, 3] |" in out
+
+
+def test_saving_vs_acceptance_plots_each_condition_and_marks_the_natural_rate(tmp_path) -> None:
+    from bench.plots import saving_vs_acceptance
+
+    def block(rate: float, prob: float | None, mean: float) -> dict[str, Any]:
+        later = {"mean": mean, "ci95": [mean - 0.1, mean + 0.1]}
+        return {"acceptance_rate": rate, "accept_prob": prob,
+                "vs": {"suggest": {"saved_per_later_turn_s": later}, "plain": {"saved_per_later_turn_s": later}}}
+
+    s = {"time_scale": 0.2, "conditions_detail": [block(0.8, None, 0.6), block(0.0, 0.0, -0.1), block(1.0, 1.0, 0.9)]}
+    assert saving_vs_acceptance(s, tmp_path / "a.png")
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert not saving_vs_acceptance({"conditions_detail": [block(0.8, None, 0.6)]}, tmp_path / "b.png")

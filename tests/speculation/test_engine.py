@@ -259,3 +259,23 @@ def test_abort_kills_a_sandboxed_command_before_the_overlay_goes(tmp_path: Path)
         assert ps.stdout.strip() == ""
 
     trio.run(main)
+
+
+def test_suggest_only_shows_the_suggestion_but_never_forks(tmp_path: Path) -> None:
+    """fork=False (the bench's `suggest` arm): ghost text appears, taking it runs a normal turn."""
+    root = make_project(tmp_path)
+
+    async def main() -> None:
+        async with engine_session(root, fork=False) as (s, _sim):
+            await s.submit("look at a")
+            assert await s.wait_suggestion() == "change alpha to gamma"
+            await s.wait_speculation()
+            assert (root / "a.txt").read_text() == "alpha\n" and s.diff() == ""
+            out = await s.submit("change alpha to gamma")
+            assert not out.accepted and out.result is not None and out.text == "Changed a.txt."
+            assert (root / "a.txt").read_text() == "gamma\n"
+            assert spec_records(s) == []  # no fork ran
+            suggestions = [r for r in s.events.records if r.kind == "suggestion"]
+            assert suggestions and suggestions[0].outcome == "accepted"
+
+    trio.run(main)

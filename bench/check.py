@@ -1,0 +1,65 @@
+"""``speculate sim check SCENARIO.yaml``: validate a scenario and replay it before benchmarking it.
+
+Loading reports format errors as ``file:line: reason``. The replay runs every turn once in the plain arm
+(think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
+tools under the bench's fixed PATH, and lists each turn's unmet tool-result expectations, model errors
+and simulator fallbacks (a turn the script could not answer). Candidates other than the intent are
+validated but not replayed (their steps run only when a user takes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+from bench.harness import Condition, RunConfig, run_experiment
+from bench.user import FixedThink
+from speculate.sim.scenario import ScenarioError, load_scenario
+
+CHECK_TIME_SCALE = 0.02
+
+
+def check_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="speculate sim check", description="Validate and replay scenario files.")
+    ap.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    ap.add_argument("--time-scale", type=float, default=CHECK_TIME_SCALE,
+                    help=f"clock speed of the replay (default {CHECK_TIME_SCALE})")
+    ap.add_argument("--no-replay", action="store_true", help="only validate the files")
+    a = ap.parse_args(argv)
+    try:
+        scenarios = [load_scenario(p) for p in a.scenarios]
+    except ScenarioError as e:
+        print(f"speculate sim check: {e}", file=sys.stderr)
+        return 2
+    for s in scenarios:
+        n_exp = sum(st.expect is not None for t in s.turns for st in t.steps)
+        print(f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
+              f"{s.workspace or '(files only)'}")
+    if a.no_replay:
+        return 0
+    bad = 0
+    for s, path in zip(scenarios, a.scenarios, strict=True):
+        out = Path(tempfile.mkdtemp(prefix="speculate-check-"))
+        cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
+                        time_scale=a.time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
+        try:
+            res = trio.run(run_experiment, cfg, out)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        for f in res.failures:
+            print(f"{path}: session failed: {f['error']}")
+            bad += 1
+        for t in sorted(res.turns, key=lambda t: t["turn"]):
+            problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
+                [t["error"]] if t["error"] else [])
+            status = "ok" if not problems else "; ".join(problems)
+            bad += bool(problems)
+            print(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}")
+    print("speculate sim check: " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
+    return 1 if bad else 0
+

@@ -1,0 +1,88 @@
+"""The bench's per-turn and per-session records as pydantic models: one schema for writing (the harness
+validates each record before appending it) and reading (the report validates each JSONL line and names
+``file:line`` on a bad one). Field meanings: docs/experiments.md, Output files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TurnRecord(_Record):
+    session: str
+    pair: str
+    arm: Literal["plain", "suggest", "speculative"]
+    scenario: str
+    rep: int
+    seed: int
+    cond: int
+    condition: str
+    think_model: str
+    accept_prob: float | None
+    model_name: str
+    turn: int
+    prompt: str
+    intent: str
+    think_s: float
+    input_s: float
+    input: Literal["tab", "typed"]
+    suggestion_scripted: str | None = None  # the candidate drawn for this session (what the sim offers)
+    suggestion_shown: str | None
+    suggestion_matched: bool
+    suggestion_at_submit: str | None
+    dismissed: bool
+    accepted: bool
+    latency_s: float
+    error: str
+    unmet_expectations: list[str] = []
+    note: str
+    fallback: bool = False
+    stop: str | None
+    ttft_s: float | None
+    requests: int
+    tokens: dict[str, Any]
+    cost_usd: float
+    speculation: dict[str, Any] | None
+    leak: list[str]
+    user_edit: str | None = None
+
+
+class SessionRecord(_Record):
+    session: str
+    pair: str
+    arm: Literal["plain", "suggest", "speculative"]
+    scenario: str
+    rep: int
+    seed: int
+    cond: int
+    condition: str
+    wall_s: float
+    turns: int
+    accepted: int
+    errors: int
+    leaks: list[dict[str, Any]]
+    final_tree: str
+    cost_usd: float
+    statistics: Any = None
+
+
+def load_records(path: Path, model: type[_Record]) -> list[dict[str, Any]]:
+    """Validated records of a JSONL file ([] if absent); ValueError naming ``file:line`` on a bad one."""
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(model.model_validate(json.loads(line)).model_dump())
+        except (json.JSONDecodeError, ValidationError) as e:
+            raise ValueError(f"{path}:{n}: not a valid {model.__name__}: {e}") from None
+    return out

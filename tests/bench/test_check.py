@@ -1,0 +1,42 @@
+"""``speculate sim check``: format errors with file:line, and a replay that reports unmet expectations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from speculate.cli import main
+
+SCN = """\
+name: check-me
+files:
+  a.txt: "alpha\\n"
+turns:
+  - prompt: "show a"
+    steps:
+      - tools:
+          - Bash: {command: "cat a.txt"}
+        expect: {exit_code: 0, contains: "WANT"}
+      - text: "Shown."
+"""
+
+
+def test_replay_reports_an_unmet_expectation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(SCN)
+    assert main(["sim", "check", str(p)]) == 1
+    out = capsys.readouterr().out
+    assert "turn 1 'show a': unmet expectation: step 1 tool 1: output lacks 'WANT'" in out
+    p.write_text(SCN.replace("WANT", "alpha"))
+    assert main(["sim", "check", str(p)]) == 0
+    assert "all turns replayed as scripted" in capsys.readouterr().out
+
+
+def test_a_block_scalar_indentation_error_names_file_and_line(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\nturns:\n  - prompt: a\n    steps:\n      - text: |\n          one\n        two\n")
+    assert main(["sim", "check", "--no-replay", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}:" in err and "YAML syntax error" in err and "text block opened on line 5" in err
