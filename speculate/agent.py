@@ -96,6 +96,7 @@ class ToolFinished:
     is_error: bool
     duration_s: float
     result: str = field(repr=False, default="")
+    denied: bool = False  # refused before it ran (permission, invalid input, no such tool)
 
 
 @dataclass(frozen=True)
@@ -317,15 +318,21 @@ class Agent:
                 await self.authorizer.authorize(_UnknownTool(block["name"]), _Empty(), block)
             except ToolDenied:
                 pass
-            done[block["id"]] = tool_result(block["id"], f"No such tool: {block['name']}", is_error=True)
+            self._refuse(block, done, f"No such tool: {block['name']}")
             return
         try:
             inp = tool.parse(block["input"])
             await self.authorizer.authorize(tool, inp, block)
         except ToolError as e:
-            done[block["id"]] = tool_result(block["id"], str(e), is_error=True)
+            self._refuse(block, done, str(e))
         except ToolDenied as e:
-            done[block["id"]] = tool_result(block["id"], f"Permission denied: {e}", is_error=True)
+            self._refuse(block, done, f"Permission denied: {e}")
+
+    def _refuse(self, block: Block, done: dict[str, Block], why: str) -> None:
+        """A call that does not run: an is_error result for the model, and a line for the person."""
+        done[block["id"]] = tool_result(block["id"], why, is_error=True)
+        self.on_event(ToolFinished(block["id"], block["name"], summarize(block["name"], block.get("input", {})),
+                                   True, 0.0, why, denied=True))
 
     async def _run_one_into(self, block: Block, done: dict[str, Block], ev: trio.Event | None) -> None:
         try:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
-from prompt_toolkit import PromptSession
+from prompt_toolkit import PromptSession, print_formatted_text
 from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
@@ -22,6 +22,8 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from speculate.repl.answers import BadAnswer, choose
 
 
 def rest_of(prediction: str | None, text: str) -> str | None:
@@ -156,10 +158,11 @@ class PromptFrontend:
 
         def blocking() -> str:
             while True:
-                raw = ps.prompt(f"{question} [{'/'.join(choices)}] ").strip().lower()
-                hits = [c for c in choices if c.startswith(raw)] if raw else []
-                if raw in choices or len(hits) == 1:
-                    return raw if raw in choices else hits[0]
+                raw = ps.prompt(f"{question} [{'/'.join(choices)}] ")
+                try:
+                    return choose(raw, choices)
+                except BadAnswer as e:
+                    print_formatted_text(f"  {e}", output=self._io["output"])
 
         return await trio.to_thread.run_sync(blocking)
 

@@ -93,10 +93,7 @@ class Repl:
         elif isinstance(ev, ResponseDone):
             self._last_response_text, self._response_text = self._response_text, ""
         elif isinstance(ev, ToolFinished):
-            mark = self._c("31", "✗") if ev.is_error else self._c("32", "✓")
-            first = ev.result.strip().splitlines()[0][:80] if ev.is_error and ev.result.strip() else ""
-            self._line(f"  {mark} {ev.summary} {self._c('2', f'{ev.duration_s:.2f}s')}"
-                       + (f" {self._c('31', first)}" if first else ""))
+            self._line(tool_line(ev, self._c))
         elif isinstance(ev, ToolStarted):
             pass  # one line per call, written when it finishes (with its status)
         elif isinstance(ev, HookRan):
@@ -342,6 +339,16 @@ class Repl:
     def _line(self, text: str) -> None:
         self._newline()
         self._write(text + "\n")
+
+
+def tool_line(ev: ToolFinished, c: Callable[[str, str], str]) -> str:
+    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why)."""
+    first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
+    if ev.denied:
+        return f"  {c('31', '✗')} {ev.summary} {c('31', 'denied')}" + (f" {c('2', first)}" if first else "")
+    mark = c("31", "✗") if ev.is_error else c("32", "✓")
+    return (f"  {mark} {ev.summary} {c('2', f'{ev.duration_s:.2f}s')}"
+            + (f" {c('31', first)}" if first else ""))
 
 
 def format_stats(stats: dict[str, Any]) -> str:

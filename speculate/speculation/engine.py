@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from speculate.agent import Agent, AgentEvent, BoundaryReached, MaxTurnsReached, ResponseDone, ToolFinished
+from speculate.agent import (
+    Agent,
+    AgentEvent,
+    BoundaryReached,
+    MaxTurnsReached,
+    ResponseDone,
+    ToolFinished,
+    ToolStarted,
+)
 from speculate.hooks import HookRan, PromptBlocked
 from speculate.instructions import is_instructions_path
 from speculate.models.base import ModelError, Usage
@@ -51,6 +60,10 @@ class Speculation:
         self.agent: Agent | None = None
         self.usage = Usage()
         self.tools_run = 0
+        # What the fork showed so far (text, tool lines), replayed on acceptance; then ``live`` (the
+        # session's event callback) hears the rest as it happens, as a normal turn streams.
+        self.shown: list[AgentEvent] = []
+        self.live: Callable[[AgentEvent], None] | None = None
         self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
 
     @property
@@ -124,12 +137,16 @@ class SpeculationEngine:
         if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
             await self.ignore("no_speculation")
             return await self.s._normal_turn(prompt, t0)
+        for e in spec.shown:  # what the fork already did, then the rest live
+            self.s.on_event(e)
+        spec.live = self.s.on_event
         if not spec.finished.is_set():
             if self.s.cfg.accept_running == "wait":
                 await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
             else:
                 await self._cancel_cycle()
                 spec.record.boundary = spec.record.boundary or "interrupted"
+        spec.live = None
         rec = spec.record
         rec.time_to_accept_s = t0 - spec.started
         finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
@@ -302,6 +319,10 @@ class SpeculationEngine:
             spec.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
 
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
+        if not isinstance(e, ToolStarted):
+            spec.shown.append(e)
+            if spec.live is not None:
+                spec.live(e)
         if isinstance(e, ResponseDone):
             spec.usage = spec.usage.add(e.response.usage)
         elif isinstance(e, ToolFinished):

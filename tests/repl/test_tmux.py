@@ -184,3 +184,57 @@ def test_ctrl_c_cancels_the_turn_and_keeps_the_session(tmp_path: Path, project: 
         assert (tmp_path / "history").read_text().count("/model") == 1  # history persisted
     finally:
         t.close()
+
+
+def start_repl(tmp_path: Path, project: Path, *, time_scale: float, extra: str = "") -> Term:
+    t = Term()
+    cmd = repl_command(tmp_path, project, time_scale=time_scale)
+    t.start(cmd.replace(f"--time-scale {time_scale}", f"--time-scale {time_scale} {extra}"))
+    return t
+
+
+def test_accepting_a_running_speculation_streams_it_live(tmp_path: Path, project: Path) -> None:
+    t = start_repl(tmp_path, project, time_scale=0.5)
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: P2 in t.input_line() and "speculating (1 tool" in t.toolbar(), "a running speculation")
+        t.keys("Tab", "Enter")
+        # Within a second: what the fork already did (its text and the Read line) is on screen.
+        t.wait(lambda: "I'll add a failing test first" in t.screen() and "✓ Read(" in t.screen(),
+               "the fork's finished part", timeout=1.0)
+        # The rest streams: tool lines appear while the final answer is still to come.
+        t.wait(lambda: "✓ Bash(" in t.screen(), "a tool line of the live part")
+        assert "Full suite" not in t.scrollback(), "the answer came all at once"
+        t.wait(lambda: "speculation accepted" in t.scrollback(), "the acceptance line")
+        assert t.scrollback().count("Full suite: 29 passed") == 1  # streamed once, not repeated at the end
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+    finally:
+        t.close()
+
+
+def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_visible(
+        tmp_path: Path, project: Path) -> None:
+    h0 = tree_hash(project)
+    t = start_repl(tmp_path, project, time_scale=0.05, extra="--mode default")
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "stopped at boundary (edit" in t.toolbar(), "the fork stopped before its first edit")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "allow Edit(" in t.screen(), "the permission prompt")
+        turn = t.screen().split(P2)[-1]  # from the accepted prompt on
+        assert turn.index("I'll add a failing test first") < turn.index("✓ Read(") < turn.index("allow Edit(")
+        t.type("maybe")
+        t.keys("Enter")
+        t.wait(lambda: "'maybe' is not an answer: type y, n or always" in t.screen(), "what is expected")
+        t.type("n")
+        t.keys("Enter")
+        t.wait(lambda: "✗ Edit(" in t.screen() and "denied" in t.screen(), "the denial line")
+        t.wait(lambda: "allow Edit(" in t.screen().split("denied")[-1] or "(" in t.toolbar(), "the turn going on")
+        t.keys("C-c")
+        t.wait(lambda: "turn cancelled" in t.scrollback() or "saved" in t.toolbar(), "the prompt back")
+        assert tree_hash(project) == h0
+    finally:
+        t.close()
