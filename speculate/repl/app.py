@@ -63,6 +63,8 @@ class PromptFrontend:
             key_bindings=self._bindings(), bottom_toolbar=toolbar, refresh_interval=0.5,
             input=input, output=output, enable_history_search=False)
         self._io = {"input": input, "output": output}
+        self._asking: PromptSession[str] | None = None  # the permission question on screen, if any
+        self._closed = False  # abort() was called: no more prompts
         buf = self.session.default_buffer
         buf.on_text_changed += self._text_changed
         buf.on_text_insert += self._text_inserted
@@ -82,9 +84,20 @@ class PromptFrontend:
         self._call_in_prompt(self.session.app.invalidate)
 
     def abort(self) -> None:
-        """End a running prompt as if Ctrl-D was pressed (shutting down from the trio side)."""
-        app = self.session.app
-        self._call_in_prompt(lambda: app.exit(exception=EOFError()) if app.is_running and not app.is_done else None)
+        """End the running prompt (or question) as if Ctrl-D was pressed, and any later one at once
+        (shutting down from the trio side)."""
+        self._closed = True
+        for session in (self.session, self._asking):
+            if session is None:
+                continue
+            app = session.app
+            if app.loop is not None:
+                try:
+                    app.loop.call_soon_threadsafe(
+                        lambda app=app: app.exit(exception=EOFError()) if app.is_running and not app.is_done
+                        else None)
+                except RuntimeError:
+                    pass  # its loop just closed
 
     def _call_in_prompt(self, fn: Callable[[], object]) -> None:
         loop = self.session.app.loop
@@ -147,7 +160,15 @@ class PromptFrontend:
     # -- trio side ----------------------------------------------------------------------------------------
     def prompt_blocking(self) -> str:
         """One line (blocking; run in a worker thread). KeyboardInterrupt on Ctrl-C, EOFError on Ctrl-D."""
-        return self.session.prompt(self.message, pre_run=self._apply)
+        if self._closed:
+            raise EOFError
+        return self.session.prompt(self.message, pre_run=self._pre_run)
+
+    def _pre_run(self) -> None:
+        if self._closed:  # aborted between the check above and the prompt starting
+            self.session.app.exit(exception=EOFError())
+            return
+        self._apply()
 
     async def read(self) -> str:
         return await trio.to_thread.run_sync(self.prompt_blocking)
@@ -158,13 +179,19 @@ class PromptFrontend:
 
         def blocking() -> str:
             while True:
+                if self._closed:
+                    raise EOFError
                 raw = ps.prompt(f"{question} [{'/'.join(choices)}] ")
                 try:
                     return choose(raw, choices)
                 except BadAnswer as e:
                     print_formatted_text(f"  {e}", output=self._io["output"])
 
-        return await trio.to_thread.run_sync(blocking)
+        self._asking = ps
+        try:
+            return await trio.to_thread.run_sync(blocking)
+        finally:
+            self._asking = None
 
 
 def repl_main(argv: Sequence[str] | None = None) -> int:

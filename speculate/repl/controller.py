@@ -74,6 +74,7 @@ class Repl:
         self._at_line_start = True
         self._response_text = ""
         self._last_response_text = ""
+        self.signal: int | None = None  # SIGHUP or SIGTERM ended the run (the caller exits 128 + it)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
@@ -148,7 +149,9 @@ class Repl:
             await self.s.engine.ignore()
 
     # -- the loop -------------------------------------------------------------------------------------------
-    async def run(self, session: Session) -> None:
+    async def run(self, session: Session, signals: Any = None) -> None:
+        """Read and submit until /quit, Ctrl-D, end of input, or one of ``signals`` (a trio signal receiver
+        for SIGHUP/SIGTERM, opened by the caller before anything needing cleanup was made)."""
         assert self.fe is not None, "attach a front end first"
         self.s = session
         self._token = trio.lowlevel.current_trio_token()
@@ -156,14 +159,18 @@ class Repl:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._watch_sigint)
+            if signals is not None:
+                nursery.start_soon(self._watch_exit_signals, signals)
             self._predict_next()
             try:
-                while True:
+                while self.signal is None:
                     try:
                         line = await self.fe.read()
                     except KeyboardInterrupt:
                         continue  # Ctrl-C at the prompt clears the line
-                    except EOFError:
+                    except (EOFError, OSError):  # Ctrl-D, end of input, or the terminal went away
+                        break
+                    if self.signal is not None:
                         break
                     try:
                         await self.handle(line)
@@ -173,6 +180,17 @@ class Repl:
                 self._cancel_prediction()
                 self.fe.push(None)
                 nursery.cancel_scope.cancel()
+
+    async def _watch_exit_signals(self, signals: Any) -> None:
+        """SIGHUP (terminal closed) or SIGTERM: stop the turn and the prompt, and leave through the normal
+        exit path, so the session, its overlays and the temporary directories are cleaned up."""
+        async for signum in signals:
+            self.signal = signum
+            if self._turn_scope is not None:
+                self._turn_scope.cancel()
+            if self.fe is not None:
+                self.fe.abort()
+            return
 
     async def handle(self, line: str) -> None:
         text = line.strip()
@@ -195,6 +213,8 @@ class Repl:
             self._turn_scope = scope
             try:
                 outcome = await self.s.submit(prompt)
+            except Exception as e:  # a bug below us ends this turn, not the REPL; the conversation is repaired
+                self._line(self._c("31", f"error: the turn failed: {type(e).__name__}: {e}; the session goes on"))
             finally:
                 self._turn_scope = None
                 self.status.busy = False

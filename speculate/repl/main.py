@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -69,6 +71,13 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # First: from here on SIGHUP (the terminal closed) and SIGTERM end the REPL through its normal exit
+    # path, so the temporary project, spill directory and overlays are removed.
+    with trio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM) as signals:
+        return await _run_repl(args, signals)
+
+
+async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     from speculate.backends import BackendConfig, open_model
     from speculate.repl.demo import DEFAULT_SCENARIO, Demo, find_scenario, prepare_project
     from speculate.session import SessionConfig, open_session
@@ -136,10 +145,12 @@ async def _run(args: argparse.Namespace) -> int:
                 ask=repl.ask, on_event=repl.on_event) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(f"note: {note}")
-            await repl.run(session)
+            await repl.run(session, signals)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+    if repl.signal is not None:
+        return 128 + repl.signal
     print("bye")
     return 0

@@ -238,3 +238,32 @@ def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_v
         assert tree_hash(project) == h0
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGTERM"])
+def test_closing_the_terminal_or_sigterm_removes_temp_and_spill_dirs(tmp_path: Path, how: str) -> None:
+    tmp, state = tmp_path / "tmp", tmp_path / "state"
+    tmp.mkdir()
+    t = Term()
+    try:
+        # The demo in a temporary directory of its own (no DIR), with a speculation running on it.
+        t.start(f"TMPDIR={tmp} SPECULATE_STATE_DIR={state} SPECULATE_HISTORY={tmp_path / 'history'} "
+                f"exec {sys.executable} -m speculate.cli repl --time-scale 0.5")
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "speculating (" in t.toolbar(), "a running speculation")
+        made = {p.name.split("-")[1] for p in tmp.iterdir()}
+        assert {"demo", "repl"} <= made, made  # speculate-demo-*, speculate-repl-spill-*
+        pid = int(t.tmux("list-panes", "-t", t.target, "-F", "#{pane_pid}").strip())
+        if how == "SIGHUP":
+            t.close()  # the terminal goes away: the kernel hangs up on the REPL
+        else:
+            subprocess.run(["kill", "-TERM", str(pid)], check=True)
+        end = time.monotonic() + 20
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists(), f"the REPL did not exit on {how}"
+        assert [p.name for p in tmp.iterdir()] == []
+        assert str(tmp) not in Path("/proc/mounts").read_text()
+    finally:
+        t.close()
