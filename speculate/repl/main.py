@@ -133,6 +133,11 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         from speculate.speculation.sandbox_shell import bash_sandbox
 
         print(f"speculative Bash: {bash_sandbox().line}")
+    if args.model == "sim" and demo is None:  # said once: why no ghost text will appear here
+        print("note: the simulator answers only the prompts of its scenarios, so on your own project every prompt "
+              "gets a marked fallback answer and there is nothing to predict (no ghost text). `speculate repl` "
+              "with no DIR runs the demo; for a real model: speculate repl DIR --model anthropic "
+              "(ANTHROPIC_API_KEY set, or --base-url URL).")
     print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")
     bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
                          time_scale=args.time_scale, record=args.record, trace=args.trace)
