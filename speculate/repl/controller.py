@@ -29,7 +29,9 @@ HELP = """commands:
   /clear                forget the conversation (the project is untouched)
   /accept               submit the predicted prompt (waits for it; handy in line mode)
   /quit                 leave (Ctrl-D does the same)
-keys: Tab or Right takes the grey prediction, Enter sends, Ctrl-C cancels the running turn."""
+keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or a trailing \\ start a new line;
+  Esc or Ctrl-C stops the running turn; at the prompt Ctrl-C stops a running speculation, again clears the line;
+  Ctrl-R searches the history. Typing over the prediction hides it; edit back and it returns."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
 
@@ -58,7 +60,7 @@ class Repl:
     def __init__(self, *, out: TextIO | None = None, model_label: str = "",
                  fallback_prediction: Callable[[], str | None] | None = None,
                  on_submitted: Callable[[str], None] | None = None,
-                 on_cleared: Callable[[], None] | None = None) -> None:
+                 on_cleared: Callable[[], None] | None = None, policy: str = "keep") -> None:
         self.out = out or sys.stdout
         self.model_label = model_label
         self.fallback = fallback_prediction or (lambda: None)
@@ -74,6 +76,9 @@ class Repl:
         self._at_line_start = True
         self._response_text = ""
         self._last_response_text = ""
+        self.policy = policy  # typing off the prediction: keep the speculation, or abort it
+        self._keys_scope: trio.CancelScope | None = None
+        self._keys_stopped = trio.Event()
         self.signal: int | None = None  # SIGHUP or SIGTERM ended the run (the caller exits 128 + it)
 
     def attach(self, fe: Frontend) -> None:
@@ -119,6 +124,7 @@ class Repl:
         """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""
         assert self.fe is not None
         self._newline()
+        await self._stop_keys()  # the question reads the terminal itself
         try:
             answer = await self.fe.ask(f"allow {summary}?", ("y", "n", "always"))
         except (KeyboardInterrupt, EOFError):
@@ -127,26 +133,46 @@ class Repl:
             return "n"
         finally:
             self._at_line_start = True
+            self._start_keys()
         return cast(Literal["y", "n", "always"], answer)
 
     def diverged(self) -> None:
-        """The user typed off the prediction (called from the prompt's thread): abort the speculation now."""
-        if self._token is None or self._nursery is None:
-            return
-        nursery = self._nursery
+        """The user typed off the prediction (called from the prompt's thread). ``keep``: the speculation
+        runs on (the cost is recorded) until a different prompt is submitted; ``abort``: drop it now."""
+        def start() -> None:
+            if self.policy == "keep":
+                if self.s is not None:
+                    self.s.engine.diverged()
+                return
+            self._cancel_prediction()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._ignore)
 
+        self._from_thread(start)
+
+    def stop_speculation(self) -> None:
+        """Ctrl-C at the prompt with a speculation in flight (prompt's thread): stop and discard it."""
         def start() -> None:
             self._cancel_prediction()
-            nursery.start_soon(self._ignore)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._ignore, "stopped")
 
+        self._from_thread(start)
+
+    def speculation_running(self) -> bool:
+        return self.status.spec_on and not self.status.busy and self.status.state in ("generating", "speculating")
+
+    def _from_thread(self, fn: Callable[[], None]) -> None:
+        if self._token is None or self._nursery is None:
+            return
         try:
-            self._token.run_sync_soon(start)
+            self._token.run_sync_soon(fn)
         except trio.RunFinishedError:
             pass
 
-    async def _ignore(self) -> None:
+    async def _ignore(self, reason: str = "typed") -> None:
         if self.s is not None and self.s.cfg.speculate:
-            await self.s.engine.ignore()
+            await self.s.engine.ignore(reason)
 
     # -- the loop -------------------------------------------------------------------------------------------
     async def run(self, session: Session, signals: Any = None) -> None:
@@ -211,6 +237,7 @@ class Repl:
         outcome: TurnOutcome | None = None
         with trio.CancelScope() as scope:
             self._turn_scope = scope
+            self._start_keys()
             try:
                 outcome = await self.s.submit(prompt)
             except Exception as e:  # a bug below us ends this turn, not the REPL; the conversation is repaired
@@ -218,6 +245,8 @@ class Repl:
             finally:
                 self._turn_scope = None
                 self.status.busy = False
+                with trio.CancelScope(shield=True):
+                    await self._stop_keys()
         if scope.cancelled_caught:
             self._line(self._c("33", "turn cancelled; the session goes on"))
         elif outcome is not None:
@@ -245,6 +274,35 @@ class Repl:
             self._write(o.text)  # the final answer came from the speculation, not the stream
         self._newline()
         self._line(self._c("2", f"({o.latency_s:.1f}s)"))
+
+    # -- keys while a turn runs ---------------------------------------------------------------------------
+    def _start_keys(self) -> None:
+        """Watch the terminal while the turn runs (Esc interrupts it), if the front end can."""
+        watch = getattr(self.fe, "keys_during_turn", None)
+        if watch is None or self._nursery is None or self._turn_scope is None:
+            return
+        scope = self._keys_scope = trio.CancelScope()
+        stopped = self._keys_stopped = trio.Event()
+
+        async def run() -> None:
+            try:
+                with scope:
+                    await watch(self._escape)
+            finally:
+                stopped.set()
+
+        self._nursery.start_soon(run)
+
+    async def _stop_keys(self) -> None:
+        """Stop watching and wait until the terminal's settings are back (a prompt is about to start)."""
+        if self._keys_scope is not None:
+            self._keys_scope.cancel()
+            self._keys_scope = None
+            await self._keys_stopped.wait()
+
+    def _escape(self) -> None:
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
 
     # -- predictions --------------------------------------------------------------------------------------
     def _predict_next(self) -> None:

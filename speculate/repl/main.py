@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --model anthropic: save every request/response with timings (a replayable trace)")
     p.add_argument("--trace", type=Path, default=None, metavar="FILE",
                    help="with --model sim: also serve a trace recorded with --record")
+    p.add_argument("--on-diverge", choices=("keep", "abort"), default="keep",
+                   help="typing off the ghost text: keep its speculation running until a different prompt is "
+                        "sent (editing back brings the ghost back; its extra tokens are recorded), or abort it")
     p.add_argument("--plain", action="store_true", help="line mode even on a terminal")
     return p
 
@@ -112,7 +115,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
     repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
                 fallback_prediction=demo.next_prompt if demo else None,
-                on_submitted=demo.submitted if demo else None, on_cleared=demo.cleared if demo else None)
+                on_submitted=demo.submitted if demo else None, on_cleared=demo.cleared if demo else None,
+                policy=args.on_diverge)
     if plain:
         from speculate.repl.plain import PlainFrontend
 
@@ -126,7 +130,9 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         hist = history_path()
         hist.parent.mkdir(parents=True, exist_ok=True)
         repl.attach(PromptFrontend(toolbar=lambda: FormattedText([("", " " + repl.status.line())]),
-                                   on_diverge=repl.diverged, history=FileHistory(str(hist))))
+                                   on_diverge=repl.diverged, history=FileHistory(str(hist)),
+                                   policy=args.on_diverge, on_stop=repl.stop_speculation,
+                                   running=repl.speculation_running))
     print(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
           + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}")
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why

@@ -64,6 +64,7 @@ class Speculation:
         # session's event callback) hears the rest as it happens, as a normal turn streams.
         self.shown: list[AgentEvent] = []
         self.live: Callable[[AgentEvent], None] | None = None
+        self.diverged_at_tokens: int | None = None  # the fork's tokens when the user first typed off its prompt
         self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
 
     @property
@@ -124,6 +125,13 @@ class SpeculationEngine:
             self._close(spec, "aborted", reason, abort_started=t0)
             self._emit("aborted", spec.suggestion)
         self.suggestion = None
+
+    def diverged(self) -> None:
+        """The user typed off the suggestion but it is kept (it may still be accepted): note the fork's
+        tokens now, so what it spends from here on is recorded as the cost of keeping it."""
+        spec = self._spec
+        if spec is not None and spec.diverged_at_tokens is None:
+            spec.diverged_at_tokens = sum(spec.usage.as_dict().values())
 
     async def shutdown(self) -> None:
         await self.ignore("shutdown")
@@ -351,6 +359,8 @@ class SpeculationEngine:
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
         rec.tokens = spec.usage.as_dict()
+        if spec.diverged_at_tokens is not None:
+            rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens
         rec.cost_usd = cost_usd(self.s.cfg.model_name, spec.usage)
         if outcome != "accepted" or not saved:
             rec.time_saved_s = 0.0

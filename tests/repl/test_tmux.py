@@ -125,13 +125,20 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     assert P2 in term.input_line()
     assert tree_hash(project) == h0, "a running speculation touched the real tree"
 
-    # Type something else: the speculation is dropped and the tree stays as it was.
+    # A typo hides the ghost text but keeps the speculation; Backspace brings both back.
+    term.type("fix iy")
+    term.wait(lambda: P2 not in term.input_line() and "fix iy" in term.input_line(), "the ghost hidden")
+    assert any(s in term.toolbar() for s in FINISHED), "a typo threw the speculation away"
+    term.keys("BSpace")
+    term.wait(lambda: P2 in term.input_line(), "the ghost text back after Backspace")
+    term.keys("C-u")
+    # Send something else: the speculation is dropped and the tree stays as it was.
     term.type("no")
-    term.wait(lambda: "speculation aborted" in term.toolbar() or "idle" in term.toolbar(), "the abort")
-    assert P2 not in term.input_line()
+    term.wait(lambda: P2 not in term.input_line(), "the ghost hidden")
     term.type(", explain page_bounds first")
     term.keys("Enter")
     term.wait(lambda: "[simulator]" in term.scrollback(), "the simulator's fallback answer")
+    assert "ready (" not in term.toolbar()
     term.wait(lambda: term.input_line().startswith("›") and "working" not in term.toolbar(), "the prompt")
     assert tree_hash(project) == h0, "an ignored speculation changed the real tree"
 
@@ -265,5 +272,35 @@ def test_closing_the_terminal_or_sigterm_removes_temp_and_spill_dirs(tmp_path: P
         assert not Path(f"/proc/{pid}").exists(), f"the REPL did not exit on {how}"
         assert [p.name for p in tmp.iterdir()] == []
         assert str(tmp) not in Path("/proc/mounts").read_text()
+    finally:
+        t.close()
+
+
+def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(tmp_path: Path, project: Path) -> None:
+    h0 = tree_hash(project)
+    t = start_repl(tmp_path, project, time_scale=1.0)
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "Let me find the pagination code." in t.screen(), "the turn to start streaming")
+        t.keys("Escape")
+        t.wait(lambda: "turn cancelled; the session goes on" in t.screen(), "Esc to interrupt the turn")
+        assert "^[" not in t.screen() and "off-by-one" not in t.scrollback()
+        # Run the first turn through (fast), then stop its speculation with Ctrl-C at the prompt.
+        t.type("/clear")
+        t.keys("Enter")
+        t.wait(lambda: P1 in t.input_line(), "the first prompt again")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "speculating (" in t.toolbar(), "a running speculation", timeout=60)
+        t.type("fix")
+        t.keys("C-c")
+        t.wait(lambda: "speculation aborted" in t.toolbar(), "Ctrl-C to stop the speculation")
+        assert "› fix" in t.input_line()  # the line stays
+        t.keys("C-c")
+        t.wait(lambda: [ln for ln in t.screen().splitlines() if ln.startswith("›")][-1].rstrip() == "›",
+               "a second Ctrl-C to clear the line")
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+        assert tree_hash(project) == h0
     finally:
         t.close()
