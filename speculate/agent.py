@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import trio
 from pydantic import BaseModel
@@ -29,19 +29,28 @@ class ToolDenied(Exception):
     """A call that must not run; the message goes back to the model as an is_error result."""
 
 
+# Where a speculative fork must stop before a call (see docs/speculation.md, "Boundaries").
+BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "denied_tool", "resource", "error"]
+
+
 class BoundaryReached(Exception):
     """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
 
-    def __init__(self, kind: str, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
+    def __init__(self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
         super().__init__(f"{kind}: {detail}")
-        self.kind = kind
+        self.kind: BoundaryKind = kind
         self.detail = detail
         self.tool_use_id = tool_use_id
         self.discard = discard  # the overlay already holds what made this a boundary: nothing may be promoted
 
 
 class MaxTurnsReached(Exception):
-    pass
+    """The loop's bound: ``kind`` says which (requests in this turn, or messages in the conversation)."""
+
+    def __init__(self, kind: Literal["max_turns", "max_messages"], limit: int) -> None:
+        super().__init__(f"{kind} ({limit})")
+        self.kind: Literal["max_turns", "max_messages"] = kind
+        self.limit = limit
 
 
 @contextmanager
@@ -180,9 +189,9 @@ class Agent:
             turns = 0
             while True:
                 if turns >= self.max_turns:
-                    raise MaxTurnsReached(f"max_turns ({self.max_turns})")
+                    raise MaxTurnsReached("max_turns", self.max_turns)
                 if self.max_messages is not None and len(self.messages) >= self.max_messages:
-                    raise MaxTurnsReached(f"max_messages ({self.max_messages})")
+                    raise MaxTurnsReached("max_messages", self.max_messages)
                 turns += 1
                 if await self.step(result):
                     break

@@ -144,15 +144,17 @@ class Session:
             outcome = await self.engine.accept(prompt, t0)
         else:
             await self.engine.ignore("instructions_changed" if note else "typed")
-            outcome = await self._normal_turn(prompt, t0, note=note)
+            outcome = await self.run_turn(prompt, t0, note=note)
         self.outcomes.append(outcome)
         self._log_turn(outcome)
         if self.cfg.speculate and not outcome.error and not outcome.blocked:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
 
-    async def _normal_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
-                           spec: SpeculationRecord | None = None) -> TurnOutcome:
+    async def run_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
+                       spec: SpeculationRecord | None = None) -> TurnOutcome:
+        """A normal turn (the engine's :class:`~speculate.speculation.host.Host` interface): ``resume`` goes on
+        from injected speculative messages. Model errors and the turn's limit end it with ``error`` set."""
         try:
             result = await (self.agent.resume() if resume else self.agent.run(prompt))
         except PromptBlocked as e:

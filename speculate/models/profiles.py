@@ -1,4 +1,5 @@
-"""Model profiles the simulator serves: names, cache minimum, latency parameters and prices.
+"""Model profiles: names, prices (what the engine and the benchmark charge for tokens, whichever backend
+served them), and the cache minimum and latency parameters the simulator serves them with.
 
 Every number here is documented with its public source in docs/simulator.md. Latency figures are
 approximate public medians, not measurements of this machine; experiments compare loops on the same model.

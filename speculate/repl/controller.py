@@ -16,6 +16,7 @@ from speculate.models.base import TextDelta
 from speculate.repl.status import Status
 from speculate.session import PermissionMode, Session, TurnOutcome
 from speculate.speculation.events import SpecEvent
+from speculate.speculation.host import IgnoreReason
 
 HELP = """commands:
   /help                 this list
@@ -170,7 +171,7 @@ class Repl:
         except trio.RunFinishedError:
             pass
 
-    async def _ignore(self, reason: str = "typed") -> None:
+    async def _ignore(self, reason: IgnoreReason = "typed") -> None:
         if self.s is not None and self.s.cfg.speculate:
             await self.s.engine.ignore(reason)
 
