@@ -3,38 +3,22 @@ Ctrl-C, and feeding predictions and speculation state to whichever front end hol
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, TextIO, cast, get_args
+from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
 
 from speculate.agent import AgentEvent, ResponseDone, ToolFinished, ToolStarted
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
+from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
 from speculate.repl.status import Status
-from speculate.session import PermissionMode, Session, TurnOutcome
+from speculate.session import Session, TurnOutcome
 from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
-
-HELP = """commands:
-  /help                 this list
-  /spec on|off          turn speculation on or off
-  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
-  /diff                 what the current speculation would change, as a diff
-  /stats                acceptance, time saved, tokens and cost wasted
-  /model                the model backend in use
-  /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
-  /mcp                  the MCP servers and their tools
-  /clear                forget the conversation (the project is untouched)
-  /accept               submit the predicted prompt (waits for it; handy in line mode)
-  /quit                 leave (Ctrl-D does the same)
-keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or a trailing \\ start a new line;
-  Esc or Ctrl-C stops the running turn; at the prompt Ctrl-C stops a running speculation, again clears the line;
-  Ctrl-R searches the history. Typing over the prediction hides it; edit back and it returns."""
-
-MODES: tuple[str, ...] = get_args(PermissionMode)
 
 
 class Frontend(Protocol):
@@ -45,10 +29,6 @@ class Frontend(Protocol):
     def abort(self) -> None: ...
     async def read(self) -> str: ...
     async def ask(self, question: str, choices: Sequence[str]) -> str: ...
-
-
-class Quit(Exception):
-    """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
 
 
 class Repl:
@@ -258,12 +238,11 @@ class Repl:
 
     def _report(self, o: TurnOutcome) -> None:
         if o.accepted and o.speculation is not None:
-            r = o.speculation
-            # The person's files first; tool caches (.pytest_cache/…) last.
-            shown = sorted(r.files_written, key=lambda p: (any(x.startswith(".") for x in p.split("/")), p))
-            files = ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
-            self._line(self._c("36", f"⚡ speculation accepted: {r.tools_run} tools ran ahead"
-                                     + (f", wrote {files}" if files else "") + f", saved {r.time_saved_s:.1f}s"))
+            width = columns()
+            root = str(self.s.project) if self.s is not None else "/"
+            written = [os.path.relpath(p, root) if os.path.isabs(p) else p for p in o.speculation.files_written]
+            self._line(self._c("36", accepted_line(written, o.speculation.tools_run, o.speculation.time_saved_s,
+                                                   width)))
         if o.note:
             self._line(self._c("33", o.note))
         if o.blocked:
@@ -341,65 +320,11 @@ class Repl:
                 elif self.fe is not None:
                     self.fe.abort()  # line mode waiting for input: Ctrl-C leaves
 
-    # -- slash commands -------------------------------------------------------------------------------------
+    # -- slash commands (speculate.repl.commands) -------------------------------------------------------
     async def command(self, text: str) -> None:
-        assert self.s is not None and self.fe is not None
-        name, _, arg = text.partition(" ")
-        arg = arg.strip()
-        if name in ("/quit", "/exit"):
-            raise Quit
-        if name == "/help":
-            self._line(HELP)
-        elif name == "/spec":
-            if arg not in ("on", "off"):
-                self._line(f"/spec takes on or off, not {arg!r}" if arg else
-                           f"speculation is {'on' if self.s.cfg.speculate else 'off'}; /spec on|off")
-                return
-            await self.s.set_speculation(arg == "on")
-            self.status.spec_on = arg == "on"
-            self._line(f"speculation {arg}")
-            if arg == "off":
-                self._predict_next()
-        elif name == "/mode":
-            if arg not in MODES:
-                self._line(f"unknown permission mode {arg!r}: choose one of {', '.join(MODES)}" if arg
-                           else f"mode is {self.s.cfg.mode}; /mode {'|'.join(MODES)}")
-                return
-            self.s.set_mode(cast(PermissionMode, arg))
-            self.status.mode = arg
-            self._line(f"permission mode {arg}")
-        elif name == "/diff":
-            self._line(self.s.diff() or "(the current speculation changes nothing)")
-        elif name == "/stats":
-            self._line(format_stats(self.s.statistics()))
-        elif name in ("/memory", "/context"):
-            from speculate.repl.info import format_memory
+        from speculate.repl.commands import run_command
 
-            self._line(format_memory(self.s))
-        elif name == "/mcp":
-            from speculate.repl.info import format_mcp
-
-            self._line(format_mcp(self.s))
-        elif name == "/model":
-            self._line(f"model: {self.s.cfg.model_name} via {self.model_label or self.s.cfg.model.name}")
-        elif name == "/clear":
-            self._cancel_prediction()
-            self.fe.push(None)
-            await self.s.clear()
-            self.on_cleared()
-            self._line("conversation cleared")
-            self._predict_next()
-        elif name == "/accept":
-            self._cancel_prediction()
-            text = await self.wait_prediction()
-            if text is None:
-                self._line("no prediction to accept")
-                self._predict_next()
-            else:
-                self._line(f"› {text}")
-                await self.submit(text)
-        else:
-            self._line(f"unknown command {name!r}; /help lists them")
+        await run_command(self, text)
 
     # -- output ---------------------------------------------------------------------------------------------
     def _c(self, code: str, text: str) -> str:
@@ -420,6 +345,49 @@ class Repl:
         self._write(text + "\n")
 
 
+def columns() -> int:
+    """The terminal's width (any of the standard streams that is one), else 80."""
+    for stream in (sys.__stdout__, sys.__stdin__, sys.__stderr__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
+    return 80
+
+
+def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int) -> str:
+    """``⚡ speculation accepted: …`` in one line of ``width``: the person's files by name (as many as fit),
+    tool caches (.pytest_cache, __pycache__, any dot or SKIP_DIRS directory) summarised as a count."""
+    from speculate.tools.common import SKIP_DIRS
+
+    def cache(path: str) -> str | None:
+        parts = path.split("/")
+        return next((d for d in parts[:-1] if d.startswith(".") or d in SKIP_DIRS),
+                    parts[-1] if parts[-1] in SKIP_DIRS else None)
+
+    dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
+    written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
+    files = sorted(p for p in written if cache(p) is None)
+    caches = sorted({c for p in written if (c := cache(p)) is not None})
+    n_cached = sum(cache(p) is not None for p in written)
+    head = f"⚡ speculation accepted: {tools} tool{'s' * (tools != 1)} ran ahead, saved {saved_s:.1f}s"
+    tails = [f"; {n_cached} in caches ({', '.join(caches)})", f"; {n_cached} in caches", ""] if caches else ["", ""]
+    for tail in tails:  # the cache names go first when the line is too long, then the count
+        shown: list[str] = []
+        for i, f in enumerate(files):
+            more = len(files) - i - 1
+            candidate = ", ".join([*shown, f]) + (f" +{more} more" if more else "")
+            if len(head) + len(", wrote ") + len(candidate) + len(tail) > width - 1:
+                break
+            shown.append(f)
+        if len(shown) == len(files) or (shown and tail == tails[-2]) or tail == tails[-1]:
+            break  # every file named; or as many as fit beside the cache count; or the count dropped
+    rest = len(files) - len(shown)
+    wrote = (", wrote " + ", ".join(shown) + (f" +{rest} more" if rest else "") if shown
+             else f", wrote {len(files)} file{'s' * (len(files) != 1)}" if files else "")
+    return head + wrote + tail
+
+
 def tool_line(ev: ToolFinished, c: Callable[[str, str], str]) -> str:
     """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why)."""
     first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
@@ -428,15 +396,3 @@ def tool_line(ev: ToolFinished, c: Callable[[str, str], str]) -> str:
     mark = c("31", "✗") if ev.is_error else c("32", "✓")
     return (f"  {mark} {ev.summary} {c('2', f'{ev.duration_s:.2f}s')}"
             + (f" {c('31', first)}" if first else ""))
-
-
-def format_stats(stats: dict[str, Any]) -> str:
-    def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.4f}" if abs(v) < 1 else f"{v:.2f}"
-        if isinstance(v, dict):
-            return ", ".join(f"{k}={x}" for k, x in v.items()) or "-"
-        return str(v)
-
-    width = max((len(k) for k in stats), default=0)
-    return "\n".join(f"  {k.ljust(width)}  {fmt(v)}" for k, v in stats.items())

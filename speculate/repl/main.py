@@ -101,6 +101,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         project = Path(args.dir).expanduser().resolve()
         if demo is not None and fresh_dir:
             prepare_project(demo.scenario, project)
+        elif project.exists() and not project.is_dir():
+            raise NotADirectoryError(f"{args.dir!r} is a file, not a project directory")
         elif not project.is_dir():
             raise NotADirectoryError(f"project directory {args.dir!r} does not exist")
     elif demo is not None:
@@ -129,7 +131,12 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
 
         hist = history_path()
         hist.parent.mkdir(parents=True, exist_ok=True)
-        repl.attach(PromptFrontend(toolbar=lambda: FormattedText([("", " " + repl.status.line())]),
+        from prompt_toolkit.application import get_app
+
+        def toolbar() -> FormattedText:
+            return FormattedText([("", " " + repl.status.line(width=get_app().output.get_size().columns - 2))])
+
+        repl.attach(PromptFrontend(toolbar=toolbar,
                                    on_diverge=repl.diverged, history=FileHistory(str(hist)),
                                    policy=args.on_diverge, on_stop=repl.stop_speculation,
                                    running=repl.speculation_running))

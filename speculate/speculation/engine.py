@@ -182,7 +182,8 @@ class SpeculationEngine:
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
         injected = completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete)
         self.s.messages.extend(injected)
-        rec.files_written = [str(getattr(p, "path", p)) for p in result.promoted]
+        rec.files_written = [str(getattr(p, "path", p)) for p in result.promoted
+                             if getattr(p, "type", "file") != "dir"]  # files (and links), not directories
         self._spec = None
         self._close(spec, "accepted", "")
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)

@@ -35,6 +35,14 @@ def test_bad_options_name_the_input(tmp_path: Path) -> None:
     assert r.returncode == 2 and "missing" in r.stderr
     r = repl("--time-scale", "0", stdin="", tmp=tmp_path)
     assert r.returncode == 2 and "--time-scale" in r.stderr
+    (tmp_path / "file.py").write_text("x = 1\n")
+    r = repl(str(tmp_path / "file.py"), stdin="", tmp=tmp_path)
+    assert r.returncode == 2 and "file.py' is a file, not a project directory" in r.stderr
+    typo = subprocess.run([sys.executable, "-m", "speculate.cli", "benchh"], capture_output=True, text=True,
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                             "PYTHONPATH": str(REPO)}, timeout=60)
+    assert typo.returncode == 2 and "unknown command 'benchh' (did you mean 'bench'?)" in typo.stderr
+    assert not (tmp_path / "benchh").exists()
 
 
 @pytest.mark.slow
@@ -67,7 +75,7 @@ def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
     assert r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
-    assert "accepted_turns" in r.stdout
+    assert "answered by an accepted speculation" in r.stdout
 
 
 @pytest.mark.slow

@@ -46,8 +46,8 @@ class Term:
         return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True,
                               capture_output=True, text=True).stdout
 
-    def start(self, cmd: str) -> None:
-        self.tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", self.target, "-c", str(REPO), cmd)
+    def start(self, cmd: str, width: int = 120) -> None:
+        self.tmux("new-session", "-d", "-x", str(width), "-y", "40", "-s", self.target, "-c", str(REPO), cmd)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
@@ -184,7 +184,7 @@ def test_ctrl_c_cancels_the_turn_and_keeps_the_session(tmp_path: Path, project: 
         t.wait(lambda: "model: " in t.screen() and "via sim" in t.screen(), "/model's answer")
         t.type("/stats")
         t.keys("Enter")
-        t.wait(lambda: "acceptance_rate" in t.screen(), "/stats' answer")
+        t.wait(lambda: "acceptance rate" in t.screen(), "/stats' answer")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
         assert tree_hash(project) == h0
@@ -215,6 +215,10 @@ def test_accepting_a_running_speculation_streams_it_live(tmp_path: Path, project
         assert "Full suite" not in t.scrollback(), "the answer came all at once"
         t.wait(lambda: "speculation accepted" in t.scrollback(), "the acceptance line")
         assert t.scrollback().count("Full suite: 29 passed") == 1  # streamed once, not repeated at the end
+        line = next(ln for ln in t.scrollback().splitlines() if "speculation accepted" in ln)
+        # One line that fits, the person's files named, the tool caches pytest wrote summarised.
+        assert len(line) <= 120 and "tests/test_pager.py" in line and "in caches" in line, line
+        assert ".pytest_cache/" not in line and " 1 tools" not in line
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
     finally:
@@ -302,5 +306,36 @@ def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(tmp_path
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
         assert tree_hash(project) == h0
+    finally:
+        t.close()
+
+
+def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(tmp_path: Path, project: Path) -> None:
+    t = Term()
+    try:
+        t.start(repl_command(tmp_path, project, time_scale=0.05).replace("--time-scale 0.05",
+                                                                       "--time-scale 0.05 --mode default"), width=60)
+        t.wait(lambda: "› why does page 2 of the product" in t.screen(), "the first prompt as ghost text")
+        for cmd in ("/model x", "/clear now", "/diff all"):
+            t.type(cmd)
+            t.keys("Enter")
+            t.wait(lambda cmd=cmd: f"{cmd.split()[0]} takes no arguments (got '{cmd.split()[1]}')" in t.scrollback(),
+                   f"{cmd} refused")
+        t.keys("Tab", "Enter")
+        # The fork stops at its first edit (default mode); the toolbar fits 60 columns, path shortened.
+        t.wait(lambda: "stopped at boundary" in t.toolbar(), "the boundary in the toolbar")
+        bar = t.toolbar()
+        assert bar.rstrip().endswith("default") and "…" in bar and len(bar.rstrip()) <= 60, bar
+        t.type("/spec off")
+        t.keys("Enter")
+        t.type("/spec on")
+        t.keys("Enter")
+        t.wait(lambda: "speculation on" in t.screen() and t.toolbar().strip().startswith("idle"), "a fresh state")
+        t.type("/stats")
+        t.keys("Enter")
+        t.wait(lambda: "acceptance rate" in t.screen(), "/stats")
+        assert "0.0000" not in t.scrollback() and "accepted_turns" not in t.scrollback()
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
     finally:
         t.close()
