@@ -34,11 +34,21 @@ async def run_io(fn: Callable[..., T], *args: Any) -> T:
     return await trio.to_thread.run_sync(fn, *args)
 
 
+PAUSE_EVERY, PAUSE_S = 8, 0.0002
+_files_since_pause = 0
+
+
 def between_files() -> None:
     """In a file tool's body, between two files: raise trio.Cancelled if the call was cancelled."""
+    global _files_since_pause
     if not INLINE_IO:
         trio.from_thread.check_cancelled()
-        time.sleep(0)  # hand the GIL over: the loop thread, waiting on it, streams the main answer
+        _files_since_pause += 1
+        if _files_since_pause >= PAUSE_EVERY:
+            # Really let go of the GIL for a moment (sleep(0) is often won back at once): the loop thread,
+            # waiting on it, streams the main answer.
+            _files_since_pause = 0
+            time.sleep(PAUSE_S)
 
 
 class ToolError(Exception):
