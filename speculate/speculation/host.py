@@ -25,7 +25,8 @@ Boundary = Literal["complete", "max_turns", "max_messages", "interrupted"] | Bou
 SpecOutcome = Literal["accepted", "aborted", "error", "conflict"]
 SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded"]
 # Why a speculation was dropped (SpeculationRecord.reason for an abort).
-IgnoreReason = Literal["typed", "dismissed", "stopped", "instructions_changed", "no_speculation", "shutdown"]
+IgnoreReason = Literal["typed", "dismissed", "stopped", "instructions_changed", "no_speculation", "shutdown",
+                       "compacted"]
 
 
 class Host(Protocol):
