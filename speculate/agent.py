@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import trio
 from pydantic import BaseModel
@@ -30,19 +30,28 @@ class ToolDenied(Exception):
     """A call that must not run; the message goes back to the model as an is_error result."""
 
 
+# Where a speculative fork must stop before a call (see docs/speculation.md, "Boundaries").
+BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "denied_tool", "resource", "error"]
+
+
 class BoundaryReached(Exception):
     """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
 
-    def __init__(self, kind: str, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
+    def __init__(self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
         super().__init__(f"{kind}: {detail}")
-        self.kind = kind
+        self.kind: BoundaryKind = kind
         self.detail = detail
         self.tool_use_id = tool_use_id
         self.discard = discard  # the overlay already holds what made this a boundary: nothing may be promoted
 
 
 class MaxTurnsReached(Exception):
-    pass
+    """The loop's bound: ``kind`` says which (requests in this turn, or messages in the conversation)."""
+
+    def __init__(self, kind: Literal["max_turns", "max_messages"], limit: int) -> None:
+        super().__init__(f"{kind} ({limit})")
+        self.kind: Literal["max_turns", "max_messages"] = kind
+        self.limit = limit
 
 
 @contextmanager
@@ -97,6 +106,7 @@ class ToolFinished:
     is_error: bool
     duration_s: float
     result: str = field(repr=False, default="")
+    denied: bool = False  # refused before it ran (permission, invalid input, no such tool)
 
 
 @dataclass(frozen=True)
@@ -182,9 +192,9 @@ class Agent:
             turns = 0
             while True:
                 if turns >= self.max_turns:
-                    raise MaxTurnsReached(f"max_turns ({self.max_turns})")
+                    raise MaxTurnsReached("max_turns", self.max_turns)
                 if self.max_messages is not None and len(self.messages) >= self.max_messages:
-                    raise MaxTurnsReached(f"max_messages ({self.max_messages})")
+                    raise MaxTurnsReached("max_messages", self.max_messages)
                 turns += 1
                 if await self.step(result):
                     break
@@ -320,15 +330,21 @@ class Agent:
                 await self.authorizer.authorize(_UnknownTool(block["name"]), _Empty(), block)
             except ToolDenied:
                 pass
-            done[block["id"]] = tool_result(block["id"], f"No such tool: {block['name']}", is_error=True)
+            self._refuse(block, done, f"No such tool: {block['name']}")
             return
         try:
             inp = tool.parse(block["input"])
             await self.authorizer.authorize(tool, inp, block)
         except ToolError as e:
-            done[block["id"]] = tool_result(block["id"], str(e), is_error=True)
+            self._refuse(block, done, str(e))
         except ToolDenied as e:
-            done[block["id"]] = tool_result(block["id"], f"Permission denied: {e}", is_error=True)
+            self._refuse(block, done, f"Permission denied: {e}")
+
+    def _refuse(self, block: Block, done: dict[str, Block], why: str) -> None:
+        """A call that does not run: an is_error result for the model, and a line for the person."""
+        done[block["id"]] = tool_result(block["id"], why, is_error=True)
+        self.on_event(ToolFinished(block["id"], block["name"], summarize(block["name"], block.get("input", {})),
+                                   True, 0.0, why, denied=True))
 
     async def _run_one_into(self, block: Block, done: dict[str, Block], ev: trio.Event | None) -> None:
         try:

@@ -104,7 +104,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args and args[0] in COMMANDS:
         return COMMANDS[args[0]](args[1:])
+    if args and _looks_like_a_command(args[0]):
+        import difflib
+
+        near = difflib.get_close_matches(args[0], [*COMMANDS, "help"], n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        print(f"speculate: unknown command {args[0]!r}{hint}; commands: {', '.join(COMMANDS)}. A new project "
+              f"directory of that name: speculate repl {args[0]}", file=sys.stderr)
+        return 2
     return _repl(args)
+
+
+def _looks_like_a_command(word: str) -> bool:
+    """A bare word that is no existing path: a mistyped subcommand, not ``speculate DIR`` (which would create
+    DIR with the demo in it)."""
+    from pathlib import Path
+
+    return not word.startswith(("-", ".", "~", "/")) and "/" not in word and not Path(word).exists()
 
 
 if __name__ == "__main__":

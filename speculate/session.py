@@ -17,8 +17,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +27,7 @@ import trio
 
 from overlayfs import recover_project
 from overlayfs.state import project_state, tidy
-from speculate.agent import Agent, AgentEvent, TurnResult
+from speculate.agent import Agent, AgentEvent, MaxTurnsReached, TurnResult
 from speculate.compaction import (
     COMPACT_MARGIN,
     DEFAULT_WINDOW,
@@ -95,6 +95,7 @@ class Session:
         from speculate.speculation.authorize import MainAuthorizer
         from speculate.speculation.engine import SpeculationEngine
         from speculate.tools import default_tools
+        from speculate.tools.base import ToolContext
 
         self.cfg = cfg
         self.project = cfg.project.resolve()
@@ -105,12 +106,6 @@ class Session:
         self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
         self.tools = [*default_tools(), *self.workspace.tools]
         self.key = self._build_key()
-        # Outputs over a tool's limit are saved here; a directory we made is removed with the session.
-        self._own_spill = cfg.spill_dir is None
-        self.spill_dir = cfg.spill_dir or Path(tempfile.mkdtemp(prefix="speculate-spill-"))
-        from speculate.tools.base import ToolContext
-
-        self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
         rules = self.workspace.settings
         self.authorizer = MainAuthorizer(mode=cfg.mode, allow=[*cfg.allow, *rules.allow],
                                          deny=[*cfg.deny, *rules.deny], ask_rules=rules.ask, ask=ask,
@@ -119,18 +114,23 @@ class Session:
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project), session_id=self.session_id,
                                           mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
                                           transcript_path=str(cfg.transcript_path or ""))
+        self.events = EventLog(cfg.events_path)
+        self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
+        # Outputs over a tool's limit are saved here; a directory we made is removed with the session. Made
+        # after everything that can fail on bad input (a malformed rule), so a failed Session() leaks none.
+        self._own_spill = cfg.spill_dir is None
+        self.spill_dir = cfg.spill_dir or Path(tempfile.mkdtemp(prefix="speculate-spill-"))
+        self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
         self.messages: list[dict[str, Any]] = []
         self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
                            authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,
                            on_event=self.on_event, hooks=self.hooks)
-        self.events = EventLog(cfg.events_path)
         self.engine = SpeculationEngine(session=self, nursery=nursery)
         self.compactor = Compactor(model=cfg.model, window=cfg.context_window, margin=cfg.compact_margin)
         self.turn = 0
         self.last_error = False
         self.outcomes: list[TurnOutcome] = []
         self._last_usage: Usage | None = None
-        self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
         self._logged = 0
 
     # -- what the REPL and the benchmark call ----------------------------------------------------------
@@ -158,24 +158,27 @@ class Session:
             outcome = await self.engine.accept(prompt, t0)
         else:
             await self.engine.ignore("instructions_changed" if note else "typed")
-            outcome = await self._normal_turn(prompt, t0, note=note)
+            outcome = await self.run_turn(prompt, t0, note=note)
         self.outcomes.append(outcome)
         self._log_turn(outcome)
         if self.cfg.speculate and not outcome.error and not outcome.blocked:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
 
-    async def _normal_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
-                           spec: SpeculationRecord | None = None) -> TurnOutcome:
+    async def run_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
+                       spec: SpeculationRecord | None = None) -> TurnOutcome:
+        """A normal turn (the engine's :class:`~speculate.speculation.host.Host` interface): ``resume`` goes on
+        from injected speculative messages. Model errors and the turn's limit end it with ``error`` set."""
         try:
             result = await (self.agent.resume() if resume else self.agent.run(prompt))
         except PromptBlocked as e:
             return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
                                blocked=str(e))
-        except ModelError as e:
+        except (ModelError, MaxTurnsReached) as e:  # the turn ends with a message; the session goes on
             self.last_error = True
+            what = f"the turn stopped at its limit: {e}" if isinstance(e, MaxTurnsReached) else str(e)
             return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
-                               error=str(e))
+                               error=what)
         self.last_error = False
         if result.responses:
             self._last_usage = result.responses[-1].usage
@@ -257,6 +260,10 @@ class Session:
         self._logged, self._last_usage = 0, None
         self.turn = 0
 
+    def _remove_spill(self) -> None:
+        if self._own_spill:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+
     def diff(self) -> str:
         return self.engine.diff()
 
@@ -274,17 +281,33 @@ class Session:
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                        on_event: Callable[[AgentEvent | SpecEvent], None] | None = None
                        ) -> AsyncIterator[Session]:
-    async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws, \
-            trio.open_nursery() as nursery:
-        s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws)
-        try:
-            yield s
-        finally:
-            with trio.CancelScope(shield=True):
-                await s.engine.shutdown()
-            nursery.cancel_scope.cancel()
-            if s.transcript is not None:
-                s.transcript.close()
-            if s._own_spill:
-                shutil.rmtree(s.spill_dir, ignore_errors=True)
-            tidy(project_state(s.project))  # its state dir, if nothing is pending there
+    """Open the workspace and the session's nursery. An exception from the body (or from opening) comes out
+    as itself, not wrapped in the nursery's ExceptionGroup, so callers' ``except`` clauses match."""
+    with unwrap_single():
+        async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws, \
+                trio.open_nursery() as nursery:
+            s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws)
+            try:
+                yield s
+            finally:
+                with trio.CancelScope(shield=True):
+                    await s.engine.shutdown()
+                nursery.cancel_scope.cancel()
+                if s.transcript is not None:
+                    s.transcript.close()
+                s._remove_spill()
+                tidy(project_state(s.project))  # its state dir, if nothing is pending there
+
+
+@contextmanager
+def unwrap_single() -> Iterator[None]:
+    """Re-raise a group holding exactly one exception (nested or not) as that exception."""
+    try:
+        yield
+    except BaseExceptionGroup as eg:
+        inner: BaseException = eg
+        while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+            inner = inner.exceptions[0]
+        if isinstance(inner, BaseExceptionGroup):
+            raise
+        raise inner from eg

@@ -9,19 +9,26 @@ pushed).
 
 from __future__ import annotations
 
+import os
+import sys
+import termios
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import trio
-from prompt_toolkit import PromptSession
+from prompt_toolkit import PromptSession, print_formatted_text
 from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
-from prompt_toolkit.filters import Condition
+from prompt_toolkit.filters import Condition, is_searching
 from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding.key_processor import KeyPress
+
+from speculate.repl.answers import BadAnswer, choose
 
 
 def rest_of(prediction: str | None, text: str) -> str | None:
@@ -42,25 +49,38 @@ class PredictionSuggest(AutoSuggest):
         return Suggestion(rest) if rest and document.is_cursor_at_the_end else None
 
 
+DivergePolicy = Literal["keep", "abort"]
+
+
 class PromptFrontend:
     """The input side of the REPL on a terminal. ``on_diverge`` is called (in the prompt's thread) on the
-    first keystroke that makes the line stop being a prefix of the prediction (slash commands excepted:
-    the prediction comes back at the next prompt)."""
+    keystroke that makes the line stop being a prefix of the prediction (slash commands excepted). With the
+    ``keep`` policy the ghost text is only hidden, and comes back when the line is edited back to a prefix
+    (the speculation runs on until a different prompt is submitted); with ``abort`` the prediction is
+    dropped. ``on_stop`` is Ctrl-C while ``running()`` (a speculation in flight): stop it, keep the line."""
 
     color = True
 
     def __init__(self, *, toolbar: Callable[[], AnyFormattedText], on_diverge: Callable[[], None],
                  history: History | None = None, input: Any = None, output: Any = None,
-                 message: AnyFormattedText = "› ") -> None:
+                 message: AnyFormattedText = "› ", policy: DivergePolicy = "keep",
+                 on_stop: Callable[[], None] | None = None, running: Callable[[], bool] | None = None) -> None:
         self._lock = threading.Lock()
         self._prediction: str | None = None
+        self._diverged = False  # the line is off the prediction (keep policy: ghost hidden, not dropped)
         self.on_diverge = on_diverge
+        self.on_stop = on_stop or (lambda: None)
+        self.running = running or (lambda: False)
+        self.policy = policy
         self.message = message
+        self.typeahead = ""  # keys typed while a turn ran; the next prompt gets them first
         self.session: PromptSession[str] = PromptSession(
             history=history or InMemoryHistory(), auto_suggest=PredictionSuggest(self.prediction),
             key_bindings=self._bindings(), bottom_toolbar=toolbar, refresh_interval=0.5,
             input=input, output=output, enable_history_search=False)
         self._io = {"input": input, "output": output}
+        self._asking: PromptSession[str] | None = None  # the permission question on screen, if any
+        self._closed = False  # abort() was called: no more prompts
         buf = self.session.default_buffer
         buf.on_text_changed += self._text_changed
         buf.on_text_insert += self._text_inserted
@@ -74,15 +94,27 @@ class PromptFrontend:
         """Show ``prediction`` as ghost text now if a prompt is running, else when the next one starts."""
         with self._lock:
             self._prediction = prediction
+            self._diverged = False
         self._call_in_prompt(self._apply)
 
     def invalidate(self) -> None:
         self._call_in_prompt(self.session.app.invalidate)
 
     def abort(self) -> None:
-        """End a running prompt as if Ctrl-D was pressed (shutting down from the trio side)."""
-        app = self.session.app
-        self._call_in_prompt(lambda: app.exit(exception=EOFError()) if app.is_running and not app.is_done else None)
+        """End the running prompt (or question) as if Ctrl-D was pressed, and any later one at once
+        (shutting down from the trio side)."""
+        self._closed = True
+        for session in (self.session, self._asking):
+            if session is None:
+                continue
+            app = session.app
+            if app.loop is not None:
+                try:
+                    app.loop.call_soon_threadsafe(
+                        lambda app=app: app.exit(exception=EOFError()) if app.is_running and not app.is_done
+                        else None)
+                except RuntimeError:
+                    pass  # its loop just closed
 
     def _call_in_prompt(self, fn: Callable[[], object]) -> None:
         loop = self.session.app.loop
@@ -101,19 +133,25 @@ class PromptFrontend:
         self.session.app.invalidate()
 
     def _text_changed(self, buf: Buffer) -> None:
-        # Any change clears buffer.suggestion; put it back (e.g. after Backspace) while still a prefix.
+        # Any change clears buffer.suggestion; put it back (after Backspace, or editing back) while a prefix.
         rest = rest_of(self.prediction(), buf.text)
         if rest and buf.document.is_cursor_at_the_end:
             buf.suggestion = Suggestion(rest)
+        with self._lock:
+            p = self._prediction
+            if p is not None and p.startswith(buf.text):
+                self._diverged = False
 
     def _text_inserted(self, buf: Buffer) -> None:
         with self._lock:
             p = self._prediction
-            diverged = p is not None and not p.startswith(buf.text)
+            diverged = p is not None and not p.startswith(buf.text) and not self._diverged
             if diverged and buf.text.startswith("/"):
                 return  # a slash command (/diff, /stats) looks at the speculation; it must not abort it
             if diverged:
-                self._prediction = None
+                self._diverged = True
+                if self.policy == "abort":
+                    self._prediction = None
         if diverged:
             buf.suggestion = None
             self.on_diverge()
@@ -136,19 +174,92 @@ class PromptFrontend:
             assert buf.suggestion is not None
             buf.insert_text(buf.suggestion.text)
 
-        @kb.add("enter", filter=line_empty)
+        @kb.add("enter", filter=line_empty & ~is_searching)
         def _empty_enter(event: KeyPressEvent) -> None:
             """An empty Enter neither submits nor takes the ghost text: taking it is Tab's job."""
+
+        # Multiline input: Esc-Enter or Ctrl-J insert a newline, and so does Enter after a trailing backslash.
+        @kb.add("escape", "enter")
+        @kb.add("c-j")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        @Condition
+        def trailing_backslash() -> bool:
+            buf = self.session.default_buffer
+            return buf.document.is_cursor_at_the_end and buf.text.endswith("\\")
+
+        @kb.add("enter", filter=trailing_backslash & ~is_searching)
+        def _continued(event: KeyPressEvent) -> None:
+            event.current_buffer.delete_before_cursor(1)
+            event.current_buffer.insert_text("\n")
+
+        @kb.add("c-c", filter=Condition(lambda: self.running()))
+        def _stop(event: KeyPressEvent) -> None:
+            """Ctrl-C with a speculation in flight stops it (the line stays); the next Ctrl-C clears the line."""
+            with self._lock:
+                self._prediction = None
+            event.current_buffer.suggestion = None
+            self.on_stop()
 
         return kb
 
     # -- trio side ----------------------------------------------------------------------------------------
     def prompt_blocking(self) -> str:
         """One line (blocking; run in a worker thread). KeyboardInterrupt on Ctrl-C, EOFError on Ctrl-D."""
-        return self.session.prompt(self.message, pre_run=self._apply)
+        if self._closed:
+            raise EOFError
+        return self.session.prompt(self.message, pre_run=self._pre_run)
+
+    def _pre_run(self) -> None:
+        if self._closed:  # aborted between the check above and the prompt starting
+            self.session.app.exit(exception=EOFError())
+            return
+        self._apply()
+        ahead, self.typeahead = self.typeahead, ""
+        if ahead:  # keys typed during the turn, Enter included, as if typed now (once the prompt runs)
+            presses: list[KeyPress] = []
+            parser = Vt100Parser(presses.append)
+            parser.feed(ahead)
+            parser.flush()
+            app = self.session.app
+
+            def replay() -> None:
+                app.key_processor.feed_multiple(presses)
+                app.key_processor.process_keys()
+
+            assert app.loop is not None
+            app.loop.call_soon(replay)
 
     async def read(self) -> str:
         return await trio.to_thread.run_sync(self.prompt_blocking)
+
+    async def keys_during_turn(self, on_escape: Callable[[], None]) -> None:
+        """While a turn streams (no prompt running): read the terminal without echo, so Esc interrupts the
+        turn instead of printing ``^[`` and eating the next key; other keys are kept for the next prompt.
+        Ctrl-C stays SIGINT. Returns at once when stdin is not a terminal; cancel it to stop."""
+        fd = _tty_fd(self._io["input"])
+        if fd is None:
+            await trio.sleep_forever()
+            return
+        saved = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[0] &= ~termios.ICRNL  # Enter stays \r (a \n would be Ctrl-J: a newline in the next prompt)
+        quiet[3] &= ~(termios.ICANON | termios.ECHO)
+        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                data = os.read(fd, 1024)
+                if not data:
+                    return
+                if data == b"\x1b":  # a lone Esc (arrows and other sequences arrive whole: b"\x1b[A")
+                    on_escape()
+                else:
+                    self.typeahead += data.decode(errors="ignore")
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
     async def ask(self, question: str, choices: Sequence[str]) -> str:
         """A one-off question (permission prompt) answered by one of ``choices`` or a unique prefix."""
@@ -156,12 +267,30 @@ class PromptFrontend:
 
         def blocking() -> str:
             while True:
-                raw = ps.prompt(f"{question} [{'/'.join(choices)}] ").strip().lower()
-                hits = [c for c in choices if c.startswith(raw)] if raw else []
-                if raw in choices or len(hits) == 1:
-                    return raw if raw in choices else hits[0]
+                if self._closed:
+                    raise EOFError
+                raw = ps.prompt(f"{question} [{'/'.join(choices)}] ")
+                try:
+                    return choose(raw, choices)
+                except BadAnswer as e:
+                    print_formatted_text(f"  {e}", output=self._io["output"])
 
-        return await trio.to_thread.run_sync(blocking)
+        self._asking = ps
+        try:
+            return await trio.to_thread.run_sync(blocking)
+        finally:
+            self._asking = None
+
+
+def _tty_fd(inp: Any) -> int | None:
+    """The terminal's fd when the prompt reads a real terminal (not a pipe input in tests)."""
+    if inp is not None:
+        return None
+    try:
+        fd = sys.stdin.fileno()
+    except (OSError, ValueError):
+        return None
+    return fd if os.isatty(fd) else None
 
 
 def repl_main(argv: Sequence[str] | None = None) -> int:

@@ -3,36 +3,22 @@ Ctrl-C, and feeding predictions and speculation state to whichever front end hol
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, TextIO, cast, get_args
+from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
 
 from speculate.agent import AgentEvent, ResponseDone, ToolFinished, ToolStarted
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
+from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
 from speculate.repl.status import Status
-from speculate.session import PermissionMode, Session, TurnOutcome
+from speculate.session import Session, TurnOutcome
 from speculate.speculation.events import SpecEvent
-
-HELP = """commands:
-  /help                 this list
-  /spec on|off          turn speculation on or off
-  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
-  /diff                 what the current speculation would change, as a diff
-  /stats                acceptance, time saved, tokens and cost wasted
-  /model                the model backend in use
-  /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
-  /mcp                  the MCP servers and their tools
-  /clear                forget the conversation (the project is untouched)
-  /compact              replace the conversation by a model-written summary (frees the context window)
-  /accept               submit the predicted prompt (waits for it; handy in line mode)
-  /quit                 leave (Ctrl-D does the same)
-keys: Tab or Right takes the grey prediction, Enter sends, Ctrl-C cancels the running turn."""
-
-MODES: tuple[str, ...] = get_args(PermissionMode)
+from speculate.speculation.host import IgnoreReason
 
 
 class Frontend(Protocol):
@@ -45,10 +31,6 @@ class Frontend(Protocol):
     async def ask(self, question: str, choices: Sequence[str]) -> str: ...
 
 
-class Quit(Exception):
-    """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
-
-
 class Repl:
     """Owns one REPL run: bind a front end with :meth:`attach`, then ``await run(session)``.
 
@@ -59,7 +41,7 @@ class Repl:
     def __init__(self, *, out: TextIO | None = None, model_label: str = "",
                  fallback_prediction: Callable[[], str | None] | None = None,
                  on_submitted: Callable[[str], None] | None = None,
-                 on_cleared: Callable[[], None] | None = None) -> None:
+                 on_cleared: Callable[[], None] | None = None, policy: str = "keep") -> None:
         self.out = out or sys.stdout
         self.model_label = model_label
         self.fallback = fallback_prediction or (lambda: None)
@@ -75,6 +57,10 @@ class Repl:
         self._at_line_start = True
         self._response_text = ""
         self._last_response_text = ""
+        self.policy = policy  # typing off the prediction: keep the speculation, or abort it
+        self._keys_scope: trio.CancelScope | None = None
+        self._keys_stopped = trio.Event()
+        self.signal: int | None = None  # SIGHUP or SIGTERM ended the run (the caller exits 128 + it)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
@@ -94,10 +80,7 @@ class Repl:
         elif isinstance(ev, ResponseDone):
             self._last_response_text, self._response_text = self._response_text, ""
         elif isinstance(ev, ToolFinished):
-            mark = self._c("31", "✗") if ev.is_error else self._c("32", "✓")
-            first = ev.result.strip().splitlines()[0][:80] if ev.is_error and ev.result.strip() else ""
-            self._line(f"  {mark} {ev.summary} {self._c('2', f'{ev.duration_s:.2f}s')}"
-                       + (f" {self._c('31', first)}" if first else ""))
+            self._line(tool_line(ev, self._c))
         elif isinstance(ev, ToolStarted):
             pass  # one line per call, written when it finishes (with its status)
         elif isinstance(ev, HookRan):
@@ -122,6 +105,7 @@ class Repl:
         """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""
         assert self.fe is not None
         self._newline()
+        await self._stop_keys()  # the question reads the terminal itself
         try:
             answer = await self.fe.ask(f"allow {summary}?", ("y", "n", "always"))
         except (KeyboardInterrupt, EOFError):
@@ -130,29 +114,51 @@ class Repl:
             return "n"
         finally:
             self._at_line_start = True
+            self._start_keys()
         return cast(Literal["y", "n", "always"], answer)
 
     def diverged(self) -> None:
-        """The user typed off the prediction (called from the prompt's thread): abort the speculation now."""
-        if self._token is None or self._nursery is None:
-            return
-        nursery = self._nursery
+        """The user typed off the prediction (called from the prompt's thread). ``keep``: the speculation
+        runs on (the cost is recorded) until a different prompt is submitted; ``abort``: drop it now."""
+        def start() -> None:
+            if self.policy == "keep":
+                if self.s is not None:
+                    self.s.engine.diverged()
+                return
+            self._cancel_prediction()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._ignore)
 
+        self._from_thread(start)
+
+    def stop_speculation(self) -> None:
+        """Ctrl-C at the prompt with a speculation in flight (prompt's thread): stop and discard it."""
         def start() -> None:
             self._cancel_prediction()
-            nursery.start_soon(self._ignore)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._ignore, "stopped")
 
+        self._from_thread(start)
+
+    def speculation_running(self) -> bool:
+        return self.status.spec_on and not self.status.busy and self.status.state in ("generating", "speculating")
+
+    def _from_thread(self, fn: Callable[[], None]) -> None:
+        if self._token is None or self._nursery is None:
+            return
         try:
-            self._token.run_sync_soon(start)
+            self._token.run_sync_soon(fn)
         except trio.RunFinishedError:
             pass
 
-    async def _ignore(self) -> None:
+    async def _ignore(self, reason: IgnoreReason = "typed") -> None:
         if self.s is not None and self.s.cfg.speculate:
-            await self.s.engine.ignore()
+            await self.s.engine.ignore(reason)
 
     # -- the loop -------------------------------------------------------------------------------------------
-    async def run(self, session: Session) -> None:
+    async def run(self, session: Session, signals: Any = None) -> None:
+        """Read and submit until /quit, Ctrl-D, end of input, or one of ``signals`` (a trio signal receiver
+        for SIGHUP/SIGTERM, opened by the caller before anything needing cleanup was made)."""
         assert self.fe is not None, "attach a front end first"
         self.s = session
         self._token = trio.lowlevel.current_trio_token()
@@ -160,14 +166,18 @@ class Repl:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._watch_sigint)
+            if signals is not None:
+                nursery.start_soon(self._watch_exit_signals, signals)
             self._predict_next()
             try:
-                while True:
+                while self.signal is None:
                     try:
                         line = await self.fe.read()
                     except KeyboardInterrupt:
                         continue  # Ctrl-C at the prompt clears the line
-                    except EOFError:
+                    except (EOFError, OSError):  # Ctrl-D, end of input, or the terminal went away
+                        break
+                    if self.signal is not None:
                         break
                     try:
                         await self.handle(line)
@@ -177,6 +187,17 @@ class Repl:
                 self._cancel_prediction()
                 self.fe.push(None)
                 nursery.cancel_scope.cancel()
+
+    async def _watch_exit_signals(self, signals: Any) -> None:
+        """SIGHUP (terminal closed) or SIGTERM: stop the turn and the prompt, and leave through the normal
+        exit path, so the session, its overlays and the temporary directories are cleaned up."""
+        async for signum in signals:
+            self.signal = signum
+            if self._turn_scope is not None:
+                self._turn_scope.cancel()
+            if self.fe is not None:
+                self.fe.abort()
+            return
 
     async def handle(self, line: str) -> None:
         text = line.strip()
@@ -197,11 +218,16 @@ class Repl:
         outcome: TurnOutcome | None = None
         with trio.CancelScope() as scope:
             self._turn_scope = scope
+            self._start_keys()
             try:
                 outcome = await self.s.submit(prompt)
+            except Exception as e:  # a bug below us ends this turn, not the REPL; the conversation is repaired
+                self._line(self._c("31", f"error: the turn failed: {type(e).__name__}: {e}; the session goes on"))
             finally:
                 self._turn_scope = None
                 self.status.busy = False
+                with trio.CancelScope(shield=True):
+                    await self._stop_keys()
         if scope.cancelled_caught:
             self._line(self._c("33", "turn cancelled; the session goes on"))
         elif outcome is not None:
@@ -212,12 +238,11 @@ class Repl:
 
     def _report(self, o: TurnOutcome) -> None:
         if o.accepted and o.speculation is not None:
-            r = o.speculation
-            # The person's files first; tool caches (.pytest_cache/…) last.
-            shown = sorted(r.files_written, key=lambda p: (any(x.startswith(".") for x in p.split("/")), p))
-            files = ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
-            self._line(self._c("36", f"⚡ speculation accepted: {r.tools_run} tools ran ahead"
-                                     + (f", wrote {files}" if files else "") + f", saved {r.time_saved_s:.1f}s"))
+            width = columns()
+            root = str(self.s.project) if self.s is not None else "/"
+            written = [os.path.relpath(p, root) if os.path.isabs(p) else p for p in o.speculation.files_written]
+            self._line(self._c("36", accepted_line(written, o.speculation.tools_run, o.speculation.time_saved_s,
+                                                   width)))
         if o.note:
             self._line(self._c("33", o.note))
         if o.blocked:
@@ -229,6 +254,35 @@ class Repl:
             self._write(o.text)  # the final answer came from the speculation, not the stream
         self._newline()
         self._line(self._c("2", f"({o.latency_s:.1f}s)"))
+
+    # -- keys while a turn runs ---------------------------------------------------------------------------
+    def _start_keys(self) -> None:
+        """Watch the terminal while the turn runs (Esc interrupts it), if the front end can."""
+        watch = getattr(self.fe, "keys_during_turn", None)
+        if watch is None or self._nursery is None or self._turn_scope is None:
+            return
+        scope = self._keys_scope = trio.CancelScope()
+        stopped = self._keys_stopped = trio.Event()
+
+        async def run() -> None:
+            try:
+                with scope:
+                    await watch(self._escape)
+            finally:
+                stopped.set()
+
+        self._nursery.start_soon(run)
+
+    async def _stop_keys(self) -> None:
+        """Stop watching and wait until the terminal's settings are back (a prompt is about to start)."""
+        if self._keys_scope is not None:
+            self._keys_scope.cancel()
+            self._keys_scope = None
+            await self._keys_stopped.wait()
+
+    def _escape(self) -> None:
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
 
     # -- predictions --------------------------------------------------------------------------------------
     def _predict_next(self) -> None:
@@ -266,77 +320,11 @@ class Repl:
                 elif self.fe is not None:
                     self.fe.abort()  # line mode waiting for input: Ctrl-C leaves
 
-    # -- slash commands -------------------------------------------------------------------------------------
+    # -- slash commands (speculate.repl.commands) -------------------------------------------------------
     async def command(self, text: str) -> None:
-        assert self.s is not None and self.fe is not None
-        name, _, arg = text.partition(" ")
-        arg = arg.strip()
-        if name in ("/quit", "/exit"):
-            raise Quit
-        if name == "/help":
-            self._line(HELP)
-        elif name == "/spec":
-            if arg not in ("on", "off"):
-                self._line(f"/spec takes on or off, not {arg!r}" if arg else
-                           f"speculation is {'on' if self.s.cfg.speculate else 'off'}; /spec on|off")
-                return
-            await self.s.set_speculation(arg == "on")
-            self.status.spec_on = arg == "on"
-            self._line(f"speculation {arg}")
-            if arg == "off":
-                self._predict_next()
-        elif name == "/mode":
-            if arg not in MODES:
-                self._line(f"unknown permission mode {arg!r}: choose one of {', '.join(MODES)}" if arg
-                           else f"mode is {self.s.cfg.mode}; /mode {'|'.join(MODES)}")
-                return
-            self.s.set_mode(cast(PermissionMode, arg))
-            self.status.mode = arg
-            self._line(f"permission mode {arg}")
-        elif name == "/diff":
-            self._line(self.s.diff() or "(the current speculation changes nothing)")
-        elif name == "/stats":
-            self._line(format_stats(self.s.statistics()))
-        elif name in ("/memory", "/context"):
-            from speculate.repl.info import format_memory
+        from speculate.repl.commands import run_command
 
-            self._line(format_memory(self.s))
-        elif name == "/mcp":
-            from speculate.repl.info import format_mcp
-
-            self._line(format_mcp(self.s))
-        elif name == "/model":
-            self._line(f"model: {self.s.cfg.model_name} via {self.model_label or self.s.cfg.model.name}")
-        elif name == "/clear":
-            self._cancel_prediction()
-            self.fe.push(None)
-            await self.s.clear()
-            self.on_cleared()
-            self._line("conversation cleared")
-            self._predict_next()
-        elif name == "/compact":
-            from speculate.compaction import CompactionFailed
-
-            self._cancel_prediction()
-            self.fe.push(None)
-            try:
-                rec = await self.s.compact()
-            except CompactionFailed as e:
-                self._line(str(e))
-            else:
-                self._line(f"conversation compacted: {rec.messages_before} messages -> a summary")
-            self._predict_next()
-        elif name == "/accept":
-            self._cancel_prediction()
-            text = await self.wait_prediction()
-            if text is None:
-                self._line("no prediction to accept")
-                self._predict_next()
-            else:
-                self._line(f"› {text}")
-                await self.submit(text)
-        else:
-            self._line(f"unknown command {name!r}; /help lists them")
+        await run_command(self, text)
 
     # -- output ---------------------------------------------------------------------------------------------
     def _c(self, code: str, text: str) -> str:
@@ -357,13 +345,54 @@ class Repl:
         self._write(text + "\n")
 
 
-def format_stats(stats: dict[str, Any]) -> str:
-    def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.4f}" if abs(v) < 1 else f"{v:.2f}"
-        if isinstance(v, dict):
-            return ", ".join(f"{k}={x}" for k, x in v.items()) or "-"
-        return str(v)
+def columns() -> int:
+    """The terminal's width (any of the standard streams that is one), else 80."""
+    for stream in (sys.__stdout__, sys.__stdin__, sys.__stderr__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
+    return 80
 
-    width = max((len(k) for k in stats), default=0)
-    return "\n".join(f"  {k.ljust(width)}  {fmt(v)}" for k, v in stats.items())
+
+def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int) -> str:
+    """``⚡ speculation accepted: …`` in one line of ``width``: the person's files by name (as many as fit),
+    tool caches (.pytest_cache, __pycache__, any dot or SKIP_DIRS directory) summarised as a count."""
+    from speculate.tools.common import SKIP_DIRS
+
+    def cache(path: str) -> str | None:
+        parts = path.split("/")
+        return next((d for d in parts[:-1] if d.startswith(".") or d in SKIP_DIRS),
+                    parts[-1] if parts[-1] in SKIP_DIRS else None)
+
+    dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
+    written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
+    files = sorted(p for p in written if cache(p) is None)
+    caches = sorted({c for p in written if (c := cache(p)) is not None})
+    n_cached = sum(cache(p) is not None for p in written)
+    head = f"⚡ speculation accepted: {tools} tool{'s' * (tools != 1)} ran ahead, saved {saved_s:.1f}s"
+    tails = [f"; {n_cached} in caches ({', '.join(caches)})", f"; {n_cached} in caches", ""] if caches else ["", ""]
+    for tail in tails:  # the cache names go first when the line is too long, then the count
+        shown: list[str] = []
+        for i, f in enumerate(files):
+            more = len(files) - i - 1
+            candidate = ", ".join([*shown, f]) + (f" +{more} more" if more else "")
+            if len(head) + len(", wrote ") + len(candidate) + len(tail) > width - 1:
+                break
+            shown.append(f)
+        if len(shown) == len(files) or (shown and tail == tails[-2]) or tail == tails[-1]:
+            break  # every file named; or as many as fit beside the cache count; or the count dropped
+    rest = len(files) - len(shown)
+    wrote = (", wrote " + ", ".join(shown) + (f" +{rest} more" if rest else "") if shown
+             else f", wrote {len(files)} file{'s' * (len(files) != 1)}" if files else "")
+    return head + wrote + tail
+
+
+def tool_line(ev: ToolFinished, c: Callable[[str, str], str]) -> str:
+    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why)."""
+    first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
+    if ev.denied:
+        return f"  {c('31', '✗')} {ev.summary} {c('31', 'denied')}" + (f" {c('2', first)}" if first else "")
+    mark = c("31", "✗") if ev.is_error else c("32", "✓")
+    return (f"  {mark} {ev.summary} {c('2', f'{ev.duration_s:.2f}s')}"
+            + (f" {c('31', first)}" if first else ""))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speculate.sim.scenario import Scenario, Step, default_scenario_paths, load_scenario
+from speculate.sim.script import next_turn
 
 DEFAULT_SCENARIO = "fix-pagination"
 _GIT = re.compile(r"(^|[\s;&|(])git(\s|$)")
@@ -80,13 +81,11 @@ class Demo:
         return turns[self.position].prompt if self.position < len(turns) else None
 
     def submitted(self, prompt: str) -> None:
-        # The simulator's rule: a turn matches its prompt or the previous turn's suggestion.
-        turns = self.scenario.turns
-        if self.position >= len(turns):
-            return
-        prev = turns[self.position - 1].suggestion if self.position > 0 else None
-        if prompt in (turns[self.position].prompt, prev):
-            self.position += 1
+        # The simulator's rule (speculate.sim.script): the next turn's prompt or the previous turn's
+        # suggestion, else any later turn's prompt (resynchronising after a detour); a detour moves nothing.
+        step = next_turn(self.scenario, self.position - 1, prompt, None)
+        if step is not None:
+            self.position = step[0] + 1
 
     def cleared(self) -> None:
         self.position = 0

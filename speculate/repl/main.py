@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --model anthropic: save every request/response with timings (a replayable trace)")
     p.add_argument("--trace", type=Path, default=None, metavar="FILE",
                    help="with --model sim: also serve a trace recorded with --record")
+    p.add_argument("--on-diverge", choices=("keep", "abort"), default="keep",
+                   help="typing off the ghost text: keep its speculation running until a different prompt is "
+                        "sent (editing back brings the ghost back; its extra tokens are recorded), or abort it")
     p.add_argument("--plain", action="store_true", help="line mode even on a terminal")
     return p
 
@@ -69,6 +74,13 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    # First: from here on SIGHUP (the terminal closed) and SIGTERM end the REPL through its normal exit
+    # path, so the temporary project, spill directory and overlays are removed.
+    with trio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM) as signals:
+        return await _run_repl(args, signals)
+
+
+async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     from speculate.backends import BackendConfig, open_model
     from speculate.repl.demo import DEFAULT_SCENARIO, Demo, find_scenario, prepare_project
     from speculate.session import SessionConfig, open_session
@@ -89,6 +101,8 @@ async def _run(args: argparse.Namespace) -> int:
         project = Path(args.dir).expanduser().resolve()
         if demo is not None and fresh_dir:
             prepare_project(demo.scenario, project)
+        elif project.exists() and not project.is_dir():
+            raise NotADirectoryError(f"{args.dir!r} is a file, not a project directory")
         elif not project.is_dir():
             raise NotADirectoryError(f"project directory {args.dir!r} does not exist")
     elif demo is not None:
@@ -103,7 +117,8 @@ async def _run(args: argparse.Namespace) -> int:
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
     repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
                 fallback_prediction=demo.next_prompt if demo else None,
-                on_submitted=demo.submitted if demo else None, on_cleared=demo.cleared if demo else None)
+                on_submitted=demo.submitted if demo else None, on_cleared=demo.cleared if demo else None,
+                policy=args.on_diverge)
     if plain:
         from speculate.repl.plain import PlainFrontend
 
@@ -116,14 +131,26 @@ async def _run(args: argparse.Namespace) -> int:
 
         hist = history_path()
         hist.parent.mkdir(parents=True, exist_ok=True)
-        repl.attach(PromptFrontend(toolbar=lambda: FormattedText([("", " " + repl.status.line())]),
-                                   on_diverge=repl.diverged, history=FileHistory(str(hist))))
+        from prompt_toolkit.application import get_app
+
+        def toolbar() -> FormattedText:
+            return FormattedText([("", " " + repl.status.line(width=get_app().output.get_size().columns - 2))])
+
+        repl.attach(PromptFrontend(toolbar=toolbar,
+                                   on_diverge=repl.diverged, history=FileHistory(str(hist)),
+                                   policy=args.on_diverge, on_stop=repl.stop_speculation,
+                                   running=repl.speculation_running))
     print(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
           + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}")
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why
         from speculate.speculation.sandbox_shell import bash_sandbox
 
         print(f"speculative Bash: {bash_sandbox().line}")
+    if args.model == "sim" and demo is None:  # said once: why no ghost text will appear here
+        print("note: the simulator answers only the prompts of its scenarios, so on your own project every prompt "
+              "gets a marked fallback answer and there is nothing to predict (no ghost text). `speculate repl` "
+              "with no DIR runs the demo; for a real model: speculate repl DIR --model anthropic "
+              "(ANTHROPIC_API_KEY set, or --base-url URL).")
     print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")
     bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
                          time_scale=args.time_scale, record=args.record, trace=args.trace)
@@ -136,10 +163,12 @@ async def _run(args: argparse.Namespace) -> int:
                 ask=repl.ask, on_event=repl.on_event) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(f"note: {note}")
-            await repl.run(session)
+            await repl.run(session, signals)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+    if repl.signal is not None:
+        return 128 + repl.signal
     print("bye")
     return 0

@@ -9,6 +9,8 @@ from typing import TextIO
 
 import trio
 
+from speculate.repl.answers import BadAnswer, choose
+
 ACCEPT_LINES = ("\t", "/accept")
 
 
@@ -53,9 +55,10 @@ class PlainFrontend:
         while True:
             self.out.write(f"{question} [{'/'.join(choices)}] ")
             self.out.flush()
-            raw = (await self._readline()).strip().lower()
+            raw = (await self._readline()).strip()
             if not self.stdin.isatty():
                 self.out.write(raw + "\n")  # piped answers are not echoed by a terminal
-            hits = [c for c in choices if c.startswith(raw)] if raw else []
-            if raw in choices or len(hits) == 1:
-                return raw if raw in choices else hits[0]
+            try:
+                return choose(raw, choices)
+            except BadAnswer as e:
+                self.out.write(f"  {e}\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -42,6 +43,11 @@ class Status:
             if ev.state == "accepted" and "time_saved_s" in d:
                 self.saved_s += float(d["time_saved_s"])
 
+    def set_speculation(self, on: bool) -> None:
+        """/spec on|off: a fresh state (not the last speculation's "aborted")."""
+        self.spec_on = on
+        self.state, self.suggestion, self.started, self.elapsed_s, self.boundary = "idle", None, None, None, ""
+
     def elapsed(self, now: float | None = None) -> float:
         if self.elapsed_s is not None:
             return self.elapsed_s
@@ -49,8 +55,9 @@ class Status:
             return 0.0
         return (time.perf_counter() if now is None else now) - self.started
 
-    def line(self, now: float | None = None) -> str:
-        """The toolbar text, e.g. ``speculating (3 tools, 2.1s) │ saved 4.2s │ acceptEdits``."""
+    def line(self, now: float | None = None, width: int | None = None) -> str:
+        """The toolbar text, e.g. ``speculating (3 tools, 2.1s) │ saved 4.2s │ acceptEdits``, fitted to
+        ``width``: paths shortened to their last parts first, then the state cut with an ellipsis."""
         tools = f"{self.tools_run} tool{'s' if self.tools_run != 1 else ''}"
         if not self.spec_on:
             what = "speculation off"
@@ -68,7 +75,16 @@ class Status:
             what = "speculation aborted"
         else:
             what = "idle"
-        parts = [what, f"saved {self.saved_s:.1f}s", self.mode]
-        if self.busy:
-            parts.insert(0, "working")
-        return " │ ".join(parts)
+        head = ["working"] if self.busy else []
+        tail = [f"saved {self.saved_s:.1f}s", self.mode]
+        text = " │ ".join([*head, what, *tail])
+        if width is None or len(text) <= width:
+            return text
+        what = _PATH.sub(lambda m: "…/" + "/".join(m.group(0).rstrip("/").split("/")[-2:]), what)
+        room = width - len(" │ ".join([*head, "", *tail]))
+        if len(what) > room:
+            what = what[: max(room - 1, 0)] + "…"
+        return " │ ".join([*head, what, *tail])[:width]
+
+
+_PATH = re.compile(r"(?:/[^\s/:()]+){3,}")  # an absolute path of three parts or more

@@ -1,10 +1,12 @@
 """What the simulated model says: match a request to a scenario, turn and step, and build the reply.
 
-Matching (docs/scenarios.md): the scenario by its first user prompt; the turn by the sequence of user prompts,
-each equal to that turn's prompt or to the previous turn's suggestion (then the previous turn's
-``suggestion_steps`` run); the step by the number of assistant messages after the last prompt. Prompts are the
-user's own words as :mod:`.clients` reads them from any client; a request asking for a suggestion gets the
-suggestion of the turn just completed. Tool calls are rendered for the client's own tools (:mod:`.intents`).
+Matching (docs/scenarios.md): the scenario by its first turn's prompt; the turn by the sequence of user
+prompts, each equal to the next turn's prompt or to one of the previous turn's candidate suggestions (then
+that candidate's steps run), an unscripted prompt (a detour) answered by the fallback and the script picked
+up at the next prompt equal to a remaining turn's; the step by the number of assistant messages after the
+last prompt. Prompts are the user's own words as :mod:`.clients` reads them from any client; a request asking
+for a suggestion gets the suggestion of the turn just completed. Tool calls are rendered for the client's own
+tools (:mod:`.intents`).
 Everything is a pure function of the request and the seed, so a fork that replays a prefix gets exactly what
 the real turn got. A compaction request gets a summary listing the prompts so far, which the continued
 conversation carries (so the scenario goes on after a compaction).
@@ -75,7 +77,9 @@ def stable_id(prefix: str, *parts: object) -> str:
 def fallback(reason: str) -> Reply:
     text = (
         f"{FALLBACK_PREFIX} No scripted response matches this request ({reason}). This answer comes from the "
-        "embedded simulator, not a real model; script this turn in a scenario file (docs/scenarios.md)."
+        "embedded simulator, not a real model: it answers only the prompts its scenarios script "
+        "(docs/scenarios.md), and picks the script up again at the next scripted prompt. To ask anything, "
+        "use a real model: speculate repl DIR --model anthropic (ANTHROPIC_API_KEY, or --base-url)."
     )
     return Reply([{"type": "text", "text": text}], "end_turn", f"fallback: {reason}")
 
@@ -101,6 +105,31 @@ def as_text(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": "\n".join(parts)}]
 
 
+def same_prompt(scripted: str, prompt: str, root: str | None) -> bool:
+    """Whether a scripted prompt (with ``{root}``) is the user's ``prompt``, both as the matcher reads them."""
+    return normalize_prompt(substitute(scripted, root), root) == normalize_prompt(prompt, root)
+
+
+def taken_candidate(turn: Turn, prompt: str, root: str | None) -> Candidate | None:
+    """The candidate suggestion of ``turn`` that ``prompt`` is (the user took a suggestion)."""
+    return next((c for c in turn.options if c.text is not None and same_prompt(c.text, prompt, root)), None)
+
+
+def next_turn(scenario: Scenario, last: int, prompt: str, root: str | None) -> tuple[int, bool] | None:
+    """The turn ``prompt`` starts after turn ``last`` (-1: none yet), and whether via a suggestion."""
+    turns = scenario.turns
+    if last < 0:
+        return (0, False) if same_prompt(turns[0].prompt, prompt, root) else None
+    if last + 1 < len(turns) and same_prompt(turns[last + 1].prompt, prompt, root):
+        return last + 1, False
+    if taken_candidate(turns[last], prompt, root) is not None:
+        return last + 1, True
+    for j in range(last + 2, len(turns)):  # resynchronise on a later turn
+        if same_prompt(turns[j].prompt, prompt, root):
+            return j, False
+    return None
+
+
 @dataclass(frozen=True)
 class _Position:
     scenario: Scenario
@@ -122,49 +151,49 @@ class Script:
         self.seed = seed
         self.conventions = conventions
 
-    @staticmethod
-    def _same(scripted: str, prompt: str, root: str | None) -> bool:
-        return normalize_prompt(substitute(scripted, root), root) == prompt
-
-    def _candidate(self, turn: Turn, prompt: str, root: str | None) -> Candidate | None:
-        """The candidate suggestion of ``turn`` that ``prompt`` is (the user took a differing suggestion)."""
-        return next((c for c in turn.options if c.text is not None and self._same(c.text, prompt, root)), None)
-
     def _locate(self, conv: Conversation) -> _Position | str:
-        """The scenario turn the last prompt belongs to, or the reason nothing matches."""
+        """The scenario turn the last prompt belongs to, or the reason nothing matches.
+
+        A scenario starts at the first prompt equal to its first turn's. After that, a prompt that is not
+        scripted (a detour) gets the fallback, and the script resynchronises on the next prompt equal to any
+        remaining turn's prompt (or to the last matched turn's suggestion), so one detour does not poison the
+        rest of the session.
+        """
         if not conv.prompts:
             return "the request has no user prompt"
-        first = conv.prompts[0]
-        candidates = [s for s in self.scenarios if self._same(s.turns[0].prompt, first, conv.root)]
-        if not candidates:
-            return f"no scenario starts with the prompt {first[:80]!r}"
         reason = ""
-        for scenario in candidates:
-            position: _Position | None = _Position(scenario, 0, False)
-            for i, prompt in enumerate(conv.prompts[1:], start=1):
-                turns = scenario.turns
-                previous = turns[i - 1] if i - 1 < len(turns) else None
-                if i < len(turns) and self._same(turns[i].prompt, prompt, conv.root):
-                    position = _Position(scenario, i, False)
-                elif previous is not None and self._candidate(previous, prompt, conv.root) is not None:
-                    position = _Position(scenario, i, True)
-                else:
-                    reason = (
-                        f"prompt {i + 1} {prompt[:80]!r} is not turn {i + 1} of scenario {scenario.name!r}"
-                    )
-                    if i >= len(turns):
-                        reason = f"scenario {scenario.name!r} has only {len(turns)} turns"
-                    position = None
-                    break
-            if position is not None:
-                return position
-        return reason
+        for scenario in self.scenarios:
+            where = self._follow(scenario, conv)
+            if isinstance(where, _Position):
+                return where
+            reason = reason or where
+        return reason or f"no scenario starts with the prompt {conv.prompts[0][:80]!r}"
+
+    def _follow(self, scenario: Scenario, conv: Conversation) -> _Position | str:
+        """Where the last prompt is in ``scenario``, or why it is off its script ("" if it never started)."""
+        turns = scenario.turns
+        last, via, on_script = -1, False, False
+        for prompt in conv.prompts:
+            step = next_turn(scenario, last, prompt, conv.root)
+            on_script = step is not None
+            if step is not None:
+                last, via = step
+        if last < 0:
+            return ""
+        if on_script:
+            return _Position(scenario, last, via)
+        n = len(conv.prompts)
+        where = (f"the next scripted prompt is {substitute(turns[last + 1].prompt, conv.root)[:80]!r}"
+                 if last + 1 < len(turns) else f"its {len(turns)} turns are done")
+        return f"prompt {n} {conv.prompts[-1][:80]!r} is not in scenario {scenario.name!r}'s script; {where}"
 
     def reply(self, body: dict[str, Any]) -> Reply:
         conv = _read(body, self.conventions)
         if conv.compaction_mode:
             return compaction_summary(conv)
         where = self._locate(conv)
+        if isinstance(where, str) and conv.suggestion_mode:
+            return Reply([], "end_turn", f"no suggestion: {where}")  # off script: nothing to predict
         if isinstance(where, str):
             return fallback(where)
         scenario, t = where.scenario, where.turn
@@ -177,7 +206,7 @@ class Script:
             return Reply(content, "end_turn", f"{label} suggestion")
         steps: tuple[Step, ...]
         if where.via_suggestion:
-            cand = self._candidate(scenario.turns[t - 1], conv.prompts[-1], conv.root)
+            cand = taken_candidate(scenario.turns[t - 1], conv.prompts[-1], conv.root)
             steps = (cand.steps if cand is not None else None) or ()
             label += " (suggestion steps)"
         else:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from speculate.agent import BoundaryReached, ToolDenied, summarize
+from speculate.agent import BoundaryKind, BoundaryReached, ToolDenied, summarize
 from speculate.tools.base import Tool
 from speculate.types import Block
 
@@ -80,7 +80,7 @@ class SpecAuthorizer:
         self.bash_off = bash_off
         self.hook_stop = hook_stop or (lambda tool: None)
 
-    def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[str, str] | None:
+    def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[BoundaryKind, str] | None:
         is_mcp = tool.name.startswith("mcp__")
         if tool.name not in SPEC_TOOLS and not is_mcp:
             return "denied_tool", f"{tool.name} is not allowed while speculating"

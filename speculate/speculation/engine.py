@@ -10,27 +10,37 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from speculate.agent import Agent, AgentEvent, BoundaryReached, MaxTurnsReached, ResponseDone, ToolFinished
+from speculate.agent import (
+    Agent,
+    AgentEvent,
+    BoundaryReached,
+    MaxTurnsReached,
+    ResponseDone,
+    ToolFinished,
+    ToolStarted,
+)
 from speculate.hooks import HookRan, PromptBlocked
 from speculate.instructions import is_instructions_path
 from speculate.models.base import ModelError, Usage
 from speculate.speculation import suggest
 from speculate.speculation.authorize import SpecAuthorizer
-from speculate.speculation.events import SpecEvent, SpeculationRecord, SuggestionRecord
+from speculate.speculation.events import SpecEvent, SpeculationRecord, State, SuggestionRecord
+from speculate.speculation.host import Boundary, Host, IgnoreReason, SpecOutcome, SuggestionOutcome
 from speculate.speculation.trim import completed_part
 from speculate.tools.base import ToolContext
 from speculate.types import Message, text_of
 
 if TYPE_CHECKING:
-    from speculate.session import Session, TurnOutcome
+    from speculate.session import TurnOutcome
 
 
 def cost_usd(model: str, usage: Usage) -> float:
-    from speculate.sim.profiles import find_profile
+    from speculate.models.profiles import find_profile
 
     p = find_profile(model)
     return p.cost_usd(usage.as_dict()) if p else 0.0
@@ -52,15 +62,23 @@ class Speculation:
         self.usage = Usage()
         self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
+        # What the fork showed so far (text, tool lines), replayed on acceptance; then ``live`` (the
+        # session's event callback) hears the rest as it happens, as a normal turn streams.
+        self.shown: list[AgentEvent] = []
+        self.live: Callable[[AgentEvent], None] | None = None
+        self.diverged_at_tokens: int | None = None  # the fork's tokens when the user first typed off its prompt
         self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
 
     @property
     def complete(self) -> bool:
         return self.record.boundary == "complete"
 
+    def stop(self, boundary: Boundary, detail: str = "") -> None:
+        self.record.boundary, self.record.boundary_detail = boundary, detail
+
 
 class SpeculationEngine:
-    def __init__(self, *, session: Session, nursery: trio.Nursery) -> None:
+    def __init__(self, *, session: Host, nursery: trio.Nursery) -> None:
         self.s = session
         self.nursery = nursery
         self.suggestion: str | None = None
@@ -73,7 +91,7 @@ class SpeculationEngine:
         self._cycle_done = trio.Event()
         self._cycle_done.set()
         self._pipelined_from: Speculation | None = None
-        self.state = "idle"
+        self.state: State = "idle"
         self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
 
     # -- driven by the session -----------------------------------------------------------------------
@@ -101,7 +119,7 @@ class SpeculationEngine:
         spec = self._spec
         return spec.overlay.diff() if spec is not None and spec.overlay is not None else ""
 
-    async def ignore(self, reason: str = "typed") -> None:
+    async def ignore(self, reason: IgnoreReason = "typed") -> None:
         """The user typed something else (or left): drop the suggestion, abort and discard the fork."""
         t0 = time.perf_counter()
         if self._sugg_rec is not None:
@@ -112,6 +130,13 @@ class SpeculationEngine:
             self._close(spec, "aborted", reason, abort_started=t0)
             self._emit("aborted", spec.suggestion)
         self.suggestion = None
+
+    def diverged(self) -> None:
+        """The user typed off the suggestion but it is kept (it may still be accepted): note the fork's
+        tokens now, so what it spends from here on is recorded as the cost of keeping it."""
+        spec = self._spec
+        if spec is not None and spec.diverged_at_tokens is None:
+            spec.diverged_at_tokens = sum(spec.usage.as_dict().values())
 
     async def shutdown(self) -> None:
         await self.ignore("shutdown")
@@ -124,13 +149,18 @@ class SpeculationEngine:
         spec = self._spec
         if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
             await self.ignore("no_speculation")
-            return await self.s._normal_turn(prompt, t0)
+            return await self.s.run_turn(prompt, t0)
+        for e in spec.shown:  # what the fork already did, then the rest live
+            self.s.on_event(e)
+        spec.live = self.s.on_event
         if not spec.finished.is_set():
             if self.s.cfg.accept_running == "wait":
                 await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
             else:
                 await self._cancel_cycle()
-                spec.record.boundary = spec.record.boundary or "interrupted"
+                if not spec.record.boundary:
+                    spec.stop("interrupted")
+        spec.live = None
         rec = spec.record
         rec.time_to_accept_s = t0 - spec.started
         finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
@@ -148,12 +178,13 @@ class SpeculationEngine:
             self._spec = None
             await self._cancel_cycle()  # incl. a pipelined suggestion built on the discarded fork
             self._close(spec, "conflict" if result is not None else "error", note, saved=False)
-            return await self.s._normal_turn(prompt, t0, note=note)
+            return await self.s.run_turn(prompt, t0, note=note)
         assert spec.agent is not None
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
         injected = completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete)
         self.s.messages.extend(injected)
-        rec.files_written = [str(getattr(p, "path", p)) for p in result.promoted]
+        rec.files_written = [str(getattr(p, "path", p)) for p in result.promoted
+                             if getattr(p, "type", "file") != "dir"]  # files (and links), not directories
         self._spec = None
         self._close(spec, "accepted", "")
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
@@ -164,7 +195,7 @@ class SpeculationEngine:
             return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
                                time.perf_counter() - t0, True, None, rec)
         await self._cancel_cycle()
-        return await self.s._normal_turn(prompt, t0, resume=True, spec=rec)
+        return await self.s.run_turn(prompt, t0, resume=True, spec=rec)
 
     # -- the cycle ----------------------------------------------------------------------------------
     async def _cycle(self, scope: trio.CancelScope, snapshot: list[Message], turn: int,
@@ -255,21 +286,20 @@ class SpeculationEngine:
         self._emit("speculating", text, tools_run=0, elapsed_s=0.0)
         try:
             await spec.agent.run(text)
-            spec.record.boundary = "complete"
+            spec.stop("complete")
         except BoundaryReached as b:
-            spec.record.boundary, spec.record.boundary_detail = b.kind, b.detail
+            spec.stop(b.kind, b.detail)
             # Over its bounds, or holding a write that made the boundary (an instructions file written by a
             # command): nothing of it may be promoted; the disk is freed at once.
             if b.kind == "resource" or b.discard:
                 spec.overlay.discard()
                 spec.overlay = None
         except PromptBlocked as e:  # as in the main loop, the prompt is refused; accepting runs it normally
-            spec.record.boundary, spec.record.boundary_detail = "hook", f"UserPromptSubmit hook refused it: {e}"
+            spec.stop("hook", f"UserPromptSubmit hook refused it: {e}")
         except MaxTurnsReached as e:
-            spec.record.boundary = "max_messages" if "messages" in str(e) else "max_turns"
-            spec.record.boundary_detail = str(e)
+            spec.stop(e.kind, str(e))
         except ModelError as e:
-            spec.record.boundary, spec.record.boundary_detail = "error", str(e)
+            spec.stop("error", str(e))
         if spec.overlay is not None and len(spec.agent.messages) == spec.prefix_len:
             spec.overlay.discard()  # stopped before its prompt was added: nothing to promote or inject
             spec.overlay = None
@@ -306,6 +336,10 @@ class SpeculationEngine:
             spec.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
 
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
+        if not isinstance(e, ToolStarted):
+            spec.shown.append(e)
+            if spec.live is not None:
+                spec.live(e)
         if isinstance(e, ResponseDone):
             spec.usage = spec.usage.add(e.response.usage)
             spec.last_usage = e.response.usage
@@ -319,7 +353,7 @@ class SpeculationEngine:
             self._scope.cancel()
         await self._cycle_done.wait()
 
-    def _decide_suggestion(self, outcome: str) -> None:
+    def _decide_suggestion(self, outcome: SuggestionOutcome) -> None:
         rec, self._sugg_rec = self._sugg_rec, None
         if rec is None:
             return
@@ -327,7 +361,7 @@ class SpeculationEngine:
         rec.time_to_decision_s = time.perf_counter() - self._sugg_shown_at
         self.s.events.write(rec)
 
-    def _close(self, spec: Speculation, outcome: str, reason: str, *, saved: bool = True,
+    def _close(self, spec: Speculation, outcome: SpecOutcome, reason: str, *, saved: bool = True,
                abort_started: float | None = None) -> None:
         rec = spec.record
         rec.outcome, rec.reason = outcome, reason
@@ -335,6 +369,8 @@ class SpeculationEngine:
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
         rec.tokens = spec.usage.as_dict()
+        if spec.diverged_at_tokens is not None:
+            rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens
         rec.cost_usd = cost_usd(self.s.cfg.model_name, spec.usage)
         if outcome != "accepted" or not saved:
             rec.time_saved_s = 0.0
@@ -349,6 +385,6 @@ class SpeculationEngine:
             dead.outcome, dead.reason = "discarded", f"speculation {outcome}"
             self.s.events.write(dead)
 
-    def _emit(self, state: str, suggestion: str | None, **detail: Any) -> None:
+    def _emit(self, state: State, suggestion: str | None, **detail: Any) -> None:
         self.state = state
-        self.s.on_event(SpecEvent(state, suggestion, detail))  # type: ignore[arg-type]
+        self.s.on_event(SpecEvent(state, suggestion, detail))

@@ -71,6 +71,8 @@ class SpeculationRecord:
     bash: str = ""  # how speculative Bash ran: "sandboxed (...)" or "off (why)"
     hooks_run: int = 0  # the user's hooks the fork ran (in its sandbox)
     hook_denials: list[str] = field(default_factory=list)  # PreToolUse refusals inside the fork: "tool: reason"
+    # Tokens the fork spent after the user typed off its prompt (kept, not aborted): the "keep" policy's cost.
+    tokens_after_divergence: int = 0
 
 
 class EventLog:
@@ -110,6 +112,7 @@ def summarize_records(recs: list[dict[str, Any]]) -> dict[str, Any]:
         "boundaries": _count(r["boundary"] for r in spec if r["boundary"]),
         "time_saved_s": sum(r["time_saved_s"] for r in accepted),
         "wasted_tokens": wasted,
+        "tokens_after_divergence": sum(r.get("tokens_after_divergence", 0) for r in spec),
         "wasted_cost_usd": sum(r["cost_usd"] for r in spec if r["outcome"] != "accepted")
         + sum(r["cost_usd"] for r in sugg if r["outcome"] != "accepted"),
         "cost_usd": sum(r["cost_usd"] for r in recs),

@@ -2,18 +2,53 @@
 
 A tool failure the model should see (bad input, file not found, not unique) is raised as
 :class:`ToolError` and becomes an ``is_error`` tool_result; any other exception is our bug and propagates.
+
+File I/O never runs on the trio loop that the main agent, the fork and the REPL share: a file tool's body is
+a plain function run by :func:`run_io` in a worker thread, cancellable between files (:func:`between_files`).
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+import trio
 from pydantic import BaseModel, ValidationError
 
 from speculate import FileSystem, Shell
+
+T = TypeVar("T")
+# The benchmark's "before" (bench/micro/loop_bench.py): run file-tool I/O inline on the trio loop, as it was.
+INLINE_IO = False
+
+
+async def run_io(fn: Callable[..., T], *args: Any) -> T:
+    """Run a file tool's blocking body in a worker thread (inline when INLINE_IO). Cancelling the caller
+    takes effect at the body's next :func:`between_files`; the thread never outlives the call."""
+    if INLINE_IO:
+        return fn(*args)
+    return await trio.to_thread.run_sync(fn, *args)
+
+
+PAUSE_EVERY, PAUSE_S = 8, 0.0002
+_files_since_pause = 0
+
+
+def between_files() -> None:
+    """In a file tool's body, between two files: raise trio.Cancelled if the call was cancelled."""
+    global _files_since_pause
+    if not INLINE_IO:
+        trio.from_thread.check_cancelled()
+        _files_since_pause += 1
+        if _files_since_pause >= PAUSE_EVERY:
+            # Really let go of the GIL for a moment (sleep(0) is often won back at once): the loop thread,
+            # waiting on it, streams the main answer.
+            _files_since_pause = 0
+            time.sleep(PAUSE_S)
 
 
 class ToolError(Exception):

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, run_io
 from speculate.tools.common import display, fs_error, read_text, relative
 from speculate.tools.read import number_lines
 from speculate.tools.write import write_text
@@ -34,6 +34,9 @@ class Edit(Tool):
     Input: ClassVar[type[BaseModel]] = EditInput
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
+        return await run_io(self.run, inp, ctx)
+
+    def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(inp, EditInput)
         if inp.old_string == inp.new_string:
             raise ToolError("old_string and new_string are identical: there is nothing to change")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import ClassVar
 
-import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from speculate import FileSystem
-from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, between_files, run_io
 from speculate.tools.common import SKIP_DIRS, display, fs_error, relative, spill
 from speculate.tools.globmatch import compile_glob, literal_prefix
 
@@ -61,6 +60,9 @@ class Glob(Tool):
         return True
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
+        return await run_io(self.run, inp, ctx)
+
+    def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(inp, GlobInput)
         fs = ctx.fs
         base = relative(fs, inp.path) if inp.path else "."
@@ -87,8 +89,8 @@ class Glob(Tool):
                 raise ToolError(f"{what}: {display(fs, base)}")
             if fs.is_dir(top):
                 for n, rel in enumerate(walk_files(fs, top)):
-                    if n % 500 == 0:
-                        await trio.lowlevel.checkpoint()  # a big tree must not starve the stream reader
+                    if n % 100 == 0:
+                        between_files()
                     sub = rel if base == "." else rel[len(base) + 1 :]
                     if regex.match(sub):
                         hits.append(rel)

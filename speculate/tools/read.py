@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, run_io
 from speculate.tools.common import display, in_spill_dir, is_binary, read_text, relative
 
 DEFAULT_LIMIT = 2000
@@ -51,6 +51,9 @@ class Read(Tool):
         return True
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
+        return await run_io(self.run, inp, ctx)
+
+    def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(inp, ReadInput)
         spilled = in_spill_dir(ctx, inp.file_path)
         if spilled is not None:  # our own saved outputs live outside the project

@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from speculate import FileSystem
-from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
+from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, run_io
 from speculate.tools.common import display, fs_error, relative
 
 
@@ -49,6 +49,9 @@ class Write(Tool):
     Input: ClassVar[type[BaseModel]] = WriteInput
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
+        return await run_io(self.run, inp, ctx)
+
+    def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(inp, WriteInput)
         rel = relative(ctx.fs, inp.file_path)
         existed = write_text(ctx.fs, rel, inp.content)

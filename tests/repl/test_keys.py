@@ -112,22 +112,79 @@ def test_right_arrow_accepts(driver: Driver) -> None:
     assert driver.finish() == "run the tests"
 
 
-def test_typing_something_else_drops_it_and_reports_divergence(driver: Driver) -> None:
+def test_typing_over_the_ghost_hides_it_and_editing_back_restores_it(driver: Driver) -> None:
     driver.start()
     driver.fe.push("run the tests")
     wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
     driver.keys("ru", settle=lambda: driver.buf.text == "ru")
     assert driver.diverged == 0
     driver.keys("x", settle=lambda: driver.buf.text == "rux")
-    assert driver.ghost() is None and driver.fe.prediction() is None
+    assert driver.ghost() is None and driver.fe.prediction() == "run the tests"  # hidden, kept
     assert driver.diverged == 1
-    # Back to a prefix: the prediction is gone for good (its speculation was aborted).
-    driver.keys("\x7f\x7f", settle=lambda: driver.buf.text == "r")
-    assert driver.ghost() is None
-    driver.keys(TAB, settle=lambda: True)
+    driver.keys("yz", settle=lambda: driver.buf.text == "ruxyz")
+    assert driver.diverged == 1  # reported once per divergence
+    driver.keys("\x7f\x7f\x7f", settle=lambda: driver.buf.text == "ru")
+    assert driver.ghost() == "n the tests"  # a prefix again: the ghost (and its speculation) is back
+    driver.keys(TAB, settle=lambda: driver.buf.text == "run the tests")
     driver.inp.send_text(ENTER)
-    assert driver.finish().startswith("r")
-    assert driver.diverged == 1
+    assert driver.finish() == "run the tests"
+
+
+def test_abort_policy_drops_the_prediction_on_divergence() -> None:
+    with create_pipe_input() as inp, ThreadPoolExecutor(1) as pool:
+        hits: list[int] = []
+        fe = PromptFrontend(toolbar=lambda: "", on_diverge=lambda: hits.append(1), input=inp,
+                            output=DummyOutput(), policy="abort")
+        d = Driver(fe, inp, pool)
+        d.start()
+        fe.push("run the tests")
+        wait_for(lambda: d.ghost() == "run the tests", "ghost text")
+        d.keys("rux", settle=lambda: d.buf.text == "rux")
+        d.keys("\x7f", settle=lambda: d.buf.text == "ru")
+        assert d.ghost() is None and fe.prediction() is None and hits == [1]
+        inp.send_text(ENTER)
+        assert d.finish() == "ru"
+
+
+@pytest.mark.parametrize("newline", ["\x1b\r", "\n", "\\\r"], ids=["esc-enter", "ctrl-j", "backslash"])
+def test_multiline_input(driver: Driver, newline: str) -> None:
+    driver.start()
+    driver.keys("first" + newline, settle=lambda: driver.buf.text == "first\n")
+    driver.keys("second", settle=lambda: driver.buf.text == "first\nsecond")
+    driver.inp.send_text(ENTER)
+    assert driver.finish() == "first\nsecond"
+
+
+def test_ctrl_c_stops_a_running_speculation_then_clears_the_line() -> None:
+    with create_pipe_input() as inp, ThreadPoolExecutor(1) as pool:
+        stops: list[int] = []
+        running = [True]
+
+        def stop() -> None:
+            stops.append(1)
+            running[0] = False
+
+        fe = PromptFrontend(toolbar=lambda: "", on_diverge=lambda: None, input=inp, output=DummyOutput(),
+                            on_stop=stop, running=lambda: running[0])
+        d = Driver(fe, inp, pool)
+        d.start()
+        fe.push("run the tests")
+        d.keys("ru", settle=lambda: d.buf.text == "ru")
+        d.keys("\x03", settle=lambda: stops == [1])
+        assert d.buf.text == "ru" and d.ghost() is None  # the line stays; the speculation is stopped
+        inp.send_text("\x03")  # nothing running now: Ctrl-C clears the line (the prompt ends)
+        with pytest.raises(KeyboardInterrupt):
+            d.finish()
+
+
+def test_ctrl_r_searches_the_history(driver: Driver) -> None:
+    for line in ("explain the cart", "run the tests", "fix the pager"):
+        driver.fe.session.history.append_string(line)
+    driver.start()
+    driver.keys("\x12cart", settle=lambda: driver.fe.session.app.layout.is_searching)
+    driver.keys(ENTER, settle=lambda: driver.buf.text == "explain the cart")  # ends the search, match kept
+    driver.inp.send_text(ENTER)
+    assert driver.finish() == "explain the cart"
 
 
 def test_enter_on_empty_line_does_nothing(driver: Driver) -> None:

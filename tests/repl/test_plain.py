@@ -36,6 +36,14 @@ def test_bad_options_name_the_input(tmp_path: Path) -> None:
     assert r.returncode == 2 and "missing" in r.stderr
     r = repl("--time-scale", "0", stdin="", tmp=tmp_path)
     assert r.returncode == 2 and "--time-scale" in r.stderr
+    (tmp_path / "file.py").write_text("x = 1\n")
+    r = repl(str(tmp_path / "file.py"), stdin="", tmp=tmp_path)
+    assert r.returncode == 2 and "file.py' is a file, not a project directory" in r.stderr
+    typo = subprocess.run([sys.executable, "-m", "speculate.cli", "benchh"], capture_output=True, text=True,
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                             "PYTHONPATH": str(REPO)}, timeout=60)
+    assert typo.returncode == 2 and "unknown command 'benchh' (did you mean 'bench'?)" in typo.stderr
+    assert not (tmp_path / "benchh").exists()
 
 
 @pytest.mark.slow
@@ -69,7 +77,7 @@ def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
     assert r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
-    assert "accepted_turns" in r.stdout
+    assert "answered by an accepted speculation" in r.stdout
 
 
 @pytest.mark.slow
@@ -98,3 +106,26 @@ def test_a_malformed_settings_file_stops_the_repl_naming_file_and_key(project: P
     r = repl(str(project), "--scenario", "fix-pagination", stdin="", tmp=tmp_path)
     assert r.returncode == 2
     assert f"{project}/.claude/settings.json: hooks.Stop[0].hooks[0]: Value error, a command hook needs" in r.stderr
+
+
+@pytest.mark.slow
+def test_an_off_script_prompt_is_explained_and_the_demo_goes_on(project: Path, tmp_path: Path) -> None:
+    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--mode", "bypassPermissions",
+             stdin="/accept\nwhat does cart.py do?\n/accept\n", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "'what does cart.py do?' is not in scenario 'fix-pagination'" in out
+    assert "the next scripted prompt is 'fix it and add a regression test'" in out
+    detour = out.split("(ANTHROPIC_API_KEY, or --base-url).")[-1]  # after the fallback answer
+    assert "› fix it and add a regression test" in detour  # /accept: the demo offers it again
+    assert "Full suite: 29 passed" in detour and detour.count("[simulator]") == 0
+
+
+def test_own_project_on_the_simulator_says_what_it_can_do(tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "main.py").write_text("print('hi')\n")
+    r = repl(str(own), "--no-spec", stdin="hello\n", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("answers only the prompts of its scenarios") == 1
+    assert "--model anthropic" in r.stdout and "[simulator]" in r.stdout

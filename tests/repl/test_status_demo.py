@@ -34,9 +34,24 @@ def test_toolbar_follows_the_speculation_states() -> None:
     assert st.line() == "working │ speculation off │ saved 3.0s │ default"
 
 
-def test_format_stats_lists_every_figure() -> None:
-    out = format_stats({"acceptance_rate": 0.5, "time_saved_s": 12.345, "boundaries": {"bash": 2}})
-    assert "acceptance_rate  0.5000" in out and "12.35" in out and "bash=2" in out
+def test_format_stats_one_set_of_names_and_formats() -> None:
+    out = format_stats({"turns": 3, "accepted_turns": 1, "acceptance_rate": 0.75, "time_saved_s": 12.345,
+                        "boundaries": {"bash": 2}, "suggestion_outcomes": {"accepted": 1, "ignored": 2},
+                        "speculation_outcomes": {"accepted": 1}, "cost_usd": 0.01234})
+    assert "3 (1 answered by an accepted speculation)" in out and "ignored 2, accepted 1" in out
+    assert "75% of the suggestions shown" in out and "12.3s" in out and "bash 2" in out and "$0.0123" in out
+    assert "0.7500" not in out and "=" not in out
+
+
+def test_toolbar_fits_the_width_and_shortens_paths() -> None:
+    st = Status(state="boundary", boundary="edit: Edit /tmp/a/b/proj/tests/test_pager.py needs permission")
+    full = st.line()
+    assert "/tmp/a/b/proj/tests/test_pager.py" in full and len(full) > 60
+    short = st.line(width=60)
+    assert len(short) <= 60 and short.endswith("saved 0.0s │ acceptEdits") and "…" in short
+    assert "tests/test_pager.py" in st.line(width=90) and "/tmp/a" not in st.line(width=90)
+    st.set_speculation(True)
+    assert st.line() == "idle │ saved 0.0s │ acceptEdits"  # not the last speculation's state
 
 
 def test_find_scenario_by_name_and_clear_error() -> None:
@@ -96,3 +111,16 @@ def test_demo_follows_prompts_and_suggestions() -> None:
     assert d.next_prompt() is None
     d.cleared()
     assert d.next_prompt() == "one"
+
+
+def test_the_accepted_line_names_files_summarises_caches_and_fits() -> None:
+    from speculate.repl.controller import accepted_line
+
+    written = [".pytest_cache/v/cache/nodeids", ".benchmarks/x.json", "src/shop/__pycache__/pager.pyc",
+               "src/shop/pager.py", "tests/test_pager.py"]
+    wide = accepted_line(written, 1, 2.34, 160)
+    assert wide == ("⚡ speculation accepted: 1 tool ran ahead, saved 2.3s, wrote src/shop/pager.py, "
+                    "tests/test_pager.py; 3 in caches (.benchmarks, .pytest_cache, __pycache__)")
+    for width in (120, 90, 70):
+        line = accepted_line(written, 5, 2.34, width)
+        assert len(line) < width and "5 tools" in line and ".pytest_cache/" not in line, line

@@ -46,8 +46,8 @@ class Term:
         return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True,
                               capture_output=True, text=True).stdout
 
-    def start(self, cmd: str) -> None:
-        self.tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", self.target, "-c", str(REPO), cmd)
+    def start(self, cmd: str, width: int = 120) -> None:
+        self.tmux("new-session", "-d", "-x", str(width), "-y", "40", "-s", self.target, "-c", str(REPO), cmd)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
@@ -127,13 +127,20 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     assert P2 in term.input_line()
     assert tree_hash(project) == h0, "a running speculation touched the real tree"
 
-    # Type something else: the speculation is dropped and the tree stays as it was.
+    # A typo hides the ghost text but keeps the speculation; Backspace brings both back.
+    term.type("fix iy")
+    term.wait(lambda: P2 not in term.input_line() and "fix iy" in term.input_line(), "the ghost hidden")
+    assert any(s in term.toolbar() for s in FINISHED), "a typo threw the speculation away"
+    term.keys("BSpace")
+    term.wait(lambda: P2 in term.input_line(), "the ghost text back after Backspace")
+    term.keys("C-u")
+    # Send something else: the speculation is dropped and the tree stays as it was.
     term.type("no")
-    term.wait(lambda: "speculation aborted" in term.toolbar() or "idle" in term.toolbar(), "the abort")
-    assert P2 not in term.input_line()
+    term.wait(lambda: P2 not in term.input_line(), "the ghost hidden")
     term.type(", explain page_bounds first")
     term.keys("Enter")
     term.wait(lambda: "[simulator]" in term.scrollback(), "the simulator's fallback answer")
+    assert "ready (" not in term.toolbar()
     term.wait(lambda: term.input_line().startswith("›") and "working" not in term.toolbar(), "the prompt")
     assert tree_hash(project) == h0, "an ignored speculation changed the real tree"
 
@@ -179,10 +186,158 @@ def test_ctrl_c_cancels_the_turn_and_keeps_the_session(tmp_path: Path, project: 
         t.wait(lambda: "model: " in t.screen() and "via sim" in t.screen(), "/model's answer")
         t.type("/stats")
         t.keys("Enter")
-        t.wait(lambda: "acceptance_rate" in t.screen(), "/stats' answer")
+        t.wait(lambda: "acceptance rate" in t.screen(), "/stats' answer")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
         assert tree_hash(project) == h0
         assert (tmp_path / "history").read_text().count("/model") == 1  # history persisted
+    finally:
+        t.close()
+
+
+def start_repl(tmp_path: Path, project: Path, *, time_scale: float, extra: str = "") -> Term:
+    t = Term()
+    cmd = repl_command(tmp_path, project, time_scale=time_scale)
+    t.start(cmd.replace(f"--time-scale {time_scale}", f"--time-scale {time_scale} {extra}"))
+    return t
+
+
+def test_accepting_a_running_speculation_streams_it_live(tmp_path: Path, project: Path) -> None:
+    t = start_repl(tmp_path, project, time_scale=0.5)
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: P2 in t.input_line() and "speculating (1 tool" in t.toolbar(), "a running speculation")
+        t.keys("Tab", "Enter")
+        # Within a second: what the fork already did (its text and the Read line) is on screen.
+        t.wait(lambda: "I'll add a failing test first" in t.screen() and "✓ Read(" in t.screen(),
+               "the fork's finished part", timeout=1.0)
+        # The rest streams: tool lines appear while the final answer is still to come.
+        t.wait(lambda: "✓ Bash(" in t.screen(), "a tool line of the live part")
+        assert "Full suite" not in t.scrollback(), "the answer came all at once"
+        t.wait(lambda: "speculation accepted" in t.scrollback(), "the acceptance line")
+        assert t.scrollback().count("Full suite: 29 passed") == 1  # streamed once, not repeated at the end
+        line = next(ln for ln in t.scrollback().splitlines() if "speculation accepted" in ln)
+        # One line that fits, the person's files named, the tool caches pytest wrote summarised.
+        assert len(line) <= 120 and "tests/test_pager.py" in line and "in caches" in line, line
+        assert ".pytest_cache/" not in line and " 1 tools" not in line
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+    finally:
+        t.close()
+
+
+def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_visible(
+        tmp_path: Path, project: Path) -> None:
+    h0 = tree_hash(project)
+    t = start_repl(tmp_path, project, time_scale=0.05, extra="--mode default")
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "stopped at boundary (edit" in t.toolbar(), "the fork stopped before its first edit")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "allow Edit(" in t.screen(), "the permission prompt")
+        turn = t.screen().split(P2)[-1]  # from the accepted prompt on
+        assert turn.index("I'll add a failing test first") < turn.index("✓ Read(") < turn.index("allow Edit(")
+        t.type("maybe")
+        t.keys("Enter")
+        t.wait(lambda: "'maybe' is not an answer: type y, n or always" in t.screen(), "what is expected")
+        t.type("n")
+        t.keys("Enter")
+        t.wait(lambda: "✗ Edit(" in t.screen() and "denied" in t.screen(), "the denial line")
+        t.wait(lambda: "allow Edit(" in t.screen().split("denied")[-1] or "(" in t.toolbar(), "the turn going on")
+        t.keys("C-c")
+        t.wait(lambda: "turn cancelled" in t.scrollback() or "saved" in t.toolbar(), "the prompt back")
+        assert tree_hash(project) == h0
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGTERM"])
+def test_closing_the_terminal_or_sigterm_removes_temp_and_spill_dirs(tmp_path: Path, how: str) -> None:
+    tmp, state = tmp_path / "tmp", tmp_path / "state"
+    tmp.mkdir()
+    t = Term()
+    try:
+        # The demo in a temporary directory of its own (no DIR), with a speculation running on it.
+        t.start(f"TMPDIR={tmp} SPECULATE_STATE_DIR={state} SPECULATE_HISTORY={tmp_path / 'history'} "
+                f"exec {sys.executable} -m speculate.cli repl --time-scale 0.5")
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "speculating (" in t.toolbar(), "a running speculation")
+        made = {p.name.split("-")[1] for p in tmp.iterdir()}
+        assert {"demo", "repl"} <= made, made  # speculate-demo-*, speculate-repl-spill-*
+        pid = int(t.tmux("list-panes", "-t", t.target, "-F", "#{pane_pid}").strip())
+        if how == "SIGHUP":
+            t.close()  # the terminal goes away: the kernel hangs up on the REPL
+        else:
+            subprocess.run(["kill", "-TERM", str(pid)], check=True)
+        end = time.monotonic() + 20
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists(), f"the REPL did not exit on {how}"
+        assert [p.name for p in tmp.iterdir()] == []
+        assert str(tmp) not in Path("/proc/mounts").read_text()
+    finally:
+        t.close()
+
+
+def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(tmp_path: Path, project: Path) -> None:
+    h0 = tree_hash(project)
+    t = start_repl(tmp_path, project, time_scale=1.0)
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "Let me find the pagination code." in t.screen(), "the turn to start streaming")
+        t.keys("Escape")
+        t.wait(lambda: "turn cancelled; the session goes on" in t.screen(), "Esc to interrupt the turn")
+        assert "^[" not in t.screen() and "off-by-one" not in t.scrollback()
+        # Run the first turn through (fast), then stop its speculation with Ctrl-C at the prompt.
+        t.type("/clear")
+        t.keys("Enter")
+        t.wait(lambda: P1 in t.input_line(), "the first prompt again")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "speculating (" in t.toolbar(), "a running speculation", timeout=60)
+        t.type("fix")
+        t.keys("C-c")
+        t.wait(lambda: "speculation aborted" in t.toolbar(), "Ctrl-C to stop the speculation")
+        assert "› fix" in t.input_line()  # the line stays
+        t.keys("C-c")
+        t.wait(lambda: [ln for ln in t.screen().splitlines() if ln.startswith("›")][-1].rstrip() == "›",
+               "a second Ctrl-C to clear the line")
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+        assert tree_hash(project) == h0
+    finally:
+        t.close()
+
+
+def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(tmp_path: Path, project: Path) -> None:
+    t = Term()
+    try:
+        t.start(repl_command(tmp_path, project, time_scale=0.05).replace("--time-scale 0.05",
+                                                                       "--time-scale 0.05 --mode default"), width=60)
+        t.wait(lambda: "› why does page 2 of the product" in t.screen(), "the first prompt as ghost text")
+        for cmd in ("/model x", "/clear now", "/diff all"):
+            t.type(cmd)
+            t.keys("Enter")
+            t.wait(lambda cmd=cmd: f"{cmd.split()[0]} takes no arguments (got '{cmd.split()[1]}')" in t.scrollback(),
+                   f"{cmd} refused")
+        t.keys("Tab", "Enter")
+        # The fork stops at its first edit (default mode); the toolbar fits 60 columns, path shortened.
+        t.wait(lambda: "stopped at boundary" in t.toolbar(), "the boundary in the toolbar")
+        bar = t.toolbar()
+        assert bar.rstrip().endswith("default") and "…" in bar and len(bar.rstrip()) <= 60, bar
+        t.type("/spec off")
+        t.keys("Enter")
+        t.type("/spec on")
+        t.keys("Enter")
+        t.wait(lambda: "speculation on" in t.screen() and t.toolbar().strip().startswith("idle"), "a fresh state")
+        t.type("/stats")
+        t.keys("Enter")
+        t.wait(lambda: "acceptance rate" in t.screen(), "/stats")
+        assert "0.0000" not in t.scrollback() and "accepted_turns" not in t.scrollback()
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
     finally:
         t.close()

@@ -279,3 +279,20 @@ def test_suggest_only_shows_the_suggestion_but_never_forks(tmp_path: Path) -> No
             assert suggestions and suggestions[0].outcome == "accepted"
 
     trio.run(main)
+
+
+def test_a_speculation_kept_through_divergence_records_what_it_spent_after(tmp_path: Path) -> None:
+    root = make_project(tmp_path)
+
+    async def main() -> None:
+        async with engine_session(root) as (s, _):
+            await s.submit("look at a")
+            assert await s.wait_suggestion() == "change alpha to gamma"
+            s.engine.diverged()  # the user typed off it; the "keep" policy lets the fork run on
+            await s.wait_speculation()
+            await s.submit("something else")
+            rec = spec_records(s)[-1]
+            assert rec.outcome == "aborted" and rec.tokens_after_divergence > 0
+            assert s.statistics()["tokens_after_divergence"] == rec.tokens_after_divergence
+
+    trio.run(main)

@@ -1,0 +1,136 @@
+"""The REPL's slash commands, what /help says, and how /stats reads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast, get_args
+
+from speculate.session import PermissionMode
+
+if TYPE_CHECKING:
+    from speculate.repl.controller import Repl
+
+HELP = """commands:
+  /help                 this list
+  /spec on|off          turn speculation on or off
+  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
+  /diff                 what the current speculation would change, as a diff
+  /stats                acceptance, time saved, tokens and cost wasted
+  /model                the model backend in use
+  /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
+  /mcp                  the MCP servers and their tools
+  /clear                forget the conversation (the project is untouched)
+  /compact              replace the conversation by a model-written summary (frees the context window)
+  /accept               submit the predicted prompt (waits for it; handy in line mode)
+  /quit                 leave (Ctrl-D does the same)
+keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or a trailing \\ start a new line;
+  Esc or Ctrl-C stops the running turn; at the prompt Ctrl-C stops a running speculation, again clears the line;
+  Ctrl-R searches the history. Typing over the prediction hides it; edit back and it returns."""
+
+MODES: tuple[str, ...] = get_args(PermissionMode)
+NO_ARGS = ("/help", "/diff", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact", "/accept",
+           "/quit", "/exit")
+
+
+class Quit(Exception):
+    """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
+
+
+async def run_command(r: Repl, text: str) -> None:
+    assert r.s is not None and r.fe is not None
+    name, _, arg = text.partition(" ")
+    arg = arg.strip()
+    if name in NO_ARGS and arg:
+        r._line(f"{name} takes no arguments (got {arg!r}); /help lists the commands")
+        return
+    if name in ("/quit", "/exit"):
+        raise Quit
+    if name == "/help":
+        r._line(HELP)
+    elif name == "/spec":
+        if arg not in ("on", "off"):
+            r._line(f"/spec takes on or off, not {arg!r}" if arg else
+                    f"speculation is {'on' if r.s.cfg.speculate else 'off'}; /spec on|off")
+            return
+        await r.s.set_speculation(arg == "on")
+        r.status.set_speculation(arg == "on")
+        r._line(f"speculation {arg}")
+        if arg == "off":
+            r._predict_next()
+    elif name == "/mode":
+        if arg not in MODES:
+            r._line(f"unknown permission mode {arg!r}: choose one of {', '.join(MODES)}" if arg
+                    else f"mode is {r.s.cfg.mode}; /mode {'|'.join(MODES)}")
+            return
+        r.s.set_mode(cast(PermissionMode, arg))
+        r.status.mode = arg
+        r._line(f"permission mode {arg}")
+    elif name == "/diff":
+        r._line(r.s.diff() or "(the current speculation changes nothing)")
+    elif name == "/stats":
+        r._line(format_stats(r.s.statistics()))
+    elif name in ("/memory", "/context"):
+        from speculate.repl.info import format_memory
+
+        r._line(format_memory(r.s))
+    elif name == "/mcp":
+        from speculate.repl.info import format_mcp
+
+        r._line(format_mcp(r.s))
+    elif name == "/model":
+        r._line(f"model: {r.s.cfg.model_name} via {r.model_label or r.s.cfg.model.name}")
+    elif name == "/clear":
+        r._cancel_prediction()
+        r.fe.push(None)
+        await r.s.clear()
+        r.on_cleared()
+        r._line("conversation cleared")
+        r._predict_next()
+    elif name == "/compact":
+        from speculate.compaction import CompactionFailed
+
+        r._cancel_prediction()
+        r.fe.push(None)
+        try:
+            rec = await r.s.compact()
+        except CompactionFailed as e:
+            r._line(str(e))
+        else:
+            r._line(f"conversation compacted: {rec.messages_before} messages -> a summary")
+        r._predict_next()
+    elif name == "/accept":
+        r._cancel_prediction()
+        prediction = await r.wait_prediction()
+        if prediction is None:
+            r._line("no prediction to accept")
+            r._predict_next()
+        else:
+            r._line(f"› {prediction}")
+            await r.submit(prediction)
+    else:
+        r._line(f"unknown command {name!r}; /help lists them")
+
+
+def format_stats(st: dict[str, Any]) -> str:
+    """The session's figures under one set of names: counts as integers, rates as percentages, times in
+    seconds, costs in dollars."""
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])) or "none"
+
+    sugg, spec = st.get("suggestion_outcomes", {}), st.get("speculation_outcomes", {})
+    rows = [
+        ("turns", f"{st.get('turns', 0)} ({st.get('accepted_turns', 0)} answered by an accepted speculation)"),
+        ("suggestions", f"{st.get('suggestions', 0)} made, {st.get('suggestions_shown', 0)} shown: {counts(sugg)}"),
+        ("acceptance rate", f"{st.get('acceptance_rate', 0.0):.0%} of the suggestions shown"),
+        ("speculations", f"{st.get('speculations', 0)}: {counts(spec)}"),
+        ("stopped at", counts(st.get("boundaries", {}))),
+        ("time saved", f"{st.get('time_saved_s', 0.0):.1f}s"),
+        ("wasted tokens", f"{st.get('wasted_tokens', 0)} by speculations, {st.get('wasted_suggestion_tokens', 0)} "
+                          f"by suggestions; {st.get('tokens_after_divergence', 0)} spent after typing over one"),
+        ("cost", f"${st.get('cost_usd', 0.0):.4f} (wasted ${st.get('wasted_cost_usd', 0.0):.4f})"),
+    ]
+    if st.get("suppressed_reasons"):
+        rows.insert(3, ("not shown", counts(st["suppressed_reasons"])))
+    if st.get("speculative_bash"):
+        rows.append(("speculative Bash", "; ".join(st["speculative_bash"])))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)

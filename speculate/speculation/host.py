@@ -1,0 +1,54 @@
+"""What the speculation engine needs from the session that owns it: a small interface, so the engine never
+reaches into the session's private parts. :class:`speculate.session.Session` implements it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from speculate.agent import BoundaryKind
+
+if TYPE_CHECKING:
+    from speculate.agent import AgentEvent
+    from speculate.models.base import CacheKey, Usage
+    from speculate.session import SessionConfig, TurnOutcome
+    from speculate.speculation.authorize import MainAuthorizer
+    from speculate.speculation.events import EventLog, SpeculationRecord
+    from speculate.tools.base import Tool
+    from speculate.types import Message
+    from speculate.workspace import Workspace
+
+# How a fork ended: its turn completed, a boundary before a call, one of its bounds, or accepted while running
+# with accept_running="stop".
+Boundary = Literal["complete", "max_turns", "max_messages", "interrupted"] | BoundaryKind
+# What became of a speculation (SpeculationRecord.outcome) and of a suggestion (SuggestionRecord.outcome).
+SpecOutcome = Literal["accepted", "aborted", "error", "conflict"]
+SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded"]
+# Why a speculation was dropped (SpeculationRecord.reason for an abort).
+IgnoreReason = Literal["typed", "dismissed", "stopped", "instructions_changed", "no_speculation", "shutdown",
+                       "compacted"]
+
+
+class Host(Protocol):
+    """The session as the engine sees it."""
+
+    cfg: SessionConfig
+    project: Path
+    key: CacheKey
+    tools: list[Tool]
+    messages: list[Message]
+    spill_dir: Path
+    session_id: str
+    workspace: Workspace
+    authorizer: MainAuthorizer
+    events: EventLog
+    turn: int
+    last_error: bool
+
+    def on_event(self, event: AgentEvent | Any) -> None: ...
+    def agent_last_usage(self) -> Usage | None: ...
+
+    async def run_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
+                       spec: SpeculationRecord | None = None) -> TurnOutcome:
+        """A normal turn for ``prompt`` (or, ``resume``, from the injected messages on)."""
+        ...
