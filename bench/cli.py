@@ -15,7 +15,7 @@ from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, bench_path, run_experiment
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
-from speculate.sim.profiles import DEFAULT_MODEL
+from speculate.models.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
@@ -110,7 +110,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
             raise ValueError(f"--accept-prob {p:g}: must be between 0 and 1")
     models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]
     if a.model == "sim":
-        from speculate.sim.profiles import PROFILES, find_profile
+        from speculate.models.profiles import PROFILES, find_profile
 
         for m in models:
             if find_profile(m) is None:

@@ -36,8 +36,8 @@ from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
+from speculate.models.profiles import DEFAULT_MODEL
 from speculate.session import SessionConfig, TurnOutcome, open_session
-from speculate.sim.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, Step, draw_suggestion
 from speculate.sim.script import FALLBACK_PREFIX
 
@@ -130,7 +130,7 @@ async def _approve(tool: str, detail: str) -> Literal["y"]:
 
 
 def _usage_cost(model_name: str, usage: Usage) -> float:
-    from speculate.sim.profiles import find_profile
+    from speculate.models.profiles import find_profile
 
     p = find_profile(model_name)
     return p.cost_usd(usage.as_dict()) if p else 0.0

@@ -130,6 +130,9 @@ def format_stats(st: dict[str, Any]) -> str:
     ]
     if st.get("suppressed_reasons"):
         rows.insert(3, ("not shown", counts(st["suppressed_reasons"])))
+    if st.get("compactions") or st.get("compaction_failures"):
+        rows.append(("compactions", f"{st.get('compactions', 0)}" + (
+            f" ({st['compaction_failures']} failed)" if st.get("compaction_failures") else "")))
     if st.get("speculative_bash"):
         rows.append(("speculative Bash", "; ".join(st["speculative_bash"])))
     width = max(len(k) for k, _ in rows)

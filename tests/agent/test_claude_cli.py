@@ -113,7 +113,7 @@ def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts
 def test_a_long_session_on_the_cli_compacts_and_goes_on(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from speculate.sim.profiles import PROFILES
+    from speculate.models.profiles import PROFILES
 
     from .test_compaction import FILES, MODEL, N, scenario
 
@@ -148,7 +148,7 @@ def test_the_api_error_through_the_cli_is_a_model_error_naming_it(tmp_path: Path
     from dataclasses import replace
 
     from speculate.models.base import CacheKey, ModelError
-    from speculate.sim.profiles import PROFILES
+    from speculate.models.profiles import PROFILES
 
     profiles = tuple(replace(p, context_window=100) if p.name == "claude-sonnet-4-6" else p for p in PROFILES)
 

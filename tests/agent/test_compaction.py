@@ -17,8 +17,8 @@ import trio
 from speculate.compaction import CONTINUATION, MAX_FAILURES, CompactionFailed, Compactor, context_tokens
 from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import Usage
+from speculate.models.profiles import PROFILES
 from speculate.session import Session, SessionConfig, TurnOutcome, open_session
-from speculate.sim.profiles import PROFILES
 from speculate.sim.scenario import parse_scenario
 from speculate.sim.script import FALLBACK_PREFIX
 from speculate.sim.server import SimServer
