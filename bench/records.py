@@ -15,7 +15,9 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TurnRecord(_Record):
+class _SessionKey(_Record):
+    """Which session of the run a record belongs to: its pair, arm, scenario, rep and condition."""
+
     session: str
     pair: str
     arm: Literal["plain", "suggest", "speculative"]
@@ -24,6 +26,9 @@ class TurnRecord(_Record):
     seed: int
     cond: int
     condition: str
+
+
+class TurnRecord(_SessionKey):
     think_model: str
     accept_prob: float | None
     model_name: str
@@ -54,15 +59,7 @@ class TurnRecord(_Record):
     user_edit: str | None = None
 
 
-class SessionRecord(_Record):
-    session: str
-    pair: str
-    arm: Literal["plain", "suggest", "speculative"]
-    scenario: str
-    rep: int
-    seed: int
-    cond: int
-    condition: str
+class SessionRecord(_SessionKey):
     wall_s: float
     turns: int
     accepted: int
