@@ -330,6 +330,9 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
         assert bar.rstrip().endswith("default") and "…" in bar and len(bar.rstrip()) <= 60, bar
         t.type("/spec off")
         t.keys("Enter")
+        # Typed only once the first answer is on screen: an Enter typed ahead while /spec off is still being
+        # handled can be lost (seen in CI; noted in the closing note of #14).
+        t.wait(lambda: "speculation off" in t.scrollback(), "/spec off answered")
         t.type("/spec on")
         t.keys("Enter")
         t.wait(lambda: "speculation on" in t.screen() and t.toolbar().strip().startswith("idle"), "a fresh state")
