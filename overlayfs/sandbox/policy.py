@@ -75,8 +75,10 @@ def sandbox_problem() -> str | None:
     return None
 
 
+@functools.cache
 def landlock_abi() -> int:
-    """The kernel's Landlock ABI version, 0 where it has none (then Landlock is skipped, and said so)."""
+    """The kernel's Landlock ABI version, 0 where it has none (then Landlock is skipped, and said so).
+    Probed once per process: the kernel's answer does not change while it runs."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)

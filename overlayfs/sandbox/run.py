@@ -126,8 +126,9 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         cg = stack.enter_context(open_cgroup(processes=limits.processes, memory_bytes=limits.memory_bytes))
         fd = seccomp.filter_fd()
         stack.callback(os.close, fd)
+        abi = policy.landlock_abi()
         inner = policy.bwrap_argv(view=view, target=target, cwd=workdir, argv=list(argv), limits=limits,
-                                  network=network, seccomp_fd=fd, landlock=policy.landlock_abi())
+                                  network=network, seccomp_fd=fd, landlock=abi)
         spec = {"cgroups": cg.procs, "target": target, "source": source, "argv": inner}
         token = cancel or CancelToken()
         proc_env = policy.sandbox_env() if env is None else env
@@ -138,7 +139,7 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         if snap is not None:
             kernel.record_session(ov, snap)
     enforced = {**cg.enforced, "writes": f"upper layer <= {limits.upper_bytes} bytes (polled), "
-                f"RLIMIT_FSIZE={limits.upper_bytes}", "landlock": f"ABI {policy.landlock_abi()}"}
+                f"RLIMIT_FSIZE={limits.upper_bytes}", "landlock": f"ABI {abi}"}
     limit = "upper_bytes" if watch.exceeded else None
     cancelled = token.cancelled and not watch.exceeded and not timed_out
     if failed is not None:
