@@ -38,7 +38,8 @@ from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.session import SessionConfig, TurnOutcome, open_session
-from speculate.sim.scenario import Scenario, Step, draw_suggestion
+from speculate.sim.draw import draw_suggestion
+from speculate.sim.scenario import Scenario, Step
 from speculate.sim.script import FALLBACK_PREFIX
 
 Arm = Literal["plain", "suggest", "speculative"]

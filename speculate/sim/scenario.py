@@ -5,8 +5,6 @@ Validation walks YAML nodes, not plain data, so every error names the file, the 
 
 from __future__ import annotations
 
-import hashlib
-import random
 import re
 import shutil
 from collections.abc import Iterable
@@ -104,16 +102,6 @@ class Turn:
     @property
     def options(self) -> tuple[Candidate, ...]:
         return self.candidates or (Candidate(self.suggestion, 1.0, self.suggestion_steps),)
-
-
-def draw_suggestion(scenario: Scenario, turn: int, *, seed: int) -> Candidate:
-    """The candidate the model offers after ``turn`` for this seed (the simulator and the bench agree)."""
-    options = scenario.turns[turn].options
-    if len(options) == 1:
-        return options[0]
-    digest = hashlib.sha256(f"suggestion:{seed}:{scenario.name}:{turn}".encode()).digest()
-    rng = random.Random(int.from_bytes(digest[:8], "big"))
-    return rng.choices(options, weights=[c.weight for c in options])[0]
 
 
 @dataclass(frozen=True)

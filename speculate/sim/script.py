@@ -28,8 +28,9 @@ from speculate.sim.clients import (
     tools_in_text,
 )
 from speculate.sim.clients import read_conversation as _read
+from speculate.sim.draw import draw_suggestion
 from speculate.sim.intents import RenderError, render
-from speculate.sim.scenario import Candidate, Scenario, Step, Turn, draw_suggestion
+from speculate.sim.scenario import Candidate, Scenario, Step, Turn
 
 FALLBACK_PREFIX = "[simulator]"
 _ID_ALPHABET = string.ascii_letters + string.digits

@@ -10,7 +10,7 @@ import pytest
 
 from speculate.prompts import SUGGESTION_INSTRUCTION, system_prompt
 from speculate.sim import ScenarioError, load_scenario, parse_scenario
-from speculate.sim.scenario import draw_suggestion
+from speculate.sim.draw import draw_suggestion
 from speculate.sim.script import Script
 
 SCN = """\

@@ -19,7 +19,8 @@ import pytest
 from speculate.repl.demo import prepare_project
 from speculate.sim import SimServer, load_scenario
 from speculate.sim.claude_code import ClaudeCode
-from speculate.sim.scenario import Scenario, default_scenario_dir, default_scenario_paths, draw_suggestion
+from speculate.sim.draw import draw_suggestion
+from speculate.sim.scenario import Scenario, default_scenario_dir, default_scenario_paths
 
 SCENARIO = default_scenario_dir() / "fix-pagination.yaml"
 OTHERS = [p for p in default_scenario_paths() if p != SCENARIO]
