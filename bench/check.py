@@ -2,7 +2,7 @@
 
 Loading reports format errors as ``file:line: reason``. The replay runs every turn once in the plain arm
 (think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
-tools under the bench's fixed PATH, and lists each turn's unmet tool-result expectations, model errors
+tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result expectations, model errors
 and simulator fallbacks (a turn the script could not answer). Candidates other than the intent are
 validated but not replayed (their steps run only when a user takes them).
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import trio
 
-from bench.harness import Condition, RunConfig, run_experiment
+from bench.harness import Condition, RunConfig, resolve_toolchains, run_experiment
+from bench.toolchain import ToolchainError
 from bench.user import FixedThink
 from speculate.sim.scenario import ScenarioError, load_scenario
 
@@ -42,6 +43,11 @@ def check_main(argv: list[str]) -> int:
               f"{s.workspace or '(files only)'}")
     if a.no_replay:
         return 0
+    try:
+        resolve_toolchains(scenarios)
+    except ToolchainError as e:
+        print(f"speculate sim check: {e}", file=sys.stderr)
+        return 2
     bad = 0
     for s, path in zip(scenarios, a.scenarios, strict=True):
         out = Path(tempfile.mkdtemp(prefix="speculate-check-"))

@@ -12,7 +12,8 @@ from pathlib import Path
 import trio
 
 from bench.edits import USER_EDIT_PROB
-from bench.harness import ARMS, Condition, RunConfig, RunOutput, bench_path, run_experiment
+from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.toolchain import ToolchainError
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
@@ -137,7 +138,7 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
     return {
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
-        "cpus": os.cpu_count(), "tool_path": bench_path(), "arms": list(cfg.arms), "mode": cfg.mode,
+        "cpus": os.cpu_count(), "toolchains": res.toolchains, "arms": list(cfg.arms), "mode": cfg.mode,
         "overlay_backend": cfg.overlay_backend, "user_edit_prob": cfg.user_edit_prob,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
@@ -196,6 +197,11 @@ def bench_main(argv: list[str]) -> int:
         return 2
     for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
         print(rec.line(), file=sys.stderr)
+    try:  # each workspace's interpreter and test dependencies, made now so a failure is one clear line
+        resolve_toolchains(cfg.scenarios)
+    except ToolchainError as e:
+        print(f"speculate bench: error: {e}", file=sys.stderr)
+        return 2
     n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * len(ARMS)
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import traceback
@@ -32,14 +31,15 @@ import trio
 from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
 from bench.records import SessionRecord, TurnRecord
+from bench.toolchain import SYSTEM_PATH, Toolchain, workspace_toolchain
 from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.session import SessionConfig, TurnOutcome, open_session
-from speculate.sim.draw import draw_suggestion
-from speculate.sim.scenario import Scenario, Step
+from speculate.sim.draw import draw_suggestion, forced_draw
+from speculate.sim.scenario import Scenario
 from speculate.sim.script import FALLBACK_PREFIX
 
 Arm = Literal["plain", "suggest", "speculative"]
@@ -48,7 +48,12 @@ ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
 
 @dataclass(frozen=True, kw_only=True)
 class Condition:
-    """One cell of the sweep: think-time model, forced acceptance probability, model (latency profile)."""
+    """One cell of the sweep: think-time model, forced acceptance, model (latency profile).
+
+    ``accept_prob`` forces the share of suggestions that are the user's next prompt (the simulator's hit
+    rate, speculate.sim.draw); the user still takes only a suggestion equal to the prompt, so acceptance
+    follows it while every turn stays on its script. None: the scenarios' own candidate weights.
+    """
 
     think: ThinkTime
     accept_prob: float | None = None
@@ -101,12 +106,6 @@ class Job:
 DROPPED_ENV = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "NODE_PATH")
 
 
-def bench_path() -> str:
-    """The fixed PATH tools run with: the bench's own interpreter first (``python`` has pytest), then the
-    system's; independent of the caller's PATH, so ``python -m pytest`` cannot silently hit another Python."""
-    return ":".join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-
-
 def rep_seed(seed: int, rep: int) -> int:
     """An independent seed per (run seed, rep): ``--seed 0`` and ``--seed 1`` share no rep (seed + rep did)."""
     digest = hashlib.sha256(f"bench-rep:{seed}:{rep}".encode()).digest()
@@ -137,16 +136,15 @@ def _usage_cost(model_name: str, usage: Usage) -> float:
     return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
-def scripted_steps(scn: Scenario, i: int, text: str) -> tuple[Step, ...]:
-    """The steps the simulator plays for prompt ``text`` at turn ``i`` (the intent's, or a taken candidate's)."""
-    if text == scn.turns[i].prompt or i == 0:
-        return scn.turns[i].steps
-    cand = next((c for c in scn.turns[i - 1].options if c.text == text), None)
-    return (cand.steps or ()) if cand is not None else ()
+def _miss_kind(job: Job, i: int) -> str | None:
+    """Under a forced hit rate, what kind of wrong suggestion preceded turn ``i`` (None: a hit, or natural)."""
+    if job.condition.accept_prob is None or i == 0:
+        return None
+    return forced_draw(job.scenario, i - 1, seed=job.seed, hit_rate=job.condition.accept_prob)[1]
 
 
 def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
-                shown: str | None, at_submit: str | None, dismissed: bool, leak: list[str],
+                shown: str | None, at_submit: str | None, leak: list[str], miss_kind: str | None = None,
                 unmet: list[str] | None = None) -> dict[str, Any]:
     usage = o.result.usage if o.result is not None else Usage()
     responses = o.result.responses if o.result is not None else []
@@ -155,10 +153,9 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "rep": job.rep, "seed": job.seed, "cond": job.cond_index, "condition": job.condition.label,
         "think_model": job.condition.think.label, "accept_prob": job.condition.accept_prob,
         "model_name": job.condition.model_name,
-        "turn": p.index, "prompt": o.prompt, "intent": p.intent, "think_s": think_s, "input_s": input_s,
+        "turn": p.index, "prompt": o.prompt, "think_s": think_s, "input_s": input_s, "miss_kind": miss_kind,
         "input": "tab" if tab else "typed", "suggestion_scripted": p.scripted_suggestion, "suggestion_shown": shown,
         "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
-        "dismissed": dismissed,
         "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s,
         # An unmet tool-result expectation is a turn error: the scripted answer no longer fits the tools.
         "error": o.error or ("; ".join(f"unmet expectation: {u}" for u in unmet) if unmet else ""),
@@ -172,23 +169,26 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
     }
 
 
-async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
+async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, toolchain: Toolchain
                       ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
-    """One session: returns (turn records, session record, event records)."""
+    """One session: returns (turn records, session record, event records). Every command it runs (both
+    loops, sandboxed or not) gets ``toolchain``'s PATH."""
     work = Path(tempfile.mkdtemp(prefix="s-", dir=tmp_root))
     scale = cfg.time_scale
     try:
         project = prepare_workspace(job.scenario, work / "project")
         # The candidate the simulator offers after each turn for this seed (the same draw as the server's).
-        drawn = [draw_suggestion(job.scenario, i, seed=job.seed).text for i in range(len(job.scenario.turns))]
-        plan = plan_turns([t.prompt for t in job.scenario.turns], drawn,
-                          think=job.condition.think, accept_prob=job.condition.accept_prob, seed=job.seed,
-                          scenario=job.scenario.name, rep=job.rep)
+        hit_rate = job.condition.accept_prob
+        drawn = [draw_suggestion(job.scenario, i, seed=job.seed, hit_rate=hit_rate).text
+                 for i in range(len(job.scenario.turns))]
+        plan = plan_turns([t.prompt for t in job.scenario.turns], drawn, think=job.condition.think,
+                          seed=job.seed, scenario=job.scenario.name, rep=job.rep)
         spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
         sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
                            mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
                            overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
-                           spill_dir=work / "spill", user_dir=work / "claude")  # not the runner's ~/.claude
+                           spill_dir=work / "spill", user_dir=work / "claude",  # not the runner's ~/.claude
+                           tool_env=toolchain.env)
         (work / "spill").mkdir()
         turns: list[dict[str, Any]] = []
         leaks: list[dict[str, Any]] = []
@@ -200,12 +200,12 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                 await trio.sleep(think_s / 2)
                 edited = None
                 if p.index > 0:  # halfway through thinking, while a fork may be running
-                    edited = maybe_edit(project, scripted_steps(job.scenario, p.index, p.text),
+                    edited = maybe_edit(project, job.scenario.turns[p.index].steps,
                                         prob=cfg.user_edit_prob, seed=job.seed, scenario=job.scenario.name,
                                         rep=job.rep, turn=p.index)
                 await trio.sleep(think_s / 2)
                 shown = s.suggestion if spec else None
-                tab = spec and shown is not None and shown == p.text and p.intent != "forced_reject"
+                tab = spec and shown is not None and shown == p.text
                 input_s = (TAB_ACCEPT_S if tab else typing_s(p.text)) * scale
                 await trio.sleep(input_s)
                 # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
@@ -213,17 +213,14 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path
                 leak = [x for x in changed(last, now) if x != edited]
                 if leak:
                     leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
-                dismissed = False
-                if p.intent == "forced_reject" and spec and s.suggestion is not None and s.suggestion == p.text:
-                    await s.dismiss()  # the user waves the suggestion away, then types
-                    dismissed = True
                 at_submit = s.suggestion if spec else None
                 n_msgs = len(s.messages)
                 o = await s.submit(p.text)
                 last = manifest(project)
-                unmet = check_turn(scripted_steps(job.scenario, p.index, p.text), s.messages[n_msgs:])
+                unmet = check_turn(job.scenario.turns[p.index].steps, s.messages[n_msgs:])
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
-                                         at_submit=at_submit, dismissed=dismissed, leak=leak, unmet=unmet))
+                                         at_submit=at_submit, leak=leak, unmet=unmet,
+                                         miss_kind=_miss_kind(job, p.index)))
                 turns[-1]["user_edit"] = edited
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
@@ -293,6 +290,7 @@ class RunOutput:
     started_at: float = field(default_factory=time.time)
     wall_s: float = 0.0
     canary_leaks: list[str] = field(default_factory=list)  # changes to the bundled workspaces themselves
+    toolchains: dict[str, str] = field(default_factory=dict)  # workspace -> what its commands ran with
 
 
 def _describe(e: BaseException) -> str:
@@ -306,6 +304,12 @@ def _append(path: Path, recs: list[dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as f:
         for r in recs:
             f.write(json.dumps(r, default=str) + "\n")
+
+
+def resolve_toolchains(scenarios: list[Scenario]) -> dict[Path | None, Toolchain]:
+    """Each workspace's toolchain, made (once, cached) before any session starts; a ToolchainError names the
+    workspace that cannot have one."""
+    return {w: workspace_toolchain(w) for w in {s.workspace for s in scenarios}}
 
 
 async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[str], None] | None = None,
@@ -327,17 +331,21 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     saved_env = {k: os.environ.get(k) for k in (*DROPPED_ENV, "PATH")}
     for k in DROPPED_ENV:
         os.environ.pop(k, None)
-    os.environ["PATH"] = bench_path()  # tools see the same PATH whoever runs the bench (both arms, sandbox too)
+    os.environ["PATH"] = ":".join(SYSTEM_PATH)  # whatever the caller's; sessions add their workspace's toolchain
     scope = cancel or trio.CancelScope()
     try:
+        toolchains = await trio.to_thread.run_sync(resolve_toolchains, cfg.scenarios)
+        res.toolchains = {(w.name if w else "(none)"): t.describe for w, t in toolchains.items()}
         with scope:
             async with AsyncExitStack() as stack:
-                models: dict[int, Model] = {}
-                for seed in sorted({j.seed for j in jobs}) if cfg.backend == "sim" else [cfg.seed]:
-                    bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed,
+                # One simulator per (seed, forced hit rate): both are part of what it draws.
+                models: dict[tuple[int, float | None], Model] = {}
+                keys = sorted({(j.seed, j.condition.accept_prob) for j in jobs}, key=str)
+                for seed, hit in keys if cfg.backend == "sim" else [(cfg.seed, None)]:
+                    bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed, hit_rate=hit,
                                        time_scale=cfg.time_scale, scenarios=cfg.scenario_paths,
                                        record=cfg.record)
-                    models[seed] = await stack.enter_async_context(open_model(bc))
+                    models[seed, hit] = await stack.enter_async_context(open_model(bc))
                 send, recv = trio.open_memory_channel[Job](len(jobs))
                 for j in jobs:
                     send.send_nowait(j)
@@ -345,10 +353,11 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
 
                 async def worker() -> None:
                     async for job in recv:
-                        model = models.get(job.seed) or next(iter(models.values()))
+                        model = models.get((job.seed, job.condition.accept_prob)) or next(iter(models.values()))
                         t = time.perf_counter()
                         try:
-                            turns, sess, events = await run_session(job, model, cfg, tmp_root)
+                            turns, sess, events = await run_session(job, model, cfg, tmp_root,
+                                                                     toolchains[job.scenario.workspace])
                         except Exception as e:  # one broken session must not lose the others' results
                             res.failures.append({"session": job.session_id, "error": _describe(e),
                                                  "traceback": "".join(traceback.format_exception(e))})

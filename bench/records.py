@@ -34,7 +34,7 @@ class TurnRecord(_SessionKey):
     model_name: str
     turn: int
     prompt: str
-    intent: str
+    miss_kind: str | None = None  # forced hit rate: the wrong suggestion's kind (speculate.sim.draw)
     think_s: float
     input_s: float
     input: Literal["tab", "typed"]
@@ -42,7 +42,6 @@ class TurnRecord(_SessionKey):
     suggestion_shown: str | None
     suggestion_matched: bool
     suggestion_at_submit: str | None
-    dismissed: bool
     accepted: bool
     latency_s: float
     error: str

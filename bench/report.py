@@ -102,6 +102,11 @@ def versus_table(s: dict[str, Any]) -> list[str]:
                   rows)
 
 
+def _misses(b: dict[str, Any]) -> str:
+    m = b.get("miss_kinds") or {}
+    return "—" if not m else " / ".join(str(m.get(k, 0)) for k in ("candidate", "later_turn", "unscripted"))
+
+
 def render_markdown(s: dict[str, Any]) -> str:
     run = s["run"]
     lines = [f"# speculate bench — {s['run_id']}", "",
@@ -167,9 +172,14 @@ def render_markdown(s: dict[str, Any]) -> str:
             rows.append([f"`{b['label']}`", pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]),
                          _later(b, "suggest"), _later(b, "plain"), f(b["arms"]["plain"]["turn_latency_s"]["p50"]),
                          f(b["arms"]["speculative"]["turn_latency_s"]["p50"]), pct(b["efficiency"]["pooled"]),
-                         usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"])])
+                         usd(b["arms"]["plain"]["cost_per_turn_usd"]), usd(b["arms"]["speculative"]["cost_per_turn_usd"]),
+                         _misses(b)])
         lines += _table(["condition", "acceptance", "coverage", "saving per later turn vs suggest [CI]",
-                         "vs plain [CI]", "plain p50", "spec p50", "efficiency", "plain $/turn", "spec $/turn"], rows)
+                         "vs plain [CI]", "plain p50", "spec p50", "efficiency", "plain $/turn", "spec $/turn",
+                         "misses (candidate / later turn / unscripted)"], rows)
+        lines += ["Forced conditions (`p=…`) set the share of suggestions that are the user's next prompt; a miss "
+                  "is a scenario's wrong candidate, a later turn's prompt (both run real work in the fork), or, "
+                  "where neither exists, an unscripted prompt the fork answers at once (a cheap miss).", ""]
         lines += ["![saving vs acceptance](saving_vs_acceptance.png)", ""]
 
     lines += ["## Integrity", "",

@@ -9,7 +9,7 @@ what the fork buys; ``plain`` (typing, no suggestions) is what a user without th
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -110,13 +110,15 @@ def analyze(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events:
 
     # Acceptance: turns after the first, in the speculative arm.
     later = [t for t in turns if t["arm"] == "speculative" and t["turn"] > 0]
-    # A suggestion counts if it was visible when the user looked up, appeared while they typed, or was
-    # dismissed: in each case the user could have taken it.
+    # A suggestion counts if it was visible when the user looked up or appeared while they typed: in each
+    # case the user could have taken it.
     had = [t for t in later if t["suggestion_shown"] is not None or t.get("suggestion_at_submit") is not None
-           or t["accepted"] or t.get("dismissed")]
+           or t["accepted"]]
     accepted = [t for t in later if t["accepted"]]
     out["accepted"] = len(accepted)
     out["suggestion_coverage"] = len(had) / len(later) if later else None
+    # Under a forced hit rate: the wrong suggestions' kinds (speculate.sim.draw), so cheap misses show.
+    out["miss_kinds"] = dict(Counter(t["miss_kind"] for t in later if t.get("miss_kind")))
     out["acceptance_rate"] = len(accepted) / len(had) if had else None
     if "speculative" in out["arms"]:
         out["arms"]["speculative"]["acceptance_rate"] = out["acceptance_rate"]

@@ -1,5 +1,7 @@
-"""The simulated user: how long they think before each prompt, how long entering it takes, and which prompt
-they mean to send (the scenario's, or the model's suggestion under a forced acceptance probability).
+"""The simulated user: how long they think before each prompt and how long entering it takes. They always
+mean to send the scenario's prompt (the intent) and take the suggestion only when it is that prompt; the
+acceptance sweep moves the *model's* hit rate (speculate.sim.draw), never the user's intent, so every turn
+stays on its script.
 
 Think time and input time are separate on purpose: speculation overlaps both, but only thinking is
 independent of the suggestion (accepting with Tab is much faster than typing).
@@ -20,7 +22,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 LOGNORMAL_MEDIAN_S = 5.0
 LOGNORMAL_SIGMA = 0.9
@@ -126,18 +128,14 @@ def typing_s(text: str, chars_per_s: float = TYPING_CHARS_PER_S) -> float:
     return len(text) / chars_per_s + ENTER_S
 
 
-Intent = Literal["natural", "forced_accept", "forced_reject"]
-
-
 @dataclass(frozen=True)
 class PlannedTurn:
-    """What the user will do before turn ``index``: think, then enter ``text``."""
+    """What the user will do before turn ``index``: think, then enter ``text`` (the scenario's prompt)."""
 
     index: int
     text: str
     think_s: float  # user seconds (the harness multiplies by the time scale)
-    intent: Intent
-    scripted_suggestion: str | None  # what the scenario says the model suggests before this turn
+    scripted_suggestion: str | None  # the suggestion the simulator draws before this turn (same seed)
 
 
 def rng_for(*parts: object) -> random.Random:
@@ -146,28 +144,14 @@ def rng_for(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def plan_turns(prompts: Sequence[str], suggestions: Sequence[str | None], *, think: ThinkTime,
-               accept_prob: float | None, seed: int, scenario: str, rep: int) -> list[PlannedTurn]:
+def plan_turns(prompts: Sequence[str], suggestions: Sequence[str | None], *, think: ThinkTime, seed: int,
+               scenario: str, rep: int) -> list[PlannedTurn]:
     """The prompt sequence both arms of a pair send, with think times.
 
-    ``suggestions[i]`` is the scripted suggestion after turn ``i``. Without ``accept_prob`` the user sends
-    the scenario's prompts and accepts whenever the live suggestion equals one. With it, before each turn
-    that follows a suggestion the user wants that suggestion with probability ``accept_prob`` (and sends
-    its text), and otherwise dismisses it and types the scenario's prompt.
+    ``suggestions[i]`` is the suggestion drawn after turn ``i``; the user accepts it when it equals the
+    next prompt. Think times come from a private RNG per (seed, scenario, rep), so the arms draw the same.
     """
-    if accept_prob is not None and not 0.0 <= accept_prob <= 1.0:
-        raise ValueError(f"--accept-prob {accept_prob}: must be between 0 and 1")
     think_rng = rng_for(seed, scenario, rep, "think")
-    accept_rng = rng_for(seed, scenario, rep, "accept")
-    out: list[PlannedTurn] = []
-    for i, prompt in enumerate(prompts):
-        think_s = think.draw(think_rng) if i > 0 else 0.0  # nothing to speculate before the first prompt
-        sugg = suggestions[i - 1] if i > 0 else None
-        text, intent = prompt, "natural"
-        if accept_prob is not None and sugg is not None:
-            if accept_rng.random() < accept_prob:
-                text, intent = sugg, "forced_accept"
-            else:
-                intent = "forced_reject"
-        out.append(PlannedTurn(i, text, think_s, intent, sugg))  # type: ignore[arg-type]
-    return out
+    return [PlannedTurn(i, prompt, think.draw(think_rng) if i > 0 else 0.0,  # nothing to speculate before turn 0
+                        suggestions[i - 1] if i > 0 else None)
+            for i, prompt in enumerate(prompts)]

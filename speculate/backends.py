@@ -22,6 +22,7 @@ class BackendConfig:
     api_key: str | None = None
     scenarios: Sequence[Path] = ()  # sim: scenario files (default: the bundled ones)
     seed: int = 0
+    hit_rate: float | None = None  # sim: forced share of suggestions that are the user's next intent
     time_scale: float = 1.0  # sim: 1.0 = real time
     faults: Any = None  # sim: speculate.sim FaultConfig
     record: Path | None = None  # anthropic: save every request/response with timings (a replayable trace)
@@ -34,7 +35,7 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
     if cfg.backend == "sim":
         from speculate.sim.server import SimServer
 
-        kwargs: dict[str, Any] = {"seed": cfg.seed, "time_scale": cfg.time_scale}
+        kwargs: dict[str, Any] = {"seed": cfg.seed, "hit_rate": cfg.hit_rate, "time_scale": cfg.time_scale}
         sources = [*cfg.scenarios, *([cfg.trace] if cfg.trace is not None else [])]
         if sources:
             kwargs["scenarios"] = sources  # .yaml scenarios and .jsonl recorded traces

@@ -71,6 +71,9 @@ class SessionConfig:
     context_window: int = DEFAULT_WINDOW  # the model's, in tokens (speculate.compaction)
     compact_margin: int = COMPACT_MARGIN  # auto-compaction at context_window - compact_margin
     auto_compact: bool = True
+    # Environment overrides for every command the session runs (Bash, hooks; main loop and sandboxed
+    # fork alike): the bench pins PATH to the workspace's toolchain (bench/toolchain.py).
+    tool_env: dict[str, str] | None = None
     fork_headroom: int = 20_000  # tokens a speculative turn may add: no speculation closer to the threshold
 
 
@@ -111,7 +114,7 @@ class Session:
                                          deny=[*cfg.deny, *rules.deny], ask_rules=rules.ask, ask=ask,
                                          root=self.project)
         self.session_id = uuid.uuid4().hex
-        self.hooks = self.workspace.hooks(shell=LocalShell(self.project), session_id=self.session_id,
+        self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
                                           mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
                                           transcript_path=str(cfg.transcript_path or ""))
         self.events = EventLog(cfg.events_path)
@@ -120,7 +123,8 @@ class Session:
         # after everything that can fail on bad input (a malformed rule), so a failed Session() leaks none.
         self._own_spill = cfg.spill_dir is None
         self.spill_dir = cfg.spill_dir or Path(tempfile.mkdtemp(prefix="speculate-spill-"))
-        self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project), spill_dir=self.spill_dir)
+        self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project, env=cfg.tool_env),
+                               spill_dir=self.spill_dir)
         self.messages: list[dict[str, Any]] = []
         self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
                            authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,

@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--hit-rate", type=float, default=None, metavar="P",
+        help="make each suggestion the scenario's next prompt with probability P, otherwise a wrong one with "
+        "work behind it (default: the scenario's candidate weights)",
+    )  # fmt: skip
+    p.add_argument(
         "--time-scale", type=float, default=1.0, help="multiply simulated durations (1 = real time)"
     )
     p.add_argument(
@@ -69,7 +74,8 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         faults = FaultConfig.spread(args.fault_rate)
         patterns = (*DEFAULT_SUGGESTION_PATTERNS, *args.suggestion_pattern)
         conventions = ClientConventions(suggestion_patterns=patterns)
-        sim = SimServer([*scenarios, *args.trace], seed=args.seed, time_scale=args.time_scale, faults=faults,
+        sim = SimServer([*scenarios, *args.trace], seed=args.seed, hit_rate=args.hit_rate,
+                        time_scale=args.time_scale, faults=faults,
                         port=args.port, conventions=conventions, record=args.record,
                         rate_limits=RateLimits(enforce=args.enforce_rate_limits))  # fmt: skip
     except (ScenarioError, TraceError, ValueError) as exc:

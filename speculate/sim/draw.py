@@ -1,19 +1,58 @@
-"""Which suggestion the simulated model offers after a turn: a pure function of (seed, scenario, turn), so
-the simulator and the benchmark's simulated user draw the same candidate without talking to each other."""
+"""Which suggestion the simulated model offers after a turn: a pure function of (seed, scenario, turn, hit
+rate), so the simulator and the benchmark's simulated user draw the same candidate without talking.
+
+Naturally the draw follows the scenario's candidate weights, so the acceptance rate is the authors' choice.
+A forced ``hit_rate`` (the benchmark's acceptance sweep) instead makes the suggestion the next turn's intent
+with that probability, and otherwise a *wrong* suggestion with work behind it, so that a miss costs what a
+real wrong prediction costs (a fork that runs, then is thrown away):
+
+1. one of the turn's own wrong candidates, by weight (its ``steps`` are what the fork runs);
+2. else the prompt of a later turn (the model predicted a step too early; the script answers the fork
+   with that turn's steps);
+3. else the turn's own prompt again, which the script does not answer: a cheap miss (fallback text).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import random
+from typing import Literal
 
 from speculate.sim.scenario import Candidate, Scenario
 
+MissKind = Literal["candidate", "later_turn", "unscripted"]
 
-def draw_suggestion(scenario: Scenario, turn: int, *, seed: int) -> Candidate:
+
+def _rng(*parts: object) -> random.Random:
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def draw_suggestion(scenario: Scenario, turn: int, *, seed: int, hit_rate: float | None = None) -> Candidate:
     """The candidate the model offers after ``turn`` for this seed (the simulator and the bench agree)."""
+    if hit_rate is not None and turn + 1 < len(scenario.turns):
+        return forced_draw(scenario, turn, seed=seed, hit_rate=hit_rate)[0]
     options = scenario.turns[turn].options
     if len(options) == 1:
         return options[0]
-    digest = hashlib.sha256(f"suggestion:{seed}:{scenario.name}:{turn}".encode()).digest()
-    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    rng = _rng("suggestion", seed, scenario.name, turn)
     return rng.choices(options, weights=[c.weight for c in options])[0]
+
+
+def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
+                ) -> tuple[Candidate, MissKind | None]:
+    """The suggestion after ``turn`` when it is the intent with probability ``hit_rate``; and, for a miss,
+    which kind of wrong suggestion it is (None for a hit)."""
+    if not 0.0 <= hit_rate <= 1.0:
+        raise ValueError(f"hit rate {hit_rate:g}: must be between 0 and 1")
+    intent = scenario.turns[turn + 1].prompt
+    options = scenario.turns[turn].options
+    rng = _rng("hit", seed, scenario.name, turn)
+    if rng.random() < hit_rate:
+        return next((c for c in options if c.text == intent), Candidate(intent)), None
+    wrong = [c for c in options if c.text is not None and c.text != intent]
+    if wrong:
+        return rng.choices(wrong, weights=[c.weight for c in wrong])[0], "candidate"
+    if turn + 2 < len(scenario.turns):
+        return Candidate(scenario.turns[turn + 2].prompt), "later_turn"
+    return Candidate(scenario.turns[turn].prompt), "unscripted"

@@ -75,13 +75,14 @@ class Engine:
         replays: Iterable[Replay] = (),
         *,
         seed: int = 0,
+        hit_rate: float | None = None,
         profiles: tuple[ModelProfile, ...] = PROFILES,
         conventions: ClientConventions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         scenarios = list(scenarios)
         check_unique(scenarios)
-        self.script = Script(scenarios, seed=seed, conventions=conventions or DEFAULT_CONVENTIONS)
+        self.script = Script(scenarios, seed=seed, hit_rate=hit_rate, conventions=conventions or DEFAULT_CONVENTIONS)
         self.replays = list(replays)
         self.seed = seed
         self.profiles = profiles

@@ -146,10 +146,14 @@ class Script:
         scenarios: list[Scenario],
         *,
         seed: int = 0,
+        hit_rate: float | None = None,
         conventions: ClientConventions = DEFAULT_CONVENTIONS,
     ) -> None:
+        if hit_rate is not None and not 0.0 <= hit_rate <= 1.0:
+            raise ValueError(f"hit rate {hit_rate:g}: must be between 0 and 1")
         self.scenarios = list(scenarios)
         self.seed = seed
+        self.hit_rate = hit_rate  # forced share of suggestions that are the next intent (speculate.sim.draw)
         self.conventions = conventions
 
     def _locate(self, conv: Conversation) -> _Position | str:
@@ -200,7 +204,7 @@ class Script:
         scenario, t = where.scenario, where.turn
         label = f"scenario {scenario.name!r} turn {t + 1}"
         if conv.suggestion_mode:
-            suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed).text
+            suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed, hit_rate=self.hit_rate).text
             content = (
                 [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
             )

@@ -55,6 +55,7 @@ class SimServer:
         scenarios: Iterable[ScenarioSource] | None = None,
         *,
         seed: int = 0,
+        hit_rate: float | None = None,
         time_scale: float = 1.0,
         faults: FaultConfig | None = None,
         host: str = "127.0.0.1",
@@ -84,7 +85,7 @@ class SimServer:
         self.host, self._port = host, port
         self._epoch = time.monotonic()
         self.engine = Engine(
-            loaded, replays, seed=seed, profiles=self.profiles, conventions=conventions,
+            loaded, replays, seed=seed, hit_rate=hit_rate, profiles=self.profiles, conventions=conventions,
             clock=lambda: (time.monotonic() - self._epoch) / self.time_scale,
         )  # fmt: skip
         self.limiter = RateLimiter(rate_limits or RateLimits())

@@ -327,7 +327,8 @@ class SpeculationEngine:
         self.bash_line = box.line
         if box.backend is None:
             return NoShell(box.line), False, "pure"
-        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protected=is_instructions_path)
+        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protected=is_instructions_path,
+                             env=self.s.cfg.tool_env)
         return shell, True, box.backend
 
     def _fork_hook(self, spec: Speculation, r: HookRan) -> None:

@@ -64,7 +64,8 @@ class SandboxShell:
     """
 
     def __init__(self, overlay: Any, backend: str, *, limits: Any = None,
-                 protected: Callable[[str], bool] | None = None) -> None:
+                 protected: Callable[[str], bool] | None = None, env: dict[str, str] | None = None) -> None:
+        self.env = dict(env or {})  # overrides for every command (as LocalShell's), on top of sandbox_env()
         self.overlay = overlay
         self.backend = backend
         self.limits = limits
@@ -87,13 +88,14 @@ class SandboxShell:
         # The worker thread is not abandoned on cancellation: the watcher kills the sandbox, and only when
         # the thread has returned does this return, so an aborted speculation never leaves a command
         # writing into an overlay that is being discarded.
+        extra = {**self.env, **(env or {})}
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(kill_on_cancel)
                 out = await trio.to_thread.run_sync(
                     lambda: run_in_overlay(self.overlay, [shell, "-c", command], timeout=timeout,
                                            backend=self.backend, cancel=token, limits=self.limits, stdin=stdin,
-                                           env={**sandbox_env(), **env} if env else None))
+                                           env={**sandbox_env(), **extra} if extra else None))
                 nursery.cancel_scope.cancel()
         except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e

@@ -99,3 +99,24 @@ def test_bad_options_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert bench_main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_forced_acceptance_sweep_stays_on_script(tmp_path: Path, state_dir: Path) -> None:
+    """p=0 and p=1 move what the model suggests, never what the user wants: every turn still meets its
+    scripted expectations (the run exits 0), acceptance follows the forced rate, and misses do real work."""
+    out = tmp_path / "sweep"
+    rc = bench_main(["--scenario", "fix-pagination", "--reps", "1", "--time-scale", "0.05", "--think-time",
+                     "fixed:20", "--accept-prob", "0,1", "--user-edit-prob", "0", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["turn_errors"] == [] and s["leaks"] == 0
+    never, always = (b for b in s["conditions_detail"] if b["accept_prob"] is not None)
+    assert never["accepted"] == 0 and never["suggestion_coverage"] == 1.0
+    assert sum(never["miss_kinds"].values()) > 0 and always["miss_kinds"] == {}
+    assert always["acceptance_rate"] == 1.0
+    turns = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    prompts = {(t["cond"], t["arm"]): [] for t in turns}
+    for t in sorted(turns, key=lambda t: t["turn"]):
+        prompts[t["cond"], t["arm"]].append(t["prompt"])
+    assert len({tuple(p) for p in prompts.values()}) == 1  # every arm and condition sends the same prompts
+    assert "sample_project" in s["toolchains"] and "misses (candidate" in (out / "report.md").read_text()

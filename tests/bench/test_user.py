@@ -13,7 +13,6 @@ from bench.user import (
     ENTER_S,
     TYPING_CHARS_PER_S,
     EmpiricalThink,
-    FixedThink,
     LogNormalThink,
     parse_think,
     plan_turns,
@@ -62,11 +61,10 @@ def test_typing_time_is_chars_over_speed_plus_enter() -> None:
     assert typing_s("x" * 50) == pytest.approx(50 / TYPING_CHARS_PER_S + ENTER_S)
 
 
-def test_natural_plan_sends_the_scenario_prompts_and_is_reproducible() -> None:
-    kw = {"think": LogNormalThink(), "accept_prob": None, "seed": 3, "scenario": "s", "rep": 0}
+def test_plan_sends_the_scenario_prompts_and_is_reproducible() -> None:
+    kw = {"think": LogNormalThink(), "seed": 3, "scenario": "s", "rep": 0}
     plan = plan_turns(PROMPTS, SUGG, **kw)  # type: ignore[arg-type]
     assert [p.text for p in plan] == PROMPTS
-    assert {p.intent for p in plan} == {"natural"}
     assert plan[0].think_s == 0.0 and all(p.think_s > 0 for p in plan[1:])
     assert plan == plan_turns(PROMPTS, SUGG, **kw)  # type: ignore[arg-type]  # both arms: same draws
     other = plan_turns(PROMPTS, SUGG, **{**kw, "rep": 1})  # type: ignore[arg-type]
@@ -74,20 +72,3 @@ def test_natural_plan_sends_the_scenario_prompts_and_is_reproducible() -> None:
     assert [p.scripted_suggestion for p in plan] == [None, "second", "something else", None]
 
 
-def test_forced_acceptance_probability_extremes() -> None:
-    always = plan_turns(PROMPTS, SUGG, think=FixedThink(1), accept_prob=1.0, seed=0, scenario="s", rep=0)
-    assert [p.text for p in always] == ["first", "second", "something else", "fourth"]
-    assert [p.intent for p in always] == ["natural", "forced_accept", "forced_accept", "natural"]
-    never = plan_turns(PROMPTS, SUGG, think=FixedThink(1), accept_prob=0.0, seed=0, scenario="s", rep=0)
-    assert [p.text for p in never] == PROMPTS
-    assert [p.intent for p in never] == ["natural", "forced_reject", "forced_reject", "natural"]
-    with pytest.raises(ValueError, match=r"accept-prob 1\.5"):
-        plan_turns(PROMPTS, SUGG, think=FixedThink(1), accept_prob=1.5, seed=0, scenario="s", rep=0)
-
-
-def test_forced_acceptance_rate_matches_the_probability() -> None:
-    prompts = [f"p{i}" for i in range(401)]
-    sugg: list[str | None] = [f"s{i}" for i in range(401)]
-    plan = plan_turns(prompts, sugg, think=FixedThink(0), accept_prob=0.3, seed=0, scenario="s", rep=0)
-    rate = sum(p.intent == "forced_accept" for p in plan) / 400
-    assert rate == pytest.approx(0.3, abs=0.07)
