@@ -22,8 +22,6 @@ from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenar
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
 DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
 DEFAULT_CONCURRENCY = 6
-QUICK_SCENARIOS = ("explain-codebase", "fix-pagination", "inventory-ignored-suggestions", "rename-format-price",
-                   "node-fix-overdue")
 QUICK_TIME_SCALE = 0.2
 
 
@@ -37,10 +35,30 @@ def _floats(s: str, what: str) -> list[float]:
     return vals
 
 
+def _rates(s: str) -> list[float | None]:
+    """``--accept-prob``: forced rates between 0 and 1, and ``natural`` for the scenarios' own weights."""
+    out: list[float | None] = []
+    for x in (x.strip() for x in s.split(",")):
+        if x == "natural":
+            out.append(None)
+        elif x:
+            try:
+                v = float(x)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: {x!r} is neither a number nor "
+                                                 "'natural'") from None
+            if not 0 <= v <= 1:
+                raise argparse.ArgumentTypeError(f"--accept-prob {x}: must be between 0 and 1")
+            out.append(v)
+    if not out:
+        raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: expected rates such as natural,0,0.5,1")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="speculate bench", description="Speculative vs plain agent loop: "
                                  "paired, interleaved sessions; results in a directory per run.")
-    ap.add_argument("--quick", action="store_true", help=f"subset ({', '.join(QUICK_SCENARIOS)}), 1 rep, "
+    ap.add_argument("--quick", action="store_true", help=f"every scenario once (1 rep: one cluster each), "
                     f"time scale {QUICK_TIME_SCALE}")
     ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",
                     help="bundled scenario name or path to a scenario YAML (repeatable; default: all bundled)")
@@ -52,8 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s)")
     ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
                     metavar="0,2,5,10", help="also run fixed think times (seconds), for the break-even curve")
-    ap.add_argument("--accept-prob", type=lambda s: _floats(s, "--accept-prob"), default=None, metavar="P[,P]",
-                    help="force acceptance with probability P (a sweep if several)")
+    ap.add_argument("--accept-prob", type=_rates, default=None, metavar="P[,P]",
+                    help="acceptance sweep: the simulated model suggests the user's next prompt with probability "
+                    "P (else a wrong suggestion with work behind it); 'natural' is the scenarios' own weights; "
+                    "several values give a sweep, e.g. natural,0,0.25,0.5,0.75,1")
     ap.add_argument("--profile", default=None, metavar="MODEL[,MODEL]",
                     help=f"simulated model(s), i.e. latency/price profile(s) (default {DEFAULT_MODEL})")
     ap.add_argument("--time-scale", type=float, default=None, help="simulated time per real second "
@@ -75,14 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def resolve_scenarios(names: list[str], *, quick: bool) -> tuple[list[Scenario], list[Path]]:
+def resolve_scenarios(names: list[str]) -> tuple[list[Scenario], list[Path]]:
     """Scenarios to run and the files the simulator serves (all bundled ones plus any extra paths)."""
     bundled_paths = default_scenario_paths()
     bundled = {s.name: s for s in map(load_scenario, bundled_paths)}
-    if not names:
-        names = [n for n in QUICK_SCENARIOS if n in bundled] if quick else sorted(bundled)
-        if quick and not names:
-            names = sorted(bundled)[:2]
+    names = names or sorted(bundled)
     chosen: list[Scenario] = []
     extra: list[Path] = []
     for n in names:
@@ -102,13 +119,10 @@ def resolve_scenarios(names: list[str], *, quick: bool) -> tuple[list[Scenario],
 
 
 def build_config(a: argparse.Namespace) -> RunConfig:
-    scenarios, paths = resolve_scenarios([n for group in a.scenario for n in group], quick=a.quick)
+    scenarios, paths = resolve_scenarios([n for group in a.scenario for n in group])
     base: ThinkTime = parse_think(a.think_time)
     thinks: list[ThinkTime] = [base, *(FixedThink(x) for x in (a.sweep_think or []))]
-    probs: list[float | None] = list(a.accept_prob) if a.accept_prob else [None]
-    for p in probs:
-        if p is not None and p > 1:
-            raise ValueError(f"--accept-prob {p:g}: must be between 0 and 1")
+    probs: list[float | None] = list(dict.fromkeys(a.accept_prob)) if a.accept_prob else [None]
     models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]
     if a.model == "sim":
         from speculate.models.profiles import PROFILES, find_profile

@@ -48,6 +48,26 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
             *("| " + " | ".join(r) + " |" for r in rows), ""]
 
 
+MIN_CLUSTERS = 10  # below this, the report says the cluster-bootstrap CIs are rough
+
+
+def acceptance_table(s: dict[str, Any]) -> list[str]:
+    """Saving against acceptance, one row per condition of a sweep (the natural condition marked)."""
+    rows = []
+    blocks = sorted(s["conditions_detail"], key=lambda b: (b["accept_prob"] is not None, b["accept_prob"] or 0))
+    for b in blocks:
+        name = ("natural: the scenarios' own weights" if b["accept_prob"] is None
+                else f"forced: {100 * b['accept_prob']:.0f}% of suggestions are the next prompt")
+        vs = b.get("vs", {}).get("suggest") or {}
+        acc = vs.get("saved_per_accepted_turn_s") or {}
+        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]), f(vs.get("clusters")),
+                     f"{f(acc.get('median'))} {ci(acc.get('ci95'))}", _later(b, "suggest"), _later(b, "plain"),
+                     usd(b["arms"]["speculative"]["cost_per_turn_usd"]), _misses(b)])
+    return _table(["condition", "acceptance", "coverage", "clusters", "saved per accepted turn vs suggest, "
+                   "median [CI] (s)", "saved per later turn vs suggest, mean [CI] (s)", "vs plain [CI] (s)",
+                   "speculative $/turn", "misses (candidate / later turn / unscripted)"], rows)
+
+
 def headline_table(s: dict[str, Any]) -> list[str]:
     """The table the README shows: per arm latency, wall time and cost, and what speculation bought."""
     arms = [a for a in ("plain", "suggest", "speculative") if a in s["arms"]]
@@ -97,9 +117,14 @@ def versus_table(s: dict[str, Any]) -> list[str]:
                      f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
                      f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
                      pct(v["session_wall_reduction"])])
-    return _table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
-                   "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
-                  rows)
+    lines = _table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
+                    "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
+                   rows)
+    few = min(v["clusters"] for _, v in blocks)
+    if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of sessions understates the uncertainty
+        lines[-1:-1] = [f"**These CIs rest on {few} session clusters (fewer than {MIN_CLUSTERS}): read them as "
+                        "rough.** Run more reps or scenarios for a result.", ""]
+    return lines
 
 
 def _misses(b: dict[str, Any]) -> str:

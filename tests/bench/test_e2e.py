@@ -94,6 +94,8 @@ def test_bad_options_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "fixed:abc" in capsys.readouterr().err
     assert bench_main(["--accept-prob", "1.5", "--out", str(tmp_path / "x")]) == 2
     assert "--accept-prob 1.5" in capsys.readouterr().err
+    assert bench_main(["--accept-prob", "natural,often", "--out", str(tmp_path / "x")]) == 2
+    assert "'often' is neither a number nor 'natural'" in capsys.readouterr().err
     assert bench_main(["--profile", "gpt-9", "--out", str(tmp_path / "x")]) == 2
     assert "--profile 'gpt-9'" in capsys.readouterr().err
     assert bench_main(["--compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
@@ -107,10 +109,11 @@ def test_forced_acceptance_sweep_stays_on_script(tmp_path: Path, state_dir: Path
     scripted expectations (the run exits 0), acceptance follows the forced rate, and misses do real work."""
     out = tmp_path / "sweep"
     rc = bench_main(["--scenario", "fix-pagination", "--reps", "1", "--time-scale", "0.05", "--think-time",
-                     "fixed:20", "--accept-prob", "0,1", "--user-edit-prob", "0", "--out", str(out)])
+                     "fixed:20", "--accept-prob", "natural,0,1", "--user-edit-prob", "0", "--out", str(out)])
     s = json.loads((out / "summary.json").read_text())
     assert rc == 0 and s["turn_errors"] == [] and s["leaks"] == 0
-    never, always = (b for b in s["conditions_detail"] if b["accept_prob"] is not None)
+    natural, never, always = s["conditions_detail"]
+    assert natural["accept_prob"] is None and natural["miss_kinds"] == {} and (never["accept_prob"], always["accept_prob"]) == (0, 1)
     assert never["accepted"] == 0 and never["suggestion_coverage"] == 1.0
     assert sum(never["miss_kinds"].values()) > 0 and always["miss_kinds"] == {}
     assert always["acceptance_rate"] == 1.0

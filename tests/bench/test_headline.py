@@ -10,5 +10,5 @@ from bench import headline
 def test_readme_headline_matches_the_kept_summary() -> None:
     if not (headline.HEADLINE_DIR / "summary.json").exists():
         pytest.skip("no kept headline run")
-    s, command = headline.load()
-    assert headline.current_block(headline.README.read_text(encoding="utf-8")) == headline.readme_block(s, command)
+    kept = headline.load()
+    assert headline.current_block(headline.README.read_text(encoding="utf-8")) == headline.readme_block(*kept)
