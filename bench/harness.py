@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -164,7 +164,7 @@ def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, inp
         "stop": o.result.stop if o.result is not None else "speculated",
         "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
         "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
-        "speculation": asdict(o.speculation) if o.speculation is not None else None,
+        "speculation": o.speculation.model_dump() if o.speculation is not None else None,
         "leak": leak,
     }
 
@@ -224,7 +224,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                 turns[-1]["user_edit"] = edited
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
-            events = [{"session": job.session_id, "arm": job.arm, **asdict(r)} for r in s.events.records]
+            events = [{"session": job.session_id, "arm": job.arm, **r.model_dump()} for r in s.events.records]
             stats = s.statistics()
         final = manifest(project)
         if changed(last, final):  # the session closed: a leftover speculation must have been discarded

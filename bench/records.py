@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from speculate.speculation.events import SpeculationRecord
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -53,7 +55,7 @@ class TurnRecord(_SessionKey):
     requests: int
     tokens: dict[str, Any]
     cost_usd: float
-    speculation: dict[str, Any] | None
+    speculation: SpeculationRecord | None  # the engine's record, its schema
     leak: list[str]
     user_edit: str | None = None
 

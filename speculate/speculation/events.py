@@ -3,11 +3,13 @@ per-suggestion / per-speculation records written as JSONL (``speculate stats`` s
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 State = Literal[
     "idle",  # nothing in flight
@@ -30,8 +32,14 @@ class SpecEvent:
     at: float = field(default_factory=time.perf_counter)
 
 
-@dataclass
-class SuggestionRecord:
+class _Record(BaseModel):
+    # One schema for writing (EventLog.write) and reading (read_records, ``speculate stats``): unknown fields
+    # and wrong types are refused rather than coerced ("3" is no turn), and the engine's updates of a record
+    # as it goes are checked too. Fields added later need defaults, so older files stay readable.
+    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
+
+
+class SuggestionRecord(_Record):
     kind: Literal["suggestion"] = "suggestion"
     turn: int = 0
     outcome: str = ""  # accepted | ignored | suppressed | filtered | discarded (pipelined, fork not used)
@@ -40,12 +48,11 @@ class SuggestionRecord:
     generation_s: float = 0.0
     time_to_decision_s: float | None = None
     pipelined: bool = False
-    tokens: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = {}
     cost_usd: float = 0.0
 
 
-@dataclass
-class SpeculationRecord:
+class SpeculationRecord(_Record):
     kind: Literal["speculation"] = "speculation"
     turn: int = 0
     suggestion: str = ""
@@ -63,16 +70,28 @@ class SpeculationRecord:
     promote_s: float = 0.0
     abort_s: float | None = None  # ignore() called -> fork cancelled and overlay discarded (aborted only)
     tools_run: int = 0
-    files_written: list[str] = field(default_factory=list)
-    tokens: dict[str, int] = field(default_factory=dict)
+    files_written: list[str] = []
+    tokens: dict[str, int] = {}
     cost_usd: float = 0.0
     pipelined: bool = False
     overlay_backend: str = "pure"
     bash: str = ""  # how speculative Bash ran: "sandboxed (...)" or "off (why)"
     hooks_run: int = 0  # the user's hooks the fork ran (in its sandbox)
-    hook_denials: list[str] = field(default_factory=list)  # PreToolUse refusals inside the fork: "tool: reason"
+    hook_denials: list[str] = []  # PreToolUse refusals inside the fork: "tool: reason"
     # Tokens the fork spent after the user typed off its prompt (kept, not aborted): the "keep" policy's cost.
     tokens_after_divergence: int = 0
+
+
+EngineRecord = Annotated[SuggestionRecord | SpeculationRecord, Field(discriminator="kind")]
+_ENGINE_RECORD: TypeAdapter[SuggestionRecord | SpeculationRecord] = TypeAdapter(EngineRecord)
+
+
+class RecordError(ValueError):
+    """A line of an events file that is not a record: ``str()`` is one line, ``FILE:LINE: reason``."""
+
+    def __init__(self, path: Path, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path, self.line, self.reason = path, line, reason
 
 
 class EventLog:
@@ -87,37 +106,58 @@ class EventLog:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(asdict(rec)) + "\n")
+                f.write(rec.model_dump_json() + "\n")
 
     def statistics(self) -> dict[str, Any]:
-        return summarize_records([asdict(r) for r in self.records])
+        return summarize_records(self.records)
 
 
-def summarize_records(recs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Acceptance, outcomes, boundaries, time saved and tokens wasted from raw records."""
-    sugg = [r for r in recs if r["kind"] == "suggestion"]
-    spec = [r for r in recs if r["kind"] == "speculation"]
-    shown = [r for r in sugg if r["outcome"] in ("accepted", "ignored")]
-    accepted = [r for r in spec if r["outcome"] == "accepted"]
-    wasted = sum(sum(r["tokens"].values()) for r in spec if r["outcome"] != "accepted")
+def read_records(path: Path) -> list[SuggestionRecord | SpeculationRecord]:
+    """The validated records of an events file (blank lines skipped). OSError if it cannot be read;
+    :class:`RecordError` naming ``path:line`` and why for the first line that is not JSON or not a record."""
+    out: list[SuggestionRecord | SpeculationRecord] = []
+    # Bytes, so that a line that is not UTF-8 is named like any other bad line.
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(_ENGINE_RECORD.validate_json(line))
+        except ValidationError as e:
+            raise RecordError(path, n, _reason(e)) from None
+    return out
+
+
+def _reason(e: ValidationError) -> str:
+    """Pydantic's errors on one line: ``field: message`` for each (the kind first, for a record's field)."""
+    return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"] else err["msg"]
+                     for err in e.errors(include_url=False))
+
+
+def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> dict[str, Any]:
+    """Acceptance, outcomes, boundaries, time saved and tokens wasted from validated records."""
+    sugg = [r for r in recs if isinstance(r, SuggestionRecord)]
+    spec = [r for r in recs if isinstance(r, SpeculationRecord)]
+    shown = [r for r in sugg if r.outcome in ("accepted", "ignored")]
+    accepted = [r for r in spec if r.outcome == "accepted"]
+    wasted = sum(sum(r.tokens.values()) for r in spec if r.outcome != "accepted")
     out: dict[str, Any] = {
         "suggestions": len(sugg),
         "suggestions_shown": len(shown),
-        "suggestion_outcomes": _count(r["outcome"] for r in sugg),
-        "suppressed_reasons": _count(r["reason"] for r in sugg if r["outcome"] in ("suppressed", "filtered")),
-        "wasted_suggestion_tokens": sum(sum(r["tokens"].values()) for r in sugg if r["outcome"] != "accepted"),
-        "acceptance_rate": (sum(r["outcome"] == "accepted" for r in shown) / len(shown)) if shown else 0.0,
+        "suggestion_outcomes": _count(r.outcome for r in sugg),
+        "suppressed_reasons": _count(r.reason for r in sugg if r.outcome in ("suppressed", "filtered")),
+        "wasted_suggestion_tokens": sum(sum(r.tokens.values()) for r in sugg if r.outcome != "accepted"),
+        "acceptance_rate": (sum(r.outcome == "accepted" for r in shown) / len(shown)) if shown else 0.0,
         "speculations": len(spec),
-        "speculation_outcomes": _count(r["outcome"] for r in spec),
-        "boundaries": _count(r["boundary"] for r in spec if r["boundary"]),
-        "time_saved_s": sum(r["time_saved_s"] for r in accepted),
+        "speculation_outcomes": _count(r.outcome for r in spec),
+        "boundaries": _count(r.boundary for r in spec if r.boundary),
+        "time_saved_s": sum(r.time_saved_s for r in accepted),
         "wasted_tokens": wasted,
-        "tokens_after_divergence": sum(r.get("tokens_after_divergence", 0) for r in spec),
-        "wasted_cost_usd": sum(r["cost_usd"] for r in spec if r["outcome"] != "accepted")
-        + sum(r["cost_usd"] for r in sugg if r["outcome"] != "accepted"),
-        "cost_usd": sum(r["cost_usd"] for r in recs),
+        "tokens_after_divergence": sum(r.tokens_after_divergence for r in spec),
+        "wasted_cost_usd": sum(r.cost_usd for r in spec if r.outcome != "accepted")
+        + sum(r.cost_usd for r in sugg if r.outcome != "accepted"),
+        "cost_usd": sum(r.cost_usd for r in recs),
         # Said once, however many speculations ran: whether speculative Bash was contained, or why it was off.
-        "speculative_bash": sorted({r.get("bash", "") for r in spec} - {""}),
+        "speculative_bash": sorted({r.bash for r in spec} - {""}),
     }
     return out
 

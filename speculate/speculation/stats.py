@@ -1,4 +1,5 @@
-"""``speculate stats EVENTS.jsonl``: summarise a session's suggestion and speculation records."""
+"""``speculate stats EVENTS.jsonl``: summarise a session's suggestion and speculation records, each validated
+against the schema the engine writes them with."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from speculate.speculation.events import summarize_records
+from speculate.speculation.events import RecordError, read_records, summarize_records
 
 
 def stats_main(argv: list[str]) -> int:
@@ -15,22 +16,13 @@ def stats_main(argv: list[str]) -> int:
         return 2
     path = Path(argv[0])
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        recs = read_records(path)
     except OSError as e:
-        print(f"speculate stats: cannot read {path}: {e.strerror}", file=sys.stderr)
+        print(f"speculate stats: error: cannot read {path}: {e.strerror}", file=sys.stderr)
         return 2
-    recs = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            if "kind" not in rec:
-                raise KeyError("kind")
-        except (json.JSONDecodeError, KeyError, TypeError):
-            print(f"speculate stats: {path}:{n}: not an event record", file=sys.stderr)
-            return 2
-        recs.append(rec)
+    except RecordError as e:  # one line, not a traceback: the file and line, and pydantic's reason
+        print(f"speculate stats: error: {e}", file=sys.stderr)
+        return 2
     summary = summarize_records(recs)
     for line in summary["speculative_bash"]:
         if line.startswith("off"):  # once, however many speculations it held back

@@ -16,3 +16,24 @@ def test_a_bad_line_is_named_with_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"turns\.jsonl:2: not a valid TurnRecord"):
         load_records(p, TurnRecord)
     assert load_records(tmp_path / "absent.jsonl", TurnRecord) == []
+
+
+def _turn(speculation: object) -> dict[str, object]:
+    return {"session": "s", "pair": "p", "arm": "speculative", "scenario": "x", "rep": 0, "seed": 1, "cond": 0,
+            "condition": "c", "think_model": "fixed", "accept_prob": None, "model_name": "m", "turn": 0,
+            "prompt": "hi", "intent": "natural", "think_s": 1.0, "input_s": 0.1, "input": "tab",
+            "suggestion_shown": "hi", "suggestion_matched": True, "suggestion_at_submit": "hi",
+            "dismissed": False, "accepted": True, "latency_s": 0.5, "error": "", "note": "", "stop": None,
+            "ttft_s": None, "requests": 0, "tokens": {}, "cost_usd": 0.0, "speculation": speculation,
+            "leak": []}
+
+
+def test_a_turn_s_speculation_is_the_engine_s_record(tmp_path: Path) -> None:
+    p = tmp_path / "turns.jsonl"
+    p.write_text(json.dumps(_turn({"kind": "speculation", "outcome": "accepted", "time_saved_s": 2}))
+                 + "\n" + json.dumps(_turn(None)) + "\n")
+    spec, none = (r["speculation"] for r in load_records(p, TurnRecord))
+    assert none is None and spec["time_saved_s"] == 2.0 and spec["tokens_after_divergence"] == 0  # defaults
+    p.write_text(json.dumps(_turn({"kind": "speculation", "time_saved": 2})) + "\n")  # a misspelt field
+    with pytest.raises(ValueError, match=r"(?s)turns\.jsonl:1: .*speculation\.time_saved\n  Extra inputs"):
+        load_records(p, TurnRecord)
