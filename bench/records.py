@@ -4,13 +4,12 @@ validates each record before appending it) and reading (the report validates eac
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from speculate.speculation.events import SpeculationRecord
+from speculate.speculation.events import SpeculationRecord, SuggestionRecord, validation_reason
 
 
 class _Record(BaseModel):
@@ -80,7 +79,37 @@ def load_records(path: Path, model: type[_Record]) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            out.append(model.model_validate(json.loads(line)).model_dump())
-        except (json.JSONDecodeError, ValidationError) as e:
-            raise ValueError(f"{path}:{n}: not a valid {model.__name__}: {e}") from None
+            out.append(model.model_validate_json(line).model_dump())
+        except ValidationError as e:
+            raise ValueError(f"{path}:{n}: not a valid {model.__name__}: {validation_reason(e)}") from None
+    return out
+
+
+class BenchSuggestionEvent(SuggestionRecord):
+    """An engine record in events.jsonl, with the session and arm it came from."""
+
+    session: str
+    arm: Literal["plain", "suggest", "speculative"]
+
+
+class BenchSpeculationEvent(SpeculationRecord):
+    session: str
+    arm: Literal["plain", "suggest", "speculative"]
+
+
+_EVENT: TypeAdapter[BenchSuggestionEvent | BenchSpeculationEvent] = TypeAdapter(
+    Annotated[BenchSuggestionEvent | BenchSpeculationEvent, Field(discriminator="kind")])
+
+
+def load_events(path: Path) -> list[dict[str, Any]]:
+    """events.jsonl validated with the engine's record schema ([] if absent); ValueError naming ``file:line``."""
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(_EVENT.validate_json(line).model_dump())
+            except ValidationError as e:
+                raise ValueError(f"{path}:{n}: not a valid engine record: {validation_reason(e)}") from None
     return out

@@ -7,14 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.plots import write_plots
-from bench.records import SessionRecord, TurnRecord, load_records
+from bench.records import SessionRecord, TurnRecord, load_events, load_records
 from bench.summary import build_summary
-
-
-def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def f(x: Any, unit: str = "", digits: int = 2) -> str:
@@ -230,7 +224,7 @@ def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | N
     """Read the run's JSONL files in ``out`` and write summary.json, report.md and the plots."""
     turns = load_records(out / "turns.jsonl", TurnRecord)
     sessions = load_records(out / "sessions.jsonl", SessionRecord)
-    events = load_jsonl(out / "events.jsonl")
+    events = load_events(out / "events.jsonl")
     summary = build_summary(turns=turns, sessions=sessions, events=events, meta=meta, canary_leaks=canary_leaks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_markdown(summary), encoding="utf-8")

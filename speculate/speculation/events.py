@@ -123,11 +123,11 @@ def read_records(path: Path) -> list[SuggestionRecord | SpeculationRecord]:
         try:
             out.append(_ENGINE_RECORD.validate_json(line))
         except ValidationError as e:
-            raise RecordError(path, n, _reason(e)) from None
+            raise RecordError(path, n, validation_reason(e)) from None
     return out
 
 
-def _reason(e: ValidationError) -> str:
+def validation_reason(e: ValidationError) -> str:
     """Pydantic's errors on one line: ``field: message`` for each (the kind first, for a record's field)."""
     return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"] else err["msg"]
                      for err in e.errors(include_url=False))
