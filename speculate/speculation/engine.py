@@ -29,8 +29,16 @@ from speculate.instructions import is_instructions_path
 from speculate.models.base import ModelError, Usage
 from speculate.speculation import suggest
 from speculate.speculation.authorize import SpecAuthorizer
-from speculate.speculation.events import SpecEvent, SpeculationRecord, State, SuggestionRecord
-from speculate.speculation.host import Boundary, Host, IgnoreReason, SpecOutcome, SuggestionOutcome
+from speculate.speculation.events import (
+    Boundary,
+    SpecEvent,
+    SpecOutcome,
+    SpeculationRecord,
+    State,
+    SuggestionOutcome,
+    SuggestionRecord,
+)
+from speculate.speculation.host import Host, IgnoreReason
 from speculate.speculation.trim import completed_part
 from speculate.tools.base import ToolContext
 from speculate.types import Message, text_of

@@ -11,6 +11,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from speculate.agent import BoundaryKind
+
+# How a fork ended: its turn completed, a boundary before a call, one of its bounds, or accepted while running
+# with accept_running="stop".
+Boundary = Literal["complete", "max_turns", "max_messages", "interrupted"] | BoundaryKind
+# What became of a speculation (SpeculationRecord.outcome) and of a suggestion (SuggestionRecord.outcome).
+SpecOutcome = Literal["accepted", "aborted", "error", "conflict"]
+SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded"]
+Unset = Literal[""]  # a record written before its outcome is known
+
 State = Literal[
     "idle",  # nothing in flight
     "generating",  # the suggestion request is running
@@ -42,7 +52,7 @@ class _Record(BaseModel):
 class SuggestionRecord(_Record):
     kind: Literal["suggestion"] = "suggestion"
     turn: int = 0
-    outcome: str = ""  # accepted | ignored | suppressed | filtered | discarded (pipelined, fork not used)
+    outcome: SuggestionOutcome | Unset = ""  # discarded: pipelined, its fork never used
     reason: str = ""  # why suppressed / filtered
     text: str = ""
     generation_s: float = 0.0
@@ -56,10 +66,9 @@ class SpeculationRecord(_Record):
     kind: Literal["speculation"] = "speculation"
     turn: int = 0
     suggestion: str = ""
-    outcome: str = ""  # accepted | aborted | error | conflict
+    outcome: SpecOutcome | Unset = ""
     reason: str = ""
-    boundary: str = ""  # complete | edit | bash | hook | mcp | instructions | denied_tool | resource | error |
-    # max_turns | max_messages
+    boundary: Boundary | Unset = ""
     boundary_detail: str = ""
     completed: bool = False  # the fork had finished (complete or boundary) when accepted/aborted
     duration_s: float = 0.0  # start -> finished (or -> abort)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from speculate.agent import BoundaryKind
-
 if TYPE_CHECKING:
     from speculate.agent import AgentEvent
     from speculate.models.base import CacheKey, Usage
@@ -18,12 +16,8 @@ if TYPE_CHECKING:
     from speculate.types import Message
     from speculate.workspace import Workspace
 
-# How a fork ended: its turn completed, a boundary before a call, one of its bounds, or accepted while running
-# with accept_running="stop".
-Boundary = Literal["complete", "max_turns", "max_messages", "interrupted"] | BoundaryKind
-# What became of a speculation (SpeculationRecord.outcome) and of a suggestion (SuggestionRecord.outcome).
-SpecOutcome = Literal["accepted", "aborted", "error", "conflict"]
-SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded"]
+# The records' vocabulary (how a fork ended, what became of a speculation or a suggestion) lives with the
+# records, so that one schema checks both what the engine writes and what ``speculate stats`` reads.
 # Why a speculation was dropped (SpeculationRecord.reason for an abort).
 IgnoreReason = Literal["typed", "dismissed", "stopped", "instructions_changed", "no_speculation", "shutdown",
                        "compacted"]
