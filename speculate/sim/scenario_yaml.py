@@ -1,0 +1,379 @@
+"""Scenario YAML: parse and validate a scenario file into :mod:`speculate.sim.scenario`'s types.
+
+Validation walks YAML nodes, not plain data, so every error names the file, the line and the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from speculate import StrPath
+from speculate.sim.scenario import (
+    TOOL_CALL_MODES,
+    Candidate,
+    Expect,
+    Scenario,
+    ScenarioError,
+    Step,
+    ToolCall,
+    Turn,
+)
+
+# Tool input fields as the real model sends them: name -> (required, optional with their types).
+_STR, _INT, _BOOL = (str,), (int,), (bool,)
+TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, ...]]]] = {
+    "Read": ({"file_path": _STR}, {"offset": _INT, "limit": _INT}),
+    "Write": ({"file_path": _STR, "content": _STR}, {}),
+    "Edit": ({"file_path": _STR, "old_string": _STR, "new_string": _STR}, {"replace_all": _BOOL}),
+    "Glob": ({"pattern": _STR}, {"path": _STR}),
+    "Grep": (
+        {"pattern": _STR},
+        {"path": _STR, "glob": _STR, "output_mode": _STR, "case_insensitive": _BOOL, "head_limit": _INT},
+    ),
+    "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
+}
+GREP_MODES = ("content", "files_with_matches", "count")
+# Intent steps: the same calls named by what they do (docs/scenarios.md); key -> (tool, field map).
+INTENTS: dict[str, tuple[str, dict[str, str]]] = {
+    "read": ("Read", {"path": "file_path", "offset": "offset", "limit": "limit"}),
+    "write": ("Write", {"path": "file_path", "content": "content"}),
+    "edit": ("Edit", {"path": "file_path", "old": "old_string", "new": "new_string", "all": "replace_all"}),
+    "list": ("Glob", {"pattern": "pattern", "path": "path"}),
+    "search": ("Grep", {"pattern": "pattern", "path": "path", "glob": "glob", "mode": "output_mode",
+                        "ignore_case": "case_insensitive", "limit": "head_limit"}),
+    "run": ("Bash", {"command": "command", "description": "description", "timeout_s": "timeout_ms"}),
+}  # fmt: skip
+# Tools the real model may call although the agent does not offer them (a speculation stops at them with a
+# denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
+OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "TodoWrite", "NotebookEdit")
+MCP_PREFIX = "mcp__"  # MCP server tools (mcp__<server>__<tool>): inputs as for OTHER_TOOLS
+
+
+class _Parser:
+    def __init__(self, source: str, loader: yaml.SafeLoader) -> None:
+        self.source = source
+        self.loader = loader
+
+    def fail(self, node: yaml.Node, reason: str) -> ScenarioError:
+        return ScenarioError(self.source, node.start_mark.line + 1, reason)
+
+    def mapping(
+        self, node: yaml.Node, what: str, allowed: Iterable[str]
+    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, f"{what} must be a mapping")
+        allowed = tuple(allowed)
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key, value in node.value:
+            name = self.loader.construct_object(key, deep=True)
+            if name not in allowed:
+                raise self.fail(key, f"unknown key {name!r} in {what} (allowed: {', '.join(allowed)})")
+            if name in out:
+                raise self.fail(key, f"duplicate key {name!r} in {what}")
+            out[name] = (key, value)
+        return out
+
+    def value(self, node: yaml.Node) -> Any:
+        return self.loader.construct_object(node, deep=True)
+
+    def string(self, node: yaml.Node, what: str, *, nullable: bool = False) -> str | None:
+        value = self.value(node)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(node, f"{what} must be a non-empty string" + (" or null" if nullable else ""))
+        return value
+
+    def require(
+        self, fields: dict[str, tuple[yaml.Node, yaml.Node]], node: yaml.Node, what: str, key: str
+    ) -> yaml.Node:
+        if key not in fields:
+            raise self.fail(node, f"{what} is missing required key {key!r}")
+        return fields[key][1]
+
+    def tool(self, node: yaml.Node, where: str) -> ToolCall:
+        if not isinstance(node, yaml.MappingNode) or len(node.value) != 1:
+            raise self.fail(node, f"{where} must be a one-key mapping like {{Read: {{file_path: ...}}}}")
+        key, value = node.value[0]
+        name = self.value(key)
+        if name in INTENTS:
+            return self.intent(name, value, where)
+        if name in OTHER_TOOLS or name.startswith(MCP_PREFIX):
+            if not isinstance(value, yaml.MappingNode):
+                raise self.fail(value, f"{where} {name} input must be a mapping")
+            return ToolCall(name=name, input={self.value(k): self.value(v) for k, v in value.value})
+        if name not in TOOL_FIELDS:
+            known = ", ".join([*INTENTS, *TOOL_FIELDS, *OTHER_TOOLS])
+            raise self.fail(key, f"{where}: unknown tool or intent {name!r} (known: {known})")
+        required, optional = TOOL_FIELDS[name]
+        fields = self.mapping(value, f"{where} {name} input", [*required, *optional])
+        return self.checked(name, {k: v for k, (_, v) in fields.items()}, value, where)
+
+    def intent(self, key: str, node: yaml.Node, where: str) -> ToolCall:
+        """``read: {path: ...}`` and the like, as the equivalent call of speculate's own tools."""
+        name, names = INTENTS[key]
+        fields = self.mapping(node, f"{where} {key}", names)
+        raw: dict[str, yaml.Node] = {}
+        for field_name, (_, field_node) in fields.items():
+            if field_name == "timeout_s":
+                seconds = self.value(field_node)
+                if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+                    raise self.fail(field_node, f"{where} {key}.timeout_s must be a positive number")
+                # Stand in a node carrying milliseconds, so the shared checks apply.
+                field_node = yaml.ScalarNode("tag:yaml.org,2002:int", str(round(seconds * 1000)),
+                                             field_node.start_mark, field_node.end_mark)  # fmt: skip
+            raw[names[field_name]] = field_node
+        return self.checked(name, raw, node, where, label=key)
+
+    def checked(
+        self,
+        name: str,
+        fields: dict[str, yaml.Node],
+        node: yaml.Node,
+        where: str,
+        *,
+        label: str | None = None,
+    ) -> ToolCall:
+        """Type checks of a call's input (canonical field names), errors naming the scenario's own key."""
+        required, optional = TOOL_FIELDS[name]
+        label = label or name
+        back = {v: k for k, v in INTENTS[label][1].items()} if label in INTENTS else {}
+        inp: dict[str, Any] = {}
+        for field_name, field_node in fields.items():
+            val = self.value(field_node)
+            types = required.get(field_name) or optional[field_name]
+            # bool is an int subclass; an int field must not accept true/false.
+            if not isinstance(val, types) or (types == _INT and isinstance(val, bool)):
+                shown = back.get(field_name, field_name)
+                raise self.fail(field_node, f"{where} {label}.{shown} must be {types[0].__name__}")
+            inp[field_name] = val
+        for req in required:
+            if req not in inp:
+                missing = back.get(req, req)
+                raise self.fail(node, f"{where} {label} input is missing required field {missing!r}")
+        if name == "Grep" and inp.get("output_mode", GREP_MODES[1]) not in GREP_MODES:
+            shown = back.get("output_mode", "output_mode")
+            raise self.fail(fields["output_mode"], f"{where} {label}.{shown} must be one of {GREP_MODES}")
+        return ToolCall(name=name, input=inp)
+
+    def expect(self, kv: tuple[yaml.Node, yaml.Node], what: str) -> Expect:
+        node = kv[1]
+        f = self.mapping(node, f"{what}.expect", ("exit_code", "contains", "matches"))
+        code = self.value(f["exit_code"][1]) if "exit_code" in f else None
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise self.fail(f["exit_code"][1], f"{what}.expect.exit_code must be an integer")
+        contains = self.string(f["contains"][1], f"{what}.expect.contains") if "contains" in f else None
+        matches = self.string(f["matches"][1], f"{what}.expect.matches") if "matches" in f else None
+        if matches is not None:
+            try:
+                re.compile(matches)
+            except re.error as e:
+                raise self.fail(f["matches"][1], f"{what}.expect.matches is not a valid regex: {e}") from None
+        if not f:
+            raise self.fail(node, f"{what}.expect is empty (exit_code, contains or matches)")
+        return Expect(exit_code=code, contains=contains, matches=matches)
+
+    def steps(self, node: yaml.Node, where: str) -> tuple[Step, ...]:
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            raise self.fail(node, f"{where} must be a non-empty list of steps")
+        out: list[Step] = []
+        for i, step_node in enumerate(node.value):
+            what = f"{where}[{i}]"
+            fields = self.mapping(step_node, what, ("thinking", "text", "tools", "expect"))
+            text = self.string(fields["text"][1], f"{what}.text") if "text" in fields else None
+            thinking = None
+            if "thinking" in fields:
+                thinking = self.string(fields["thinking"][1], f"{what}.thinking")
+            tools: tuple[ToolCall, ...] = ()
+            if "tools" in fields:
+                tools_node = fields["tools"][1]
+                if not isinstance(tools_node, yaml.SequenceNode) or not tools_node.value:
+                    raise self.fail(tools_node, f"{what}.tools must be a non-empty list")
+                tools = tuple(self.tool(t, f"{what}.tools[{j}]") for j, t in enumerate(tools_node.value))
+            if text is None and not tools:
+                raise self.fail(step_node, f"{what} needs text, tools or both")
+            last = i == len(node.value) - 1
+            if last and tools:
+                raise self.fail(
+                    step_node, f"{what} is the last step but calls tools; the last step ends the turn"
+                )
+            if not last and not tools:
+                raise self.fail(
+                    step_node, f"{what} has no tools, so the turn would end before the steps after it"
+                )
+            expect = self.expect(fields["expect"], what) if "expect" in fields else None
+            if expect is not None and not tools:
+                raise self.fail(fields["expect"][0], f"{what}.expect needs tools whose results it checks")
+            out.append(Step(text=text, tools=tools, thinking=thinking, expect=expect))
+        return tuple(out)
+
+    def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
+        top = self.mapping(root, "scenario", ("name", "description", "workspace", "files", "turns", "tool_calls"))
+        tool_calls = "api"
+        if "tool_calls" in top:
+            tool_calls = self.string(top["tool_calls"][1], "tool_calls") or ""
+            if tool_calls not in TOOL_CALL_MODES:
+                raise self.fail(top["tool_calls"][1], f"tool_calls must be one of {', '.join(TOOL_CALL_MODES)}, "
+                                                      f"got {tool_calls!r}")
+        name = self.string(self.require(top, root, "scenario", "name"), "name")
+        description = ""
+        if "description" in top:
+            description = self.string(top["description"][1], "description") or ""
+        workspace: Path | None = None
+        if "workspace" in top:
+            ws_node = top["workspace"][1]
+            ws_name = self.string(ws_node, "workspace")
+            workspace = ((base_dir or Path.cwd()) / "workspaces" / str(ws_name)).resolve()
+            if not workspace.is_dir():
+                raise self.fail(ws_node, f"workspace {ws_name!r} not found: no directory {workspace}")
+        files: dict[str, str] = {}
+        if "files" in top:
+            files_node = top["files"][1]
+            if not isinstance(files_node, yaml.MappingNode):
+                raise self.fail(files_node, "files must be a mapping of relative path -> content")
+            for key, value in files_node.value:
+                rel, content = self.value(key), self.value(value)
+                if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in Path(rel).parts:
+                    raise self.fail(key, f"files: {rel!r} must be a relative path inside the project")
+                if not isinstance(content, str):
+                    raise self.fail(value, f"files: content of {rel!r} must be a string")
+                files[rel] = content
+        turns_node = self.require(top, root, "scenario", "turns")
+        if not isinstance(turns_node, yaml.SequenceNode) or not turns_node.value:
+            raise self.fail(turns_node, "turns must be a non-empty list")
+        raw: list[tuple[yaml.Node, dict[str, tuple[yaml.Node, yaml.Node]]]] = []
+        for i, turn_node in enumerate(turns_node.value):
+            raw.append(
+                (
+                    turn_node,
+                    self.mapping(
+                        turn_node, f"turns[{i}]",
+                        ("prompt", "steps", "suggestion", "suggestion_steps", "suggestions"),
+                    ),
+                )
+            )
+        prompts = [
+            self.string(self.require(f, n, f"turns[{i}]", "prompt"), f"turns[{i}].prompt")
+            for i, (n, f) in enumerate(raw)
+        ]
+        turns: list[Turn] = []
+        for i, (turn_node, fields) in enumerate(raw):
+            where = f"turns[{i}]"
+            steps = self.steps(self.require(fields, turn_node, where, "steps"), f"{where}.steps")
+            next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
+            if "suggestions" in fields:
+                turns.append(_candidates(self, fields, where, str(prompts[i]), steps, next_prompt))
+                continue
+            suggestion = None
+            if "suggestion" in fields:
+                suggestion = self.string(fields["suggestion"][1], f"{where}.suggestion", nullable=True)
+            needs_steps = suggestion is not None and suggestion != next_prompt
+            suggestion_steps = None
+            if "suggestion_steps" in fields:
+                if not needs_steps:
+                    raise self.fail(
+                        fields["suggestion_steps"][0],
+                        f"{where}.suggestion_steps is unused: the suggestion is null or equals the next turn's prompt",
+                    )
+                suggestion_steps = self.steps(fields["suggestion_steps"][1], f"{where}.suggestion_steps")
+            elif needs_steps:
+                raise self.fail(
+                    turn_node,
+                    f"{where}.suggestion differs from the next turn's prompt, so suggestion_steps is required "
+                    "(what the agent does if the suggestion is run)",
+                )
+            turns.append(
+                Turn(
+                    prompt=str(prompts[i]),
+                    steps=steps,
+                    suggestion=suggestion,
+                    suggestion_steps=suggestion_steps,
+                )
+            )
+        return Scenario(
+            name=str(name),
+            description=description,
+            workspace=workspace,
+            files=files,
+            turns=tuple(turns),
+            source=self.source,
+            tool_calls=tool_calls,
+        )
+
+
+def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, prompt: str, steps: tuple[Step, ...], next_prompt: str | None) -> Turn:
+    """``suggestions: [{text, weight, steps}]``: weighted candidates, drawn per session from the seed."""
+    for old in ("suggestion", "suggestion_steps"):
+        if old in fields:
+            raise self.fail(fields[old][0], f"{where}: use either suggestions or {old}, not both")
+    node = fields["suggestions"][1]
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise self.fail(node, f"{where}.suggestions must be a non-empty list of {{text, weight, steps}}")
+    out: list[Candidate] = []
+    for j, item in enumerate(node.value):
+        w = f"{where}.suggestions[{j}]"
+        f = self.mapping(item, w, ("text", "weight", "steps"))
+        text = self.string(self.require(f, item, w, "text"), f"{w}.text", nullable=True)
+        weight = self.value(f["weight"][1]) if "weight" in f else 1.0
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+            raise self.fail(f["weight"][1] if "weight" in f else item, f"{w}.weight must be a number > 0")
+        needs = text is not None and text != next_prompt
+        if "steps" in f and not needs:
+            raise self.fail(f["steps"][0], f"{w}.steps is unused: the text is null or equals the next prompt")
+        if needs and "steps" not in f:
+            raise self.fail(item, f"{w}.text differs from the next turn's prompt, so steps is required "
+                            "(what the agent does if the suggestion is run)")
+        out.append(Candidate(text, float(weight), self.steps(f["steps"][1], f"{w}.steps") if needs else None))
+    if len({c.text for c in out}) != len(out):
+        raise self.fail(node, f"{where}.suggestions: two candidates have the same text")
+    top = max(out, key=lambda c: c.weight)
+    return Turn(prompt=prompt, steps=steps, suggestion=top.text, suggestion_steps=top.steps,
+                candidates=tuple(out))
+
+
+def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
+    """Parse and validate scenario YAML; ``base_dir`` is where ``workspaces/`` is looked up."""
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            root = loader.get_single_node()
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            lines = text.splitlines()
+            line = mark.line + 1 if mark is not None else 1
+            reason = f"YAML syntax error: {exc.problem or exc.context}"
+            block = _open_block_scalar(lines[:line])
+            if block is not None:  # the usual cause: a line of a | or > text less indented than its first
+                reason += (f" (probably the text block opened on line {block}: every line of a | or > block "
+                           "must be indented at least as far as its first line)")
+            raise ScenarioError(source, line, reason) from None
+        if root is None:
+            raise ScenarioError(source, 1, "file is empty")
+        return _Parser(source, loader).scenario(root, Path(base_dir) if base_dir is not None else None)
+    finally:
+        loader.dispose()
+
+
+def _open_block_scalar(lines: list[str]) -> int | None:
+    """The line (1-based) of the last ``key: |`` / ``key: >`` before the error, if one is still open."""
+    for i in range(len(lines) - 1, -1, -1):
+        if re.search(r":\s*[|>][-+0-9]*\s*(#.*)?$", lines[i]):
+            return i + 1
+        if lines[i].strip() and not lines[i].startswith(" "):
+            return None
+    return None
+
+
+def load_scenario(path: StrPath) -> Scenario:
+    """Load one scenario file, raising :class:`ScenarioError` (file, line, reason) if it is malformed."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(p), 0, f"cannot read scenario file: {exc}") from exc
+    return parse_scenario(text, source=str(p), base_dir=p.parent)
