@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from speculate import StrPath
 from speculate.sim.scenario import (
@@ -23,35 +24,34 @@ from speculate.sim.scenario import (
     ToolCall,
     Turn,
 )
+from speculate.tools import default_tools
 
-# Tool input fields as the real model sends them: name -> (required, optional with their types).
-_STR, _INT, _BOOL = (str,), (int,), (bool,)
-TOOL_FIELDS: dict[str, tuple[dict[str, tuple[type, ...]], dict[str, tuple[type, ...]]]] = {
-    "Read": ({"file_path": _STR}, {"offset": _INT, "limit": _INT}),
-    "Write": ({"file_path": _STR, "content": _STR}, {}),
-    "Edit": ({"file_path": _STR, "old_string": _STR, "new_string": _STR}, {"replace_all": _BOOL}),
-    "Glob": ({"pattern": _STR}, {"path": _STR}),
-    "Grep": (
-        {"pattern": _STR},
-        {"path": _STR, "glob": _STR, "output_mode": _STR, "case_insensitive": _BOOL, "head_limit": _INT},
-    ),
-    "Bash": ({"command": _STR}, {"timeout_ms": _INT, "description": _STR}),
-}
-GREP_MODES = ("content", "files_with_matches", "count")
-# Intent steps: the same calls named by what they do (docs/scenarios.md); key -> (tool, field map).
+# Intent steps: the same calls named by what they do (docs/scenarios.md): key -> (tool, renamed fields).
+# The tool's other Input fields keep their names, so a field added to a tool is an intent field too.
 INTENTS: dict[str, tuple[str, dict[str, str]]] = {
-    "read": ("Read", {"path": "file_path", "offset": "offset", "limit": "limit"}),
-    "write": ("Write", {"path": "file_path", "content": "content"}),
+    "read": ("Read", {"path": "file_path"}),
+    "write": ("Write", {"path": "file_path"}),
     "edit": ("Edit", {"path": "file_path", "old": "old_string", "new": "new_string", "all": "replace_all"}),
-    "list": ("Glob", {"pattern": "pattern", "path": "path"}),
-    "search": ("Grep", {"pattern": "pattern", "path": "path", "glob": "glob", "mode": "output_mode",
-                        "ignore_case": "case_insensitive", "limit": "head_limit"}),
-    "run": ("Bash", {"command": "command", "description": "description", "timeout_s": "timeout_ms"}),
-}  # fmt: skip
+    "list": ("Glob", {}),
+    "search": ("Grep", {"mode": "output_mode", "ignore_case": "case_insensitive", "limit": "head_limit"}),
+    "run": ("Bash", {"timeout_s": "timeout_ms"}),  # seconds, converted (Parser.intent)
+}
 # Tools the real model may call although the agent does not offer them (a speculation stops at them with a
 # denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
 OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "TodoWrite", "NotebookEdit")
 MCP_PREFIX = "mcp__"  # MCP server tools (mcp__<server>__<tool>): inputs as for OTHER_TOOLS
+
+
+def tool_inputs() -> dict[str, type[BaseModel]]:
+    """Tool name -> its pydantic Input model: the agent's own tools are the schema of a scripted call."""
+    return {tool.name: tool.Input for tool in default_tools()}
+
+
+def intent_fields(key: str) -> dict[str, str]:
+    """An intent's keys -> its tool's Input fields, in the model's field order."""
+    name, renames = INTENTS[key]
+    back = {field: alias for alias, field in renames.items()}
+    return {back.get(field, field): field for field in tool_inputs()[name].model_fields}
 
 
 class _Parser:
@@ -63,15 +63,18 @@ class _Parser:
         return ScenarioError(self.source, node.start_mark.line + 1, reason)
 
     def mapping(
-        self, node: yaml.Node, what: str, allowed: Iterable[str]
+        self, node: yaml.Node, what: str, allowed: Iterable[str] | None
     ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        """Key -> (key node, value node); ``allowed`` None: any string key."""
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, f"{what} must be a mapping")
-        allowed = tuple(allowed)
+        allowed = tuple(allowed) if allowed is not None else None
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         for key, value in node.value:
             name = self.loader.construct_object(key, deep=True)
-            if name not in allowed:
+            if allowed is None and not isinstance(name, str):
+                raise self.fail(key, f"key {name!r} in {what} must be a string")
+            if allowed is not None and name not in allowed:
                 raise self.fail(key, f"unknown key {name!r} in {what} (allowed: {', '.join(allowed)})")
             if name in out:
                 raise self.fail(key, f"duplicate key {name!r} in {what}")
@@ -107,58 +110,68 @@ class _Parser:
             if not isinstance(value, yaml.MappingNode):
                 raise self.fail(value, f"{where} {name} input must be a mapping")
             return ToolCall(name=name, input={self.value(k): self.value(v) for k, v in value.value})
-        if name not in TOOL_FIELDS:
-            known = ", ".join([*INTENTS, *TOOL_FIELDS, *OTHER_TOOLS])
+        if name not in tool_inputs():
+            known = ", ".join([*INTENTS, *tool_inputs(), *OTHER_TOOLS])
             raise self.fail(key, f"{where}: unknown tool or intent {name!r} (known: {known})")
-        required, optional = TOOL_FIELDS[name]
-        fields = self.mapping(value, f"{where} {name} input", [*required, *optional])
-        return self.checked(name, {k: v for k, (_, v) in fields.items()}, value, where)
+        fields = self.mapping(value, f"{where} {name} input", None)  # unknown keys: the Input model says
+        return self.checked(name, fields, value, where)
 
     def intent(self, key: str, node: yaml.Node, where: str) -> ToolCall:
         """``read: {path: ...}`` and the like, as the equivalent call of speculate's own tools."""
-        name, names = INTENTS[key]
+        names = intent_fields(key)
         fields = self.mapping(node, f"{where} {key}", names)
-        raw: dict[str, yaml.Node] = {}
-        for field_name, (_, field_node) in fields.items():
+        raw: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        values: dict[str, Any] = {}
+        for field_name, (key_node, field_node) in fields.items():
             if field_name == "timeout_s":
                 seconds = self.value(field_node)
                 if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
                     raise self.fail(field_node, f"{where} {key}.timeout_s must be a positive number")
-                # Stand in a node carrying milliseconds, so the shared checks apply.
-                field_node = yaml.ScalarNode("tag:yaml.org,2002:int", str(round(seconds * 1000)),
-                                             field_node.start_mark, field_node.end_mark)  # fmt: skip
-            raw[names[field_name]] = field_node
-        return self.checked(name, raw, node, where, label=key)
+                values[names[field_name]] = round(seconds * 1000)
+            raw[names[field_name]] = (key_node, field_node)
+        return self.checked(INTENTS[key][0], raw, node, where, label=key, values=values)
 
     def checked(
         self,
         name: str,
-        fields: dict[str, yaml.Node],
+        fields: dict[str, tuple[yaml.Node, yaml.Node]],
         node: yaml.Node,
         where: str,
         *,
         label: str | None = None,
+        values: dict[str, Any] | None = None,
     ) -> ToolCall:
-        """Type checks of a call's input (canonical field names), errors naming the scenario's own key."""
-        required, optional = TOOL_FIELDS[name]
+        """Validate a call's input (tool field -> key and value nodes) with the tool's own Input model.
+
+        Strict: YAML's ``'5'`` is no int and ``yes`` no string, so a scripted call is what a model sends. The
+        input goes out as written, not as the model's dump (no defaults added). ``values`` stands in for a
+        node's value (``timeout_s``, in milliseconds).
+        """
         label = label or name
-        back = {v: k for k, v in INTENTS[label][1].items()} if label in INTENTS else {}
-        inp: dict[str, Any] = {}
-        for field_name, field_node in fields.items():
-            val = self.value(field_node)
-            types = required.get(field_name) or optional[field_name]
-            # bool is an int subclass; an int field must not accept true/false.
-            if not isinstance(val, types) or (types == _INT and isinstance(val, bool)):
-                shown = back.get(field_name, field_name)
-                raise self.fail(field_node, f"{where} {label}.{shown} must be {types[0].__name__}")
-            inp[field_name] = val
-        for req in required:
-            if req not in inp:
-                missing = back.get(req, req)
-                raise self.fail(node, f"{where} {label} input is missing required field {missing!r}")
-        if name == "Grep" and inp.get("output_mode", GREP_MODES[1]) not in GREP_MODES:
-            shown = back.get("output_mode", "output_mode")
-            raise self.fail(fields["output_mode"], f"{where} {label}.{shown} must be one of {GREP_MODES}")
+        shown = {v: k for k, v in intent_fields(label).items()} if label in INTENTS else {}
+        shown |= {f: f"{shown.get(f, f)} (in ms)" for f in values or {}}
+        inp = {f: self.value(v) for f, (_, v) in fields.items()} | (values or {})
+        for field_name, value in inp.items():
+            if value is None:  # the tool would take null for an optional field, but renderers treat it as set
+                raise self.fail(fields[field_name][1], f"{where} {label}.{shown.get(field_name, field_name)} "
+                                                       "is null: leave the field out instead")  # fmt: skip
+        try:
+            tool_inputs()[name].model_validate(inp, strict=True)
+        except ValidationError as e:
+            # One problem, at its field's line. An unknown key first: a misspelt field is also missing.
+            err = min(e.errors(), key=lambda x: {"extra_forbidden": 0, "missing": 2}.get(x["type"], 1))
+            field_name = str(err["loc"][0]) if err["loc"] else ""
+            what = shown.get(field_name, field_name)
+            if err["type"] == "missing":
+                raise self.fail(node, f"{where} {label} input is missing required field {what!r}") from None
+            if field_name not in fields:  # a model-level check
+                raise self.fail(node, f"{where} {label} input: {err['msg']}") from None
+            key_node, value_node = fields[field_name]
+            if err["type"] == "extra_forbidden":
+                allowed = ", ".join(tool_inputs()[name].model_fields)
+                reason = f"unknown key {what!r} in {where} {label} input (allowed: {allowed})"
+                raise self.fail(key_node, reason) from None
+            raise self.fail(value_node, f"{where} {label}.{what}: {err['msg']}, got {err['input']!r}") from None
         return ToolCall(name=name, input=inp)
 
     def expect(self, kv: tuple[yaml.Node, yaml.Node], what: str) -> Expect:
