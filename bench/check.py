@@ -20,7 +20,8 @@ import trio
 from bench.harness import Condition, RunConfig, resolve_toolchains, run_experiment
 from bench.toolchain import ToolchainError
 from bench.user import FixedThink
-from speculate.sim.scenario import ScenarioError, load_scenario
+from speculate.sim.scenario import ScenarioError
+from speculate.sim.scenario_yaml import load_scenario
 
 CHECK_TIME_SCALE = 0.02
 

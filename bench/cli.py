@@ -17,7 +17,8 @@ from bench.toolchain import ToolchainError
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
-from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
+from speculate.sim.scenario import Scenario, default_scenario_paths
+from speculate.sim.scenario_yaml import load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
 DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)

@@ -49,7 +49,7 @@ async def one_turn(tree: Path, fork: bool, time_scale: float) -> tuple[float, in
     from speculate.models.anthropic import AnthropicModel
     from speculate.models.base import TextDelta
     from speculate.session import SessionConfig, open_session
-    from speculate.sim.scenario import parse_scenario
+    from speculate.sim.scenario_yaml import parse_scenario
     from speculate.sim.server import SimServer
     from speculate.tools.base import ToolContext
     from speculate.tools.grep import Grep, GrepInput

@@ -31,7 +31,7 @@ from speculate.instructions import load_instructions
 from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import CacheKey
 from speculate.prompts import system_parts
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 from speculate.speculation.authorize import MainAuthorizer
 from speculate.tools import default_tools

@@ -8,7 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from speculate.sim.scenario import Scenario, Step, default_scenario_paths, load_scenario
+from speculate.sim.scenario import Scenario, Step, default_scenario_paths
+from speculate.sim.scenario_yaml import load_scenario
 from speculate.sim.script import next_turn
 
 DEFAULT_SCENARIO = "fix-pagination"

@@ -84,7 +84,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     from speculate.backends import BackendConfig, open_model
     from speculate.repl.demo import DEFAULT_SCENARIO, Demo, find_scenario, prepare_project
     from speculate.session import SessionConfig, open_session
-    from speculate.sim.scenario import default_scenario_paths, load_scenario
+    from speculate.sim.scenario import default_scenario_paths
+    from speculate.sim.scenario_yaml import load_scenario
 
     demo: Demo | None = None
     scenarios: list[Path] = []

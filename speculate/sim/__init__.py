@@ -1,11 +1,11 @@
 """The embedded model simulator: a local Messages-API HTTP server with prompt-cache and latency models.
 
-Owns the scenario format and its loader (:mod:`.scenario`), how any client's requests are read
-(:mod:`.clients`) and scripted steps rendered for the client's own tools (:mod:`.intents`, :mod:`.schema`),
-request scripting (:mod:`.script`) and what the request's parameters do to the answer (:mod:`.shaping`),
-record and replay (:mod:`.replay`), the prompt cache (:mod:`.cache`), the latency model and model profiles
-(:mod:`.latency`, :mod:`.profiles`), request validation (:mod:`.validate`), the token estimator
-(:mod:`.tokens`), faults and rate limits (:mod:`.faults`, :mod:`.ratelimit`) and the HTTP server
+Owns the scenario format and its loader (:mod:`.scenario`, :mod:`.scenario_yaml`), how any client's
+requests are read (:mod:`.clients`) and scripted steps rendered for the client's own tools (:mod:`.intents`,
+:mod:`.schema`), request scripting (:mod:`.script`) and what the request's parameters do to the answer
+(:mod:`.shaping`), record and replay (:mod:`.replay`), the prompt cache (:mod:`.cache`), the latency model and
+model profiles (:mod:`.latency`, :mod:`.profiles`), request validation (:mod:`.validate`), the token
+estimator (:mod:`.tokens`), faults and rate limits (:mod:`.faults`, :mod:`.ratelimit`) and the HTTP server
 (:mod:`.handler`, :mod:`.server`). Start it with ``with SimServer(...) as sim:`` and point any
 Messages-API client (the SDK, Claude Code) at ``sim.base_url``.
 """
@@ -19,15 +19,8 @@ from speculate.sim.faults import FaultConfig
 from speculate.sim.profiles import DEFAULT_MODEL, PROFILES, ModelProfile, Prices, find_profile
 from speculate.sim.ratelimit import RateLimits
 from speculate.sim.replay import Replay, TraceError, TraceWriter, canonical_key
-from speculate.sim.scenario import (
-    Scenario,
-    ScenarioError,
-    Step,
-    ToolCall,
-    Turn,
-    load_scenario,
-    parse_scenario,
-)
+from speculate.sim.scenario import Scenario, ScenarioError, Step, ToolCall, Turn
+from speculate.sim.scenario_yaml import load_scenario, parse_scenario
 from speculate.sim.script import FALLBACK_PREFIX
 from speculate.sim.server import SimServer, SimStatistics
 

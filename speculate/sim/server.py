@@ -23,7 +23,8 @@ from speculate.sim.handler import HTTPServer
 from speculate.sim.profiles import PROFILES, ModelProfile
 from speculate.sim.ratelimit import RateLimiter, RateLimits
 from speculate.sim.replay import Replay, TraceWriter
-from speculate.sim.scenario import Scenario, default_scenario_paths, load_scenario
+from speculate.sim.scenario import Scenario, default_scenario_paths
+from speculate.sim.scenario_yaml import load_scenario
 
 __all__ = ["FAULT_KINDS", "FaultConfig", "SimServer", "SimStatistics"]
 

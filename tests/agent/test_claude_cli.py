@@ -15,7 +15,7 @@ from speculate.models.claude_cli import ClaudeCliModel
 from speculate.models.text_tools import ORPHANED
 from speculate.session import SessionConfig, open_session
 from speculate.sim.claude_code import ClaudeCode
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 from speculate.types import user
 

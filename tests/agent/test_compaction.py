@@ -19,7 +19,7 @@ from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import Usage
 from speculate.models.profiles import PROFILES
 from speculate.session import Session, SessionConfig, TurnOutcome, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.script import FALLBACK_PREFIX
 from speculate.sim.server import SimServer
 

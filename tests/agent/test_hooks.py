@@ -16,7 +16,7 @@ import trio
 from speculate.hooks import HookRan
 from speculate.models.anthropic import AnthropicModel
 from speculate.session import Session, SessionConfig, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 
 # Two scenarios: the simulator picks one by the conversation's first prompt.

@@ -12,7 +12,7 @@ from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import CacheKey
 from speculate.prompts import STATIC_SYSTEM
 from speculate.session import SessionConfig, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 from speculate.tools import default_tools
 

@@ -16,7 +16,7 @@ from speculate.fs import LocalFS, LocalShell
 from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import CacheKey, ModelError
 from speculate.prompts import system_prompt
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import FaultConfig, SimServer
 from speculate.speculation.authorize import MainAuthorizer
 from speculate.tools import default_tools

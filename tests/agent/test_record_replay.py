@@ -9,7 +9,7 @@ import trio
 
 from speculate.backends import BackendConfig, open_model
 from speculate.session import SessionConfig, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 
 from .conftest import write_tree

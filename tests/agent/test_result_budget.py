@@ -12,7 +12,7 @@ from speculate.fs import LocalFS, LocalShell
 from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import CacheKey
 from speculate.prompts import system_prompt
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 from speculate.speculation.authorize import MainAuthorizer
 from speculate.tools import default_tools

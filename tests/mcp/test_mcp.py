@@ -24,7 +24,7 @@ from speculate.mcp.tool import McpTool
 from speculate.models.anthropic import AnthropicModel
 from speculate.permissions import PermissionGate
 from speculate.session import SessionConfig, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 from speculate.tools.base import ToolContext
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from speculate.repl.demo import find_scenario, prepare_project
-from speculate.sim.scenario import load_scenario
+from speculate.sim.scenario_yaml import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 from speculate.repl.controller import format_stats
 from speculate.repl.demo import Demo, DemoError, find_scenario, needs_git, prepare_project
 from speculate.repl.status import Status
-from speculate.sim.scenario import load_scenario, parse_scenario
+from speculate.sim.scenario_yaml import load_scenario, parse_scenario
 from speculate.speculation.events import SpecEvent
 
 

@@ -16,7 +16,7 @@ import pytest
 from bench.workspace import manifest
 from bench.workspace import tree_hash as canary_hash
 from speculate.repl.demo import find_scenario, prepare_project
-from speculate.sim.scenario import load_scenario
+from speculate.sim.scenario_yaml import load_scenario
 
 pytestmark = [
     pytest.mark.tmux,

@@ -357,6 +357,7 @@ def test_bundled_scenarios_pass_the_loader() -> None:
     scenario_mod = pytest.importorskip(
         "speculate.sim.scenario", reason="the scenario loader is not built yet"
     )
-    loaded = [scenario_mod.load_scenario(p) for p in SCENARIO_FILES]
+    yaml_mod = pytest.importorskip("speculate.sim.scenario_yaml", reason="the scenario loader is not built yet")
+    loaded = [yaml_mod.load_scenario(p) for p in SCENARIO_FILES]
     scenario_mod.check_unique(loaded)
     assert [s.name for s in loaded] == [SCENARIOS[p.stem]["name"] for p in SCENARIO_FILES]

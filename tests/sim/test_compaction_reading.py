@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from speculate.compaction import COMPACT_INSTRUCTION, CONTINUATION
 from speculate.sim.clients import read_conversation
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.script import Script
 
 SYSTEM = "Working directory: /p"

@@ -64,7 +64,7 @@ def test_workspace_resolves_under_workspaces(tmp_path: Path) -> None:
         (
             "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Read: {file_path: a, limit: 'ten'}\n      - text: b\n",
             6,
-            "Read.limit must be int",
+            "Read.limit: Input should be a valid integer",
         ),
         (
             "name: x\nturns:\n  - prompt: 'a'\n    steps:\n      - tools:\n          - Bash: {command: ls}\n",

@@ -11,7 +11,7 @@ from bench.workspace import manifest
 from bench.workspace import tree_hash as canary_hash
 from speculate.models.anthropic import AnthropicModel
 from speculate.session import Session, SessionConfig, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 
 LONG = " ".join(["The fork keeps talking so that it is still streaming when the user decides."] * 30)

@@ -17,7 +17,7 @@ import trio
 
 from speculate.models.anthropic import AnthropicModel
 from speculate.session import Session, SessionConfig, open_session
-from speculate.sim.scenario import parse_scenario
+from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
 from speculate.speculation.sandbox_shell import bash_sandbox
 
