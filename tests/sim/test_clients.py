@@ -292,3 +292,16 @@ def test_schema_checks(value: Any, schema: dict[str, Any], bad: str | None) -> N
 
 def test_tiny_scenario_fixture_is_what_these_tests_assume() -> None:
     assert "why does page 2 repeat an item?" in TINY.read_text()
+
+
+def test_every_tool_field_has_a_place_in_the_client_adapters() -> None:
+    """A field added to one of our tools' Input models must be added to intents.FIELDS too, or calls adapted
+    to another client's tools would silently drop it."""
+    from speculate.sim.intents import FIELDS
+    from speculate.tools import default_tools
+
+    inputs = {t.name: t.Input for t in default_tools()}
+    tool_of = {"read": "Read", "write": "Write", "edit": "Edit", "glob": "Glob", "grep": "Grep", "run": "Bash"}
+    assert set(FIELDS) == set(tool_of)
+    for intent, tool in tool_of.items():
+        assert {f for f, _, _ in FIELDS[intent]} == set(inputs[tool].model_fields), intent
