@@ -13,7 +13,8 @@ import os
 import sys
 import termios
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import trio
@@ -280,6 +281,28 @@ class PromptFrontend:
             return await trio.to_thread.run_sync(blocking)
         finally:
             self._asking = None
+
+
+@contextmanager
+def enter_stays_enter() -> Iterator[None]:
+    """While the REPL runs, the terminal does not turn Enter (``\r``) into ``\n`` (ICRNL off).
+
+    Between prompts (a slash command, ``/accept`` waiting for its prediction, the start of a turn) the
+    terminal is in cooked mode, where an Enter typed ahead would become ``\n``: Ctrl-J to the next prompt,
+    which inserts a newline instead of sending the line. Without ICRNL the ``\r`` waits in the line buffer
+    and reaches the next prompt (or the turn's key watcher) as Enter. Restored on exit."""
+    fd = _tty_fd(None)
+    if fd is None:
+        yield
+        return
+    saved = termios.tcgetattr(fd)
+    kept = termios.tcgetattr(fd)
+    kept[0] &= ~termios.ICRNL
+    termios.tcsetattr(fd, termios.TCSANOW, kept)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _tty_fd(inp: Any) -> int | None:

@@ -9,7 +9,8 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -124,11 +125,14 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         from speculate.repl.plain import PlainFrontend
 
         repl.attach(PlainFrontend())
+        terminal: Callable[[], AbstractContextManager[object]] = nullcontext
     else:
         from prompt_toolkit.formatted_text import FormattedText
         from prompt_toolkit.history import FileHistory
 
-        from speculate.repl.app import PromptFrontend
+        from speculate.repl.app import PromptFrontend, enter_stays_enter
+
+        terminal = enter_stays_enter
 
         hist = history_path()
         hist.parent.mkdir(parents=True, exist_ok=True)
@@ -164,7 +168,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                 ask=repl.ask, on_event=repl.on_event) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(f"note: {note}")
-            await repl.run(session, signals)
+            with terminal():
+                await repl.run(session, signals)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
         if temp is not None:

@@ -3,6 +3,7 @@ read off the screen, with the project tree hashed to see what speculation did (a
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -330,16 +331,37 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
         assert bar.rstrip().endswith("default") and "…" in bar and len(bar.rstrip()) <= 60, bar
         t.type("/spec off")
         t.keys("Enter")
-        # Typed only once the first answer is on screen: an Enter typed ahead while /spec off is still being
-        # handled can be lost (seen in CI; noted in the closing note of #14).
-        t.wait(lambda: "speculation off" in t.scrollback(), "/spec off answered")
-        t.type("/spec on")
+        t.type("/spec on")  # typed ahead while /spec off may still be handled: its Enter must still send it
         t.keys("Enter")
-        t.wait(lambda: "speculation on" in t.screen() and t.toolbar().strip().startswith("idle"), "a fresh state")
+        t.wait(lambda: "speculation off" in t.scrollback() and "speculation on" in t.screen()
+               and t.toolbar().strip().startswith("idle"), "both answered, and a fresh state")
         t.type("/stats")
         t.keys("Enter")
         t.wait(lambda: "acceptance rate" in t.screen(), "/stats")
         assert "0.0000" not in t.scrollback() and "accepted_turns" not in t.scrollback()
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+    finally:
+        t.close()
+
+
+def test_an_enter_typed_ahead_between_prompts_sends_the_line(tmp_path: Path, project: Path) -> None:
+    """Keys typed while no prompt runs (``/accept`` waiting for the prediction) reach the next prompt with
+    their Enter as Enter: the terminal must not turn it into Ctrl-J, a newline in the input."""
+    t = start_repl(tmp_path, project, time_scale=0.5)
+    try:
+        t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        # The turn is over (its time is shown) and the suggestion for turn 2 takes ~0.7 s at this scale:
+        # /accept waits for it with no prompt running, and /help is typed during that wait.
+        t.wait(lambda: re.search(r"^\(\d+\.\ds\)$", t.scrollback(), re.M) is not None, "the first turn's end")
+        t.type("/accept")
+        t.keys("Enter")
+        t.type("/help")
+        t.keys("Enter")
+        t.wait(lambda: "speculation accepted" in t.scrollback() and "commands:" in t.scrollback(),
+               "the accepted turn, then /help run as typed", timeout=40)
+        t.wait(lambda: "/help" not in t.input_line(), "a fresh prompt after /help")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
     finally:
