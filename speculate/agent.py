@@ -1,9 +1,10 @@
 """The agent loop: ``run`` → ``step`` → ``query`` → ``execute``, on one screen.
 
-Control flow uses small exceptions: :class:`ToolDenied` (becomes an ``is_error`` result),
-:class:`BoundaryReached` (a speculative fork must stop before this call; propagates out of ``run``) and
-:class:`MaxTurnsReached`. Tool failures go back to the model; our own bugs propagate. The user's hooks
-(:class:`Hooks`, :mod:`speculate.hooks`) run on the prompt, around each call, and when the turn would end.
+Control flow uses small exceptions (:mod:`speculate.agent_types`): :class:`ToolDenied` becomes an
+``is_error`` result, :class:`BoundaryReached` (a speculative fork must stop before this call) propagates out
+of ``run``, and so does :class:`MaxTurnsReached`. Tool failures go back to the model; our own bugs
+propagate. The user's hooks (:class:`Hooks`, :mod:`speculate.hooks`) run on the prompt, around each call,
+and when the turn would end.
 """
 
 from __future__ import annotations
@@ -11,47 +12,38 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
 
 import trio
 from pydantic import BaseModel
 
-from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta, Usage
+from speculate.agent_types import (
+    AgentEvent,
+    Authorizer,
+    BoundaryKind,
+    BoundaryReached,
+    Hooks,
+    MaxTurnsReached,
+    ResponseDone,
+    ToolDenied,
+    ToolFinished,
+    ToolStarted,
+    TurnResult,
+    summarize,
+)
+from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
 from speculate.tools.budget import MESSAGE_RESULT_BUDGET, fit_results
 from speculate.types import Block, Message, add_text, text_of, text_of_result, tool_result, tool_uses, user
 
+# The loop's vocabulary stays importable from here, as it was before agent_types.py.
+__all__ = [
+    "INTERRUPTED", "MAX_TOKENS_CONTINUE", "Agent", "AgentEvent", "Authorizer", "BoundaryKind", "BoundaryReached",
+    "Hooks", "MaxTurnsReached", "ResponseDone", "ToolDenied", "ToolFinished", "ToolStarted", "TurnResult",
+    "summarize",
+]
+
 INTERRUPTED = "Interrupted: the user cancelled this tool call before it finished."
 MAX_TOKENS_CONTINUE = "Your response was cut off by the output token limit. Continue exactly where you stopped."
-
-
-class ToolDenied(Exception):
-    """A call that must not run; the message goes back to the model as an is_error result."""
-
-
-# Where a speculative fork must stop before a call (see docs/speculation.md, "Boundaries").
-BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "denied_tool", "resource", "error"]
-
-
-class BoundaryReached(Exception):
-    """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
-
-    def __init__(self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind: BoundaryKind = kind
-        self.detail = detail
-        self.tool_use_id = tool_use_id
-        self.discard = discard  # the overlay already holds what made this a boundary: nothing may be promoted
-
-
-class MaxTurnsReached(Exception):
-    """The loop's bound: ``kind`` says which (requests in this turn, or messages in the conversation)."""
-
-    def __init__(self, kind: Literal["max_turns", "max_messages"], limit: int) -> None:
-        super().__init__(f"{kind} ({limit})")
-        self.kind: Literal["max_turns", "max_messages"] = kind
-        self.limit = limit
 
 
 @contextmanager
@@ -67,85 +59,6 @@ def _bare_boundary() -> Iterator[None]:
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         raise first from None
-
-
-class Authorizer(Protocol):
-    """Decides each tool call. Raise ToolDenied to refuse, BoundaryReached to stop a fork."""
-
-    def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
-        """May this call start now, without asking anyone (used to start reads while streaming)?"""
-        ...
-
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
-
-
-class Hooks(Protocol):
-    """The user's hooks (:class:`speculate.hooks.HookRunner`): ``prompt`` returns context to add (or raises
-    to refuse the prompt); ``pre_tool`` None or the is_error result replacing the call; ``post_tool`` None or
-    feedback added to the result; ``stop`` None (the turn ends) or the message it goes on with. In a fork any
-    of them may raise BoundaryReached."""
-
-    async def prompt(self, prompt: str) -> list[str]: ...
-    async def pre_tool(self, block: Block) -> str | None: ...
-    async def post_tool(self, block: Block, result: Block) -> str | None: ...
-    async def stop(self, active: bool) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class ToolStarted:
-    id: str
-    name: str
-    summary: str
-
-
-@dataclass(frozen=True)
-class ToolFinished:
-    id: str
-    name: str
-    summary: str
-    is_error: bool
-    duration_s: float
-    result: str = field(repr=False, default="")
-    denied: bool = False  # refused before it ran (permission, invalid input, no such tool)
-
-
-@dataclass(frozen=True)
-class ResponseDone:
-    response: ModelResponse
-
-
-AgentEvent = TextDelta | ToolStarted | ToolFinished | ResponseDone
-
-
-@dataclass
-class TurnResult:
-    text: str = ""
-    stop: str = ""  # end_turn | refusal | max_turns | max_tokens | ...
-    responses: list[ModelResponse] = field(default_factory=list)
-    tools_run: int = 0
-    stop_hooks_blocked: int = 0
-    written: list[str] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
-    finished: float = 0.0
-
-    @property
-    def usage(self) -> Usage:
-        total = Usage()
-        for r in self.responses:
-            total = total.add(r.usage)
-        return total
-
-    @property
-    def duration_s(self) -> float:
-        return (self.finished or time.perf_counter()) - self.started
-
-
-def summarize(name: str, inp: dict[str, Any]) -> str:
-    for k in ("command", "file_path", "pattern", "path"):
-        if k in inp:
-            v = str(inp[k])
-            return f"{name}({v[:77] + '...' if len(v) > 80 else v})"
-    return f"{name}()"
 
 
 class Agent:

@@ -22,7 +22,7 @@ settings order, each distinct command once.
 
 Where a hook runs is the runner's ``shell``: the main loop's runs on the real tree; a speculative fork's
 runs in the speculation sandbox against its overlay, and where there is no sandbox ``boundary`` says why,
-and a hook that would run stops the fork instead (:class:`speculate.agent.BoundaryReached` ``hook``).
+and a hook that would run stops the fork instead (:class:`speculate.agent_types.BoundaryReached` ``hook``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from speculate import ShellResult
-from speculate.agent import BoundaryReached
+from speculate.agent_types import BoundaryReached
 from speculate.settings import Hook
 from speculate.types import Block
 

@@ -27,7 +27,8 @@ import trio
 
 from overlayfs import recover_project
 from overlayfs.state import project_state, tidy
-from speculate.agent import Agent, AgentEvent, MaxTurnsReached, TurnResult
+from speculate.agent import Agent
+from speculate.agent_types import AgentEvent, MaxTurnsReached, TurnResult
 from speculate.compaction import (
     COMPACT_MARGIN,
     DEFAULT_WINDOW,

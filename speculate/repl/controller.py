@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
 
-from speculate.agent import AgentEvent, ResponseDone, ToolFinished, ToolStarted
+from speculate.agent_types import AgentEvent, ResponseDone, ToolFinished, ToolStarted
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)

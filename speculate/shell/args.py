@@ -14,7 +14,10 @@ Args = list[str | None]
 
 
 class Ctx(Protocol):
-    """What a rule may report about the command it inspects (implemented by the walker)."""
+    """What a rule may report about the command it inspects.
+
+    Implemented by :class:`speculate.shell.context.Context`.
+    """
 
     def risky(self, reason: str) -> None: ...
     def sandbox(self, reason: str) -> None: ...

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from speculate.agent import BoundaryKind, BoundaryReached, ToolDenied, summarize
+from speculate.agent_types import BoundaryKind, BoundaryReached, ToolDenied, summarize
 from speculate.tools.base import Tool
 from speculate.types import Block
 

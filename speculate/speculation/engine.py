@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from speculate.agent import (
-    Agent,
+from speculate.agent import Agent
+from speculate.agent_types import (
     AgentEvent,
     BoundaryReached,
     MaxTurnsReached,

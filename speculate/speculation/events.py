@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from speculate.agent import BoundaryKind
+from speculate.agent_types import BoundaryKind
 
 # How a fork ended: its turn completed, a boundary before a call, one of its bounds, or accepted while running
 # with accept_running="stop".

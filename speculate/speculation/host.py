@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from speculate.agent import AgentEvent
+    from speculate.agent_types import AgentEvent
     from speculate.models.base import CacheKey, Usage
     from speculate.session import SessionConfig, TurnOutcome
     from speculate.speculation.authorize import MainAuthorizer

@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from speculate import ShellResult
-from speculate.agent import BoundaryReached
+from speculate.agent_types import BoundaryReached
 
 
 @dataclass(frozen=True)

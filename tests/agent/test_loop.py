@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from speculate.agent import Agent, ToolFinished, ToolStarted
+from speculate.agent import Agent
+from speculate.agent_types import ToolFinished, ToolStarted
 from speculate.fs import LocalFS, LocalShell
 from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import CacheKey, ModelError

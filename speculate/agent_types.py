@@ -1,0 +1,126 @@
+"""What the agent loop shares with its callers: the exceptions it raises, what it is given, what it reports.
+
+Control flow: :class:`ToolDenied` (becomes an ``is_error`` result), :class:`BoundaryReached` (a
+speculative fork must stop before this call; propagates out of ``run``) and :class:`MaxTurnsReached`.
+The loop is given an :class:`Authorizer` and optionally :class:`Hooks`; it reports :data:`AgentEvent`s
+while it runs and a :class:`TurnResult` at the end. The loop itself is :mod:`speculate.agent`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from speculate.models.base import ModelResponse, TextDelta, Usage
+from speculate.tools.base import Tool
+from speculate.types import Block
+
+
+class ToolDenied(Exception):
+    """A call that must not run; the message goes back to the model as an is_error result."""
+
+
+# Where a speculative fork must stop before a call (see docs/speculation.md, "Boundaries").
+BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "denied_tool", "resource", "error"]
+
+
+class BoundaryReached(Exception):
+    """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
+
+    def __init__(self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind: BoundaryKind = kind
+        self.detail = detail
+        self.tool_use_id = tool_use_id
+        self.discard = discard  # the overlay already holds what made this a boundary: nothing may be promoted
+
+
+class MaxTurnsReached(Exception):
+    """The loop's bound: ``kind`` says which (requests in this turn, or messages in the conversation)."""
+
+    def __init__(self, kind: Literal["max_turns", "max_messages"], limit: int) -> None:
+        super().__init__(f"{kind} ({limit})")
+        self.kind: Literal["max_turns", "max_messages"] = kind
+        self.limit = limit
+
+
+class Authorizer(Protocol):
+    """Decides each tool call. Raise ToolDenied to refuse, BoundaryReached to stop a fork."""
+
+    def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
+        """May this call start now, without asking anyone (used to start reads while streaming)?"""
+        ...
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
+
+
+class Hooks(Protocol):
+    """The user's hooks (:class:`speculate.hooks.HookRunner`): ``prompt`` returns context to add (or raises
+    to refuse the prompt); ``pre_tool`` None or the is_error result replacing the call; ``post_tool`` None or
+    feedback added to the result; ``stop`` None (the turn ends) or the message it goes on with. In a fork any
+    of them may raise BoundaryReached."""
+
+    async def prompt(self, prompt: str) -> list[str]: ...
+    async def pre_tool(self, block: Block) -> str | None: ...
+    async def post_tool(self, block: Block, result: Block) -> str | None: ...
+    async def stop(self, active: bool) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    id: str
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    id: str
+    name: str
+    summary: str
+    is_error: bool
+    duration_s: float
+    result: str = field(repr=False, default="")
+    denied: bool = False  # refused before it ran (permission, invalid input, no such tool)
+
+
+@dataclass(frozen=True)
+class ResponseDone:
+    response: ModelResponse
+
+
+AgentEvent = TextDelta | ToolStarted | ToolFinished | ResponseDone
+
+
+@dataclass
+class TurnResult:
+    text: str = ""
+    stop: str = ""  # end_turn | refusal | max_turns | max_tokens | ...
+    responses: list[ModelResponse] = field(default_factory=list)
+    tools_run: int = 0
+    stop_hooks_blocked: int = 0
+    written: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    finished: float = 0.0
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for r in self.responses:
+            total = total.add(r.usage)
+        return total
+
+    @property
+    def duration_s(self) -> float:
+        return (self.finished or time.perf_counter()) - self.started
+
+
+def summarize(name: str, inp: dict[str, Any]) -> str:
+    for k in ("command", "file_path", "pattern", "path"):
+        if k in inp:
+            v = str(inp[k])
+            return f"{name}({v[:77] + '...' if len(v) > 80 else v})"
+    return f"{name}()"
