@@ -1,4 +1,8 @@
-"""The pure-Python merged view of a project and its upper layer: :class:`Overlay`."""
+"""The pure-Python merged view of a project and its upper layer: :class:`Overlay`.
+
+The semantics of each file operation live here; opening the layers and looking up callers' paths are in
+:mod:`overlayfs.viewbase`.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +16,16 @@ from typing import IO, Any
 
 from overlayfs.changes import Change, compute_changes, unified_diff
 from overlayfs.copyup import stat_mode
-from overlayfs.layer import BASES_FILE, READS_FILE, WH_PREFIX, Identity, load_identities, make_opaque
-from overlayfs.merged import Node, Resolved, entries, join, parent_of, resolve, step
-from overlayfs.paths import PathEscapeError, check_link_target, to_relative
+from overlayfs.layer import BASES_FILE, READS_FILE, Identity, load_identities, make_opaque
+from overlayfs.merged import Node, entries, join, parent_of, step
+from overlayfs.paths import check_link_target
 from overlayfs.promote import PromoteResult, promote
-from overlayfs.recovery import Recovery, recover_journal
-from overlayfs.state import LOCK_TIMEOUT, dispose, new_overlay_dir, project_state
-from overlayfs.upper import UMASK, OverlayStatistics, Upper
-
-StrPath = str | os.PathLike[str]
+from overlayfs.state import LOCK_TIMEOUT, dispose
+from overlayfs.upper import UMASK, OverlayStatistics
+from overlayfs.viewbase import StrPath, ViewBase, path_error
 
 
-def _err(code: int, path: object) -> OSError:
-    """The OSError subclass the kernel's ``code`` maps to, naming the path the caller gave."""
-    return OSError(code, os.strerror(code), os.fsdecode(path) if isinstance(path, bytes | os.PathLike) else path)
-
-
-class Overlay:
+class Overlay(ViewBase):
     """A copy-on-write view of ``lower`` (the real project): reads see the merged tree, writes go to ``upper``.
 
     ``upper=None`` creates a private base directory holding ``upper/``, ``work/`` and ``meta/`` in the
@@ -39,94 +36,12 @@ class Overlay:
     relative to the project root or absolute inside it.
     """
 
-    def __init__(self, lower: StrPath, upper: StrPath | None = None, *, workdir: StrPath | None = None,
-                 metadir: StrPath | None = None) -> None:
-        given = Path(lower)
-        if not given.exists():
-            raise FileNotFoundError(errno.ENOENT, "overlay lower directory does not exist", str(lower))
-        if not given.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, "overlay lower is not a directory", str(lower))
-        self.lower: Path = given.resolve()
-        self._aliases = [a for a in {os.path.abspath(given)} if a != str(self.lower)]
-        if upper is None:
-            self._base: Path | None = new_overlay_dir(project_state(self.lower))
-            up, work, meta = self._base / "upper", self._base / "work", self._base / "meta"
-        else:
-            self._base = None
-            up = Path(upper).absolute()
-            work = Path(workdir).absolute() if workdir is not None else up.parent / "work"
-            meta = Path(metadir).absolute() if metadir is not None else up.parent / "meta"
-        for d in (up, work, meta):
-            d.mkdir(parents=True, exist_ok=True)
-        self.upper: Path = up.resolve()
-        self.workdir: Path = work.resolve()
-        self.metadir: Path = meta.resolve()
-        for d in (self.upper, self.metadir):
-            if d.is_relative_to(self.lower) or self.lower.is_relative_to(d):
-                raise ValueError(f"overlay layer {d} and lower {self.lower} must not contain each other")
-        self._lower_s = str(self.lower)
-        self._upper_s = str(self.upper)
-        self.recovery: Recovery | None = recover_journal(self.lower)
-        self._up = Upper(self._lower_s, self._upper_s, self.metadir)
-        self._discarded = False
-
-    # -- paths ---------------------------------------------------------------------------------------
-
-    @property
-    def root(self) -> Path:
-        return self.lower
-
-    def _rel(self, path: StrPath) -> str:
-        if self._discarded:
-            raise ValueError(f"overlay of {self.lower} was discarded")
-        try:
-            return to_relative(self.lower, path)
-        except PathEscapeError:
-            for alias in self._aliases:  # the root as the caller spelled it, before symlinks were resolved
-                try:
-                    return to_relative(Path(alias), path)
-                except PathEscapeError:
-                    pass
-            raise
-
-    def _root_node(self) -> Node:
-        return Node(".", "dir", self._upper_s, self._lower_s, os.lstat(self._upper_s))
-
-    def _resolve(self, path: StrPath, *, follow: bool = True) -> Resolved:
-        rel = self._rel(path)  # first: it refuses a discarded overlay
-        return resolve(self._root_node(), self._lower_s, rel, follow_last=follow)
-
-    def _need(self, r: Resolved, path: StrPath) -> Node:
-        if r.node is None:
-            raise _err(errno.ENOENT, path)
-        return r.node
-
-    def _writable_name(self, rel: str, path: StrPath) -> str:
-        if rel == ".":
-            raise _err(errno.EBUSY, path)
-        name = parent_of(rel)[1]
-        if name.startswith(WH_PREFIX):
-            raise OSError(errno.EINVAL, f"names starting with {WH_PREFIX!r} are reserved by the overlay "
-                          "layer format", os.fsdecode(path))
-        return name
-
-    def _try_node(self, path: StrPath) -> Node | None:
-        rel = self._rel(path)  # a path argument that escapes is an error, not "absent"
-        try:
-            return resolve(self._root_node(), self._lower_s, rel).node
-        except (FileNotFoundError, NotADirectoryError, PathEscapeError):
-            return None
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                return None
-            raise
-
     # -- reading -------------------------------------------------------------------------------------
 
     def read_bytes(self, path: StrPath) -> bytes:
         node = self._need(r := self._resolve(path), path)
         if node.kind == "dir":
-            raise _err(errno.EISDIR, path)
+            raise path_error(errno.EISDIR, path)
         if node.kind != "file":
             raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(path))
         with open(node.path, "rb") as f:
@@ -166,13 +81,13 @@ class Overlay:
     def readlink(self, path: StrPath) -> str:
         node = self._need(self._resolve(path, follow=False), path)
         if node.kind != "symlink":
-            raise _err(errno.EINVAL, path)
+            raise path_error(errno.EINVAL, path)
         return os.readlink(node.path)
 
     def listdir(self, path: StrPath = ".") -> list[str]:
         node = self._need(self._resolve(path), path)
         if node.kind != "dir":
-            raise _err(errno.ENOTDIR, path)
+            raise path_error(errno.ENOTDIR, path)
         if node.lower is not None:
             self._up.note_dir_read(node.rel)
         return sorted(entries(node))
@@ -210,20 +125,13 @@ class Overlay:
                 if child is not None and child.kind == "dir":
                     stack.append((join(dirrel, name), child))
 
-    def _link_is_dir(self, rel: str) -> bool:
-        try:
-            node = resolve(self._root_node(), self._lower_s, rel).node
-        except (OSError, ValueError):
-            return False
-        return node is not None and node.kind == "dir"
-
     # -- writing -------------------------------------------------------------------------------------
 
     def write_bytes(self, path: StrPath, data: bytes) -> None:
         r = self._resolve(path)  # writing through a symlink writes its target, as on a real filesystem
         node = r.node
         if node is not None and node.kind != "file":
-            raise _err(errno.EISDIR if node.kind == "dir" else errno.EINVAL, path)
+            raise path_error(errno.EISDIR if node.kind == "dir" else errno.EINVAL, path)
         name = self._writable_name(r.rel, path)
         udir = self._up.copy_up_dir(r.parent.rel)
         self._up.record_base(r.rel)
@@ -239,7 +147,7 @@ class Overlay:
         r = self._resolve(path)
         node = r.node
         if node is not None and node.kind == "dir":
-            raise _err(errno.EISDIR, path)
+            raise path_error(errno.EISDIR, path)
         if not any(c in mode for c in "wax+"):
             node = self._need(r, path)
             f = open(node.path, mode, buffering, encoding, errors, newline)
@@ -247,11 +155,11 @@ class Overlay:
                 self._up.note_read(r.rel, os.fstat(f.fileno()), None)
             return f
         if node is not None and node.kind != "file":
-            raise _err(errno.EINVAL, path)
+            raise path_error(errno.EINVAL, path)
         if "x" in mode and node is not None:
-            raise _err(errno.EEXIST, path)
+            raise path_error(errno.EEXIST, path)
         if node is None and "r" in mode:
-            raise _err(errno.ENOENT, path)
+            raise path_error(errno.ENOENT, path)
         name = self._writable_name(r.rel, path)
         udir = self._up.copy_up_dir(r.parent.rel)
         self._up.record_base(r.rel)
@@ -268,13 +176,13 @@ class Overlay:
             r = self._resolve(path, follow=False)
         except FileNotFoundError:
             if not parents:
-                raise _err(errno.ENOENT, path) from None
+                raise path_error(errno.ENOENT, path) from None
             self.mkdir(parent_of(self._rel(path))[0], parents=True, exist_ok=True)
             r = self._resolve(path, follow=False)
         if r.node is not None:
             if exist_ok and self.is_dir(path):
                 return
-            raise _err(errno.EEXIST, path)
+            raise path_error(errno.EEXIST, path)
         name = self._writable_name(r.rel, path)
         udir = self._up.copy_up_dir(r.parent.rel)
         self._up.record_base(r.rel)
@@ -290,7 +198,7 @@ class Overlay:
         r = self._resolve(path, follow=False)
         node = self._need(r, path)
         if node.kind == "dir":
-            raise _err(errno.EISDIR, path)
+            raise path_error(errno.EISDIR, path)
         name = self._writable_name(r.rel, path)
         self._up.record_base(r.rel)
         self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
@@ -299,10 +207,10 @@ class Overlay:
         r = self._resolve(path, follow=False)
         node = self._need(r, path)
         if node.kind != "dir":
-            raise _err(errno.ENOTDIR, path)
+            raise path_error(errno.ENOTDIR, path)
         name = self._writable_name(r.rel, path)
         if entries(node):
-            raise _err(errno.ENOTEMPTY, path)
+            raise path_error(errno.ENOTEMPTY, path)
         self._up.record_base(r.rel)
         self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
 
@@ -312,7 +220,7 @@ class Overlay:
         if node.kind == "symlink":
             raise OSError(errno.ENOTDIR, "cannot call rmtree on a symbolic link", os.fsdecode(path))
         if node.kind != "dir":
-            raise _err(errno.ENOTDIR, path)
+            raise path_error(errno.ENOTDIR, path)
         name = self._writable_name(r.rel, path)
         self._up.record_subtree(node)
         self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
@@ -331,11 +239,11 @@ class Overlay:
         dn = rd.node
         if sn.kind == "dir" and dn is not None:
             if dn.kind != "dir":
-                raise _err(errno.ENOTDIR, dst)
+                raise path_error(errno.ENOTDIR, dst)
             if entries(dn):
-                raise _err(errno.ENOTEMPTY, dst)
+                raise path_error(errno.ENOTEMPTY, dst)
         elif dn is not None and dn.kind == "dir":
-            raise _err(errno.EISDIR, dst)
+            raise path_error(errno.EISDIR, dst)
         if sn.kind == "other":
             raise OSError(errno.EOPNOTSUPP, "cannot move a special file", os.fsdecode(src))
         self._up.move(rs, rd)
@@ -356,7 +264,7 @@ class Overlay:
         """Create symlink ``path`` -> ``target``; a target outside the project is refused."""
         r = self._resolve(path, follow=False)
         if r.node is not None:
-            raise _err(errno.EEXIST, path)
+            raise path_error(errno.EEXIST, path)
         name = self._writable_name(r.rel, path)
         check_link_target(self.lower, r.rel, target)
         udir = self._up.copy_up_dir(r.parent.rel)
@@ -415,10 +323,6 @@ class Overlay:
             return
         for d in [self.upper, self.workdir, self.metadir]:
             shutil.rmtree(d, ignore_errors=True)
-
-    @property
-    def discarded(self) -> bool:
-        return self._discarded
 
     def __enter__(self) -> Overlay:
         return self

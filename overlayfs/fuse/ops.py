@@ -1,51 +1,29 @@
-"""pyfuse3 request handlers for the merged view: thin wrappers around :class:`MergedTree`.
+"""pyfuse3 request handlers on inodes and names for the merged view: thin wrappers around :class:`MergedTree`.
 
 Handlers are written as plain methods doing syscalls inline (worker threads measured 2-3x slower) and
-wrapped by :func:`_guarded` so that no exception other than FUSEError reaches pyfuse3 (any other one ends
-``pyfuse3.main()`` and the mount answers ENOTCONN).
+wrapped by :func:`~overlayfs.fuse.handles.guarded` so that no exception other than FUSEError reaches
+pyfuse3. The handle tables and the requests on open handles (read, write, readdir, release) are in
+:mod:`overlayfs.fuse.handles`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
-import logging
 import os
 import shutil
 import stat as stat_mod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pyfuse3
 
 from overlayfs import layer
+from overlayfs.fuse.handles import TIMEOUT, HandleOps, entry_attributes, fuse_error, guarded
 from overlayfs.fuse.tree import MergedTree, Node
 
-log = logging.getLogger("overlayfs.fuse")
-
-# The daemon is the only writer of the view while mounted, so the kernel may cache for long.
-TIMEOUT = 3600.0
 _HIDDEN_XATTR = (b"trusted.overlay.", b"user.overlay.")
 _OPEN_STRIP = os.O_CREAT | os.O_EXCL | os.O_NOCTTY | getattr(os, "O_DIRECT", 0)
-
-
-def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    async def handler(*args: Any) -> Any:
-        try:
-            return fn(*args)
-        except pyfuse3.FUSEError:
-            raise
-        except OSError as e:
-            raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
-        except Exception:
-            log.exception("%s%r failed", fn.__name__, args[1:])
-            raise pyfuse3.FUSEError(errno.EIO) from None
-
-    return handler
-
 
 _HANDLERS = (
     "lookup", "forget", "getattr", "setattr", "readlink", "opendir", "readdir", "releasedir", "mkdir",
@@ -54,62 +32,33 @@ _HANDLERS = (
 )
 
 
-def _err(code: int) -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(code)
-
-
-class OverlayOps(pyfuse3.Operations):
+class OverlayOps(HandleOps):
     """The merged view of ``lower`` + ``upper`` in the shared layer format."""
 
     enable_writeback_cache = False  # it hurts small appends, and keep_cache already gives reuse
 
     def __init__(self, lower: Path, upper: Path, metadir: Path) -> None:
-        super().__init__()
-        self.tree = MergedTree(lower, upper, metadir)
-        self._fds: dict[int, Node] = {}
-        self._dirs: dict[int, list[tuple[str, bool]]] = {}
-        self._dir_nodes: dict[int, Node] = {}
-        self._next_dh = 1
+        super().__init__(MergedTree(lower, upper, metadir))
         # Set by the server: run a notification to the kernel outside the handler (it may block).
         self.notify: Callable[[Callable[[], None]], None] | None = None
 
     # -- helpers -------------------------------------------------------------------------------------
-    def _attrs(self, node: Node, st: os.stat_result) -> pyfuse3.EntryAttributes:
-        a = pyfuse3.EntryAttributes()
-        a.st_ino = node.ino
-        a.generation = 0
-        a.entry_timeout = TIMEOUT
-        # A hard-linked file has one inode per name here: no attribute caching keeps the names coherent.
-        a.attr_timeout = TIMEOUT if st.st_nlink <= 1 or stat_mod.S_ISDIR(st.st_mode) else 0
-        a.st_mode = st.st_mode
-        a.st_nlink = st.st_nlink
-        a.st_uid = st.st_uid
-        a.st_gid = st.st_gid
-        a.st_rdev = st.st_rdev
-        a.st_size = st.st_size
-        a.st_blksize = st.st_blksize
-        a.st_blocks = st.st_blocks
-        a.st_atime_ns = st.st_atime_ns
-        a.st_mtime_ns = st.st_mtime_ns
-        a.st_ctime_ns = st.st_ctime_ns
-        return a
-
     def _stat(self, node: Node) -> os.stat_result:
         if node.parent is None and node is not self.tree.root:  # unlinked but still open
             for fd in node.fds:
                 return os.fstat(fd)
-            raise _err(errno.ENOENT)
+            raise fuse_error(errno.ENOENT)
         return os.lstat(self.tree.backing(node))
 
     def _child(self, parent_ino: int, name: bytes) -> tuple[Node, os.stat_result]:
         hit = self.tree.child(self.tree.get(parent_ino), os.fsdecode(name))
         if hit is None:
-            raise _err(errno.ENOENT)
+            raise fuse_error(errno.ENOENT)
         return hit
 
     def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
         node.lookups += 1
-        return self._attrs(node, os.lstat(self.tree.upath(node)))
+        return entry_attributes(node, os.lstat(self.tree.upath(node)))
 
     def _own(self, path: str, ctx: pyfuse3.RequestContext) -> None:
         if ctx.uid != os.geteuid() or ctx.gid != os.getegid():
@@ -125,7 +74,7 @@ class OverlayOps(pyfuse3.Operations):
             return a
         node, st = hit
         node.lookups += 1
-        return self._attrs(node, st)
+        return entry_attributes(node, st)
 
     def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for ino, n in inode_list:
@@ -135,7 +84,7 @@ class OverlayOps(pyfuse3.Operations):
 
     def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node = self.tree.get(inode)
-        return self._attrs(node, self._stat(node))
+        return entry_attributes(node, self._stat(node))
 
     def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
                 fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
@@ -143,7 +92,7 @@ class OverlayOps(pyfuse3.Operations):
         target: int | str
         if node.parent is None and node is not self.tree.root:
             if fh is None and not node.fds:
-                raise _err(errno.ENOENT)
+                raise fuse_error(errno.ENOENT)
             target = fh if fh is not None else next(iter(node.fds))
         else:
             if not node.upper:
@@ -167,7 +116,7 @@ class OverlayOps(pyfuse3.Operations):
             else:
                 os.utime(target, ns=times, follow_symlinks=False)
         st = os.fstat(target) if isinstance(target, int) else os.lstat(target)
-        return self._attrs(node, st)
+        return entry_attributes(node, st)
 
     def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         return os.readlink(os.fsencode(self.tree.backing(self.tree.get(inode))))
@@ -183,38 +132,12 @@ class OverlayOps(pyfuse3.Operations):
             setattr(out, f, getattr(sv, f))
         return out
 
-    # -- directories ---------------------------------------------------------------------------------
-    def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        node = self.tree.get(inode)
-        dh = self._next_dh
-        self._next_dh += 1
-        self._dirs[dh] = self.tree.listing(node)
-        self._dir_nodes[dh] = node
-        return dh
-
-    def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        entries, parent = self._dirs[fh], self._dir_nodes[fh]
-        for i in range(start_id, len(entries)):
-            hit = self.tree.child(parent, entries[i][0])
-            if hit is None:  # removed since opendir
-                continue
-            node, st = hit
-            if not pyfuse3.readdir_reply(token, os.fsencode(node.name), self._attrs(node, st), i + 1):
-                return
-            node.lookups += 1
-
-    def releasedir(self, fh: int) -> None:
-        self._dirs.pop(fh, None)
-        self._dir_nodes.pop(fh, None)
-
-    def fsyncdir(self, fh: int, datasync: bool) -> None:
-        return None
-
+    # -- names ---------------------------------------------------------------------------------------
     def mkdir(self, parent_inode: int, name: bytes, mode: int,
               ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
-            raise _err(errno.EEXIST)
+            raise fuse_error(errno.EEXIST)
         path, replaces = self.tree.prepare_new(parent, sname)
         os.mkdir(path, mode & ~ctx.umask)
         if replaces:
@@ -225,22 +148,22 @@ class OverlayOps(pyfuse3.Operations):
     def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         node, st = self._child(parent_inode, name)
         if not stat_mod.S_ISDIR(st.st_mode):
-            raise _err(errno.ENOTDIR)
+            raise fuse_error(errno.ENOTDIR)
         if not self.tree.is_empty(node):
-            raise _err(errno.ENOTEMPTY)
+            raise fuse_error(errno.ENOTEMPTY)
         self.tree.remove(node)
 
     def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         node, st = self._child(parent_inode, name)
         if stat_mod.S_ISDIR(st.st_mode):
-            raise _err(errno.EISDIR)
+            raise fuse_error(errno.EISDIR)
         self.tree.remove(node)
 
     def symlink(self, parent_inode: int, name: bytes, target: bytes,
                 ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
-            raise _err(errno.EEXIST)
+            raise fuse_error(errno.EEXIST)
         path, replaces = self.tree.prepare_new(parent, sname)
         os.symlink(target, path)
         self._own(path, ctx)
@@ -250,9 +173,9 @@ class OverlayOps(pyfuse3.Operations):
               ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
-            raise _err(errno.EEXIST)
+            raise fuse_error(errno.EEXIST)
         if stat_mod.S_ISCHR(mode) and rdev == 0:
-            raise _err(errno.EPERM)  # a 0/0 device is a whiteout in the layer format
+            raise fuse_error(errno.EPERM)  # a 0/0 device is a whiteout in the layer format
         path, replaces = self.tree.prepare_new(parent, sname)
         os.mknod(path, mode & ~ctx.umask, rdev)
         self._own(path, ctx)
@@ -263,9 +186,9 @@ class OverlayOps(pyfuse3.Operations):
         node = self.tree.get(inode)
         parent, sname = self.tree.get(new_parent_inode), os.fsdecode(new_name)
         if node.is_dir:
-            raise _err(errno.EPERM)
+            raise fuse_error(errno.EPERM)
         if self.tree.child(parent, sname) is not None:
-            raise _err(errno.EEXIST)
+            raise fuse_error(errno.EEXIST)
         self.tree.copy_up(node)
         path, replaces = self.tree.prepare_new(parent, sname)
         os.link(self.tree.upath(node), path, follow_symlinks=False)
@@ -281,7 +204,7 @@ class OverlayOps(pyfuse3.Operations):
     def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                flags: int, ctx: pyfuse3.RequestContext) -> None:
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise _err(errno.EINVAL)
+            raise fuse_error(errno.EINVAL)
         tree = self.tree
         node, sst = self._child(parent_inode_old, name_old)
         newp, nname = tree.get(parent_inode_new), os.fsdecode(name_new)
@@ -292,20 +215,20 @@ class OverlayOps(pyfuse3.Operations):
             if dnode is node:
                 return
             if flags & pyfuse3.RENAME_NOREPLACE:
-                raise _err(errno.EEXIST)
+                raise fuse_error(errno.EEXIST)
             if stat_mod.S_ISDIR(dst_st.st_mode):
                 if not src_dir:
-                    raise _err(errno.EISDIR)
+                    raise fuse_error(errno.EISDIR)
                 if not tree.is_empty(dnode):
-                    raise _err(errno.ENOTEMPTY)
+                    raise fuse_error(errno.ENOTEMPTY)
             elif src_dir:
-                raise _err(errno.ENOTDIR)
+                raise fuse_error(errno.ENOTDIR)
         if src_dir and (not node.upper or node.lower_children):
-            raise _err(errno.EXDEV)  # as kernel overlayfs without redirect_dir: callers copy instead
+            raise fuse_error(errno.EXDEV)  # as kernel overlayfs without redirect_dir: callers copy instead
         p = newp
         while p is not None:  # no moving a directory into itself
             if p is node:
-                raise _err(errno.EINVAL)
+                raise fuse_error(errno.EINVAL)
             p = p.parent
         tree.copy_up(node)
         tree.touch(node)
@@ -322,17 +245,12 @@ class OverlayOps(pyfuse3.Operations):
         tree.move(node, newp, nname, lower_at_dest=dest_lower)
 
     # -- files ---------------------------------------------------------------------------------------
-    def _fh(self, node: Node, fd: int, st: os.stat_result | None = None) -> pyfuse3.FileInfo:
-        self._fds[fd] = node
-        node.fds.add(fd)
-        return pyfuse3.FileInfo(fh=fd, keep_cache=(st or os.fstat(fd)).st_nlink <= 1)
-
     def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self.tree.get(inode)
         flags &= ~_OPEN_STRIP
         writes = (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC
         if node.parent is None and node is not self.tree.root:
-            raise _err(errno.ENOENT)
+            raise fuse_error(errno.ENOENT)
         if writes:
             if not node.upper:
                 self.tree.copy_up(node, data=not flags & os.O_TRUNC)
@@ -350,7 +268,7 @@ class OverlayOps(pyfuse3.Operations):
                ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
-            raise _err(errno.EEXIST)
+            raise fuse_error(errno.EEXIST)
         path, replaces = self.tree.prepare_new(parent, sname)
         fd = os.open(path, (flags & ~_OPEN_STRIP) | os.O_CREAT | os.O_EXCL, mode & ~ctx.umask)
         self._own(path, ctx)
@@ -358,37 +276,14 @@ class OverlayOps(pyfuse3.Operations):
         attrs = self._entry(node)
         return self._fh(node, fd), attrs
 
-    def read(self, fh: int, off: int, size: int) -> bytes:
-        return os.pread(fh, size, off)
-
-    def write(self, fh: int, off: int, buf: bytes) -> int:
-        return os.pwrite(fh, buf, off)
-
-    def flush(self, fh: int) -> None:
-        raise _err(errno.ENOSYS)  # nothing buffered here; ENOSYS stops further flush requests
-
-    def release(self, fh: int) -> None:
-        node = self._fds.pop(fh, None)
-        os.close(fh)
-        if node is not None:
-            node.fds.discard(fh)
-            if node.parent is None and node is not self.tree.root:
-                self.tree.detach(node)
-
-    def fsync(self, fh: int, datasync: bool) -> None:
-        if datasync:
-            os.fdatasync(fh)
-        else:
-            os.fsync(fh)
-
     # -- xattrs (passthrough; the overlay's own markers are hidden) -----------------------------------
     def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         if name.startswith(_HIDDEN_XATTR):
-            raise _err(pyfuse3.ENOATTR)
+            raise fuse_error(pyfuse3.ENOATTR)
         try:
             return os.getxattr(self.tree.backing(self.tree.get(inode)), name, follow_symlinks=False)
         except OSError as e:
-            raise _err(pyfuse3.ENOATTR if e.errno == errno.ENODATA else e.errno or errno.EIO) from None
+            raise fuse_error(pyfuse3.ENOATTR if e.errno == errno.ENODATA else e.errno or errno.EIO) from None
 
     def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> Sequence[bytes]:
         names = os.listxattr(self.tree.backing(self.tree.get(inode)), follow_symlinks=False)
@@ -396,7 +291,7 @@ class OverlayOps(pyfuse3.Operations):
 
     def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
         if name.startswith(_HIDDEN_XATTR):
-            raise _err(errno.EPERM)
+            raise fuse_error(errno.EPERM)
         node = self.tree.get(inode)
         self.tree.copy_up(node)
         self.tree.touch(node)
@@ -404,7 +299,7 @@ class OverlayOps(pyfuse3.Operations):
 
     def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         if name.startswith(_HIDDEN_XATTR):
-            raise _err(pyfuse3.ENOATTR)
+            raise fuse_error(pyfuse3.ENOATTR)
         node = self.tree.get(inode)
         self.tree.copy_up(node)
         self.tree.touch(node)
@@ -412,4 +307,4 @@ class OverlayOps(pyfuse3.Operations):
 
 
 for _name in _HANDLERS:
-    setattr(OverlayOps, _name, _guarded(getattr(OverlayOps, _name)))
+    setattr(OverlayOps, _name, guarded(getattr(OverlayOps, _name)))
