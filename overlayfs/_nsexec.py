@@ -60,7 +60,7 @@ def main() -> int:
         if "overlay" in src:
             _mount_overlay(spec["target"], src["overlay"])
     except OSError as e:
-        sys.stderr.write(f"sandbox setup failed: {e}\n")
+        sys.stderr.write(f"sandbox setup failed: {e}\n")  # run.SETUP_FAILED: raised there, not an exit status
         return 125
     argv = spec["argv"]
     try:

@@ -73,7 +73,7 @@ def main() -> int:
         if spec.get("landlock", 0) > 0:
             _landlock(int(spec["landlock"]), spec.get("writable", []))
     except OSError as e:  # a sandbox that cannot be completed does not run the command
-        sys.stderr.write(f"sandbox setup failed: {e}\n")
+        sys.stderr.write(f"sandbox setup failed: {e}\n")  # run.SETUP_FAILED: raised there, not an exit status
         return 125
     try:
         os.execvp(argv[0], argv)

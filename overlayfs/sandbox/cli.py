@@ -33,7 +33,7 @@ def sandbox_main(argv: list[str]) -> int:
         ap.error(f"--timeout must be positive, not {a.timeout}")
 
     from overlayfs import Overlay
-    from overlayfs.sandbox import SandboxLimits, SandboxUnavailable, run_sandboxed
+    from overlayfs.sandbox import SandboxLimits, SandboxSetupFailed, SandboxUnavailable, run_sandboxed
 
     try:
         limits = SandboxLimits(**({"upper_bytes": a.upper_bytes} if a.upper_bytes is not None else {}))
@@ -44,7 +44,7 @@ def sandbox_main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         try:
             r = run_sandboxed(ov, " ".join(words), timeout=a.timeout, backend=a.backend, limits=limits)
-        except SandboxUnavailable as e:
+        except (SandboxUnavailable, SandboxSetupFailed) as e:
             print(f"speculate sandbox: {e}", file=sys.stderr)
             return 3
         elapsed = time.perf_counter() - t0

@@ -19,6 +19,10 @@ from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "speculate-sandbox-"  # leaf cgroups are named PREFIX<owner pid>-<random>
+# Leaves of this process's commands still running (or about to be joined): the sweep of a concurrent
+# command must not take them. An empty leaf can be removed, and the stage that joins it would then fail.
+_LIVE: set[str] = set()
+_LIVE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -64,6 +68,8 @@ def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
     cg = Cgroup()
     name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
     own = _own_paths()
+    with _LIVE_LOCK:
+        _LIVE.add(name)
     if os.geteuid() == 0:
         _sweep(own)
         v2 = own.get("")
@@ -97,6 +103,8 @@ def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
     finally:
         for d in cg.dirs:
             _remove_cgroup(d)
+        with _LIVE_LOCK:
+            _LIVE.discard(name)
 
 
 def _remove_cgroup(d: Path) -> None:
@@ -117,8 +125,12 @@ def _sweep(own: dict[str, str]) -> None:
             leftovers = [p for p in parent.iterdir() if p.name.startswith(PREFIX)]
         except OSError:
             continue
+        with _LIVE_LOCK:
+            live = set(_LIVE)
         for p in leftovers:
             owner = p.name[len(PREFIX):].split("-", 1)[0]
+            if p.name in live:
+                continue
             if owner == str(os.getpid()) or not os.path.exists(f"/proc/{owner}"):
                 with contextlib.suppress(OSError):
                     p.rmdir()

@@ -33,6 +33,14 @@ class SandboxUnavailable(MountError):
     """The full sandbox cannot be built here (no bwrap, no user namespaces, no seccomp, no mount)."""
 
 
+class SandboxSetupFailed(MountError):
+    """The sandbox was built but could not be entered (joining its cgroup, mounting the view, rlimits or
+    Landlock failed), so the command never ran: an error, not the command's exit status."""
+
+
+SETUP_FAILED = "sandbox setup failed: "  # what the stages write on stderr before exiting BACKEND_FAILED_EXIT
+
+
 class SandboxResult(NamedTuple):
     stdout: str
     stderr: str
@@ -136,6 +144,9 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
             out, err, code, timed_out = _run(kernel.nsexec_argv(spec), timeout=timeout, env=proc_env,
                                              stdin=stdin, token=token, pass_fds=(fd,))
         failed = _backend_failure(m) if m is not None else None
+        setup = next((ln for ln in err.splitlines() if ln.startswith(SETUP_FAILED)), None)
+        if code == BACKEND_FAILED_EXIT and setup is not None:
+            raise SandboxSetupFailed(setup)
         if snap is not None:
             kernel.record_session(ov, snap)
     enforced = {**cg.enforced, "writes": f"upper layer <= {limits.upper_bytes} bytes (polled), "

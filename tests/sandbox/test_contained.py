@@ -139,3 +139,43 @@ def test_limits_are_checked() -> None:
         SandboxLimits(upper_bytes=0)
     with pytest.raises(ValueError, match="processes"):
         SandboxLimits(processes=-1)
+
+
+def test_a_concurrent_commands_sweep_leaves_a_live_leaf_cgroup() -> None:
+    """Many sandboxed commands of one process (the bench runs six sessions): a command's sweep of leftover
+    leaves must not remove another's leaf before that one has joined it (its setup then failed, exit 125)."""
+    from overlayfs.sandbox.limits import open_cgroup
+
+    with open_cgroup(processes=64, memory_bytes=1 << 28) as first:
+        if not first.dirs:
+            pytest.skip("no leaf cgroup can be made here (not root, or no writable cgroupfs)")
+        with open_cgroup(processes=64, memory_bytes=1 << 28) as second:  # sweeps on the way in
+            assert second.dirs and all(d.is_dir() for d in first.dirs)
+    assert not any(d.exists() for d in [*first.dirs, *second.dirs])
+
+
+@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+def test_a_sandbox_that_cannot_be_entered_is_an_error_not_an_exit_status(
+        backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If stage one cannot join its cgroup (or mount, or set limits) the command never ran: that is raised,
+    not returned as exit 125 for the model to read as the command's failure."""
+    import contextlib
+
+    import overlayfs.sandbox.run as run
+    from overlayfs.sandbox import SandboxSetupFailed
+    from overlayfs.sandbox.limits import Cgroup
+
+    require(backend)
+
+    @contextlib.contextmanager
+    def gone(**_: object) -> Iterator[Cgroup]:
+        yield Cgroup(procs=[str(project.parent / "no-such-cgroup" / "cgroup.procs")])
+
+    monkeypatch.setattr(run, "open_cgroup", gone)
+    ov = Overlay(project)
+    try:
+        with pytest.raises(SandboxSetupFailed, match=r"sandbox setup failed: .*no-such-cgroup"):
+            run_sandboxed(ov, "echo ran > ran.txt", timeout=20, backend=backend)
+        assert ov.changes() == []
+    finally:
+        ov.discard()
