@@ -114,8 +114,15 @@ def saving_vs_acceptance(summary: dict[str, Any], path: Path) -> bool:
         ax.plot([], [], ls=":", color="#333333", label="bundled scenarios' own rate")
     ax.axhline(0, color="black", lw=0.6)
     _finish(fig, ax, path, "acceptance rate of shown suggestions (%)", "mean saving per later turn (s)",
-            f"Saving vs acceptance (time scale {float(summary.get('time_scale', 1.0)):g})")
+            f"Saving vs acceptance ({_sweep_condition(pts)}; time scale {float(summary.get('time_scale', 1.0)):g})")
     return True
+
+
+def _sweep_condition(pts: list[tuple[float, dict[str, Any]]]) -> str:
+    """What the acceptance conditions share (think-time model, latency profile), for the title."""
+    thinks = sorted({str(b.get("think_model", "?")) for _, b in pts})
+    models = sorted({str(b.get("model_name", "?")) for _, b in pts})
+    return f"think {', '.join(thinks)}, {', '.join(models)}"
 
 
 def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
