@@ -114,7 +114,7 @@ def saving_vs_acceptance(summary: dict[str, Any], path: Path) -> bool:
         ax.plot([], [], ls=":", color="#333333", label="bundled scenarios' own rate")
     ax.axhline(0, color="black", lw=0.6)
     _finish(fig, ax, path, "acceptance rate of shown suggestions (%)", "mean saving per later turn (s)",
-            f"Saving vs acceptance ({_sweep_condition(pts)}; time scale {float(summary.get('time_scale', 1.0)):g})")
+            f"Saving vs acceptance\n{_sweep_condition(pts)}; time scale {float(summary.get('time_scale', 1.0)):g}")
     return True
 
 
