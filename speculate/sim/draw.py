@@ -6,7 +6,8 @@ A forced ``hit_rate`` (the benchmark's acceptance sweep) instead makes the sugge
 with that probability, and otherwise a *wrong* suggestion with work behind it, so that a miss costs what a
 real wrong prediction costs (a fork that runs, then is thrown away):
 
-1. one of the turn's own wrong candidates, by weight (its ``steps`` are what the fork runs);
+1. one of the turn's own wrong candidates, by weight (its ``steps`` are what the fork runs); a candidate of
+   weight 0 is never drawn naturally and exists for this case;
 2. else the prompt of a later turn (the model predicted a step too early; the script answers the fork
    with that turn's steps);
 3. else the turn's own prompt again, which the script does not answer: a cheap miss (fallback text).
@@ -32,7 +33,7 @@ def draw_suggestion(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
     """The candidate the model offers after ``turn`` for this seed (the simulator and the bench agree)."""
     if hit_rate is not None and turn + 1 < len(scenario.turns):
         return forced_draw(scenario, turn, seed=seed, hit_rate=hit_rate)[0]
-    options = scenario.turns[turn].options
+    options = [c for c in scenario.turns[turn].options if c.weight > 0]  # weight 0: forced misses only
     if len(options) == 1:
         return options[0]
     rng = _rng("suggestion", seed, scenario.name, turn)
@@ -51,8 +52,9 @@ def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
     if rng.random() < hit_rate:
         return next((c for c in options if c.text == intent), Candidate(intent)), None
     wrong = [c for c in options if c.text is not None and c.text != intent]
-    if wrong:
-        return rng.choices(wrong, weights=[c.weight for c in wrong])[0], "candidate"
+    if wrong:  # by weight; candidates of weight 0 (written for the sweep) only when no other is wrong
+        drawn = [c for c in wrong if c.weight > 0] or wrong
+        return rng.choices(drawn, weights=[c.weight or 1.0 for c in drawn])[0], "candidate"
     if turn + 2 < len(scenario.turns):
         return Candidate(scenario.turns[turn + 2].prompt), "later_turn"
     return Candidate(scenario.turns[turn].prompt), "unscripted"

@@ -333,9 +333,12 @@ def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], w
         f = self.mapping(item, w, ("text", "weight", "steps"))
         text = self.string(self.require(f, item, w, "text"), f"{w}.text", nullable=True)
         weight = self.value(f["weight"][1]) if "weight" in f else 1.0
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
-            raise self.fail(f["weight"][1] if "weight" in f else item, f"{w}.weight must be a number > 0")
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
+            raise self.fail(f["weight"][1] if "weight" in f else item, f"{w}.weight must be a number >= 0")
         needs = text is not None and text != next_prompt
+        if weight == 0 and not needs:  # never drawn naturally: only the sweep's forced misses offer it
+            raise self.fail(f["weight"][1], f"{w}.weight 0 is only for a wrong suggestion (one the acceptance "
+                            "sweep may offer as a miss); this one is null or the next prompt")
         if "steps" in f and not needs:
             raise self.fail(f["steps"][0], f"{w}.steps is unused: the text is null or equals the next prompt")
         if needs and "steps" not in f:
@@ -344,6 +347,8 @@ def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], w
         out.append(Candidate(text, float(weight), self.steps(f["steps"][1], f"{w}.steps") if needs else None))
     if len({c.text for c in out}) != len(out):
         raise self.fail(node, f"{where}.suggestions: two candidates have the same text")
+    if not any(c.weight > 0 for c in out):
+        raise self.fail(node, f"{where}.suggestions: every weight is 0; at least one must be drawn naturally")
     top = max(out, key=lambda c: c.weight)
     return Turn(prompt=prompt, steps=steps, suggestion=top.text, suggestion_steps=top.steps,
                 candidates=tuple(out))
