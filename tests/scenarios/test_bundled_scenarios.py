@@ -337,9 +337,13 @@ def test_suite_invariants() -> None:
     firsts = [s["turns"][0]["prompt"] for s in SCENARIOS.values()]
     assert len(set(firsts)) == len(firsts), "the simulator tells scenarios apart by their first prompt"
 
+    def offered(turn: dict[str, Any]) -> str | None:  # the old single suggestion, or the heaviest candidate
+        cands = turn.get("suggestions")
+        return max(cands, key=lambda c: c.get("weight", 1))["text"] if cands else turn.get("suggestion")
+
     def accepted(s: dict[str, Any]) -> list[bool]:
         t = s["turns"]
-        return [t[i].get("suggestion") == t[i + 1]["prompt"] for i in range(len(t) - 1)]
+        return [offered(t[i]) == t[i + 1]["prompt"] for i in range(len(t) - 1)]
 
     flags = [a for s in SCENARIOS.values() for a in accepted(s)]
     assert sum(flags) / len(flags) >= 0.5, "suggestions should mostly match the next prompt"
