@@ -4,6 +4,7 @@ validates each record before appending it) and reading (the report validates eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -72,16 +73,20 @@ class SessionRecord(_SessionKey):
 
 def load_records(path: Path, model: type[_Record]) -> list[dict[str, Any]]:
     """Validated records of a JSONL file ([] if absent); ValueError naming ``file:line`` on a bad one."""
+    return _load(path, model.model_validate_json, model.__name__)
+
+
+def _load(path: Path, validate: Callable[[bytes], BaseModel], what: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out: list[dict[str, Any]] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(model.model_validate_json(line).model_dump())
-        except ValidationError as e:
-            raise ValueError(f"{path}:{n}: not a valid {model.__name__}: {validation_reason(e)}") from None
+    # Bytes, so that a line that is not UTF-8 is named like any other bad line.
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(validate(line).model_dump())
+            except ValidationError as e:
+                raise ValueError(f"{path}:{n}: not a valid {what}: {validation_reason(e)}") from None
     return out
 
 
@@ -103,13 +108,4 @@ _EVENT: TypeAdapter[BenchSuggestionEvent | BenchSpeculationEvent] = TypeAdapter(
 
 def load_events(path: Path) -> list[dict[str, Any]]:
     """events.jsonl validated with the engine's record schema ([] if absent); ValueError naming ``file:line``."""
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    for n, line in enumerate(path.read_bytes().splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(_EVENT.validate_json(line).model_dump())
-            except ValidationError as e:
-                raise ValueError(f"{path}:{n}: not a valid engine record: {validation_reason(e)}") from None
-    return out
+    return _load(path, _EVENT.validate_json, "engine record")

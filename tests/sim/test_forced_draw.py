@@ -3,14 +3,12 @@ otherwise a wrong suggestion with work behind it; the simulator serves exactly w
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from speculate.prompts import SUGGESTION_INSTRUCTION, system_prompt
 from speculate.sim import parse_scenario
 from speculate.sim.draw import draw_suggestion, forced_draw
 from speculate.sim.script import Script
+from tests.sim.test_candidates import body
 
 SCN = """\
 name: forced
@@ -33,14 +31,6 @@ turns:
     steps:
       - text: "c is gamma."
 """
-
-
-def body(*prompts: str) -> dict:
-    msgs: list[dict] = []
-    for p in prompts:
-        msgs += [{"role": "user", "content": p}, {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
-    msgs.append({"role": "user", "content": SUGGESTION_INSTRUCTION})
-    return {"model": "claude-sonnet-4-6", "max_tokens": 100, "system": system_prompt(Path("/p")), "messages": msgs}
 
 
 def test_the_extremes_always_and_never_offer_the_intent() -> None:
@@ -74,12 +64,11 @@ def test_the_simulator_serves_the_forced_draw_and_answers_the_wrong_fork_with_wo
         script = Script([s], seed=seed, hit_rate=0.5)
         for i in range(3):
             want = draw_suggestion(s, i, seed=seed, hit_rate=0.5).text
-            got = script.reply(body(*[t.prompt for t in s.turns[: i + 1]])).content
+            got = script.reply(body(*[t.prompt for t in s.turns[: i + 1]], suggest=True)).content
             assert [b["text"] for b in got] == [want]
     # A fork on the "later turn" miss is answered with that turn's steps, not the fallback.
     script = Script([s], seed=0, hit_rate=0.0)
-    fork = script.reply({**body("look at a", "change alpha to gamma", "and c"), "messages":
-                         body("look at a", "change alpha to gamma", "and c")["messages"][:-2]})
+    fork = script.reply(body("look at a", "change alpha to gamma", "and c"))
     assert fork.content[0]["text"] == "c is gamma."
     with pytest.raises(ValueError, match="hit rate 2"):
         Script([s], hit_rate=2.0)
