@@ -13,6 +13,7 @@ import argparse
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -45,7 +46,7 @@ def check_main(argv: list[str]) -> int:
     if a.no_replay:
         return 0
     try:
-        resolve_toolchains(scenarios)
+        toolchains = resolve_toolchains(scenarios)
     except ToolchainError as e:
         print(f"speculate sim check: {e}", file=sys.stderr)
         return 2
@@ -55,7 +56,7 @@ def check_main(argv: list[str]) -> int:
         cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
                         time_scale=a.time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
         try:
-            res = trio.run(run_experiment, cfg, out)
+            res = trio.run(partial(run_experiment, cfg, out, toolchains=toolchains))
         finally:
             shutil.rmtree(out, ignore_errors=True)
         for f in res.failures:

@@ -13,7 +13,7 @@ import trio
 
 from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
-from bench.toolchain import ToolchainError
+from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink, ThinkTime, parse_think
 from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
@@ -166,7 +166,7 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
     }
 
 
-async def _run(cfg: RunConfig, out: Path) -> RunOutput:
+async def _run(cfg: RunConfig, out: Path, toolchains: dict[Path | None, Toolchain]) -> RunOutput:
     scope = trio.CancelScope()
     async with trio.open_nursery() as n:
         async def watch_sigint() -> None:
@@ -180,6 +180,7 @@ async def _run(cfg: RunConfig, out: Path) -> RunOutput:
         if threading_is_main():
             n.start_soon(watch_sigint)
         res = await run_experiment(cfg, out, progress=lambda s: print(s, file=sys.stderr, flush=True),
+                                   toolchains=toolchains,
                                    cancel=scope)
         n.cancel_scope.cancel()
     return res
@@ -213,7 +214,7 @@ def bench_main(argv: list[str]) -> int:
     for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
         print(rec.line(), file=sys.stderr)
     try:  # each workspace's interpreter and test dependencies, made now so a failure is one clear line
-        resolve_toolchains(cfg.scenarios)
+        toolchains = resolve_toolchains(cfg.scenarios)
     except ToolchainError as e:
         print(f"speculate bench: error: {e}", file=sys.stderr)
         return 2
@@ -221,7 +222,7 @@ def bench_main(argv: list[str]) -> int:
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
-    res = trio.run(_run, cfg, out)
+    res = trio.run(_run, cfg, out, toolchains)
     from bench.report import write_report
 
     summary = write_report(out, meta_for(cfg, out, res), canary_leaks=res.canary_leaks)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.user import rng_for
+from speculate.sim.latency import rng_for
 from speculate.sim.scenario import Step
 
 USER_EDIT_PROB = 0.1

@@ -38,7 +38,7 @@ from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.session import SessionConfig, TurnOutcome, open_session
-from speculate.sim.draw import draw_suggestion, forced_draw
+from speculate.sim.draw import draw
 from speculate.sim.scenario import Scenario
 from speculate.sim.script import FALLBACK_PREFIX
 
@@ -136,13 +136,6 @@ def _usage_cost(model_name: str, usage: Usage) -> float:
     return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
-def _miss_kind(job: Job, i: int) -> str | None:
-    """Under a forced hit rate, what kind of wrong suggestion preceded turn ``i`` (None: a hit, or natural)."""
-    if job.condition.accept_prob is None or i == 0:
-        return None
-    return forced_draw(job.scenario, i - 1, seed=job.seed, hit_rate=job.condition.accept_prob)[1]
-
-
 def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
                 shown: str | None, at_submit: str | None, leak: list[str], miss_kind: str | None = None,
                 unmet: list[str] | None = None) -> dict[str, Any]:
@@ -177,12 +170,12 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
     scale = cfg.time_scale
     try:
         project = prepare_workspace(job.scenario, work / "project")
-        # The candidate the simulator offers after each turn for this seed (the same draw as the server's).
-        hit_rate = job.condition.accept_prob
-        drawn = [draw_suggestion(job.scenario, i, seed=job.seed, hit_rate=hit_rate).text
-                 for i in range(len(job.scenario.turns))]
-        plan = plan_turns([t.prompt for t in job.scenario.turns], drawn, think=job.condition.think,
-                          seed=job.seed, scenario=job.scenario.name, rep=job.rep)
+        # The candidate the simulator offers after each turn for this seed (the same draw as the server's),
+        # and under a forced hit rate the kind of miss it is.
+        offers = [draw(job.scenario, i, seed=job.seed, hit_rate=job.condition.accept_prob)
+                  for i in range(len(job.scenario.turns))]
+        plan = plan_turns([t.prompt for t in job.scenario.turns], [c.text for c, _ in offers],
+                          think=job.condition.think, seed=job.seed, scenario=job.scenario.name, rep=job.rep)
         spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
         sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
                            mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
@@ -220,7 +213,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                 unmet = check_turn(job.scenario.turns[p.index].steps, s.messages[n_msgs:])
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
                                          at_submit=at_submit, leak=leak, unmet=unmet,
-                                         miss_kind=_miss_kind(job, p.index)))
+                                         miss_kind=offers[p.index - 1][1] if p.index > 0 else None))
                 turns[-1]["user_edit"] = edited
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
@@ -313,10 +306,12 @@ def resolve_toolchains(scenarios: list[Scenario]) -> dict[Path | None, Toolchain
 
 
 async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[str], None] | None = None,
-                         cancel: trio.CancelScope | None = None) -> RunOutput:
+                         cancel: trio.CancelScope | None = None,
+                         toolchains: dict[Path | None, Toolchain] | None = None) -> RunOutput:
     """Run every job; write turns/sessions/events JSONL into ``out_dir`` as sessions finish.
 
     Cancelling ``cancel`` (e.g. on Ctrl-C) stops the running sessions and returns what finished.
+    ``toolchains`` are the workspaces' (:func:`resolve_toolchains`), when the caller has made them already.
     """
     if cfg.concurrency < 1:
         raise ValueError(f"--concurrency {cfg.concurrency}: must be >= 1")
@@ -334,7 +329,8 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     os.environ["PATH"] = ":".join(SYSTEM_PATH)  # whatever the caller's; sessions add their workspace's toolchain
     scope = cancel or trio.CancelScope()
     try:
-        toolchains = await trio.to_thread.run_sync(resolve_toolchains, cfg.scenarios)
+        if toolchains is None:
+            toolchains = await trio.to_thread.run_sync(resolve_toolchains, cfg.scenarios)
         res.toolchains = {(w.name if w else "(none)"): t.describe for w, t in toolchains.items()}
         with scope:
             async with AsyncExitStack() as stack:

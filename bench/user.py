@@ -16,13 +16,14 @@ Defaults (assumptions, not measurements; sweep them with ``--sweep-think`` / ``-
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from speculate.sim.latency import rng_for
 
 LOGNORMAL_MEDIAN_S = 5.0
 LOGNORMAL_SIGMA = 0.9
@@ -136,12 +137,6 @@ class PlannedTurn:
     text: str
     think_s: float  # user seconds (the harness multiplies by the time scale)
     scripted_suggestion: str | None  # the suggestion the simulator draws before this turn (same seed)
-
-
-def rng_for(*parts: object) -> random.Random:
-    """A private, reproducible RNG per (seed, scenario, rep, ...): both arms of a pair draw the same."""
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def plan_turns(prompts: Sequence[str], suggestions: Sequence[str | None], *, think: ThinkTime, seed: int,

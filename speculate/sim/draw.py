@@ -15,29 +15,30 @@ real wrong prediction costs (a fork that runs, then is thrown away):
 
 from __future__ import annotations
 
-import hashlib
-import random
 from typing import Literal
 
+from speculate.sim.latency import rng_for
 from speculate.sim.scenario import Candidate, Scenario
 
 MissKind = Literal["candidate", "later_turn", "unscripted"]
 
 
-def _rng(*parts: object) -> random.Random:
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
-
-
 def draw_suggestion(scenario: Scenario, turn: int, *, seed: int, hit_rate: float | None = None) -> Candidate:
     """The candidate the model offers after ``turn`` for this seed (the simulator and the bench agree)."""
+    return draw(scenario, turn, seed=seed, hit_rate=hit_rate)[0]
+
+
+def draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float | None = None
+         ) -> tuple[Candidate, MissKind | None]:
+    """The candidate offered after ``turn`` and, under a forced ``hit_rate``, the kind of miss it is (None
+    for a hit, and always None for the natural draw by the scenario's weights)."""
     if hit_rate is not None and turn + 1 < len(scenario.turns):
-        return forced_draw(scenario, turn, seed=seed, hit_rate=hit_rate)[0]
+        return forced_draw(scenario, turn, seed=seed, hit_rate=hit_rate)
     options = [c for c in scenario.turns[turn].options if c.weight > 0]  # weight 0: forced misses only
     if len(options) == 1:
-        return options[0]
-    rng = _rng("suggestion", seed, scenario.name, turn)
-    return rng.choices(options, weights=[c.weight for c in options])[0]
+        return options[0], None
+    rng = rng_for("suggestion", seed, scenario.name, turn)
+    return rng.choices(options, weights=[c.weight for c in options])[0], None
 
 
 def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
@@ -48,7 +49,7 @@ def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
         raise ValueError(f"hit rate {hit_rate:g}: must be between 0 and 1")
     intent = scenario.turns[turn + 1].prompt
     options = scenario.turns[turn].options
-    rng = _rng("hit", seed, scenario.name, turn)
+    rng = rng_for("hit", seed, scenario.name, turn)
     if rng.random() < hit_rate:
         return next((c for c in options if c.text == intent), Candidate(intent)), None
     wrong = [c for c in options if c.text is not None and c.text != intent]

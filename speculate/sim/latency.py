@@ -24,9 +24,10 @@ class Timing:
         return self.ttft_s + output_tokens / self.decode_tok_s
 
 
-def rng_for(seed: int, key: str) -> random.Random:
-    """A private RNG for one (seed, request) pair: the same request gets the same draws."""
-    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+def rng_for(*parts: object) -> random.Random:
+    """A private RNG for one key, e.g. (seed, request): the same key gets the same draws, in any process.
+    The simulator's suggestion draws and the bench's simulated user use it too."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
