@@ -31,7 +31,7 @@ import trio
 from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
 from bench.records import SessionRecord, TurnRecord
-from bench.toolchain import SYSTEM_PATH, Toolchain, workspace_toolchain
+from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
 from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
@@ -101,9 +101,6 @@ class Job:
     @property
     def session_id(self) -> str:
         return f"{self.pair}/{self.arm}"
-
-
-DROPPED_ENV = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "NODE_PATH")
 
 
 def rep_seed(seed: int, rep: int) -> int:

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+# The caller's environment that would change which interpreter or packages a command finds: dropped.
+DROPPED_ENV = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "NODE_PATH")
 TEST_EXTRA = "test"
 
 
@@ -149,5 +151,5 @@ def _satisfies(version: tuple[int, ...], spec: str) -> bool:
 
 
 def _clean_env() -> dict[str, str]:
-    drop = {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV"}
+    drop = {*DROPPED_ENV, "PIP_REQUIRE_VIRTUALENV"}
     return {k: v for k, v in os.environ.items() if k not in drop} | {"PATH": ":".join(SYSTEM_PATH)}
