@@ -47,13 +47,39 @@ def test_every_escape_is_contained_as_root(backend: str) -> None:
     assert all(o.contained for o in out), _failures(out)
 
 
-def _as_nobody(code: str, base: Path) -> subprocess.CompletedProcess[str]:
-    """Run Python ``code`` as uid 65534 with the repository importable (the venv's interpreter may live
-    in root's home, which that user cannot read: Debian's python3 runs it)."""
+# What the escape runner imports, as uid 65534 will import it (the FUSE server and seccomp included).
+RUNNER_IMPORTS = "import pyseccomp, trio, overlayfs.fuse.ops, overlayfs.sandbox.seccomp, tests.sandbox.escapes"
+
+
+def _code_paths(base: Path) -> list[str]:
+    """Where uid 65534 imports the repository and the venv's packages from: in place when it can read
+    them, else a copy of just what the runner imports, made in ``base`` (a clone under a 0700 directory,
+    such as ``mktemp -d``, is unreadable to that user, and its normal-user tests would only be skipped)."""
     site = next(Path(REPO, ".venv", "lib").glob("python3*/site-packages"), None)
+    roots = [REPO, *([site] if site else [])]
+    readable = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "test",
+                               "-r", os.fspath(REPO / "overlayfs" / "__init__.py")])
+    if readable.returncode == 0:
+        return [os.fspath(r) for r in roots]
+    files = subprocess.run([sys.executable, "-c", f"import sys; {RUNNER_IMPORTS}; print('\\n'.join("
+                            "m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    out = []
+    for i, root in enumerate(roots):
+        dest = base / f"code{i}"
+        tops = {Path(f).relative_to(root).parts[0] for f in files if Path(f).is_relative_to(root)}
+        for top in tops:  # a package directory or a single module (or extension) file
+            (shutil.copytree if (root / top).is_dir() else shutil.copy)(root / top, dest / top)
+        out.append(os.fspath(dest))
+    subprocess.run(["chmod", "-R", "a+rX", os.fspath(base)], check=True)
+    return out
+
+
+def _as_nobody(code: str, base: Path, paths: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run Python ``code`` as uid 65534 with ``paths`` importable (the venv's interpreter may live in
+    root's home, which that user cannot read: Debian's python3 runs it)."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.fspath(base), "LANG": "C.UTF-8",
-           "PYTHONPATH": os.pathsep.join([os.fspath(REPO), *([os.fspath(site)] if site else [])]),
-           "SPECULATE_ESCAPE_BASE": os.fspath(base)}
+           "PYTHONPATH": os.pathsep.join(paths), "SPECULATE_ESCAPE_BASE": os.fspath(base)}
     return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                            "/usr/bin/python3", "-c", code], env=env, cwd=base, capture_output=True, text=True,
                           timeout=600)
@@ -74,16 +100,17 @@ def test_every_escape_is_contained_as_a_normal_user(backend: str) -> None:
         pytest.skip("/usr/bin/python3 is missing or older than 3.11: no interpreter a normal user can run")
     base = Path(tempfile.mkdtemp(prefix="speculate-escape-user-", dir="/var/lib"))
     try:
+        paths = _code_paths(base)
         os.chown(base, NOBODY, NOBODY)
         why = _as_nobody("import sys; from overlayfs.mount import unavailable_reason; "
                          "from overlayfs.sandbox import sandbox_problem; "
-                         f"print(unavailable_reason({backend!r}) or sandbox_problem() or '')", base)
+                         f"print(unavailable_reason({backend!r}) or sandbox_problem() or '')", base, paths)
         if why.returncode != 0:
             pytest.skip(f"the repository is not importable by uid {NOBODY}: {why.stderr.strip()[-300:]}")
         if why.stdout.strip():
             pytest.skip(f"backend {backend} unavailable to uid {NOBODY}: {why.stdout.strip()}")
         r = _as_nobody(f"import json, sys; from dataclasses import asdict; from tests.sandbox.escapes import "
-                       f"run_all; json.dump([asdict(o) for o in run_all({backend!r})], sys.stdout)", base)
+                       f"run_all; json.dump([asdict(o) for o in run_all({backend!r})], sys.stdout)", base, paths)
         assert r.returncode == 0, r.stderr[-3000:]
         out = [Outcome(**o) for o in json.loads(r.stdout)]
     finally:
