@@ -67,6 +67,7 @@ def _code_paths(base: Path) -> list[str]:
     out = []
     for i, root in enumerate(roots):
         dest = base / f"code{i}"
+        dest.mkdir()
         tops = {Path(f).relative_to(root).parts[0] for f in files if Path(f).is_relative_to(root)}
         for top in tops:  # a package directory or a single module (or extension) file
             (shutil.copytree if (root / top).is_dir() else shutil.copy)(root / top, dest / top)
