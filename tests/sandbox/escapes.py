@@ -3,8 +3,9 @@
 Run in-process by the tests (as root) and as a script by an unprivileged user
 (``python -m tests.sandbox.escapes --backend kernel``, stdlib and overlayfs only), so the same attempts are
 judged for both. The runner sets up host-side bait owned by whoever runs it: a canary process holding a
-secret in its environment, a unix socket, an abstract socket and a TCP listener on loopback, a SysV shared
-memory segment, a file in the home directory. An attempt is contained when every host location it aims
+secret in its environment, unix sockets of every type (by path outside /tmp, /var/tmp and /run, and by
+abstract name), TCP listeners on loopback, a SysV shared memory segment, a file in the home directory,
+secrets under innocent names in the environment the sandbox is started from. An attempt is contained when every host location it aims
 at hashes the same afterwards, the canary is alive and untraced, no bait listener saw a connection, no
 secret appears in the output, and, for attempts marked ``refused``, the command did not report success.
 """
