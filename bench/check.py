@@ -23,6 +23,7 @@ from bench.toolchain import ToolchainError
 from bench.user import FixedThink
 from speculate.sim.scenario import ScenarioError
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.term import visible
 
 CHECK_TIME_SCALE = 0.02
 
@@ -60,14 +61,14 @@ def check_main(argv: list[str]) -> int:
         finally:
             shutil.rmtree(out, ignore_errors=True)
         for f in res.failures:
-            print(f"{path}: session failed: {f['error']}")
+            print(visible(f"{path}: session failed: {f['error']}"))
             bad += 1
         for t in sorted(res.turns, key=lambda t: t["turn"]):
             problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
                 [t["error"]] if t["error"] else [])
             status = "ok" if not problems else "; ".join(problems)
             bad += bool(problems)
-            print(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}")
+            print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
     print("speculate sim check: " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
     return 1 if bad else 0
 

@@ -19,6 +19,7 @@ from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.term import visible
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
 DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
@@ -179,11 +180,14 @@ async def _run(cfg: RunConfig, out: Path, toolchains: dict[Path | None, Toolchai
 
         if threading_is_main():
             n.start_soon(watch_sigint)
-        res = await run_experiment(cfg, out, progress=lambda s: print(s, file=sys.stderr, flush=True),
-                                   toolchains=toolchains,
-                                   cancel=scope)
+        res = await run_experiment(cfg, out, progress=show_progress, toolchains=toolchains, cancel=scope)
         n.cancel_scope.cancel()
     return res
+
+
+def show_progress(line: str) -> None:
+    """A progress line on stderr; a failed session's line quotes its error, which can hold a command's output."""
+    print(visible(line), file=sys.stderr, flush=True)
 
 
 def threading_is_main() -> bool:

@@ -28,9 +28,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlayfs.sandbox.policy import TOOLCHAIN_ENV
+
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
-# The caller's environment that would change which interpreter or packages a command finds: dropped.
-DROPPED_ENV = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "NODE_PATH")
+# The caller's environment that would change which interpreter or packages a command finds: dropped (the
+# sandbox passes these same names through, as the toolchain's own).
+DROPPED_ENV = TOOLCHAIN_ENV
 TEST_EXTRA = "test"
 
 

@@ -51,8 +51,10 @@ def _check_bash(argv: list[str]) -> int:
 
 def _sandbox(argv: list[str]) -> int:
     from overlayfs.sandbox.cli import sandbox_main
+    from speculate.settings import load_settings
+    from speculate.term import visible
 
-    return sandbox_main(argv)
+    return sandbox_main(argv, show=visible, settings_env=lambda project: load_settings(project).env)
 
 
 def _stats(argv: list[str]) -> int:
@@ -81,7 +83,9 @@ def _recover(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"speculate recover: {e}", file=sys.stderr)
         return 1
-    print(rec.line() if rec is not None else f"nothing pending for {Path(a.project).resolve()}")
+    from speculate.term import visible
+
+    print(visible(rec.line() if rec is not None else f"nothing pending for {Path(a.project).resolve()}"))
     return 0
 
 

@@ -7,9 +7,11 @@ run; permission lists are joined. Other keys of Claude Code's format are left al
 a :class:`SettingsError` naming the file and the key; a hook event or type that speculate does not run is
 a note, not an error (newer Claude Code versions add them).
 
-speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"]}`` names MCP tools the
-user declares read-only, which a speculative fork may then call (every other MCP call stops it); like the
-other read-only tools, the main loop runs them without asking.
+speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"], "env": ["CI"]}``.
+``readOnlyMcpTools`` names MCP tools the user declares read-only, which a speculative fork may then call
+(every other MCP call stops it); like the other read-only tools, the main loop runs them without asking.
+``env`` names environment variables a speculation's sandboxed commands and hooks may see besides the fixed
+few (:data:`overlayfs.sandbox.policy.PASSED_ENV`); every other variable stays outside the sandbox.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from speculate.instructions import user_dir
 
@@ -70,9 +80,19 @@ class Permissions(BaseModel):
     ask: list[str] = []
 
 
+def _env_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not an environment variable name (letters, digits and _)")
+    return name
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
 class Speculation(BaseModel):
     model_config = ConfigDict(extra="forbid")
     readOnlyMcpTools: list[str] = []  # the JSON key: camelCase, as Claude Code's are
+    env: list[EnvName] = []  # variable names passed into the sandbox
 
     @field_validator("readOnlyMcpTools")
     @classmethod
@@ -119,6 +139,7 @@ class Settings:
     deny: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
     read_only_mcp: frozenset[str] = frozenset()
+    env: tuple[str, ...] = ()  # speculation.env: passed into the sandbox
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
@@ -169,6 +190,7 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
     deny: list[str] = []
     ask: list[str] = []
     read_only: set[str] = set()
+    env: dict[str, None] = {}
     files, notes = [], []
     for path in settings_paths(project, user=user):
         try:
@@ -187,8 +209,9 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
         for key, into in (("allow", allow), ("deny", deny), ("ask", ask)):
             into += _rules(path, key, getattr(parsed.permissions, key), notes)
         read_only.update(parsed.speculation.readOnlyMcpTools)
-    return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(files),
-                    tuple(notes))
+        env.update(dict.fromkeys(parsed.speculation.env))
+    return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(env),
+                    tuple(files), tuple(notes))
 
 
 def _rules(path: Path, key: str, rules: list[str], notes: list[str]) -> list[str]:

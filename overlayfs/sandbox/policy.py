@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,15 @@ from overlayfs.state import state_root
 INNER = Path(__file__).with_name("_inner.py")
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")  # tmpfs in the sandbox: host sockets and files hidden
 GiB, MiB = 1 << 30, 1 << 20
-# Environment variables never passed into the sandbox: a command could copy them into the project,
-# and the project is promoted on acceptance.
-_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|AUTH|SESSION)", re.I)
-_DROP_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "GH_", "GITHUB_", "SSH_",
-                  "GPG_", "DBUS_", "XDG_RUNTIME", "DISPLAY", "WAYLAND_")
+# The environment a sandboxed command gets is an allow-list: what a shell and a toolchain need, and nothing
+# that names a host session or a credential. A deny-list of secret-looking names cannot work (DATABASE_URL,
+# REDIS_URL, SENTRY_DSN, MYSQL_PWD look innocent), and what a command sees reaches the model before
+# acceptance and can be written into the project. The caller adds what it sets explicitly (the session's
+# tool_env, a hook's CLAUDE_PROJECT_DIR), the user what settings name (speculation.env).
+PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "PWD")
+PASSED_PREFIXES = ("LC_",)  # the locale categories
+# Which interpreter and packages a command finds (the same list the bench pins: bench.toolchain.DROPPED_ENV).
+TOOLCHAIN_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "NODE_PATH")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,10 +91,12 @@ def landlock_abi() -> int:
     return max(int(v), 0)
 
 
-def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment less secrets and host-session handles (agent sockets, displays)."""
-    env = dict(os.environ if base is None else base)
-    return {k: v for k, v in env.items() if not _SECRET.search(k) and not k.startswith(_DROP_PREFIXES)}
+def sandbox_env(base: Mapping[str, str] | None = None, *, passed: Iterable[str] = ()) -> dict[str, str]:
+    """The variables of ``base`` (default: this process's environment) a sandboxed command may see: the
+    fixed allow-list (:data:`PASSED_ENV`, ``LC_*``, :data:`TOOLCHAIN_ENV`) and the names in ``passed``."""
+    env = os.environ if base is None else base
+    names = {*PASSED_ENV, *TOOLCHAIN_ENV, *passed}
+    return {k: v for k, v in env.items() if k in names or k.startswith(PASSED_PREFIXES)}
 
 
 def _under(path: str, top: str) -> bool:

@@ -105,8 +105,9 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
 
     ``cwd`` defaults to the project root and must lie inside it. ``backend`` is "auto", "kernel", "fuse"
     or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it.
-    ``env`` defaults to this process's environment less secrets (:func:`policy.sandbox_env`). The chosen
-    backend is recorded as ``ov.last_backend``. Raises SandboxUnavailable where the sandbox cannot be built.
+    ``env`` defaults to the allow-listed part of this process's environment (:func:`policy.sandbox_env`).
+    The chosen backend is recorded as ``ov.last_backend``. Raises SandboxUnavailable where the sandbox
+    cannot be built.
     """
     target, workdir = _check_args(ov, argv, timeout, cwd)
     limits = limits or SandboxLimits()

@@ -2,12 +2,23 @@
 
 Default allow, with a deny list of what a build or a test run never needs and an escape needs: changing
 the mount table, entering or making namespaces, tracing or reading other processes, kernel keyrings,
-BPF, perf, modules, kexec, clocks, io_uring, handle-based opens, device nodes, terminal injection and
-AF_UNIX sockets. The last one because a host socket on a read-only mount still accepts connections:
-``socketpair`` stays allowed, so pipes between a test runner and its workers keep working. ``clone3``
-answers ENOSYS (its flags sit behind a pointer that seccomp cannot read) so libc falls back to ``clone``,
-whose namespace flags are checked. A foreign architecture's syscalls (``int 0x80``, x32) kill the caller:
-libseccomp's default for a filter that names only the native one.
+BPF, perf, modules, kexec, clocks, io_uring, handle-based opens, device nodes, terminal injection, and
+every socket that could reach past the sandbox's network namespace.
+
+Sockets: ``socket()`` is allowed only for AF_INET, AF_INET6 and AF_NETLINK, which the network namespace
+confines to the sandbox. AF_UNIX is refused because a host socket on a read-only mount still accepts
+connections (and Landlock cannot yet restrict connecting to one), AF_VSOCK because no namespace covers it,
+and the rest because nothing needs them. ``socketpair`` is allowed only for SOCK_STREAM and SOCK_SEQPACKET:
+such a pair is connected from birth, so ``connect()`` on either end fails with EISCONN and an address given
+to ``sendto``/``sendmsg`` is refused (stream) or ignored (seqpacket). A datagram pair is refused: its ends
+can be re-connected, or ``sendto`` any named datagram socket. So no unix socket in the sandbox can be aimed
+at a path, and seccomp never needs to read a sockaddr (which it cannot: it sees pointers only).
+
+Integer arguments: the kernel reads an ``int`` argument's low 32 bits, so every comparison masks with
+0xFFFFFFFF (or a narrower mask): a 64-bit comparison would let ``socket(0x100000001, ...)`` pass as
+AF_UNIX. ``clone3`` answers ENOSYS (its flags sit behind a pointer that seccomp cannot read) so libc falls
+back to ``clone``, whose namespace flags are checked. A foreign architecture's syscalls (``int 0x80``, x32)
+kill the caller: libseccomp's default for a filter that names only the native one.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import functools
 import os
 import socket
 import stat
+from typing import Any
 
 DENIED = (
     # the mount table and the root
@@ -39,6 +51,11 @@ NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0
                    0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 _S_IFMT = 0o170000
+INT = 0xFFFFFFFF  # the bits of an int argument the kernel reads
+SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)  # the only ones socket() may make
+_FAMILY_LIMIT = 64  # families are numbered below this (AF_MAX is 46 in Linux 6.18); higher ones do not exist
+SOCKETPAIR_TYPES = (socket.SOCK_STREAM, socket.SOCK_SEQPACKET)  # connected pairs: never re-aimed
+_SOCK_TYPE_MASK = 0xF  # the type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them
 
 
 class SeccompUnavailable(RuntimeError):
@@ -58,8 +75,10 @@ def filter_bpf() -> bytes:
     def add(action: int, name: str, *args: object) -> None:
         try:
             f.add_rule(action, name, *args)
-        except (OSError, ValueError):  # a syscall this architecture does not have (iopl on arm64)
-            pass
+        except (OSError, ValueError):
+            if _native(sc, name):  # a rule libseccomp cannot build would be a hole, not a missing syscall
+                raise
+            # else a syscall this architecture does not have (iopl on arm64)
 
     for name in DENIED:
         add(deny, name)
@@ -70,13 +89,26 @@ def filter_bpf() -> bytes:
         add(deny, "mknod", sc.Arg(1, sc.MASKED_EQ, _S_IFMT, kind))
         add(deny, "mknodat", sc.Arg(2, sc.MASKED_EQ, _S_IFMT, kind))
     for req in (TIOCSTI, TIOCLINUX):
-        add(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, req))
-    add(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, socket.AF_UNIX))
+        add(deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, INT, req))
+    refuse = sc.ERRNO(errno.EACCES)
+    for family in range(_FAMILY_LIMIT):  # an allow-list, as one refusal per other family
+        if family not in SOCKET_FAMILIES:
+            add(refuse, "socket", sc.Arg(0, sc.MASKED_EQ, INT, family))
+    for kind in range(_SOCK_TYPE_MASK + 1):
+        if kind not in SOCKETPAIR_TYPES:
+            add(refuse, "socketpair", sc.Arg(1, sc.MASKED_EQ, _SOCK_TYPE_MASK, kind))
     fd = os.memfd_create("speculate-seccomp-build", os.MFD_CLOEXEC)
     with os.fdopen(fd, "w+b") as out:
         f.export_bpf(out)
         out.seek(0)
         return out.read()
+
+
+def _native(sc: Any, name: str) -> bool:
+    try:
+        return int(sc.resolve_syscall(sc.Arch.NATIVE, name)) >= 0
+    except (OSError, ValueError):
+        return False
 
 
 def filter_fd() -> int:

@@ -30,6 +30,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.key_processor import KeyPress
 
 from speculate.repl.answers import BadAnswer, choose
+from speculate.term import visible
 
 
 def rest_of(prediction: str | None, text: str) -> str | None:
@@ -270,11 +271,11 @@ class PromptFrontend:
             while True:
                 if self._closed:
                     raise EOFError
-                raw = ps.prompt(f"{question} [{'/'.join(choices)}] ")
+                raw = ps.prompt(f"{visible(question)} [{'/'.join(choices)}] ")
                 try:
                     return choose(raw, choices)
                 except BadAnswer as e:
-                    print_formatted_text(f"  {e}", output=self._io["output"])
+                    print_formatted_text(f"  {visible(str(e))}", output=self._io["output"])
 
         self._asking = ps
         try:

@@ -1,5 +1,10 @@
 """The REPL's trio side: the read → submit loop, slash commands, streaming output, permission prompts,
-Ctrl-C, and feeding predictions and speculation state to whichever front end holds the terminal."""
+Ctrl-C, and feeding predictions and speculation state to whichever front end holds the terminal.
+
+Everything the REPL writes goes through :meth:`Repl._write`, which renders it with :func:`speculate.term.render`:
+model text, tool and hook output, file names and diffs are untrusted, so their control characters are shown,
+never interpreted; our colours come from the fragments' styles (:meth:`Repl._c`), added after.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from speculate.repl.status import Status
 from speculate.session import Session, TurnOutcome
 from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
+from speculate.term import Fragments, render, visible
 
 
 class Frontend(Protocol):
@@ -80,7 +86,7 @@ class Repl:
         elif isinstance(ev, ResponseDone):
             self._last_response_text, self._response_text = self._response_text, ""
         elif isinstance(ev, ToolFinished):
-            self._line(tool_line(ev, self._c))
+            self._line(tool_line(ev))
         elif isinstance(ev, ToolStarted):
             pass  # one line per call, written when it finishes (with its status)
         elif isinstance(ev, HookRan):
@@ -107,7 +113,7 @@ class Repl:
         self._newline()
         await self._stop_keys()  # the question reads the terminal itself
         try:
-            answer = await self.fe.ask(f"allow {summary}?", ("y", "n", "always"))
+            answer = await self.fe.ask(f"allow {visible(summary)}?", ("y", "n", "always"))
         except (KeyboardInterrupt, EOFError):
             if self._turn_scope is not None:
                 self._turn_scope.cancel()
@@ -327,22 +333,25 @@ class Repl:
         await run_command(self, text)
 
     # -- output ---------------------------------------------------------------------------------------------
-    def _c(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.fe is not None and self.fe.color else text
+    def _c(self, code: str, text: str) -> list[tuple[str, str]]:
+        """``text`` in colour ``code`` (SGR parameters), when the front end shows colours."""
+        return [(code, text)]
 
-    def _write(self, text: str) -> None:
-        if text:
-            self.out.write(text)
+    def _write(self, text: Fragments) -> None:
+        shown = render(text, color=self.fe is not None and self.fe.color)
+        if shown:
+            self.out.write(shown)
             self.out.flush()
-            self._at_line_start = text.endswith("\n")
+            self._at_line_start = shown.endswith("\n")
 
     def _newline(self) -> None:
         if not self._at_line_start:
             self._write("\n")
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: Fragments) -> None:
         self._newline()
-        self._write(text + "\n")
+        self._write(text)
+        self._write("\n")
 
 
 def columns() -> int:
@@ -388,11 +397,12 @@ def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int
     return head + wrote + tail
 
 
-def tool_line(ev: ToolFinished, c: Callable[[str, str], str]) -> str:
-    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why)."""
+def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
+    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why); (colour, text) fragments."""
     first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
     if ev.denied:
-        return f"  {c('31', '✗')} {ev.summary} {c('31', 'denied')}" + (f" {c('2', first)}" if first else "")
-    mark = c("31", "✗") if ev.is_error else c("32", "✓")
-    return (f"  {mark} {ev.summary} {c('2', f'{ev.duration_s:.2f}s')}"
-            + (f" {c('31', first)}" if first else ""))
+        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied"),
+                *([("", " "), ("2", first)] if first else [])]
+    mark = ("31", "✗") if ev.is_error else ("32", "✓")
+    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s"),
+            *([("", " "), ("31", first)] if first else [])]

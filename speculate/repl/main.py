@@ -1,5 +1,6 @@
 """``speculate repl``: parse the options, set up the project (the simulator demo's, or a given directory),
-open the model and the session, and run the REPL on the terminal (or in line mode when piped)."""
+open the model and the session, and run the REPL on the terminal (or in line mode when piped). What it prints
+itself (notes, paths, errors) is made :func:`speculate.term.visible`, as the REPL's output is."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import trio
 
 from overlayfs import ProjectLocked, PromoteError, recover_project
 from speculate.repl.controller import MODES, Repl
+from speculate.term import visible
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,10 +69,10 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     try:
         return trio.run(_run, args)
     except (DemoError, ValueError, FileNotFoundError, NotADirectoryError) as e:
-        print(f"speculate repl: {e}", file=sys.stderr)
+        print(visible(f"speculate repl: {e}"), file=sys.stderr)
         return 2
     except (PromoteError, ProjectLocked) as e:  # start-up recovery could not finish
-        print(f"speculate repl: {e}", file=sys.stderr)
+        print(visible(f"speculate repl: {e}"), file=sys.stderr)
         return 1
 
 
@@ -114,7 +116,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         project = Path.cwd()
     recovered = recover_project(project)  # before anything else touches the project
     if recovered is not None:
-        print(recovered.line())
+        print(visible(recovered.line()))
 
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
     repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
@@ -145,12 +147,12 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                                    on_diverge=repl.diverged, history=FileHistory(str(hist)),
                                    policy=args.on_diverge, on_stop=repl.stop_speculation,
                                    running=repl.speculation_running))
-    print(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
-          + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}")
+    print(visible(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
+                  + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}"))
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why
         from speculate.speculation.sandbox_shell import bash_sandbox
 
-        print(f"speculative Bash: {bash_sandbox().line}")
+        print(visible(f"speculative Bash: {bash_sandbox().line}"))
     if args.model == "sim" and demo is None:  # said once: why no ghost text will appear here
         print("note: the simulator answers only the prompts of its scenarios, so on your own project every prompt "
               "gets a marked fallback answer and there is nothing to predict (no ghost text). `speculate repl` "
@@ -167,7 +169,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                               events_path=args.events, spill_dir=spill, **scfg_extra),
                 ask=repl.ask, on_event=repl.on_event) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
-                print(f"note: {note}")
+                print(visible(f"note: {note}"))
             with terminal():
                 await repl.run(session, signals)
     finally:

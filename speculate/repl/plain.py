@@ -1,5 +1,6 @@
 """Line mode for when prompt-toolkit cannot take the terminal (piped stdin): one prompt per line,
-predictions printed as they arrive, ``/accept`` (or a line holding just a Tab) sends the prediction."""
+predictions printed as they arrive, ``/accept`` (or a line holding just a Tab) sends the prediction. What it
+writes is made :func:`speculate.term.visible` (a prediction is model text)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TextIO
 import trio
 
 from speculate.repl.answers import BadAnswer, choose
+from speculate.term import visible
 
 ACCEPT_LINES = ("\t", "/accept")
 
@@ -25,7 +27,7 @@ class PlainFrontend:
 
     def push(self, prediction: str | None) -> None:
         if prediction is not None and prediction != self._prediction:
-            self.out.write(f"[suggestion] {prediction}\n")
+            self.out.write(f"[suggestion] {visible(prediction)}\n")
             self.out.flush()
         self._prediction = prediction
 
@@ -53,12 +55,12 @@ class PlainFrontend:
 
     async def ask(self, question: str, choices: Sequence[str]) -> str:
         while True:
-            self.out.write(f"{question} [{'/'.join(choices)}] ")
+            self.out.write(f"{visible(question)} [{'/'.join(choices)}] ")
             self.out.flush()
             raw = (await self._readline()).strip()
             if not self.stdin.isatty():
-                self.out.write(raw + "\n")  # piped answers are not echoed by a terminal
+                self.out.write(visible(raw) + "\n")  # piped answers are not echoed by a terminal
             try:
                 return choose(raw, choices)
             except BadAnswer as e:
-                self.out.write(f"  {e}\n")
+                self.out.write(f"  {visible(str(e))}\n")

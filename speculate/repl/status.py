@@ -1,4 +1,5 @@
-"""The speculation state shown in the toolbar: a small reducer over SpecEvents, rendered as one line."""
+"""The speculation state shown in the toolbar: a small reducer over SpecEvents, rendered as one line (its
+untrusted parts, such as a boundary's command, made :func:`speculate.term.visible`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from speculate.speculation.events import SpecEvent
+from speculate.term import visible
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Status:
             what = "speculation aborted"
         else:
             what = "idle"
+        what = visible(what)
         head = ["working"] if self.busy else []
         tail = [f"saved {self.saved_s:.1f}s", self.mode]
         text = " │ ".join([*head, what, *tail])

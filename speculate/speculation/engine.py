@@ -336,7 +336,7 @@ class SpeculationEngine:
         if box.backend is None:
             return NoShell(box.line), False, "pure"
         shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protected=is_instructions_path,
-                             env=self.s.cfg.tool_env)
+                             env=self.s.cfg.tool_env, passed_env=self.s.workspace.settings.env)
         return shell, True, box.backend
 
     def _fork_hook(self, spec: Speculation, r: HookRan) -> None:

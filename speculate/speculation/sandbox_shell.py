@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,12 +60,16 @@ class SandboxShell:
 
     ``protected`` names project-relative paths a command must not write (the instructions files): a
     command that did stops the fork (``instructions``), and its overlay is discarded, since it holds the
-    write.
+    write. A command sees the sandbox's allow-listed environment (:func:`overlayfs.sandbox.sandbox_env`),
+    the variables named in ``passed_env`` (settings ``speculation.env``), and ``env``, which the session
+    sets explicitly for every command (as LocalShell's).
     """
 
     def __init__(self, overlay: Any, backend: str, *, limits: Any = None,
-                 protected: Callable[[str], bool] | None = None, env: dict[str, str] | None = None) -> None:
-        self.env = dict(env or {})  # overrides for every command (as LocalShell's), on top of sandbox_env()
+                 protected: Callable[[str], bool] | None = None, env: dict[str, str] | None = None,
+                 passed_env: Sequence[str] = ()) -> None:
+        self.env = dict(env or {})
+        self.passed_env = tuple(passed_env)
         self.overlay = overlay
         self.backend = backend
         self.limits = limits
@@ -95,7 +99,7 @@ class SandboxShell:
                 out = await trio.to_thread.run_sync(
                     lambda: run_in_overlay(self.overlay, [shell, "-c", command], timeout=timeout,
                                            backend=self.backend, cancel=token, limits=self.limits, stdin=stdin,
-                                           env={**sandbox_env(), **extra} if extra else None))
+                                           env={**sandbox_env(passed=self.passed_env), **extra}))
                 nursery.cancel_scope.cancel()
         except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e

@@ -25,13 +25,15 @@ def test_user_project_and_local_files_merge_in_order(tmp_path: Path, _no_user_cl
     write(root / ".claude" / "settings.json", {
         "hooks": {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [{**hook, "timeout": 5}]}]},
         "permissions": {"deny": ["Read(.env)"], "allow": ["mcp__docs"]},
-        "speculation": {"readOnlyMcpTools": ["mcp__docs__search"]}})
-    write(root / ".claude" / "settings.local.json", {"hooks": {"Stop": [{"hooks": [{**hook, "command": "echo local"}]}]}})
+        "speculation": {"readOnlyMcpTools": ["mcp__docs__search"], "env": ["CI", "BUILD_FLAVOUR"]}})
+    write(root / ".claude" / "settings.local.json", {"hooks": {"Stop": [{"hooks": [{**hook, "command": "echo local"}]}]},
+                                                     "speculation": {"env": ["BUILD_FLAVOUR", "NODE_ENV"]}})
     s = load_settings(root)
     assert [(h.event, h.command, h.timeout) for h in s.hooks] == [
         ("Stop", "echo user", 60.0), ("PreToolUse", "true", 5.0), ("Stop", "echo local", 60.0)]
     assert s.allow == ("Bash(git *)", "mcp__docs") and s.deny == ("Read(.env)",)
     assert s.read_only_mcp == {"mcp__docs__search"} and s.notes == ()
+    assert s.env == ("CI", "BUILD_FLAVOUR", "NODE_ENV")  # speculation.env: joined, in order, once each
     pre = s.hooks[1]
     assert pre.matches("Edit") and pre.matches("Write") and not pre.matches("Read")
 
@@ -64,6 +66,9 @@ def test_matchers_follow_claude_codes_rules(tmp_path: Path) -> None:
                                                   "MCP rules take no specifier"),
     ({"speculation": {"readOnlyMcpTools": ["search"]}},
      "speculation.readOnlyMcpTools: Value error, 'search' is not an MCP tool name"),
+    ({"speculation": {"env": ["CI", "NODE-ENV"]}},
+     "speculation.env[1]: Value error, 'NODE-ENV' is not an environment variable name"),
+    ({"speculation": {"env": "CI"}}, "speculation.env: Input should be a valid list"),
 ])
 def test_a_malformed_file_is_an_error_naming_the_file_and_key(tmp_path: Path, content: object, message: str) -> None:
     path = write(tmp_path / "proj" / ".claude" / "settings.json", content)

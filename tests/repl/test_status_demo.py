@@ -34,6 +34,13 @@ def test_toolbar_follows_the_speculation_states() -> None:
     assert st.line() == "working │ speculation off │ saved 3.0s │ default"
 
 
+def test_a_boundary_s_command_is_shown_not_interpreted_in_the_toolbar() -> None:
+    st = Status(mode="default")
+    st.update(SpecEvent("boundary", "x", {"boundary": "bash", "detail": "printf '\x1b]0;pwned\x07'\x9b2J"}))
+    assert st.line().startswith("stopped at boundary (bash: printf '^[]0;pwned^G'<9b>2J)")
+    assert "\x1b" not in st.line(width=30) and "\x9b" not in st.line(width=30)
+
+
 def test_format_stats_one_set_of_names_and_formats() -> None:
     out = format_stats({"turns": 3, "accepted_turns": 1, "acceptance_rate": 0.75, "time_saved_s": 12.345,
                         "boundaries": {"bash": 2}, "suggestion_outcomes": {"accepted": 1, "ignored": 2},

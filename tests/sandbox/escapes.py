@@ -3,8 +3,9 @@
 Run in-process by the tests (as root) and as a script by an unprivileged user
 (``python -m tests.sandbox.escapes --backend kernel``, stdlib and overlayfs only), so the same attempts are
 judged for both. The runner sets up host-side bait owned by whoever runs it: a canary process holding a
-secret in its environment, a unix socket, an abstract socket and a TCP listener on loopback, a SysV shared
-memory segment, a file in the home directory. An attempt is contained when every host location it aims
+secret in its environment, unix sockets of every type (by path outside /tmp, /var/tmp and /run, and by
+abstract name), TCP listeners on loopback, a SysV shared memory segment, a file in the home directory,
+secrets under innocent names in the environment the sandbox is started from. An attempt is contained when every host location it aims
 at hashes the same afterwards, the canary is alive and untraced, no bait listener saw a connection, no
 secret appears in the output, and, for attempts marked ``refused``, the command did not report success.
 """
@@ -202,6 +203,148 @@ ATTEMPTS: list[Attempt] = [
 ]
 
 
+
+# == issue #22: host sockets of every type (E1, E2) and secrets under innocent names (E3) ==================
+# Kept apart from the list above: the bait is HostSockets (made by Bait, collected after each attempt) and
+# innocent_secrets() (put into the runner's environment by run_attempt).
+SOCK_TYPES = {"stream": socket.SOCK_STREAM, "dgram": socket.SOCK_DGRAM, "seqpacket": socket.SOCK_SEQPACKET}
+# argv: the listeners (JSON [kind, address]; "@name" is abstract), how to get a unix socket, SYS_socket.
+# Each listener is tried; one that hears anything is an escape. OK is printed when the way in worked (a unix
+# socket made or re-aimed), which the sandbox must refuse; the connected pairs ("pair-*") are allowed.
+_REACH = r"""
+import ctypes, json, socket, sys
+libc = ctypes.CDLL(None, use_errno=True); libc.syscall.restype = ctypes.c_long
+targets, how, nr_socket = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+kinds = {"stream": socket.SOCK_STREAM, "dgram": socket.SOCK_DGRAM, "seqpacket": socket.SOCK_SEQPACKET}
+made = reached = 0
+for kind, addr in targets:
+    addr = "\0" + addr[1:] if addr.startswith("@") else addr
+    for want in (["stream", "seqpacket"] if how.startswith("pair-") else [kind]):
+        try:
+            if how == "high-bits":  # AF_UNIX with high bits set: the kernel reads an int
+                fd = libc.syscall(nr_socket, ctypes.c_long(0x100000000 | socket.AF_UNIX), kinds[want], 0)
+                if fd < 0:
+                    raise OSError(ctypes.get_errno(), "socket")
+                s = socket.socket(fileno=fd)
+            elif how == "plain":
+                s = socket.socket(socket.AF_UNIX, kinds[want])
+            elif how.startswith("pair-"):
+                s, _peer = socket.socketpair(socket.AF_UNIX, kinds[want])
+            else:  # dgram-pair-sendto, dgram-pair-connect
+                s, _peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            made += 1
+        except OSError as e:
+            print("no socket:", how, want, e)
+            continue
+        try:
+            s.settimeout(2)
+            if how.endswith("sendto"):
+                s.sendto(b"x", addr)
+            else:
+                s.connect(addr)
+                s.send(b"x")
+            reached += 1
+            print("sent:", how, want, kind, repr(addr))
+        except OSError as e:
+            print("not sent:", how, want, kind, e)
+if how.startswith("pair-"):
+    print("pairs made:", made)  # a seqpacket pair's sendto ignores the address: its peer gets it
+elif made:
+    print("OK_MARK", made, reached)
+"""
+# Every socket family but the network namespace's own (AF_INET, AF_INET6, AF_NETLINK): AF_UNIX reaches host
+# paths, AF_VSOCK the hypervisor and local vsock listeners (no namespace covers it). Made, never connected.
+_FAMILIES = r"""
+import socket
+made = []
+for fam in range(64):
+    if fam in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):
+        continue
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET, socket.SOCK_RAW):
+        try:
+            socket.socket(fam, kind).close()
+        except OSError:
+            continue
+        made.append(fam)
+        break
+print("families made:", made)
+if made:
+    print("OK_MARK")
+"""
+
+
+def _py_args(code: str, *args: str) -> str:
+    """``python3 -c CODE ARGS`` as an attempt's command: CODE's braces kept through the fields' format."""
+    quoted = shlex.quote(code.replace("OK_MARK", OK)).replace("{", "{{").replace("}", "}}")
+    return " ".join([PY, quoted, *args])
+
+
+ATTEMPTS += [
+    Attempt("unix-socket-high-bits", "ipc", _py_args(_REACH, "{sockets}", "high-bits", "{nr_socket}"),
+            refused=True),  # E1
+    Attempt("unix-socket-every-type", "ipc", _py_args(_REACH, "{sockets}", "plain", "{nr_socket}"), refused=True),
+    Attempt("socketpair-dgram-sendto", "ipc", _py_args(_REACH, "{sockets}", "dgram-pair-sendto", "{nr_socket}"),
+            refused=True),  # E2
+    Attempt("socketpair-dgram-connect", "ipc", _py_args(_REACH, "{sockets}", "dgram-pair-connect", "{nr_socket}"),
+            refused=True),  # E2
+    Attempt("socketpair-stream-connect", "ipc", _py_args(_REACH, "{sockets}", "pair-connect", "{nr_socket}")),
+    Attempt("socketpair-stream-sendto", "ipc", _py_args(_REACH, "{sockets}", "pair-sendto", "{nr_socket}")),
+    Attempt("socket-other-families", "ipc", _py_args(_FAMILIES), refused=True),
+    Attempt("innocent-secrets", "environment", "env; tr '\\0' '\\n' < /proc/self/environ"),  # E3
+]
+# Those that escape with no sandbox (the connected pairs cannot be re-aimed even then).
+CONTROL_22 = ("unix-socket-high-bits", "unix-socket-every-type", "socketpair-dgram-sendto",
+              "socketpair-dgram-connect", "socket-other-families", "innocent-secrets")
+
+
+class HostSockets:
+    """Listeners of every unix socket type where host daemons keep theirs and the sandbox sees them: a home
+    directory, /var/lib (the workspace is there, or SPECULATE_ESCAPE_BASE) and /srv (when this user may
+    write there), plus one abstract name of each type. :meth:`collect` reads what reached them, after each
+    attempt (no thread: what was sent is queued in the kernel by then)."""
+
+    def __init__(self, bait: Bait, stack: contextlib.ExitStack) -> None:
+        self.bait = bait
+        dirs = [bait.home, bait.base / "var-lib"]
+        dirs[1].mkdir()
+        srv = Path("/srv") / f"speculate-escape-{bait.tag}"
+        with contextlib.suppress(OSError):
+            srv.mkdir()
+            stack.callback(shutil.rmtree, srv, True)
+            dirs.append(srv)
+        self.socks: list[tuple[str, str, socket.socket]] = []
+        for kind, st in SOCK_TYPES.items():
+            for where in [*(os.fspath(d / f"{kind}.sock") for d in dirs), f"@speculate-escape-{bait.tag}-{kind}"]:
+                s = socket.socket(socket.AF_UNIX, st)
+                stack.callback(s.close)
+                s.bind("\0" + where[1:] if where.startswith("@") else where)
+                if kind != "dgram":
+                    s.listen()
+                s.setblocking(False)
+                self.socks.append((kind, where, s))
+
+    def field(self) -> str:
+        return shlex.quote(json.dumps([(kind, where) for kind, where, _ in self.socks]))
+
+    def collect(self) -> None:
+        for kind, where, s in self.socks:
+            while True:
+                try:
+                    s.recv(64) if kind == "dgram" else s.accept()[0].close()
+                except OSError:  # nothing (more) there
+                    break
+                self.bait.hits.append(f"{kind} socket {where}")
+
+
+def innocent_secrets(secret: str) -> dict[str, str]:
+    """Secrets under names no deny-list of "secret-looking" names catches: none may enter the sandbox."""
+    return {"DATABASE_URL": f"postgres://app:{secret}-db@db.internal:5432/app",
+            "REDIS_URL": f"redis://:{secret}-redis@cache.internal:6379/0",
+            "SENTRY_DSN": f"https://{secret}-sentry@o1.ingest.sentry.io/1", "MYSQL_PWD": f"{secret}-mysql",
+            "STRIPE_SK": f"sk_live_{secret}-stripe", "PASS": f"{secret}-pass", "API_PW": f"{secret}-apipw"}
+# == end of issue #22's E1-E3 block ===========================================================================
+
+
 @dataclass
 class Outcome:
     name: str
@@ -260,6 +403,7 @@ class Bait:
         self._listen(socket.AF_UNIX, f"\0speculate-escape-{self.tag}", "abstract socket")
         self.port = self._listen(socket.AF_INET, ("127.0.0.1", 0), "tcp")
         self.port6 = self._listen(socket.AF_INET6, ("::1", 0), "tcp6")
+        self.host_sockets = HostSockets(self, self._stack)  # issue #22
         out = subprocess.run(["ipcmk", "-M", "4096"], capture_output=True, text=True, check=True).stdout
         self.shmid = out.split(":")[-1].strip()
         self._stack.callback(lambda: subprocess.run(["ipcrm", "-m", self.shmid], capture_output=True))
@@ -273,7 +417,8 @@ class Bait:
         return {"project": os.fspath(project), "home": os.fspath(self.home), "pid": str(self.canary.pid),
                 "sock": self.sock, "port": str(self.port), "port6": str(self.port6), "shmid": self.shmid,
                 "tag": self.tag, "host_tmp": os.fspath(self.host_tmp), "canary_cwd": os.fspath(self.canary_cwd),
-                "cgroup_kill": self.cgroup_kill, "state": os.fspath(state_root()), **_syscall_numbers()}
+                "cgroup_kill": self.cgroup_kill, "state": os.fspath(state_root()), **_syscall_numbers(),
+                "sockets": self.host_sockets.field()}
 
     def _stop_canary(self) -> None:
         self.canary.kill()
@@ -331,7 +476,7 @@ def _syscall_numbers() -> dict[str, str]:
     import pyseccomp
 
     names = ("add_key", "bpf", "io_uring_setup", "perf_event_open", "process_vm_readv", "kcmp", "init_module",
-             "kexec_load")
+             "kexec_load", "socket")
     return {f"nr_{n}": str(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n)) for n in names}
 
 
@@ -359,7 +504,8 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
     targets = list(dict.fromkeys([t.format(**f) for t in a.targets] + [os.fspath(project), os.fspath(bait.home)]))
     before = {t: digest(t) for t in targets}
     hits0 = len(bait.hits)
-    env = {**os.environ, "HOME": os.fspath(bait.home), "ANTHROPIC_API_KEY": bait.api_key}
+    env = {**os.environ, "HOME": os.fspath(bait.home), "ANTHROPIC_API_KEY": bait.api_key,
+           **innocent_secrets(bait.secret)}
     if backend == "none":  # the control: no sandbox at all, to show that the checks catch an escape
         ov = Overlay(project)  # its layers exist while the command runs, as a speculation's do
         try:
@@ -378,6 +524,7 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
         finally:
             ov.discard()
     out = r.stdout + r.stderr
+    bait.host_sockets.collect()
     why = [f"{t} changed on the host" for t in targets if digest(t) != before[t]]
     if len(bait.hits) > hits0:
         why.append(f"a host listener was reached: {bait.hits[hits0:]}")
@@ -434,7 +581,7 @@ def workspace() -> Iterator[Path]:
 # Attempts whose unsandboxed run is harmless here (distinctive names, cleaned up, bait only): the control.
 CONTROL = ("etc", "var-lib", "bashrc", "git-config-global", "symlink-out", "proc-self-root", "dev-fd-dotdot",
            "host-unix-socket", "abstract-socket", "loopback-host", "proc-environ", "sysv-shm", "other-overlays",
-           "kill-canary")
+           "kill-canary", *CONTROL_22)
 
 
 @contextlib.contextmanager

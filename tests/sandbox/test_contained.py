@@ -104,16 +104,46 @@ def test_a_killed_fuse_server_is_a_backend_failure_not_exit_0(project: Path) -> 
 
 @pytest.mark.parametrize("backend", ["kernel", "fuse"])
 def test_environment_secrets_do_not_enter(backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An allow-list: what a shell and a toolchain need enters, anything else stays out, whatever its name."""
     require(backend)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-never-inside")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-never-inside")
-    monkeypatch.setenv("SPECULATE_HARMLESS", "kept")
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:never-inside@db/app")  # no deny-list would catch it
+    monkeypatch.setenv("SPECULATE_HARMLESS", "not-passed-either")
+    monkeypatch.setenv("VIRTUAL_ENV", "/opt/some-venv")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
     ov = Overlay(project)
     try:
         r = run_sandboxed(ov, "env", timeout=20, backend=backend)
     finally:
         ov.discard()
-    assert "SPECULATE_HARMLESS=kept" in r.stdout
+    assert "VIRTUAL_ENV=/opt/some-venv" in r.stdout and "LC_TIME=C.UTF-8" in r.stdout and "PATH=" in r.stdout
+    assert "never-inside" not in r.stdout and "SPECULATE_HARMLESS" not in r.stdout
+
+
+@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+def test_a_speculation_s_shell_passes_what_the_session_and_the_settings_name(
+        backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SandboxShell (speculative Bash and a fork's hooks): the allow-list, the names in settings
+    (speculation.env), the session's own variables (tool_env) and a hook's (CLAUDE_PROJECT_DIR)."""
+    import trio
+
+    from speculate.speculation.sandbox_shell import SandboxShell
+
+    require(backend)
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:never-inside@db/app")
+    monkeypatch.setenv("BUILD_FLAVOUR", "debug")
+    ov = Overlay(project)
+    shell = SandboxShell(ov, backend, env={"PATH": "/usr/bin:/bin", "PINNED": "by-the-session"},
+                         passed_env=["BUILD_FLAVOUR"])
+    try:
+        r = trio.run(lambda: shell.run("env", timeout=20, env={"CLAUDE_PROJECT_DIR": str(project)}))
+    finally:
+        ov.discard()
+    assert r.exit_code == 0, r.stderr
+    seen = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    assert seen["BUILD_FLAVOUR"] == "debug" and seen["PINNED"] == "by-the-session"
+    assert seen["PATH"] == "/usr/bin:/bin" and seen["CLAUDE_PROJECT_DIR"] == str(project)
     assert "never-inside" not in r.stdout
 
 

@@ -19,7 +19,8 @@ from tests.sandbox.escapes import ATTEMPTS, CONTROL, Outcome, run_all
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = backend_params("kernel", "fuse", "fuse-overlayfs")
-AREAS = {"writes", "mounts", "namespaces", "processes", "ipc", "network", "links", "devices", "exhaustion"}
+AREAS = {"writes", "mounts", "namespaces", "processes", "ipc", "network", "links", "devices", "exhaustion",
+         "environment"}
 NOBODY = 65534
 
 

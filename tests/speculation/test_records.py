@@ -110,3 +110,25 @@ def test_stats_on_a_missing_file_is_an_error_not_a_traceback(tmp_path: Path) -> 
     r = _stats(tmp_path / "absent.jsonl")
     assert r.returncode == 2 and r.stderr.startswith("speculate stats: error: cannot read ")
     assert "Traceback" not in r.stderr
+
+
+def test_stats_shows_escape_sequences_in_records_as_text(tmp_path: Path) -> None:
+    """Records hold untrusted text (a suggestion, a command, why the sandbox was off): ``speculate stats``
+    never writes its escape sequences raw (issue #22, E4)."""
+    import re
+
+    seqs = "\x1b]52;c;aGk=\x07 \x1b]8;;http://evil/\x1b\\l\x1b]8;;\x1b\\ \x1b[2J \x1b]0;t\x07 \x9b2J"
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    spec = SpeculationRecord(turn=1, suggestion=f"run {seqs}", pipelined=False)
+    spec.outcome, spec.boundary, spec.boundary_detail = "aborted", "bash", f"rm {seqs}"
+    spec.bash = f"off (bwrap said {seqs})"
+    log.write(spec)
+    r = _stats(path)
+    raw = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    assert r.returncode == 0 and not raw.search(r.stdout + r.stderr), (r.stdout, r.stderr)
+    assert "speculative Bash was off (bwrap said ^[]52;c;aGk=^G ^[]8;;http://evil/^[\\l" in r.stderr
+    with path.open("a") as f:
+        f.write(json.dumps({"kind": "speculation", "turn": f"1{seqs}"}) + "\n")
+    r = _stats(path)
+    assert r.returncode == 2 and not raw.search(r.stdout + r.stderr), r.stderr
