@@ -9,7 +9,11 @@ a note, not an error (newer Claude Code versions add them).
 
 speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"]}`` names MCP tools the
 user declares read-only, which a speculative fork may then call (every other MCP call stops it); like the
-other read-only tools, the main loop runs them without asking.
+other read-only tools, the main loop runs them without asking. ``"protectedPaths": ["deploy/**",
+"Makefile"]`` (gitignore-style patterns, relative to the project) adds paths a fork must not write, besides
+the execution-config files it never writes (``.git/``, ``.claude/``, ``.mcp.json``, ``.envrc``, ``.vscode/``,
+``.idea/``): a write there reaches the project only through a normal turn
+(:mod:`speculate.speculation.guard`).
 """
 
 from __future__ import annotations
@@ -73,6 +77,22 @@ class Permissions(BaseModel):
 class Speculation(BaseModel):
     model_config = ConfigDict(extra="forbid")
     readOnlyMcpTools: list[str] = []  # the JSON key: camelCase, as Claude Code's are
+    protectedPaths: list[str] = []
+
+    @field_validator("protectedPaths")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        from speculate.tools.globmatch import compile_glob
+
+        for i, p in enumerate(v):
+            if not p.strip() or p.strip() in ("/", "."):
+                raise ValueError(f"[{i}] {p!r}: an empty pattern (or the whole project) protects nothing usefully")
+            if p.startswith("!"):
+                raise ValueError(f"[{i}] {p!r}: negated patterns are not supported")
+            if p.startswith("..") or "/../" in p or p.endswith("/.."):
+                raise ValueError(f"[{i}] {p!r}: patterns are relative to the project and stay inside it")
+            compile_glob(p.strip("/"))  # ValueError names a malformed pattern
+        return v
 
     @field_validator("readOnlyMcpTools")
     @classmethod
@@ -119,6 +139,7 @@ class Settings:
     deny: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
     read_only_mcp: frozenset[str] = frozenset()
+    protected_paths: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
@@ -169,6 +190,7 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
     deny: list[str] = []
     ask: list[str] = []
     read_only: set[str] = set()
+    protected: list[str] = []
     files, notes = [], []
     for path in settings_paths(project, user=user):
         try:
@@ -187,8 +209,9 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
         for key, into in (("allow", allow), ("deny", deny), ("ask", ask)):
             into += _rules(path, key, getattr(parsed.permissions, key), notes)
         read_only.update(parsed.speculation.readOnlyMcpTools)
-    return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(files),
-                    tuple(notes))
+        protected += [p for p in parsed.speculation.protectedPaths if p not in protected]
+    return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(protected),
+                    tuple(files), tuple(notes))
 
 
 def _rules(path: Path, key: str, rules: list[str], notes: list[str]) -> list[str]:

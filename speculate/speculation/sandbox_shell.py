@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ import trio
 
 from speculate import ShellResult
 from speculate.agent_types import BoundaryReached
+from speculate.speculation.guard import Protection, check_overlay
 
 
 @dataclass(frozen=True)
@@ -58,18 +58,20 @@ def bash_sandbox(want: str = "auto") -> BashSandbox:
 class SandboxShell:
     """Runs each command (a Bash call, or a hook) in the sandbox; cancellation kills it at once.
 
-    ``protected`` names project-relative paths a command must not write (the instructions files): a
-    command that did stops the fork (``instructions``), and its overlay is discarded, since it holds the
-    write.
+    After each command the overlay is checked (:func:`speculate.speculation.guard.check_overlay`): a write
+    to a path ``protection`` names (instructions, execution-config files), a device node, FIFO or socket,
+    or a symlink out of the project stops the fork, and its overlay is discarded, since it holds them.
     """
 
-    def __init__(self, overlay: Any, backend: str, *, limits: Any = None,
-                 protected: Callable[[str], bool] | None = None, env: dict[str, str] | None = None) -> None:
-        self.env = dict(env or {})  # overrides for every command (as LocalShell's), on top of sandbox_env()
+    def __init__(self, overlay: Any, backend: str, *, limits: Any = None, protection: Protection | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        # Overrides for every command (as LocalShell's), on top of sandbox_env(). `git status` must not
+        # refresh the index as a side effect: a write under .git/ would end the speculation.
+        self.env = {"GIT_OPTIONAL_LOCKS": "0", **(env or {})}
         self.overlay = overlay
         self.backend = backend
         self.limits = limits
-        self.protected = protected
+        self.protection = protection
 
     async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> ShellResult:
@@ -95,7 +97,7 @@ class SandboxShell:
                 out = await trio.to_thread.run_sync(
                     lambda: run_in_overlay(self.overlay, [shell, "-c", command], timeout=timeout,
                                            backend=self.backend, cancel=token, limits=self.limits, stdin=stdin,
-                                           env={**sandbox_env(), **extra} if extra else None))
+                                           env={**sandbox_env(), **extra}))
                 nursery.cancel_scope.cancel()
         except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e
@@ -103,12 +105,15 @@ class SandboxShell:
             raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
         if out.backend_failed is not None:
             raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
-        if self.protected is not None:
-            hit = sorted(c.path for c in self.overlay.changes() if self.protected(c.path))
-            if hit:
-                raise BoundaryReached("instructions", f"{command!r} wrote {', '.join(hit)}: the next request's "
-                                      "system prompt would change", discard=True)
+        if self.protection is not None:
+            check_overlay(self.overlay, self.overlay.changes(), protection=self.protection, command=command,
+                          read_only=self._read_only)
         return ShellResult(out.stdout, out.stderr, out.exit_code, out.timed_out)
+
+    def _read_only(self, command: str) -> bool:
+        from speculate.shell import classify
+
+        return classify(command, project_root=str(self.overlay.lower)).read_only
 
 
 class NoShell:
