@@ -65,6 +65,7 @@ CALLS: dict[str, dict[str, Any]] = {
     "link up": bash("python3 -c \"import os; os.symlink('../../..', 'up')\""),
     "dir to link out": bash("rm -rf sub && python3 -c \"import os; os.symlink('/etc', 'sub')\""),
     "link in": bash("python3 -c \"import os; os.symlink('a.txt', 'in')\""),
+    "move and delete": bash("mv a.txt moved.txt && rm -rf sub"),
 }
 
 
@@ -257,3 +258,19 @@ def test_protected_paths_from_every_settings_file_are_joined(tmp_path: Path) -> 
     (tmp_path / ".claude" / "settings.local.json").write_text(
         json.dumps({"speculation": {"protectedPaths": ["b/**", "a/"]}}))
     assert load_settings(tmp_path, user=tmp_path / "user").protected_paths == ("a/", "b/**")
+
+
+def test_an_accepted_fork_s_record_names_deletions_and_renames_as_what_they_are(tmp_path: Path) -> None:
+    need_sandbox()
+    root = make_project(tmp_path)
+
+    async def main() -> None:
+        async with spec_session(root, mode="bypassPermissions") as s:
+            await speculate(s, "move and delete")
+            out = await s.submit("move and delete")
+            rec = out.speculation
+            assert out.accepted and rec is not None
+            assert (rec.files_renamed, rec.files_deleted, rec.files_written) == (["a.txt -> moved.txt"], ["sub/"], [])
+
+    trio.run(main)
+    assert (root / "moved.txt").read_text() == "alpha\n" and not (root / "sub").exists()
