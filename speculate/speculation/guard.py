@@ -24,7 +24,7 @@ from overlayfs.changes import Change
 from overlayfs.paths import PathEscapeError, check_link_target
 from speculate.agent_types import BoundaryReached
 from speculate.instructions import is_instructions_path
-from speculate.tools.globmatch import match_ignore_style
+from speculate.tools.globmatch import has_magic, match_ignore_style
 
 # gitignore-style, at any depth: a nested repository's hooks run as surely as the top one's, and direnv,
 # editors and Claude Code read these from whichever directory the user opens.
@@ -48,12 +48,17 @@ class Protection:
 
     def __init__(self, patterns: Iterable[str] = ()) -> None:
         self.patterns = (*EXECUTION_CONFIG, *patterns)
+        # A plain name (no "/", no glob) matches a path segment: a set lookup, not a regex per parent; the
+        # check runs over every change after every command.
+        self._names = frozenset(p.rstrip("/") for p in self.patterns
+                                if "/" not in p.rstrip("/") and not has_magic(p))
+        self._globs = tuple(p for p in self.patterns if p.rstrip("/") not in self._names)
 
     def kind(self, rel: str) -> Kind | None:
         rel = os.path.normpath(rel)
         if is_instructions_path(rel):
             return "instructions"
-        if rel != "." and any(matches(p, rel) for p in self.patterns):
+        if rel != "." and (not self._names.isdisjoint(rel.split("/")) or any(matches(p, rel) for p in self._globs)):
             return "protected"
         return None
 
