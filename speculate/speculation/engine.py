@@ -119,7 +119,19 @@ class SpeculationEngine:
 
     async def accept(self, prompt: str, t0: float) -> TurnOutcome:
         """Use the speculation for ``prompt`` (the current suggestion): approve, replay, promote, inject
-        (the steps: :mod:`speculate.speculation.accept`)."""
+        (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
+        question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
+        that went live asks nothing more."""
+        spec = self._spec
+        try:
+            return await self._accept(prompt, t0)
+        except BaseException:
+            if spec is not None and self._spec is spec:
+                with trio.CancelScope(shield=True):
+                    await self.ignore("stopped")
+            raise
+
+    async def _accept(self, prompt: str, t0: float) -> TurnOutcome:
         from speculate.session import TurnOutcome
         from speculate.speculation import accept as step
 

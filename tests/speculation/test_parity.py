@@ -223,3 +223,32 @@ def test_a_command_needing_approval_after_acceptance_is_asked_at_the_call(tmp_pa
     trio.run(main)
     assert not (root / "build").exists() and (root / "notes.txt").read_text() == "cleaned\n"
     assert os.path.isdir(root / ".pytest_cache")
+
+
+def test_a_turn_cancelled_at_the_approval_question_drops_the_speculation(tmp_path: Path) -> None:
+    root = project(tmp_path, "spec")
+    before = tree_hash(root)
+    asked: list[str] = []
+
+    async def approve(pending: Sequence[PendingApproval]) -> str:
+        await trio.sleep_forever()  # the user presses Ctrl-C instead of answering
+        raise AssertionError
+
+    async def ask(tool: str, summary: str) -> str:
+        asked.append(summary)
+        return "n"
+
+    async def main() -> None:
+        async with session(root, mode="acceptEdits", speculate=True, ask=ask, approve=approve) as s:
+            await s.submit("look at the build")
+            await s.wait_speculation()
+            with trio.move_on_after(0.5):
+                await s.submit("clean and test")
+            assert s.engine._spec is None and s.suggestion is None
+            rec = [r for r in s.events.records if r.kind == "speculation"][-1]
+            assert rec.outcome == "aborted" and rec.reason == "stopped"
+            assert tree_hash(root) == before and asked == []
+            out = await s.submit("clean and test")  # typed again: a normal turn, asking as usual
+            assert not out.accepted and asked == [RM, PYTEST]
+
+    trio.run(main)
