@@ -2,8 +2,9 @@
 
 One *cycle* per completed main turn runs in the session's nursery under its own cancel scope:
 suggestion (or a pipelined one) → fork on a fresh overlay → stop at complete or a boundary → (complete)
-pipelined next suggestion. ``accept`` promotes and injects; ``ignore`` cancels the cycle and discards the
-overlay. Nothing but ``accept`` writes the real tree. See docs/speculation.md for the state machine.
+pipelined next suggestion. ``accept`` asks about the calls the fork ran that the live path would have
+asked about, then promotes and injects; ``ignore`` cancels the cycle and discards the overlay. Nothing but
+``accept`` writes the real tree. See docs/speculation.md for the state machine.
 """
 
 from __future__ import annotations
