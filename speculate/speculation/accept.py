@@ -72,7 +72,8 @@ def promote(spec: Speculation) -> Promotion:
     try:
         # Renames are told apart from a deletion and an addition by content, which only the real tree
         # still holds before promotion.
-        pairs = renames(spec.overlay.changes(), spec.overlay.lower, spec.overlay.upper)
+        pairs = spec.renames if spec.renames is not None else renames(spec.overlay.changes(), spec.overlay.lower,
+                                                                      spec.overlay.upper)
         result = spec.overlay.promote()
     except OSError as e:  # rolled back (disk full, no permission), or another session held the lock
         rec.promote_s = time.perf_counter() - tp

@@ -29,13 +29,8 @@ from speculate.models.base import ModelError, Usage
 from speculate.speculation import suggest
 from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
-from speculate.speculation.events import (
-    SpecEvent,
-    SpecOutcome,
-    State,
-    SuggestionOutcome,
-    SuggestionRecord,
-)
+from speculate.speculation.effects import renames
+from speculate.speculation.events import SpecEvent, SpecOutcome, State, SuggestionOutcome, SuggestionRecord
 from speculate.speculation.fork import Speculation
 from speculate.speculation.guard import Protection
 from speculate.speculation.host import Host, IgnoreReason
@@ -302,6 +297,10 @@ class SpeculationEngine:
             spec.overlay = None
         spec.finished_at = time.perf_counter()
         spec.record.completed = True
+        if spec.overlay is not None:  # renames need the real tree before promotion: learn them now, not on Tab
+            ov = spec.overlay
+            with trio.CancelScope(shield=True):  # short; and what follows must run
+                spec.renames = await trio.to_thread.run_sync(lambda: renames(ov.changes(), ov.lower, ov.upper))
         spec.finished.set()
         approvals = len(spec.approvals.pending) if spec.overlay is not None else 0
         if spec.complete:

@@ -33,6 +33,7 @@ class Speculation:
         self.agent: Agent | None = None
         self.authorizer: SpecAuthorizer | None = None
         self.approvals: Approvals | None = None  # calls the live path would have asked about, run here
+        self.renames: list[tuple[str, str]] | None = None  # (deleted, added) same content, once it finished
         self.usage = Usage()
         self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
