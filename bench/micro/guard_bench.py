@@ -9,8 +9,8 @@ Over a 2,000-file project whose overlay has N files rewritten and N/10 deleted (
   added work after every sandboxed command and hook;
 - ``snapshot``: one walk of the upper layer; a command the live path would ask about costs two of them
   plus a ``changes()`` (``Approvals.expect`` / ``finish``);
-- ``renames``: the pairing pass on acceptance before promotion (one more ``changes()`` and the size and
-  content comparisons).
+- ``renames``: the pairing pass for the record's renames (one more ``changes()`` and the size and content
+  comparisons), done in a thread when the fork finishes, on acceptance only for a fork still running.
 
 Prints p50/p99 in ms.
 """
