@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +41,10 @@ from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.draw import draw
 from speculate.sim.scenario import Scenario
 from speculate.sim.script import FALLBACK_PREFIX
+from speculate.speculation.approvals import ApproveFn, PendingApproval
 
 Arm = Literal["plain", "suggest", "speculative"]
+Approval = Literal["as-live", "decline"]
 ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
 
 
@@ -82,6 +84,10 @@ class RunConfig:
     out: Path = Path("results")
     arms: tuple[Arm, ...] = ARMS  # ``sim check`` replays the plain arm only
     user_edit_prob: float = USER_EDIT_PROB  # harm: the user edits a file mid-think (bench/edits.py)
+    # What the simulated user answers on accepting a speculation that ran commands the live path would
+    # have asked about: "as-live" as it answers the live path's questions (yes, _approve); "decline": no,
+    # so such a speculation is discarded and the turn runs live (what parity costs a cautious user).
+    approval: Approval = "as-live"
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,13 @@ def plan_jobs(cfg: RunConfig) -> list[Job]:
 
 async def _approve(tool: str, detail: str) -> Literal["y"]:
     return "y"  # the simulated user allows what the main agent asks for (edits are pre-allowed anyway)
+
+
+async def _decline(pending: Sequence[PendingApproval]) -> Literal["n"]:
+    return "n"
+
+
+APPROVAL_POLICIES: dict[str, ApproveFn | None] = {"as-live": None, "decline": _decline}  # None: ask, as live
 
 
 def _usage_cost(model_name: str, usage: Usage) -> float:
@@ -183,7 +196,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
         turns: list[dict[str, Any]] = []
         leaks: list[dict[str, Any]] = []
         last = manifest(project)
-        async with open_session(sc, ask=_approve) as s:
+        async with open_session(sc, ask=_approve, approve=APPROVAL_POLICIES[cfg.approval]) as s:
             t0 = time.perf_counter()
             for p in plan:
                 think_s = p.think_s * scale

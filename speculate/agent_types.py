@@ -24,7 +24,8 @@ class ToolDenied(Exception):
 
 
 # Where a speculative fork must stop before a call (see docs/speculation.md, "Boundaries").
-BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "denied_tool", "resource", "error"]
+BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "protected", "unsafe_file", "denied_tool",
+                       "resource", "error"]
 
 
 class BoundaryReached(Exception):

@@ -15,7 +15,9 @@ Stop               the turn ends; stdout shown             the turn goes on, wit
                                                            user message (``stop_hook_active`` is then true)
 =================  ======================================  ==============================================
 
-Any other exit status, or a timeout, is a warning shown to the user; the turn goes on. The event is JSON on
+Any other exit status, or a timeout, is a warning shown to the user; the turn goes on (in the main loop,
+as in Claude Code). In a speculative fork it fails closed: the fork stops at a ``hook`` boundary with the
+hook's stderr, and its overlay is discarded (what the hook meant to refuse, or half did, must not land). The event is JSON on
 stdin (``session_id``, ``transcript_path``, ``cwd``, ``permission_mode``, ``hook_event_name`` and the
 event's own fields); ``$CLAUDE_PROJECT_DIR`` is the project. Matching hooks run one after another, in
 settings order, each distinct command once.
@@ -151,5 +153,15 @@ class HookRunner:
             ran = HookRan(event, h.command, res.exit_code, res.stdout, res.stderr, res.timed_out, tool,
                           self.sandboxed)
             self.on_event(ran)
+            if self.sandboxed and ran.failed:  # a fork's hook: fail closed (the main loop's only warns)
+                raise BoundaryReached("hook", _failure(ran), discard=True)
             out.append(ran)
         return out
+
+
+def _failure(r: HookRan) -> str:
+    how = "timed out" if r.timed_out else f"exited {r.exit_code}"
+    err = " ".join(r.stderr.split())
+    err = err if len(err) <= 300 else err[:297] + "..."
+    return (f"{r.event} hook `{r.command}`" + (f" on {r.tool}" if r.tool else "")
+            + f" {how} in the speculation's sandbox" + (f": {err}" if err else " (no stderr)"))

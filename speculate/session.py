@@ -8,6 +8,11 @@ This is the surface the REPL and the benchmark drive::
         outcome = await s.submit(text)                # equal to the suggestion: accept the speculation
         s.statistics()
 
+Accepting does what typing the prompt and answering its questions would: a command the fork ran that the
+live path would have asked about is put to ``approve`` (one answer for all of them) before anything lands,
+or, without it, to ``ask`` question by question as the live path would put it; no (or no one to ask)
+discards the speculation and runs the turn normally (:mod:`speculate.speculation.approvals`).
+
 Background work (suggestion, speculation) runs in the session's own nursery and never outlives it.
 """
 
@@ -39,6 +44,7 @@ from speculate.compaction import (
 )
 from speculate.hooks import PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
+from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.transcript import Transcript
 from speculate.workspace import Workspace, open_workspace
@@ -94,7 +100,7 @@ class TurnOutcome:
 class Session:
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
                  on_event: Callable[[AgentEvent | SpecEvent], None] | None,
-                 workspace: Workspace | None = None) -> None:
+                 workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
         from speculate.fs import LocalFS, LocalShell
         from speculate.speculation.authorize import MainAuthorizer
         from speculate.speculation.engine import SpeculationEngine
@@ -114,6 +120,7 @@ class Session:
         self.authorizer = MainAuthorizer(mode=cfg.mode, allow=[*cfg.allow, *rules.allow],
                                          deny=[*cfg.deny, *rules.deny], ask_rules=rules.ask, ask=ask,
                                          root=self.project)
+        self.approve = approve
         self.session_id = uuid.uuid4().hex
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
                                           mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
@@ -284,14 +291,15 @@ class Session:
 
 @asynccontextmanager
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
-                       on_event: Callable[[AgentEvent | SpecEvent], None] | None = None
-                       ) -> AsyncIterator[Session]:
+                       on_event: Callable[[AgentEvent | SpecEvent], None] | None = None,
+                       approve: ApproveFn | None = None) -> AsyncIterator[Session]:
     """Open the workspace and the session's nursery. An exception from the body (or from opening) comes out
-    as itself, not wrapped in the nursery's ExceptionGroup, so callers' ``except`` clauses match."""
+    as itself, not wrapped in the nursery's ExceptionGroup, so callers' ``except`` clauses match.
+    ``approve`` is the approval policy on acceptance (default: ``ask``, as the live path would)."""
     with unwrap_single():
         async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws, \
                 trio.open_nursery() as nursery:
-            s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws)
+            s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws, approve=approve)
             try:
                 yield s
             finally:

@@ -7,11 +7,15 @@ run; permission lists are joined. Other keys of Claude Code's format are left al
 a :class:`SettingsError` naming the file and the key; a hook event or type that speculate does not run is
 a note, not an error (newer Claude Code versions add them).
 
-speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"], "env": ["CI"]}``.
-``readOnlyMcpTools`` names MCP tools the user declares read-only, which a speculative fork may then call
-(every other MCP call stops it); like the other read-only tools, the main loop runs them without asking.
-``env`` names environment variables a speculation's sandboxed commands and hooks may see besides the fixed
-few (:data:`overlayfs.sandbox.policy.PASSED_ENV`); every other variable stays outside the sandbox.
+speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"], "env": ["CI"],
+"protectedPaths": ["deploy/**"]}``. ``readOnlyMcpTools`` names MCP tools the user declares read-only, which a
+speculative fork may then call (every other MCP call stops it); like the other read-only tools, the main loop
+runs them without asking. ``env`` names environment variables a speculation's sandboxed commands and hooks
+may see besides the fixed few (:data:`overlayfs.sandbox.policy.PASSED_ENV`); every other variable stays
+outside the sandbox. ``protectedPaths`` (gitignore-style patterns, relative to the project) adds paths a fork
+must not write, besides the execution-config files it never writes (``.git/``, ``.claude/``, ``.mcp.json``,
+``.envrc``, ``.vscode/``, ``.idea/``): a write there reaches the project only through a normal turn
+(:mod:`speculate.speculation.guard`).
 """
 
 from __future__ import annotations
@@ -93,6 +97,22 @@ class Speculation(BaseModel):
     model_config = ConfigDict(extra="forbid")
     readOnlyMcpTools: list[str] = []  # the JSON key: camelCase, as Claude Code's are
     env: list[EnvName] = []  # variable names passed into the sandbox
+    protectedPaths: list[str] = []
+
+    @field_validator("protectedPaths")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        from speculate.tools.globmatch import compile_glob
+
+        for i, p in enumerate(v):
+            if not p.strip() or p.strip() in ("/", "."):
+                raise ValueError(f"[{i}] {p!r}: an empty pattern (or the whole project) protects nothing usefully")
+            if p.startswith("!"):
+                raise ValueError(f"[{i}] {p!r}: negated patterns are not supported")
+            if p.startswith("..") or "/../" in p or p.endswith("/.."):
+                raise ValueError(f"[{i}] {p!r}: patterns are relative to the project and stay inside it")
+            compile_glob(p.strip("/"))  # ValueError names a malformed pattern
+        return v
 
     @field_validator("readOnlyMcpTools")
     @classmethod
@@ -140,6 +160,7 @@ class Settings:
     ask: tuple[str, ...] = ()
     read_only_mcp: frozenset[str] = frozenset()
     env: tuple[str, ...] = ()  # speculation.env: passed into the sandbox
+    protected_paths: tuple[str, ...] = ()
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
@@ -191,6 +212,7 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
     ask: list[str] = []
     read_only: set[str] = set()
     env: dict[str, None] = {}
+    protected: list[str] = []
     files, notes = [], []
     for path in settings_paths(project, user=user):
         try:
@@ -210,7 +232,9 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
             into += _rules(path, key, getattr(parsed.permissions, key), notes)
         read_only.update(parsed.speculation.readOnlyMcpTools)
         env.update(dict.fromkeys(parsed.speculation.env))
+        protected += [p for p in parsed.speculation.protectedPaths if p not in protected]
     return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(env),
+                    tuple(protected),
                     tuple(files), tuple(notes))
 
 

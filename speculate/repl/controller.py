@@ -8,7 +8,6 @@ never interpreted; our colours come from the fragments' styles (:meth:`Repl._c`)
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -20,8 +19,10 @@ from speculate.agent_types import AgentEvent, ResponseDone, ToolFinished, ToolSt
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
+from speculate.repl.render import accepted_line, approval_lines, columns, tool_line
 from speculate.repl.status import Status
 from speculate.session import Session, TurnOutcome
+from speculate.speculation.approvals import PendingApproval
 from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
 from speculate.term import Fragments, render, visible
@@ -109,11 +110,21 @@ class Repl:
 
     async def ask(self, tool: str, summary: str) -> Literal["y", "n", "always"]:
         """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""
+        return await self._question(f"allow {visible(summary)}?")
+
+    async def approve(self, pending: Sequence[PendingApproval]) -> Literal["y", "n", "always"]:
+        """On accepting a speculation that ran calls the live path would have asked about: show them with
+        what each changed, and ask once. ``always`` also allows each command from now on (its rule)."""
+        for line in approval_lines(pending):
+            self._line(self._c("33", line))
+        return await self._question("accept the speculation with what it ran?")
+
+    async def _question(self, text: str) -> Literal["y", "n", "always"]:
         assert self.fe is not None
         self._newline()
         await self._stop_keys()  # the question reads the terminal itself
         try:
-            answer = await self.fe.ask(f"allow {visible(summary)}?", ("y", "n", "always"))
+            answer = await self.fe.ask(text, ("y", "n", "always"))
         except (KeyboardInterrupt, EOFError):
             if self._turn_scope is not None:
                 self._turn_scope.cancel()
@@ -244,11 +255,9 @@ class Repl:
 
     def _report(self, o: TurnOutcome) -> None:
         if o.accepted and o.speculation is not None:
-            width = columns()
-            root = str(self.s.project) if self.s is not None else "/"
-            written = [os.path.relpath(p, root) if os.path.isabs(p) else p for p in o.speculation.files_written]
-            self._line(self._c("36", accepted_line(written, o.speculation.tools_run, o.speculation.time_saved_s,
-                                                   width)))
+            rec = o.speculation
+            self._line(self._c("36", accepted_line(rec.files_written, rec.tools_run, rec.time_saved_s, columns(),
+                                                   deleted=rec.files_deleted, renamed=rec.files_renamed)))
         if o.note:
             self._line(self._c("33", o.note))
         if o.blocked:
@@ -352,57 +361,3 @@ class Repl:
         self._newline()
         self._write(text)
         self._write("\n")
-
-
-def columns() -> int:
-    """The terminal's width (any of the standard streams that is one), else 80."""
-    for stream in (sys.__stdout__, sys.__stdin__, sys.__stderr__):
-        try:
-            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, OSError, ValueError):
-            continue
-    return 80
-
-
-def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int) -> str:
-    """``⚡ speculation accepted: …`` in one line of ``width``: the person's files by name (as many as fit),
-    tool caches (.pytest_cache, __pycache__, any dot or SKIP_DIRS directory) summarised as a count."""
-    from speculate.tools.common import SKIP_DIRS
-
-    def cache(path: str) -> str | None:
-        parts = path.split("/")
-        return next((d for d in parts[:-1] if d.startswith(".") or d in SKIP_DIRS),
-                    parts[-1] if parts[-1] in SKIP_DIRS else None)
-
-    dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
-    written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
-    files = sorted(p for p in written if cache(p) is None)
-    caches = sorted({c for p in written if (c := cache(p)) is not None})
-    n_cached = sum(cache(p) is not None for p in written)
-    head = f"⚡ speculation accepted: {tools} tool{'s' * (tools != 1)} ran ahead, saved {saved_s:.1f}s"
-    tails = [f"; {n_cached} in caches ({', '.join(caches)})", f"; {n_cached} in caches", ""] if caches else ["", ""]
-    for tail in tails:  # the cache names go first when the line is too long, then the count
-        shown: list[str] = []
-        for i, f in enumerate(files):
-            more = len(files) - i - 1
-            candidate = ", ".join([*shown, f]) + (f" +{more} more" if more else "")
-            if len(head) + len(", wrote ") + len(candidate) + len(tail) > width - 1:
-                break
-            shown.append(f)
-        if len(shown) == len(files) or (shown and tail == tails[-2]) or tail == tails[-1]:
-            break  # every file named; or as many as fit beside the cache count; or the count dropped
-    rest = len(files) - len(shown)
-    wrote = (", wrote " + ", ".join(shown) + (f" +{rest} more" if rest else "") if shown
-             else f", wrote {len(files)} file{'s' * (len(files) != 1)}" if files else "")
-    return head + wrote + tail
-
-
-def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
-    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why); (colour, text) fragments."""
-    first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
-    if ev.denied:
-        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied"),
-                *([("", " "), ("2", first)] if first else [])]
-    mark = ("31", "✗") if ev.is_error else ("32", "✓")
-    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s"),
-            *([("", " "), ("31", first)] if first else [])]

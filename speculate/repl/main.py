@@ -167,7 +167,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         async with open_model(bcfg) as model, open_session(
                 SessionConfig(project=project, model=model, mode=args.mode, speculate=not args.no_spec,
                               events_path=args.events, spill_dir=spill, **scfg_extra),
-                ask=repl.ask, on_event=repl.on_event) as session:
+                ask=repl.ask, on_event=repl.on_event, approve=repl.approve) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(visible(f"note: {note}"))
             with terminal():

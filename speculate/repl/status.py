@@ -19,6 +19,7 @@ class Status:
     started: float | None = None  # perf_counter when the fork started
     elapsed_s: float | None = None  # frozen once the fork finished
     boundary: str = ""
+    approvals: int = 0  # calls the fork ran that accepting will ask about
     saved_s: float = 0.0  # time saved this session (accepted speculations)
     mode: str = "acceptEdits"
     spec_on: bool = True
@@ -29,6 +30,7 @@ class Status:
         self.state = ev.state
         if ev.state == "generating":
             self.suggestion, self.tools_run, self.started, self.elapsed_s, self.boundary = None, 0, None, None, ""
+            self.approvals = 0
         elif ev.state == "speculating":
             self.suggestion = ev.suggestion
             self.tools_run = int(d.get("tools_run", self.tools_run))
@@ -36,6 +38,7 @@ class Status:
                 self.started = ev.at - float(d.get("elapsed_s", 0.0))
         elif ev.state in ("ready", "boundary"):
             self.tools_run = int(d.get("tools_run", self.tools_run))
+            self.approvals = int(d.get("approvals", 0))
             self.elapsed_s = float(d.get("elapsed_s", (ev.at - self.started) if self.started else 0.0))
             if ev.state == "boundary":
                 what = str(d.get("detail") or d.get("boundary_detail") or "")
@@ -44,6 +47,10 @@ class Status:
             self.suggestion, self.started, self.elapsed_s = None, None, None
             if ev.state == "accepted" and "time_saved_s" in d:
                 self.saved_s += float(d["time_saved_s"])
+
+    def _to_approve(self) -> str:
+        n = self.approvals
+        return f", {n} to approve" if self.state == "ready" and n else (f"; {n} to approve" if n else "")
 
     def set_speculation(self, on: bool) -> None:
         """/spec on|off: a fresh state (not the last speculation's "aborted")."""
@@ -68,9 +75,9 @@ class Status:
         elif self.state == "speculating":
             what = f"speculating ({tools}, {self.elapsed(now):.1f}s)"
         elif self.state == "ready":
-            what = f"ready ({tools}, {self.elapsed(now):.1f}s) - Tab to accept"
+            what = f"ready ({tools}, {self.elapsed(now):.1f}s{self._to_approve()}) - Tab to accept"
         elif self.state == "boundary":
-            what = f"stopped at boundary ({self.boundary})"
+            what = f"stopped at boundary ({self.boundary}){self._to_approve()}"
         elif self.state == "accepted":
             what = "accepted"
         elif self.state == "aborted":

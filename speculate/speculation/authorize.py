@@ -1,17 +1,23 @@
-"""Authorizers: the main loop's (permission gate + asking the user) and a speculative fork's, which turns
-every call that would need the user into a boundary instead of running it."""
+"""Authorizers: the main loop's (permission gate + asking the user) and a speculative fork's, which puts
+every call through the same gate and, where the live path would ask, either stops the fork before the
+call (a boundary) or, for a sandboxed Bash command, runs it and records it for approval on acceptance."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import trio
 from pydantic import BaseModel
 
 from speculate.agent_types import BoundaryKind, BoundaryReached, ToolDenied, summarize
 from speculate.tools.base import Tool
 from speculate.types import Block
+
+if TYPE_CHECKING:
+    from speculate.speculation.approvals import Approvals
+    from speculate.speculation.guard import Protection
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
 SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
@@ -59,13 +65,25 @@ class MainAuthorizer:
             raise ToolDenied("the user declined this call")
         if answer == "always":
             cmd = getattr(inp, "command", None)
-            self.allow.append(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
+            self.remember(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
+
+    def remember(self, rule: str) -> None:
+        """An ``always`` answer: from now on the gate allows this call (``Bash(CMD)`` or the tool)."""
+        if rule not in self.allow:
+            self.allow.append(rule)
             self.gate = _gate(self.mode, self.allow, self.deny, self.root, self.ask_rules)
 
 
 class SpecAuthorizer:
-    """A fork's gate: never asks. A call the user would have to approve, or whose effects the sandbox
-    cannot contain, raises BoundaryReached so the fork stops before it.
+    """A fork's gate: the live path's gate (mode, rules; hooks run around the calls as live), and it never
+    asks. A call the live path would ask about stops the fork before it (BoundaryReached), except a
+    sandboxed Bash command, which runs and is recorded in ``approvals`` for the question on acceptance.
+    So is a call whose effects the sandbox cannot contain, or that writes a protected path (``protection``:
+    instructions and execution-config files, through ``fs``'s symlinks too).
+
+    Once the speculation is accepted (``go_live``), the user is there: a command the live path would ask
+    about is asked about at the call, through the main authorizer, as it would be live (one question at a
+    time: ``asking`` is held while the acceptance question is open).
 
     ``hook_stop(tool)`` says why a call must not start because a hook would run around it where there is
     no sandbox (:meth:`speculate.hooks.HookRunner.stops_call`).
@@ -73,12 +91,23 @@ class SpecAuthorizer:
 
     def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
                  root: Path | None = None, bash_off: str = "off (no sandbox here)", ask_rules: Sequence[str] = (),
-                 hook_stop: Callable[[str], str | None] | None = None) -> None:
+                 hook_stop: Callable[[str], str | None] | None = None, protection: Protection | None = None,
+                 fs: Any = None, approvals: Approvals | None = None) -> None:
+        from speculate.speculation.guard import Protection
+
         self.gate = _gate(mode, allow, deny, root, ask_rules)
         self.root = root
         self.sandboxed_bash = sandboxed_bash
         self.bash_off = bash_off
         self.hook_stop = hook_stop or (lambda tool: None)
+        self.protection = protection or Protection()
+        self.fs = fs
+        self.approvals = approvals
+        self.live: MainAuthorizer | None = None
+        self.asking = trio.Lock()
+
+    def go_live(self, main: MainAuthorizer) -> None:
+        self.live = main
 
     def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[BoundaryKind, str] | None:
         is_mcp = tool.name.startswith("mcp__")
@@ -93,8 +122,13 @@ class SpecAuthorizer:
             return "mcp", f"{tool.name}: an MCP call acts outside the overlay (not declared read-only)"
         if tool.name in WRITE_TOOLS:
             path = str(getattr(inp, "file_path", ""))
-            if self._instructions(path):
+            kind = self._protected(path)
+            if kind == "instructions":
                 return "instructions", f"{tool.name} {path}: the next request's system prompt would change"
+            if kind == "protected":
+                return "protected", (f"{tool.name} {path}: it configures what runs later (git, editor, Claude "
+                                     "Code, direnv, or speculation.protectedPaths); it lands only through a "
+                                     "normal turn")
             if d.behavior == "ask":
                 return "edit", f"{tool.name} {path} needs permission"
         elif tool.name == "Bash":
@@ -110,26 +144,45 @@ class SpecAuthorizer:
             c = classify(cmd, project_root=str(self.root) if self.root is not None else None)
             if not c.sandboxable:
                 return "bash", f"{cmd!r}: {c.reason}"
+            # A command the gate would ask about runs in the sandbox; authorize() records it for approval.
         elif d.behavior == "ask" and d.rule is not None:  # an explicit ask rule: the user would be asked
             return "denied_tool", d.reason
         why = self.hook_stop(tool.name)
         return ("hook", why) if why else None
 
-    def _instructions(self, path: str) -> bool:
+    def _protected(self, path: str) -> str | None:
         from overlayfs.paths import PathEscapeError, to_relative
-        from speculate.instructions import is_instructions_path
 
         if self.root is None or not path:
-            return False
+            return None
         try:
-            return is_instructions_path(to_relative(self.root, path))
+            rel = to_relative(self.root, path)
         except (PathEscapeError, FileNotFoundError):
-            return False
+            return None
+        return self.protection.of_write(self.fs, rel) if self.fs is not None else self.protection.kind(rel)
+
+    def _asks(self, tool: Tool, inp: BaseModel) -> str | None:
+        """Why the live path would ask before this call (a sandboxed Bash command), or None."""
+        if tool.name != "Bash":
+            return None
+        d = self.gate.check(tool, inp)
+        return d.reason if d.behavior == "ask" else None
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
-        return self._boundary(tool, inp) is None
+        return self._boundary(tool, inp) is None and self._asks(tool, inp) is None
 
     async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None:
         b = self._boundary(tool, inp)
         if b is not None:
             raise BoundaryReached(b[0], b[1], block.get("id"))
+        why = self._asks(tool, inp)
+        if why is None:
+            return
+        if self.live is not None:  # accepted: the user is asked at the call, as live (ToolDenied on "n")
+            async with self.asking:
+                await self.live.authorize(tool, inp, block)
+            return
+        if self.approvals is None:
+            raise BoundaryReached("bash", f"{getattr(inp, 'command', '')!r}: {why}", block.get("id"))
+        self.approvals.expect(tool.name, summarize(tool.name, block.get("input", {})),
+                              str(getattr(inp, "command", "")), why, str(block.get("id", "")))

@@ -2,15 +2,15 @@
 
 One *cycle* per completed main turn runs in the session's nursery under its own cancel scope:
 suggestion (or a pipelined one) → fork on a fresh overlay → stop at complete or a boundary → (complete)
-pipelined next suggestion. ``accept`` promotes and injects; ``ignore`` cancels the cycle and discards the
-overlay. Nothing but ``accept`` writes the real tree. See docs/speculation.md for the state machine.
+pipelined next suggestion. ``accept`` asks about the calls the fork ran that the live path would have
+asked about, then promotes and injects; ``ignore`` cancels the cycle and discards the overlay. Nothing but
+``accept`` writes the real tree. See docs/speculation.md for the state machine.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -25,19 +25,14 @@ from speculate.agent_types import (
     ToolStarted,
 )
 from speculate.hooks import HookRan, PromptBlocked
-from speculate.instructions import is_instructions_path
 from speculate.models.base import ModelError, Usage
 from speculate.speculation import suggest
+from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
-from speculate.speculation.events import (
-    Boundary,
-    SpecEvent,
-    SpecOutcome,
-    SpeculationRecord,
-    State,
-    SuggestionOutcome,
-    SuggestionRecord,
-)
+from speculate.speculation.effects import renames
+from speculate.speculation.events import SpecEvent, SpecOutcome, State, SuggestionOutcome, SuggestionRecord
+from speculate.speculation.fork import Speculation
+from speculate.speculation.guard import Protection
 from speculate.speculation.host import Host, IgnoreReason
 from speculate.speculation.trim import completed_part
 from speculate.tools.base import ToolContext
@@ -52,37 +47,6 @@ def cost_usd(model: str, usage: Usage) -> float:
 
     p = find_profile(model)
     return p.cost_usd(usage.as_dict()) if p else 0.0
-
-
-class Speculation:
-    """One fork: its overlay, agent, timings and outcome."""
-
-    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool) -> None:
-        self.suggestion = suggestion
-        self.prefix_len = prefix_len
-        self.started = time.perf_counter()
-        self.finished = trio.Event()  # the fork stopped: complete, boundary or error
-        self.finished_at: float | None = None
-        self.next_ready = trio.Event()  # the pipelined suggestion is known (or will not come)
-        self.next: suggest.SuggestionOutcome | None = None
-        self.overlay: Any = None
-        self.agent: Agent | None = None
-        self.usage = Usage()
-        self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
-        self.tools_run = 0
-        # What the fork showed so far (text, tool lines), replayed on acceptance; then ``live`` (the
-        # session's event callback) hears the rest as it happens, as a normal turn streams.
-        self.shown: list[AgentEvent] = []
-        self.live: Callable[[AgentEvent], None] | None = None
-        self.diverged_at_tokens: int | None = None  # the fork's tokens when the user first typed off its prompt
-        self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
-
-    @property
-    def complete(self) -> bool:
-        return self.record.boundary == "complete"
-
-    def stop(self, boundary: Boundary, detail: str = "") -> None:
-        self.record.boundary, self.record.boundary_detail = boundary, detail
 
 
 class SpeculationEngine:
@@ -150,17 +114,36 @@ class SpeculationEngine:
         await self.ignore("shutdown")
 
     async def accept(self, prompt: str, t0: float) -> TurnOutcome:
-        """Use the speculation for ``prompt`` (the current suggestion)."""
+        """Use the speculation for ``prompt`` (the current suggestion): approve, replay, promote, inject
+        (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
+        question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
+        that went live asks nothing more."""
+        spec = self._spec
+        try:
+            return await self._accept(prompt, t0)
+        except BaseException:
+            if spec is not None and self._spec is spec:
+                with trio.CancelScope(shield=True):
+                    await self.ignore("stopped")
+            raise
+
+    async def _accept(self, prompt: str, t0: float) -> TurnOutcome:
         from speculate.session import TurnOutcome
+        from speculate.speculation import accept as step
 
         self._decide_suggestion("accepted")
         spec = self._spec
         if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
             await self.ignore("no_speculation")
             return await self.s.run_turn(prompt, t0)
-        for e in spec.shown:  # what the fork already did, then the rest live
-            self.s.on_event(e)
-        spec.live = self.s.on_event
+        assert spec.authorizer is not None
+        async with spec.authorizer.asking:  # the fork asks nothing itself while this question is open
+            spec.authorizer.go_live(self.s.authorizer)  # from now on it asks at the call, as live
+            answer = await step.approve(spec, policy=self.s.approve, main=self.s.authorizer)
+            if answer != "n":
+                step.replay(spec, self.s.on_event)
+        if answer == "n":
+            return await self._drop(spec, prompt, t0, "declined", step.DECLINED)
         if not spec.finished.is_set():
             if self.s.cfg.accept_running == "wait":
                 await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
@@ -173,26 +156,15 @@ class SpeculationEngine:
         rec.time_to_accept_s = t0 - spec.started
         finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
-        tp = time.perf_counter()
-        try:
-            result = spec.overlay.promote()
-        except OSError as e:  # rolled back (disk full, no permission), or another session held the lock
-            result, note = None, f"speculation discarded: accepting it failed ({e}); running normally"
-        rec.promote_s = time.perf_counter() - tp
-        if result is None or result.conflicts:
-            if result is not None:
-                note = ("speculation discarded: the real tree changed under it ("
-                        + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
-            self._spec = None
-            await self._cancel_cycle()  # incl. a pipelined suggestion built on the discarded fork
-            self._close(spec, "conflict" if result is not None else "error", note, saved=False)
-            return await self.s.run_turn(prompt, t0, note=note)
+        if spec.overlay is None:  # discarded while the user waited (a boundary that holds its cause)
+            return await self._drop(spec, prompt, t0, "aborted", "speculation discarded: it stopped at a "
+                                    f"boundary ({rec.boundary}); running normally")
+        promotion = step.promote(spec)
+        if not promotion.ok:
+            return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note)
         assert spec.agent is not None
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
-        injected = completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete)
-        self.s.messages.extend(injected)
-        rec.files_written = [str(getattr(p, "path", p)) for p in result.promoted
-                             if getattr(p, "type", "file") != "dir"]  # files (and links), not directories
+        self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
         self._spec = None
         self._close(spec, "accepted", "")
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
@@ -204,6 +176,15 @@ class SpeculationEngine:
                                time.perf_counter() - t0, True, None, rec)
         await self._cancel_cycle()
         return await self.s.run_turn(prompt, t0, resume=True, spec=rec)
+
+    async def _drop(self, spec: Speculation, prompt: str, t0: float, outcome: SpecOutcome, note: str
+                    ) -> TurnOutcome:
+        """The speculation is not used after all: discard it (and a pipelined suggestion built on it) and run
+        the turn normally, saying why."""
+        self._spec = None
+        await self._cancel_cycle()
+        self._close(spec, outcome, note, saved=False)
+        return await self.s.run_turn(prompt, t0, note=note)
 
     # -- the cycle ----------------------------------------------------------------------------------
     async def _cycle(self, scope: trio.CancelScope, snapshot: list[Message], turn: int,
@@ -272,7 +253,8 @@ class SpeculationEngine:
         t = time.perf_counter()
         spec.overlay = Overlay(lower=self.s.project)
         spec.record.overlay_create_s = time.perf_counter() - t
-        shell, sandboxed, backend = self._shell_for(spec.overlay)
+        protection = Protection(self.s.workspace.settings.protected_paths)
+        shell, sandboxed, backend = self._shell_for(spec.overlay, protection)
         spec.record.overlay_backend = backend
         spec.record.bash = self.bash_line
         # The user's hooks are untrusted code with side effects, as Bash is: in the sandbox against the
@@ -281,10 +263,12 @@ class SpeculationEngine:
             shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
             boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
             on_event=lambda r: self._fork_hook(spec, r))
-        authorizer = SpecAuthorizer(mode=self.s.cfg.mode, allow=self.s.authorizer.allow,
-                                    deny=self.s.authorizer.deny, ask_rules=self.s.authorizer.ask_rules,
-                                    sandboxed_bash=sandboxed, root=self.s.project, bash_off=self.bash_line,
-                                    hook_stop=hooks.stops_call)
+        spec.approvals = Approvals(spec.overlay)
+        authorizer = spec.authorizer = SpecAuthorizer(
+            mode=self.s.cfg.mode, allow=self.s.authorizer.allow, deny=self.s.authorizer.deny,
+            ask_rules=self.s.authorizer.ask_rules, sandboxed_bash=sandboxed, root=self.s.project,
+            bash_off=self.bash_line, hook_stop=hooks.stops_call, protection=protection, fs=spec.overlay,
+            approvals=spec.approvals)
         spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
                            ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
                            authorizer=authorizer, messages=copy.deepcopy(snapshot),
@@ -297,8 +281,8 @@ class SpeculationEngine:
             spec.stop("complete")
         except BoundaryReached as b:
             spec.stop(b.kind, b.detail)
-            # Over its bounds, or holding a write that made the boundary (an instructions file written by a
-            # command): nothing of it may be promoted; the disk is freed at once.
+            # Over its bounds, or holding what made the boundary (a protected path or special file written by
+            # a command, a hook that failed): nothing of it may be promoted; the disk is freed at once.
             if b.kind == "resource" or b.discard:
                 spec.overlay.discard()
                 spec.overlay = None
@@ -313,9 +297,15 @@ class SpeculationEngine:
             spec.overlay = None
         spec.finished_at = time.perf_counter()
         spec.record.completed = True
+        if spec.overlay is not None:  # renames need the real tree before promotion: learn them now, not on Tab
+            ov = spec.overlay
+            with trio.CancelScope(shield=True):  # short; and what follows must run
+                spec.renames = await trio.to_thread.run_sync(lambda: renames(ov.changes(), ov.lower, ov.upper))
         spec.finished.set()
+        approvals = len(spec.approvals.pending) if spec.overlay is not None else 0
         if spec.complete:
-            self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started)
+            self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
+                       approvals=approvals)
             try:
                 spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
             except ModelError:
@@ -325,17 +315,17 @@ class SpeculationEngine:
         else:
             spec.next_ready.set()
             self._emit("boundary", text, boundary=spec.record.boundary, detail=spec.record.boundary_detail,
-                       tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started)
+                       tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started, approvals=approvals)
 
     # -- helpers ------------------------------------------------------------------------------------
-    def _shell_for(self, overlay: Any) -> tuple[Any, bool, str]:
+    def _shell_for(self, overlay: Any, protection: Protection) -> tuple[Any, bool, str]:
         from speculate.speculation.sandbox_shell import NoShell, SandboxShell, bash_sandbox
 
         box = bash_sandbox(self.s.cfg.overlay_backend)
         self.bash_line = box.line
         if box.backend is None:
             return NoShell(box.line), False, "pure"
-        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protected=is_instructions_path,
+        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protection=protection,
                              env=self.s.cfg.tool_env, passed_env=self.s.workspace.settings.env)
         return shell, True, box.backend
 
@@ -343,6 +333,10 @@ class SpeculationEngine:
         spec.record.hooks_run += 1
         if r.blocked and r.event == "PreToolUse":
             spec.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
+        elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
+            spec.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
+                                           + ("timed out" if r.timed_out else f"exit {r.exit_code}")
+                                           + (f": {r.stderr.strip()}" if r.stderr.strip() else ""))
 
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
         if not isinstance(e, ToolStarted):
@@ -353,6 +347,8 @@ class SpeculationEngine:
             spec.usage = spec.usage.add(e.response.usage)
             spec.last_usage = e.response.usage
         elif isinstance(e, ToolFinished):
+            if spec.approvals is not None and spec.overlay is not None:
+                spec.approvals.finish(e.id)
             spec.tools_run += 1
             self._emit("speculating", spec.suggestion, tools_run=spec.tools_run,
                        elapsed_s=time.perf_counter() - spec.started)

@@ -17,7 +17,10 @@ from speculate.agent_types import BoundaryKind
 # with accept_running="stop".
 Boundary = Literal["complete", "max_turns", "max_messages", "interrupted"] | BoundaryKind
 # What became of a speculation (SpeculationRecord.outcome) and of a suggestion (SuggestionRecord.outcome).
-SpecOutcome = Literal["accepted", "aborted", "error", "conflict"]
+# declined: taken, but the calls it ran that the live path would have asked about were not approved.
+SpecOutcome = Literal["accepted", "aborted", "error", "conflict", "declined"]
+# The answer to the approval question on acceptance ("" when nothing needed approval).
+Approval = Literal["approved", "always", "declined"]
 SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded"]
 Unset = Literal[""]  # a record written before its outcome is known
 
@@ -79,7 +82,9 @@ class SpeculationRecord(_Record):
     promote_s: float = 0.0
     abort_s: float | None = None  # ignore() called -> fork cancelled and overlay discarded (aborted only)
     tools_run: int = 0
-    files_written: list[str] = []
+    files_written: list[str] = []  # promoted: files and links added or modified
+    files_deleted: list[str] = []  # promoted deletions (a directory once, as "dir/")
+    files_renamed: list[str] = []  # "old -> new": a deletion and an addition with the same content
     tokens: dict[str, int] = {}
     cost_usd: float = 0.0
     pipelined: bool = False
@@ -87,6 +92,10 @@ class SpeculationRecord(_Record):
     bash: str = ""  # how speculative Bash ran: "sandboxed (...)" or "off (why)"
     hooks_run: int = 0  # the user's hooks the fork ran (in its sandbox)
     hook_denials: list[str] = []  # PreToolUse refusals inside the fork: "tool: reason"
+    hook_errors: list[str] = []  # hooks that failed in the fork (it stopped there): "event hook `cmd` ...: stderr"
+    # Calls the live path would have asked about, run in the sandbox: "Bash(rm -rf build): deleted build/".
+    approvals: list[str] = []
+    approval: Approval | Unset = ""  # the answer on acceptance
     # Tokens the fork spent after the user typed off its prompt (kept, not aborted): the "keep" policy's cost.
     tokens_after_divergence: int = 0
 
@@ -159,6 +168,7 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
         "speculations": len(spec),
         "speculation_outcomes": _count(r.outcome for r in spec),
         "boundaries": _count(r.boundary for r in spec if r.boundary),
+        "approvals": _count(r.approval for r in spec if r.approval),
         "time_saved_s": sum(r.time_saved_s for r in accepted),
         "wasted_tokens": wasted,
         "tokens_after_divergence": sum(r.tokens_after_divergence for r in spec),

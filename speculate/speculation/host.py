@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from speculate.agent_types import AgentEvent
     from speculate.models.base import CacheKey, Usage
     from speculate.session import SessionConfig, TurnOutcome
+    from speculate.speculation.approvals import ApproveFn
     from speculate.speculation.authorize import MainAuthorizer
     from speculate.speculation.events import EventLog, SpeculationRecord
     from speculate.tools.base import Tool
@@ -35,6 +36,7 @@ class Host(Protocol):
     session_id: str
     workspace: Workspace
     authorizer: MainAuthorizer
+    approve: ApproveFn | None  # the approval policy on acceptance; None: ask as the live path would
     events: EventLog
     turn: int
     last_error: bool

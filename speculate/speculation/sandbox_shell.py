@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ import trio
 
 from speculate import ShellResult
 from speculate.agent_types import BoundaryReached
+from speculate.speculation.guard import Protection, check_overlay
 
 
 @dataclass(frozen=True)
@@ -58,22 +59,24 @@ def bash_sandbox(want: str = "auto") -> BashSandbox:
 class SandboxShell:
     """Runs each command (a Bash call, or a hook) in the sandbox; cancellation kills it at once.
 
-    ``protected`` names project-relative paths a command must not write (the instructions files): a
-    command that did stops the fork (``instructions``), and its overlay is discarded, since it holds the
-    write. A command sees the sandbox's allow-listed environment (:func:`overlayfs.sandbox.sandbox_env`),
-    the variables named in ``passed_env`` (settings ``speculation.env``), and ``env``, which the session
-    sets explicitly for every command (as LocalShell's).
+    After each command the overlay is checked (:func:`speculate.speculation.guard.check_overlay`): a write
+    to a path ``protection`` names (instructions, execution-config files), a device node, FIFO or socket,
+    or a symlink out of the project stops the fork, and its overlay is discarded, since it holds them.
+    A command sees the sandbox's allow-listed environment (:func:`overlayfs.sandbox.sandbox_env`), the
+    variables named in ``passed_env`` (settings ``speculation.env``), and ``env``, which the session sets
+    explicitly for every command (as LocalShell's).
     """
 
-    def __init__(self, overlay: Any, backend: str, *, limits: Any = None,
-                 protected: Callable[[str], bool] | None = None, env: dict[str, str] | None = None,
-                 passed_env: Sequence[str] = ()) -> None:
-        self.env = dict(env or {})
+    def __init__(self, overlay: Any, backend: str, *, limits: Any = None, protection: Protection | None = None,
+                 env: dict[str, str] | None = None, passed_env: Sequence[str] = ()) -> None:
+        # `git status` must not refresh the index as a side effect: a write under .git/ would end the
+        # speculation.
+        self.env = {"GIT_OPTIONAL_LOCKS": "0", **(env or {})}
         self.passed_env = tuple(passed_env)
         self.overlay = overlay
         self.backend = backend
         self.limits = limits
-        self.protected = protected
+        self.protection = protection
 
     async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> ShellResult:
@@ -107,12 +110,15 @@ class SandboxShell:
             raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
         if out.backend_failed is not None:
             raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
-        if self.protected is not None:
-            hit = sorted(c.path for c in self.overlay.changes() if self.protected(c.path))
-            if hit:
-                raise BoundaryReached("instructions", f"{command!r} wrote {', '.join(hit)}: the next request's "
-                                      "system prompt would change", discard=True)
+        if self.protection is not None:
+            check_overlay(self.overlay, self.overlay.changes(), protection=self.protection, command=command,
+                          read_only=self._read_only)
         return ShellResult(out.stdout, out.stderr, out.exit_code, out.timed_out)
+
+    def _read_only(self, command: str) -> bool:
+        from speculate.shell import classify
+
+        return classify(command, project_root=str(self.overlay.lower)).read_only
 
 
 class NoShell:

@@ -131,3 +131,41 @@ def test_the_accepted_line_names_files_summarises_caches_and_fits() -> None:
     for width in (120, 90, 70):
         line = accepted_line(written, 5, 2.34, width)
         assert len(line) < width and "5 tools" in line and ".pytest_cache/" not in line, line
+
+
+def test_the_accepted_line_says_deleted_and_renamed_for_what_they_are() -> None:
+    from speculate.repl.controller import accepted_line
+
+    line = accepted_line(["src/new.py", "build/__pycache__/x.pyc"], 2, 1.0, 160, deleted=["build/"],
+                         renamed=["a.py -> b.py"])
+    assert line == ("⚡ speculation accepted: 2 tools ran ahead, saved 1.0s, deleted build/, renamed a.py → b.py, "
+                    "wrote src/new.py; 1 in caches (__pycache__)")
+    assert "wrote build" not in accepted_line([], 1, 0.5, 80, deleted=["build/"])
+    narrow = accepted_line([f"f{i}.py" for i in range(20)], 1, 0.5, 100, deleted=[f"d{i}/" for i in range(20)])
+    assert len(narrow) < 100 and "deleted d0/, d1/" in narrow and "more, wrote 20 files" in narrow, narrow
+
+
+def test_the_approval_lines_name_each_call_and_what_it_changed() -> None:
+    from overlayfs.changes import Change
+    from speculate.repl.render import approval_lines
+    from speculate.speculation.approvals import PendingApproval
+    from speculate.speculation.effects import summarize
+
+    rm = PendingApproval("Bash", "Bash(rm -rf build)", "rm -rf build", "asks", "t1", finished=True,
+                         files=summarize([Change("build", "deleted", "dir"), Change("build/out.o", "deleted")]))
+    test = PendingApproval("Bash", "Bash(make test)", "make test", "asks", "t2",
+                           files=summarize([Change(".pytest_cache/v", "added")]))
+    lines = approval_lines([rm, test, rm])
+    assert lines[0] == "the speculation ran 2 calls you would have been asked about:"
+    assert lines[1] == "  Bash(rm -rf build) → deleted build/"
+    assert lines[2] == "  Bash(make test) → wrote .pytest_cache/v (so far: it was still running)"
+    assert "always: also allow these commands" in lines[3]
+
+
+def test_the_toolbar_says_how_many_calls_accepting_will_ask_about() -> None:
+    s = Status()
+    s.update(SpecEvent("ready", "x", {"tools_run": 2, "elapsed_s": 1.0, "approvals": 1}))
+    assert "ready (2 tools, 1.0s, 1 to approve) - Tab to accept" in s.line()
+    s.update(SpecEvent("generating", None))
+    s.update(SpecEvent("boundary", "x", {"boundary": "edit", "detail": "Edit a", "approvals": 2}))
+    assert "stopped at boundary (edit: Edit a); 2 to approve" in s.line()

@@ -81,6 +81,24 @@ class Term:
                 raise AssertionError(f"timed out waiting for {what}; screen:\n{self.scrollback()}")
             time.sleep(0.05)
 
+    def answer_until(self, cond: Callable[[], bool], what: str, timeout: float = 30.0) -> list[str]:
+        """Wait for ``cond``, answering y to each question that comes up on the way; the questions."""
+        asked: list[str] = []
+        end = time.monotonic() + timeout
+        while not cond():
+            text = self.scrollback()
+            answered = text.count("[y/n/always] y")
+            if text.count("[y/n/always]") > answered:
+                asked.append(text.rsplit("[y/n/always]", 1)[0].splitlines()[-1].strip())
+                self.type("y")
+                self.keys("Enter")
+                self.wait(lambda n=answered: self.scrollback().count("[y/n/always] y") > n, "the answer taken")
+                continue
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {what}; screen:\n{self.scrollback()}")
+            time.sleep(0.05)
+        return asked
+
 
 def repl_command(tmp_path: Path, project: Path, *, time_scale: float) -> str:
     # The shell stays after the REPL exits so its exit status can be read off the screen.
@@ -159,7 +177,10 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     term.wait(lambda: "+def test_pages_do_not_overlap():" in term.screen(), "the speculation's diff")
     term.wait(lambda: P2 in term.input_line() and finished(), "the prediction back after /diff")
     term.keys("Right", "Enter")
-    term.wait(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
+    # Its pytest runs are what the live path asks about in acceptEdits: shown with what they changed, asked once.
+    asked = term.answer_until(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
+    assert asked == ["accept the speculation with what it ran?"], asked
+    assert "  Bash(python -m pytest -q) → wrote " in term.scrollback()
     term.wait(lambda: "Full suite" in term.scrollback(), "the final answer")
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
@@ -213,10 +234,16 @@ def test_accepting_a_running_speculation_streams_it_live(tmp_path: Path, project
         # Within a second: what the fork already did (its text and the Read line) is on screen.
         t.wait(lambda: "I'll add a failing test first" in t.screen() and "✓ Read(" in t.screen(),
                "the fork's finished part", timeout=1.0)
-        # The rest streams: tool lines appear while the final answer is still to come.
-        t.wait(lambda: "✓ Bash(" in t.screen(), "a tool line of the live part")
+        # The rest streams: tool lines appear while the final answer is still to come. The user is there
+        # now: each pytest run the fork reaches is asked about at the call, as the live path asks.
+        asked = t.answer_until(lambda: "Bash(python -m pytest -q tests/test_pager.py) " in t.screen(),
+                               "a tool line of the live part (✗: the new test fails first, as it should)")
+        # (Had the fork run it before the Tab+Enter reached it, the question would have come on acceptance.)
+        assert asked in (["allow Bash(python -m pytest -q tests/test_pager.py)?"],
+                         ["accept the speculation with what it ran?"]), asked
         assert "Full suite" not in t.scrollback(), "the answer came all at once"
-        t.wait(lambda: "speculation accepted" in t.scrollback(), "the acceptance line")
+        asked = t.answer_until(lambda: "speculation accepted" in t.scrollback(), "the acceptance line")
+        assert asked == ["allow Bash(python -m pytest -q)?"], asked
         assert t.scrollback().count("Full suite: 29 passed") == 1  # streamed once, not repeated at the end
         line = next(ln for ln in t.scrollback().splitlines() if "speculation accepted" in ln)
         # One line that fits, the person's files named, the tool caches pytest wrote summarised.
@@ -347,8 +374,9 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
 
 def test_an_enter_typed_ahead_between_prompts_sends_the_line(tmp_path: Path, project: Path) -> None:
     """Keys typed while no prompt runs (``/accept`` waiting for the prediction) reach the next prompt with
-    their Enter as Enter: the terminal must not turn it into Ctrl-J, a newline in the input."""
-    t = start_repl(tmp_path, project, time_scale=0.5)
+    their Enter as Enter: the terminal must not turn it into Ctrl-J, a newline in the input. (Bypass mode:
+    the accepted fork's pytest runs would otherwise be asked about, and the typed-ahead line answer it.)"""
+    t = start_repl(tmp_path, project, time_scale=0.5, extra="--mode bypassPermissions")
     try:
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
         t.keys("Tab", "Enter")
@@ -362,6 +390,50 @@ def test_an_enter_typed_ahead_between_prompts_sends_the_line(tmp_path: Path, pro
         t.wait(lambda: "speculation accepted" in t.scrollback() and "commands:" in t.scrollback(),
                "the accepted turn, then /help run as typed", timeout=40)
         t.wait(lambda: "/help" not in t.input_line(), "a fresh prompt after /help")
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_a_speculated_rm_is_asked_about_on_acceptance_and_no_runs_it_live_as_typed(tmp_path: Path,
+                                                                                   answer: str) -> None:
+    """Default mode, the issue's case: the fork runs `rm -rf build` in its sandbox; Tab+Enter shows it and
+    what it changed and asks once. n: nothing of it lands, the turn runs live and asks `allow Bash(rm -rf
+    build)?` as typed; y: it lands, and the accepted line says it deleted build/."""
+    project = tmp_path / "proj"  # new: the demo sets up the scenario's project in it
+    scenario = load_scenario(find_scenario("clean-stale-build"))
+    first, second = scenario.turns[0].prompt, scenario.turns[1].prompt
+    t = Term()
+    try:
+        t.start(f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+                f"--scenario clean-stale-build --time-scale 0.05 --mode default; echo EXIT=$?; sleep 60")
+        t.wait(lambda: first in t.input_line(), "the first prompt as ghost text")
+        t.keys("Tab", "Enter")
+        t.wait(lambda: second in t.input_line() and "1 to approve" in t.toolbar(), "the speculation, ready")
+        assert (project / "build" / "lib" / "shop" / "pricing.py").exists()  # the fork's rm is in its overlay
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "accept the speculation with what it ran? [y/n/always]" in t.screen(), "the question")
+        assert "  Bash(rm -rf build) → deleted build/" in t.screen()
+        assert "allow Bash(rm -rf build)?" not in t.scrollback() and (project / "build").exists()
+        t.type(answer)
+        t.keys("Enter")
+        if answer == "n":
+            t.wait(lambda: "allow Bash(rm -rf build)? [y/n/always]" in t.screen(), "the live path's question")
+            assert (project / "build").exists()  # nothing of the speculation landed
+            t.type("y")
+            t.keys("Enter")
+            t.wait(lambda: "Removed `build/`." in t.scrollback() and "what it ran was not approved" in t.scrollback(),
+                   "the live turn's answer, then why the speculation was not used")
+            assert "speculation accepted" not in t.scrollback()
+        else:
+            t.wait(lambda: "speculation accepted" in t.scrollback(), "the accepted line")
+            line = next(ln for ln in t.scrollback().splitlines() if "speculation accepted" in ln)
+            assert "deleted build/" in line and "wrote build" not in line, line
+            assert "allow Bash(rm -rf build)?" not in t.scrollback()
+        assert not (project / "build").exists()
+        t.wait(lambda: "working" not in t.toolbar() and t.input_line().startswith("›"), "the prompt")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
     finally:

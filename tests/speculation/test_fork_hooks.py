@@ -1,6 +1,7 @@
 """The user's hooks, and instructions files, inside a speculative fork: a hook runs in the sandbox against
 the overlay (nothing it writes reaches the host before acceptance), or where there is no sandbox it is a
-``hook`` boundary; a fork that would write CLAUDE.md stops at ``instructions``."""
+``hook`` boundary; a fork that would write CLAUDE.md stops at ``instructions``. A hook that cannot run in
+the sandbox, times out or fails stops the fork (fail closed); scripts in the home and the project run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from speculate.models.anthropic import AnthropicModel
 from speculate.session import Session, SessionConfig, open_session
 from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.server import SimServer
+from speculate.speculation.events import read_records
 from speculate.speculation.sandbox_shell import bash_sandbox
 
 from .conftest import make_project, tree_hash
@@ -216,3 +218,75 @@ def test_a_sandboxed_command_that_wrote_instructions_is_a_boundary_and_its_overl
             assert "Always use tabs." in s.key.system[1]
 
     trio.run(main)
+
+
+FAILING = {
+    # The script lives under /tmp, outside the project: the sandbox's private /tmp hides it (exit 127).
+    "outside": ("{script}", None, "exited 127", "No such file or directory"),
+    "hangs": ("sleep 30", 0.5, "timed out", ""),
+    "exits 1": ("echo 'the linter broke' >&2; exit 1", None, "exited 1", "the linter broke"),
+}
+
+
+@pytest.mark.parametrize("case", FAILING)
+def test_a_hook_that_fails_in_the_fork_stops_it_and_nothing_it_refused_lands(tmp_path: Path, case: str) -> None:
+    if not bash_sandbox().available:
+        pytest.skip(f"speculative Bash is {bash_sandbox().line}")
+    root = make_project(tmp_path)
+    script = tmp_path / "hooks" / "deny.sh"  # the hook refuses every Edit: on the host it can
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho 'a.txt is frozen' >&2\nexit 2\n")
+    script.chmod(0o755)
+    command, timeout, how, stderr = FAILING[case]
+    entry: dict[str, Any] = {"type": "command", "command": command.format(script=script)}
+    if timeout is not None:
+        entry["timeout"] = timeout
+    settings(root, {"PreToolUse": [{"matcher": "Edit", "hooks": [entry]}]})
+    before = tree_hash(root)
+
+    async def main() -> None:
+        async with spec_session(root) as s:
+            spec = await speculate(s, "edit a")
+            rec = spec.record
+            assert rec.boundary == "hook" and how in rec.boundary_detail and stderr in rec.boundary_detail, rec
+            assert f"PreToolUse hook `{entry['command']}` on Edit" in rec.boundary_detail
+            assert len(rec.hook_errors) == 1 and stderr in rec.hook_errors[0]
+            assert spec.overlay is None and spec.tools_run == 0  # discarded; the Edit never ran
+            assert tree_hash(root) == before
+            out = await s.submit("edit a")  # the turn runs live: the hook decides on the host, as typed
+            assert not out.accepted and out.result is not None
+
+    trio.run(main)
+    # Live, the /tmp hook refuses the edit; a hook that hangs or exits 1 is a warning there (Claude Code's rule).
+    assert (root / "a.txt").read_text() == ("alpha\n" if case == "outside" else "gamma\n")
+    rec = [r for r in read_records(root.parent / "events.jsonl") if r.kind == "speculation"][-1]
+    assert rec.outcome == "aborted" and rec.boundary == "hook"
+
+
+def test_hook_scripts_under_the_home_and_the_project_run_in_the_fork(tmp_path: Path) -> None:
+    if not bash_sandbox().available:
+        pytest.skip(f"speculative Bash is {bash_sandbox().line}")
+    root = make_project(tmp_path)
+    (root / ".claude" / "hooks").mkdir(parents=True)
+    mine = root / ".claude" / "hooks" / "mark.sh"
+    mine.write_text('#!/bin/sh\necho ran > "$CLAUDE_PROJECT_DIR/hook-ran"\n')
+    home = Path.home() / f".speculate-hook-test-{os.getpid()}.sh"
+    home.write_text("#!/bin/sh\necho 'frozen by the home hook' >&2\nexit 2\n")
+    for p in (mine, home):
+        p.chmod(0o755)
+    settings(root, {"PreToolUse": [{"matcher": "Edit", "hooks": [
+        {"type": "command", "command": '"$CLAUDE_PROJECT_DIR"/.claude/hooks/mark.sh'},
+        {"type": "command", "command": str(home)}]}]})
+
+    async def main() -> None:
+        async with spec_session(root) as s:
+            spec = await speculate(s, "edit a")
+            rec = spec.record
+            assert rec.boundary == "complete" and rec.hook_errors == [], rec
+            assert rec.hooks_run == 2 and rec.hook_denials == ["Edit: frozen by the home hook"]
+            assert spec.overlay.read_text("hook-ran") == "ran\n" and spec.overlay.read_text("a.txt") == "alpha\n"
+
+    try:
+        trio.run(main)
+    finally:
+        home.unlink()

@@ -1,0 +1,101 @@
+"""Pure renderers of the REPL's lines: one line per tool call, the accepted-speculation line, and the
+approval question's list; and the terminal's width."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from speculate.agent_types import ToolFinished
+from speculate.speculation.approvals import PendingApproval, distinct
+
+
+def columns() -> int:
+    """The terminal's width (any of the standard streams that is one), else 80."""
+    for stream in (sys.__stdout__, sys.__stdin__, sys.__stderr__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
+    return 80
+
+
+def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int, *,
+                  deleted: Sequence[str] = (), renamed: Sequence[str] = ()) -> str:
+    """``⚡ speculation accepted: …`` in one line of ``width``: what happened to the person's files, as what
+    it is (``deleted build/``, ``renamed a.py → b.py``, ``wrote c.py``; as many names as fit), tool caches
+    (.pytest_cache, __pycache__, any dot or SKIP_DIRS directory) summarised as a count."""
+    from speculate.tools.common import SKIP_DIRS
+
+    def cache(path: str) -> str | None:
+        parts = path.rstrip("/").split("/")
+        return next((d for d in parts[:-1] if d.startswith(".") or d in SKIP_DIRS),
+                    parts[-1] if parts[-1] in SKIP_DIRS else None)
+
+    dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
+    written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
+    groups = [("deleted", sorted(p for p in deleted if cache(p) is None)),
+              ("renamed", sorted(r.replace(" -> ", " → ") for r in renamed)),
+              ("wrote", sorted(p for p in written if cache(p) is None))]
+    cached = [p for p in (*written, *deleted) if cache(p) is not None]
+    caches = sorted({c for p in cached if (c := cache(p)) is not None})
+    head = f"⚡ speculation accepted: {tools} tool{'s' * (tools != 1)} ran ahead, saved {saved_s:.1f}s"
+    tails = [f"; {len(cached)} in caches ({', '.join(caches)})", f"; {len(cached)} in caches", ""] if caches \
+        else ["", ""]
+    for tail in tails:  # the cache names go first when the line is too long, then the count
+        room = width - 1 - len(head) - len(tail)
+        parts, complete = _fit(groups, room)
+        if complete or (tail == tails[-2] and any(names for _, names, _ in parts)) or tail == tails[-1]:
+            break
+    return head + "".join(_group_text(verb, names, total) for verb, names, total in parts) + tail
+
+
+def _group_text(verb: str, names: list[str], total: int) -> str:
+    if not total:
+        return ""
+    if not names:
+        return f", {verb} {total} file{'s' * (total != 1)}"
+    rest = total - len(names)
+    return f", {verb} " + ", ".join(names) + (f" +{rest} more" if rest else "")
+
+
+def _fit(groups: list[tuple[str, list[str]]], room: int) -> tuple[list[tuple[str, list[str], int]], bool]:
+    """As many names of each group as fit in ``room`` characters, groups in order; whether all did."""
+    out: list[tuple[str, list[str], int]] = []
+    used = sum(len(_group_text(verb, [], len(items))) for verb, items in groups)  # every group as a count
+    complete = True
+    for verb, items in groups:
+        shown: list[str] = []
+        used -= len(_group_text(verb, [], len(items)))
+        for item in items:
+            text = _group_text(verb, [*shown, item], len(items))
+            if used + len(text) > room:
+                break
+            shown.append(item)
+        complete &= len(shown) == len(items)
+        used += len(_group_text(verb, shown, len(items)))
+        out.append((verb, shown, len(items)))
+    return out, complete
+
+
+def approval_lines(pending: Sequence[PendingApproval]) -> list[str]:
+    """The approval question's list: what the speculation ran that needs the person's yes, and what each
+    call changed in the overlay."""
+    calls = distinct(pending)
+    n = len(calls)
+    return [f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
+            *(f"  {p.summary} → {p.effect()}" for p in calls),
+            "n: discard it and run the prompt normally (asking as usual); always: also allow "
+            + ("this command" if n == 1 else "these commands") + " from now on"]
+
+
+def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
+    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why); (colour, text) fragments."""
+    first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
+    if ev.denied:
+        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied"),
+                *([("", " "), ("2", first)] if first else [])]
+    mark = ("31", "✗") if ev.is_error else ("32", "✓")
+    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s"),
+            *([("", " "), ("31", first)] if first else [])]

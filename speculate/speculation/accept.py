@@ -1,0 +1,92 @@
+"""Accepting a speculation: the steps between "the user took the suggestion" and "its work is the turn's".
+
+The engine (:meth:`speculate.speculation.engine.SpeculationEngine.accept`) runs them in this order:
+
+1. :func:`approve`: the calls the fork ran that the live path would have asked about
+   (:mod:`speculate.speculation.approvals`) are put to the session's approval policy, before anything is
+   replayed or promoted. No: the speculation is discarded and the turn runs live, asking as usual.
+2. :func:`replay`: what the fork showed so far goes to the session's event callback; a fork still running
+   streams the rest live (and from now on asks at the call, as the live path does).
+3. :func:`promote`: the overlay lands in the real tree (conflict-checked, all or nothing), and the record
+   names what landed as files written, deleted and renamed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from speculate.speculation.approvals import Answer, ApproveFn, PendingApproval, ask_each
+from speculate.speculation.effects import FileSummary, renames, summarize
+from speculate.speculation.events import SpecOutcome
+
+if TYPE_CHECKING:
+    from speculate.speculation.authorize import MainAuthorizer
+    from speculate.speculation.fork import Speculation
+
+DECLINED = "speculation discarded: what it ran was not approved; running normally"
+
+
+async def approve(spec: Speculation, *, policy: ApproveFn | None, main: MainAuthorizer) -> Answer | None:
+    """Put the fork's pending approvals to ``policy`` (None: ``main``'s ask, question by question, as the
+    live path would). None when there were none; the answer otherwise, recorded."""
+    pending = spec.approvals.settle() if spec.approvals is not None else []
+    if not pending:
+        return None
+    spec.record.approvals = [p.line() for p in pending]
+
+    def remember(p: PendingApproval) -> None:
+        main.remember(p.rule)
+
+    if policy is None:
+        answer = await ask_each(pending, main.ask, remember)
+    else:
+        answer = await policy(pending)
+        if answer == "always":
+            for p in pending:
+                remember(p)
+    spec.record.approval = {"y": "approved", "always": "always", "n": "declined"}[answer]
+    return answer
+
+
+def replay(spec: Speculation, on_event: Callable[[Any], None]) -> None:
+    """What the fork already did, then the rest live."""
+    for e in spec.shown:
+        on_event(e)
+    spec.live = on_event
+
+
+@dataclass
+class Promotion:
+    ok: bool
+    outcome: SpecOutcome = "accepted"
+    note: str = ""
+
+
+def promote(spec: Speculation) -> Promotion:
+    """Land the overlay; fill the record's promotion time and the files it changed."""
+    rec = spec.record
+    tp = time.perf_counter()
+    try:
+        # Renames are told apart from a deletion and an addition by content, which only the real tree
+        # still holds before promotion.
+        pairs = spec.renames if spec.renames is not None else renames(spec.overlay.changes(), spec.overlay.lower,
+                                                                      spec.overlay.upper)
+        result = spec.overlay.promote()
+    except OSError as e:  # rolled back (disk full, no permission), or another session held the lock
+        rec.promote_s = time.perf_counter() - tp
+        return Promotion(False, "error", f"speculation discarded: accepting it failed ({e}); running normally")
+    rec.promote_s = time.perf_counter() - tp
+    if result.conflicts:
+        return Promotion(False, "conflict", "speculation discarded: the real tree changed under it ("
+                         + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
+    files = summarize(result.promoted, pairs)
+    rec.files_written, rec.files_deleted, rec.files_renamed = files.written, files.deleted, files.renamed
+    return Promotion(True)
+
+
+def summary_of(rec: Any) -> FileSummary:
+    """A record's promoted files, as :class:`FileSummary` (the REPL's accepted line)."""
+    return FileSummary(list(rec.files_written), list(rec.files_deleted), list(rec.files_renamed))

@@ -1,0 +1,120 @@
+"""Calls a fork made that the live path would have asked about, and asking about them on acceptance.
+
+In a fork, a sandboxed Bash command the permission gate would *ask* about (``rm -rf build`` in default
+mode, ``python -m pytest -q`` in acceptEdits) runs in the sandbox and is recorded here as a
+:class:`PendingApproval`: the question the live path would ask (``Bash(rm -rf build)``), and what the
+command changed in the overlay. On acceptance, before anything is promoted or replayed, the session's
+approval policy sees them all: no, and the speculation is discarded and the turn runs live, asking as
+usual; yes, and they count as answered (once, as a ``y`` to each would); ``always`` also adds each
+command's allow rule, as that answer does on the live path.
+
+An :data:`ApproveFn` answers for the whole set (the REPL shows them and asks once). Without one, the
+session's ``ask`` callback is asked each distinct question in turn, exactly as the live path would ask it
+(:func:`ask_each`); with no one to ask, the live path would refuse, so the speculation is discarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from overlayfs.changes import Change
+from speculate.speculation.effects import FileSummary, Snapshot, attribute, snapshot, summarize, touched
+
+Answer = Literal["y", "n", "always"]
+AskFn = Callable[[str, str], Awaitable[Answer]]
+
+
+@dataclass
+class PendingApproval:
+    """One call the live path would have asked about, run in the fork."""
+
+    tool: str
+    summary: str  # what the live question names: "Bash(rm -rf build)"
+    command: str
+    reason: str  # the gate's: why it would ask
+    tool_use_id: str
+    before: Snapshot | None = field(default=None, repr=False)
+    changes: list[Change] = field(default_factory=list)
+    files: FileSummary = field(default_factory=FileSummary)
+    finished: bool = False  # the call returned (else it was still running when this was read)
+
+    @property
+    def rule(self) -> str:
+        """The allow rule an ``always`` answer adds (the live path's)."""
+        return f"{self.tool}({self.command})" if self.tool == "Bash" and self.command else self.tool
+
+    def effect(self) -> str:
+        """What it changed in the overlay: ``deleted build/`` (hooks around it included)."""
+        return self.files.words() + ("" if self.finished else " (so far: it was still running)")
+
+    def line(self) -> str:
+        """``Bash(rm -rf build): deleted build/`` for the record."""
+        return f"{self.summary}: {self.effect()}"
+
+
+ApproveFn = Callable[[Sequence[PendingApproval]], Awaitable[Answer]]
+
+
+class Approvals:
+    """The fork's pending approvals, with the overlay they are measured on."""
+
+    def __init__(self, overlay: Any) -> None:
+        self.overlay = overlay
+        self.pending: list[PendingApproval] = []
+
+    def expect(self, tool: str, summary: str, command: str, reason: str, tool_use_id: str) -> None:
+        """A call the live path would ask about is about to run: note the upper layer before it."""
+        self.pending.append(PendingApproval(tool, summary, command, reason, tool_use_id,
+                                            before=snapshot(self.overlay.upper)))
+
+    def finish(self, tool_use_id: str) -> None:
+        """The call returned: what it changed is the difference in the upper layer (hooks around it included)."""
+        for p in self.pending:
+            if p.tool_use_id == tool_use_id and not p.finished:
+                self._measure(p)
+                p.finished = True
+
+    def settle(self) -> list[PendingApproval]:
+        """Every pending approval with its changes measured (a call still running: what it changed so far)."""
+        for p in self.pending:
+            if not p.finished and self.overlay is not None and not self.overlay.discarded:
+                self._measure(p)
+        return list(self.pending)
+
+    def _measure(self, p: PendingApproval) -> None:
+        if p.before is None:
+            return
+        paths, replaced = touched(p.before, snapshot(self.overlay.upper))
+        p.changes = attribute(self.overlay.changes(), paths, replaced) if paths else []
+        p.files = summarize(p.changes)
+
+
+def distinct(pending: Sequence[PendingApproval]) -> list[PendingApproval]:
+    """One per question (the live path asks a repeated command again only after a ``y``; the set of
+    questions is what parity keeps)."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in pending:
+        if (p.tool, p.summary) not in seen:
+            seen.add((p.tool, p.summary))
+            out.append(p)
+    return out
+
+
+async def ask_each(pending: Sequence[PendingApproval], ask: AskFn | None,
+                   remember: Callable[[PendingApproval], None]) -> Answer:
+    """The default policy: the live path's questions through the session's ``ask``, one by one; the first
+    ``n`` declines (the rest are not asked); ``always`` adds that command's allow rule as it would live."""
+    if ask is None:
+        return "n"
+    answers = []
+    for p in distinct(pending):
+        a = await ask(p.tool, p.summary)
+        if a == "n":
+            return "n"
+        if a == "always":
+            remember(p)
+        answers.append(a)
+    return "always" if answers and all(a == "always" for a in answers) else "y"

@@ -1,0 +1,148 @@
+"""What a fork may not leave in its overlay: writes to files that configure what runs later, special files,
+and symlinks that lead out of the project.
+
+:class:`Protection` names the paths a fork must not write: the instructions files (their own boundary,
+``instructions``: the system prompt would change) and the *execution-config* paths, files that make
+something run later without anyone reading them (git hooks and config, Claude Code's settings and MCP
+servers, direnv, editor tasks), plus the user's ``speculation.protectedPaths`` patterns (``protected``).
+A Write/Edit there stops the fork before it runs (:class:`speculate.speculation.authorize.SpecAuthorizer`);
+:func:`check_overlay`, run after every sandboxed command and hook, stops it after one that left such a
+write, a device node, FIFO or socket, or a symlink out of the project, and the overlay is discarded
+(nothing of it could be promoted soundly).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from overlayfs.changes import Change
+from overlayfs.paths import PathEscapeError, check_link_target
+from speculate.agent_types import BoundaryReached
+from speculate.instructions import is_instructions_path
+from speculate.tools.globmatch import has_magic, match_ignore_style
+
+# gitignore-style, at any depth: a nested repository's hooks run as surely as the top one's, and direnv,
+# editors and Claude Code read these from whichever directory the user opens.
+EXECUTION_CONFIG: tuple[str, ...] = (".git", ".claude", ".mcp.json", ".envrc", ".vscode", ".idea")
+# Rewritten by read-only git commands (`git diff` refreshes the stat cache even with GIT_OPTIONAL_LOCKS=0).
+GIT_INDEX = ".git/index"
+MAX_LINKS = 40
+
+Kind = Literal["instructions", "protected"]
+
+
+def matches(pattern: str, rel: str) -> bool:
+    """gitignore-style: the pattern (a trailing ``/`` ignored) matches ``rel`` or one of its parents."""
+    pat = pattern.rstrip("/") or pattern
+    parts = rel.split("/")
+    return any(match_ignore_style(pat, "/".join(parts[:k])) for k in range(1, len(parts) + 1))
+
+
+class Protection:
+    """Which project-relative paths a fork must not write, and why (``kind``)."""
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self.patterns = (*EXECUTION_CONFIG, *patterns)
+        # A plain name (no "/", no glob) matches a path segment: a set lookup, not a regex per parent; the
+        # check runs over every change after every command.
+        self._names = frozenset(p.rstrip("/") for p in self.patterns
+                                if "/" not in p.rstrip("/") and not has_magic(p))
+        self._globs = tuple(p for p in self.patterns if p.rstrip("/") not in self._names)
+
+    def kind(self, rel: str) -> Kind | None:
+        rel = os.path.normpath(rel)
+        if is_instructions_path(rel):
+            return "instructions"
+        if rel != "." and (not self._names.isdisjoint(rel.split("/")) or any(matches(p, rel) for p in self._globs)):
+            return "protected"
+        return None
+
+    def of_write(self, fs: Any, rel: str) -> Kind | None:
+        """The kind of a Write/Edit of ``rel`` through the merged view ``fs``: the path as given, or where
+        its symlinks lead (a link the fork made to ``.git/hooks`` is ``.git/hooks``)."""
+        return self.kind(rel) or (self.kind(real) if (real := resolved(fs, rel)) not in (None, rel) else None)
+
+
+def resolved(fs: Any, rel: str) -> str | None:
+    """``rel`` with every symlink in the merged view followed (the rest lexical where it does not exist
+    yet); None when a link leads out of the project or loops."""
+    parts, done, hops = [p for p in rel.split("/") if p not in ("", ".")], [], 0
+    while parts:
+        here = "/".join([*done, parts[0]])
+        try:
+            st = fs.lstat(here)
+        except OSError:  # absent (or under a non-directory): the write creates it where it says
+            return "/".join([*done, *parts])
+        if not stat.S_ISLNK(st.st_mode):
+            done.append(parts.pop(0))
+            continue
+        hops += 1
+        try:
+            if hops > MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
+            target = check_link_target(fs.root, here, fs.readlink(here))
+        except OSError:  # PathEscapeError included
+            return None
+        parts, done = [*([] if target == "." else target.split("/")), *parts[1:]], []
+    return "/".join(done) or "."
+
+
+def leads_out(fs: Any, rel: str) -> bool:
+    """Does the symlink at ``rel`` resolve outside the project (absolute elsewhere, ``..`` past the root,
+    or through another link that does)?"""
+    try:
+        fs.stat(rel)  # follows every link, checking each target against the project root
+    except PathEscapeError:
+        return True
+    except OSError:
+        return False  # dangling inside the project, or a loop: nothing outside is reached
+    return False
+
+
+def check_overlay(fs: Any, changes: Sequence[Change], *, protection: Protection, command: str,
+                  read_only: Callable[[str], bool] | None = None) -> None:
+    """After a sandboxed command (or hook): raise BoundaryReached(discard=True) if the overlay now holds a
+    write to a protected path, a special file, or a symlink out of the project.
+
+    ``read_only(command)``: the command is one the classifier calls read-only; its rewrite of ``.git/index`` (git's
+    stat cache, refreshed by `git diff` and `git show`) is dropped from the overlay instead, so that the
+    real index is left as the user's git keeps it."""
+    special = [c.path for c in changes if c.kind != "deleted" and c.type == "other"]
+    if special:
+        raise BoundaryReached("unsafe_file", f"{command!r} made {_names(special)}: a device node, FIFO or "
+                              "socket, which the project cannot receive", discard=True)
+    out = [c.path for c in changes if c.kind != "deleted" and c.type == "symlink" and leads_out(fs, c.path)]
+    if out:
+        raise BoundaryReached("unsafe_file", f"{command!r} made {_names(out)}: a symlink that leads out of "
+                              "the project", discard=True)
+    hits = [(c.path, k) for c in changes if (k := protection.kind(c.path)) is not None]
+    if hits and all(p == GIT_INDEX for p, _ in hits) and read_only is not None and read_only(command):
+        _drop_upper(fs, GIT_INDEX)
+        return
+    if any(k == "instructions" for _, k in hits):
+        names = _names([p for p, k in hits if k == "instructions"])
+        raise BoundaryReached("instructions", f"{command!r} wrote {names}: the next request's system prompt "
+                              "would change", discard=True)
+    if hits:
+        raise BoundaryReached("protected", f"{command!r} wrote {_names([p for p, _ in hits])}: files that "
+                              "make something run later (git, editor, Claude Code or direnv configuration, or "
+                              "speculation.protectedPaths) land only through a normal turn", discard=True)
+
+
+def _drop_upper(fs: Any, rel: str) -> None:
+    """Remove the upper layer's copy of ``rel`` so that the real file shows through again (the upper layer
+    is ours, and nothing is mounted between two commands)."""
+    try:
+        os.unlink(Path(fs.upper) / rel)
+    except FileNotFoundError:
+        pass
+
+
+def _names(paths: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(sorted(paths)[:limit])
+    return shown + (f" +{len(paths) - limit} more" if len(paths) > limit else "")
