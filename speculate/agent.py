@@ -9,6 +9,7 @@ and when the turn would end.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
@@ -79,6 +80,9 @@ class Agent:
         result_budget: int = MESSAGE_RESULT_BUDGET,
     ) -> None:
         self.model, self.key, self.ctx, self.authorizer = model, key, ctx, authorizer
+        gate = getattr(authorizer, "gate", None)  # both of ours have one (speculate.speculation.authorize)
+        if ctx.hidden is None and gate is not None:  # what Read deny rules cover stays out of Glob and Grep
+            self.ctx = dataclasses.replace(ctx, hidden=gate.hides)
         self.tools = {t.name: t for t in tools}
         self.messages: list[Message] = messages if messages is not None else []
         self.max_turns, self.max_messages = max_turns, max_messages

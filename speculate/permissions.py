@@ -109,6 +109,13 @@ class PermissionGate:
         target = getattr(inp, "file_path", None)
         return Decision("ask", f"{name}{f' of {target}' if target else ''} needs permission.")
 
+    def hides(self, rel: str) -> bool:
+        """Whether a Read deny rule covers the project file ``rel``: Glob and Grep leave it out of their
+        results (Claude Code does the same; a search of a denied directory itself is refused by check)."""
+        path = os.path.join(self.places.cwd, rel)
+        return any(r.tool == "Read" and r.specifier is not None and path_match(r, path, self.places, directory=False)
+                   for r in self.deny)
+
     def withheld(self, name: str) -> Rule | None:
         """The deny rule that refuses every call of tool ``name`` (then it is not offered), or None."""
         return next((r for r in self.deny if r.specifier is None and r.covers(name, denying=True)), None)
