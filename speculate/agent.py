@@ -31,6 +31,7 @@ from speculate.agent_types import (
     TurnResult,
     summarize,
 )
+from speculate.instructions import nested_for_calls
 from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
 from speculate.tools.budget import MESSAGE_RESULT_BUDGET, fit_results
@@ -160,7 +161,10 @@ class Agent:
                 return False
             return True
         results = await self.execute(uses, early, done, result)
-        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget)))
+        # A subdirectory's CLAUDE.md, the first time a file there is read or written: after the results, as
+        # Claude Code sends it (the system prompt, and so the cache key, stay as they were).
+        nested = nested_for_calls(self.ctx.fs, uses, results, self.messages)
+        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget), *nested))
         return False
 
     async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]
