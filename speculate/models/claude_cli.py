@@ -66,7 +66,9 @@ class _Session:
 
 class ClaudeCliModel:
     """``binary``: the ``claude`` executable; ``env``: its environment (None: ours); ``cwd``: where it runs (the
-    CLI keeps sessions per directory, so every run of one model uses the same one)."""
+    CLI keeps sessions per directory, so every run of one model uses the same one); ``validators``: input
+    models by tool name (default: the built-in tools'). A call is accepted only for a tool the request's key
+    offers (MCP tools by name, wholly denied tools not at all)."""
 
     name = "claude-cli"
 
