@@ -141,4 +141,5 @@ def test_a_bundled_scenario_runs_on_the_claude_cli_backend(tmp_path: Path) -> No
     turns = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
     assert s["backend"] == "claude-cli" and s["turn_errors"] == [] and s["leaks"] == 0
     assert len(turns) == 3 * 5 and not any(t["error"] or t["fallback"] for t in turns)
-    assert s["accepted"] > 0  # the fork's requests went through the CLI too
+    # Whether a suggestion (a CLI run of its own) arrives before the simulated user types depends on the
+    # machine's load; tests/agent/test_claude_cli.py accepts a speculation through the CLI deterministically.
