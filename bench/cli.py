@@ -80,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"simulated model(s), i.e. latency/price profile(s) (default {DEFAULT_MODEL})")
     ap.add_argument("--time-scale", type=float, default=None, help="simulated time per real second "
                     "(1.0 = real time; think and typing times are scaled too)")
-    ap.add_argument("--model", choices=("sim", "anthropic"), default="sim", help="backend (default sim)")
-    ap.add_argument("--base-url", default=None, help="an Anthropic-compatible endpoint (with --model anthropic)")
+    ap.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim",
+                    help="backend (default sim); claude-cli: the Claude Code CLI with text tool calling, against the "
+                    "embedded simulator unless --base-url is given")
+    ap.add_argument("--base-url", default=None, help="an Anthropic-compatible endpoint (with --model anthropic, or "
+                    "claude-cli: the CLI's ANTHROPIC_BASE_URL)")
     ap.add_argument("--record", type=Path, default=None, metavar="FILE",
                     help="with --model anthropic: save every request/response with timings (replayable trace)")
     ap.add_argument("--mode", default="acceptEdits", choices=("default", "acceptEdits", "bypassPermissions", "plan"))
@@ -126,7 +129,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
     thinks: list[ThinkTime] = [base, *(FixedThink(x) for x in (a.sweep_think or []))]
     probs: list[float | None] = list(dict.fromkeys(a.accept_prob)) if a.accept_prob else [None]
     models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]
-    if a.model == "sim":
+    if a.model == "sim" or (a.model == "claude-cli" and a.base_url is None):
         from speculate.models.profiles import PROFILES, find_profile
 
         for m in models:

@@ -347,10 +347,11 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                 # One simulator per (seed, forced hit rate): both are part of what it draws.
                 models: dict[tuple[int, float | None], Model] = {}
                 keys = sorted({(j.seed, j.condition.accept_prob) for j in jobs}, key=str)
-                for seed, hit in keys if cfg.backend == "sim" else [(cfg.seed, None)]:
+                simulated = cfg.backend == "sim" or (cfg.backend == "claude-cli" and cfg.base_url is None)
+                for seed, hit in keys if simulated else [(cfg.seed, None)]:
                     bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed, hit_rate=hit,
                                        time_scale=cfg.time_scale, scenarios=cfg.scenario_paths,
-                                       record=cfg.record)
+                                       record=cfg.record, simulate=simulated and cfg.backend == "claude-cli")
                     models[seed, hit] = await stack.enter_async_context(open_model(bc))
                 send, recv = trio.open_memory_channel[Job](len(jobs))
                 for j in jobs:

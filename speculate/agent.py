@@ -9,6 +9,7 @@ and when the turn would end.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager
@@ -30,6 +31,7 @@ from speculate.agent_types import (
     TurnResult,
     summarize,
 )
+from speculate.instructions import nested_for_calls
 from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
 from speculate.tools.budget import MESSAGE_RESULT_BUDGET, fit_results
@@ -79,6 +81,9 @@ class Agent:
         result_budget: int = MESSAGE_RESULT_BUDGET,
     ) -> None:
         self.model, self.key, self.ctx, self.authorizer = model, key, ctx, authorizer
+        gate = getattr(authorizer, "gate", None)  # both of ours have one (speculate.speculation.authorize)
+        if ctx.hidden is None and gate is not None:  # what Read deny rules cover stays out of Glob and Grep
+            self.ctx = dataclasses.replace(ctx, hidden=gate.hides)
         self.tools = {t.name: t for t in tools}
         self.messages: list[Message] = messages if messages is not None else []
         self.max_turns, self.max_messages = max_turns, max_messages
@@ -156,7 +161,10 @@ class Agent:
                 return False
             return True
         results = await self.execute(uses, early, done, result)
-        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget)))
+        # A subdirectory's CLAUDE.md, the first time a file there is read or written: after the results, as
+        # Claude Code sends it (the system prompt, and so the cache key, stay as they were).
+        nested = nested_for_calls(self.ctx.fs, uses, results, self.messages)
+        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget), *nested))
         return False
 
     async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]

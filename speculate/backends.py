@@ -17,7 +17,7 @@ from speculate.models.anthropic import AnthropicModel
 
 @dataclass(kw_only=True)
 class BackendConfig:
-    backend: str = "sim"  # sim | anthropic
+    backend: str = "sim"  # sim | anthropic | claude-cli
     base_url: str | None = None  # for anthropic: any compatible server; None = api.anthropic.com
     api_key: str | None = None
     scenarios: Sequence[Path] = ()  # sim: scenario files (default: the bundled ones)
@@ -28,6 +28,9 @@ class BackendConfig:
     record: Path | None = None  # anthropic: save every request/response with timings (a replayable trace)
     trace: Path | None = None  # sim: serve a recorded trace
     claude_binary: Path | None = None  # claude-cli: the executable (None: `claude` on PATH, else ours)
+    # claude-cli: run the CLI against the embedded simulator (scenarios, seed, hit rate and time scale as for
+    # sim) with a scratch HOME, removed on exit; what `speculate bench --model claude-cli` does.
+    simulate: bool = False
 
 
 @asynccontextmanager
@@ -61,10 +64,39 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
             async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
                                       name="anthropic") as m:
                 yield m
+    elif cfg.backend == "claude-cli" and cfg.simulate:
+        async with _claude_cli_on_sim(cfg) as m:
+            yield m
     elif cfg.backend == "claude-cli":
         yield _claude_cli(cfg)
     else:
         raise ValueError(f"unknown backend {cfg.backend!r}: expected 'sim', 'anthropic' or 'claude-cli'")
+
+
+@asynccontextmanager
+async def _claude_cli_on_sim(cfg: BackendConfig) -> AsyncIterator[Any]:
+    import shutil
+    import tempfile
+
+    from speculate.models.claude_cli import ClaudeCliModel
+    from speculate.sim.claude_code import ClaudeCode
+    from speculate.sim.server import SimServer
+
+    binary: Path | str = cfg.claude_binary or ClaudeCode.locate()  # ours first: the pinned version
+    if isinstance(binary, str):
+        raise ValueError(f"--model claude-cli on the simulator: {binary}")
+    kwargs: dict[str, Any] = {"seed": cfg.seed, "hit_rate": cfg.hit_rate, "time_scale": cfg.time_scale}
+    if cfg.scenarios:
+        kwargs["scenarios"] = list(cfg.scenarios)
+    scratch = Path(tempfile.mkdtemp(prefix="speculate-claude-cli-"))
+    try:
+        (scratch / "home").mkdir()
+        (scratch / "cwd").mkdir()
+        with SimServer(**kwargs) as sim:
+            env = ClaudeCode(binary, home=scratch / "home").env(sim.base_url)
+            yield ClaudeCliModel(binary=binary, env=env, cwd=scratch / "cwd")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _claude_cli(cfg: BackendConfig) -> Any:

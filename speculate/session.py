@@ -114,13 +114,15 @@ class Session:
         self.recovery = recover_project(self.project)
         self.on_event = on_event or (lambda e: None)
         self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
-        self.tools = [*default_tools(), *self.workspace.tools]
-        self.key = self._build_key()
         rules = self.workspace.settings
         self.authorizer = MainAuthorizer(mode=cfg.mode, allow=[*cfg.allow, *rules.allow],
                                          deny=[*cfg.deny, *rules.deny], ask_rules=rules.ask, ask=ask,
                                          root=self.project)
         self.approve = approve
+        # A wholly denied tool (a bare "Grep" deny, "mcp__server") is not offered, as in Claude Code: decided
+        # once, here, since the tools are part of the cache key.
+        self.tools = self.authorizer.gate.offered([*default_tools(), *self.workspace.tools])
+        self.key = self._build_key()
         self.session_id = uuid.uuid4().hex
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
                                           mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]

@@ -155,7 +155,7 @@ class Hook:
 @dataclass(frozen=True)
 class Settings:
     hooks: tuple[Hook, ...] = ()
-    allow: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()  # RuleText: each rule knows its settings file
     deny: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
     read_only_mcp: frozenset[str] = frozenset()
@@ -214,7 +214,11 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
     env: dict[str, None] = {}
     protected: list[str] = []
     files, notes = [], []
-    for path in settings_paths(project, user=user):
+    user_file, *project_files = settings_paths(project, user=user)
+    for path in (user_file, *project_files):
+        # "/path" in a rule is relative to the file's root: the project for the project's files, the user's
+        # directory (~/.claude) for the user's file (what Claude Code 2.1.332 does; docs/claude-code.md).
+        base = user_file.parent.absolute() if path == user_file else project.absolute()
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -229,7 +233,7 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
                 hooks += [Hook(event, m.matcher, h.command or "", h.timeout, path)
                           for m in matchers for h in m.hooks if h.type == "command"]
         for key, into in (("allow", allow), ("deny", deny), ("ask", ask)):
-            into += _rules(path, key, getattr(parsed.permissions, key), notes)
+            into += _rules(path, key, getattr(parsed.permissions, key), notes, base=base)
         read_only.update(parsed.speculation.readOnlyMcpTools)
         env.update(dict.fromkeys(parsed.speculation.env))
         protected += [p for p in parsed.speculation.protectedPaths if p not in protected]
@@ -238,9 +242,10 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
                     tuple(files), tuple(notes))
 
 
-def _rules(path: Path, key: str, rules: list[str], notes: list[str]) -> list[str]:
-    """The rules speculate can apply; a rule for a tool it does not have (WebFetch, Task) is a note."""
-    from speculate.permissions import KNOWN_TOOLS, PermissionRuleError, Rule
+def _rules(path: Path, key: str, rules: list[str], notes: list[str], *, base: Path) -> list[str]:
+    """The rules speculate can apply, each knowing its file (:class:`RuleText`); a rule for a tool it does
+    not have (WebFetch, Task) is a note."""
+    from speculate.permission_rules import KNOWN_TOOLS, PermissionRuleError, Rule, RuleText
 
     out = []
     for i, text in enumerate(rules):
@@ -250,7 +255,7 @@ def _rules(path: Path, key: str, rules: list[str], notes: list[str]) -> list[str
         except PermissionRuleError as e:
             raise SettingsError(f"{path}: permissions.{key}[{i}]: {e}") from None
         if name in KNOWN_TOOLS or name.startswith("mcp__"):
-            out.append(text)
+            out.append(RuleText(text, source=path, base=base))
         else:
             notes.append(f"{path}: permissions.{key}[{i}]: speculate has no tool {name!r}; rule ignored")
     return out

@@ -34,7 +34,8 @@ class Workspace:
     def load(cls, project: Path, *, user: Path | None = None) -> Workspace:
         """Settings and instructions (no MCP servers: those need :func:`open_workspace`)."""
         settings = load_settings(project, user=user)
-        return cls(project, settings, load_instructions(project, user=user), notes=list(settings.notes), user=user)
+        instructions = load_instructions(project, user=user)
+        return cls(project, settings, instructions, notes=[*settings.notes, *instructions.notes], user=user)
 
     @property
     def tools(self) -> list[Tool]:

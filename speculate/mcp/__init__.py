@@ -2,10 +2,12 @@
 (on anyio, so under trio), and their tools offered to the model as ``mcp__<server>__<tool>``.
 
 :mod:`.config` parses the config files; :mod:`.client` connects the servers (stdio and streamable HTTP)
-into an async exit stack the session owns; :mod:`.tool` adapts each server tool to a
+into an async exit stack the session owns; :mod:`.connection` keeps each one connected (a restart after a
+crash, bounded; a server that writes non-JSON to stdout is disconnected after a bound); :mod:`.tool` adapts each server tool to a
 :class:`speculate.tools.Tool` and maps its results to ``tool_result`` blocks (text, images, errors).
 In a speculative fork every MCP call is a boundary (``mcp``) unless the user's settings declare the tool
-read-only (``speculation.readOnlyMcpTools``); a server's own ``readOnlyHint`` is only a hint.
+read-only (``speculation.readOnlyMcpTools``); a server's own ``readOnlyHint`` is only a hint. Tools a
+deny rule refuses wholly (``mcp__server``, ``mcp__server__*``, ``mcp__server__tool``) are not offered.
 """
 
 from speculate.mcp.client import McpServers, connect_servers

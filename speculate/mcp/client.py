@@ -1,20 +1,24 @@
 """Connecting the configured MCP servers for one session.
 
-Each server is connected in the caller's task and entered into the caller's :class:`AsyncExitStack`
-(anyio's task groups must be exited by the task that entered them), so the connections close with the
-session. A server that fails to start, or to answer, is left out with a note; the others are used.
+Each server gets a :class:`~speculate.mcp.connection.McpConnection`, a task in a nursery entered into the
+caller's :class:`AsyncExitStack`, so the connections close with the session; the task keeps its server
+connected (restarting it after a crash). A server that fails to start, or to answer, is left out with a
+note; the others are used.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Collection
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Collection
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
+
+import trio
 
 from speculate.mcp.config import HttpServer, McpConfig, StdioServer
+from speculate.mcp.connection import McpConnection, watched
 from speculate.mcp.tool import McpTool
 
 INSTRUCTIONS_CAP = 2048  # characters per server, as Claude Code caps them
@@ -24,7 +28,7 @@ REQUEST_TIMEOUT_S = 30.0  # the handshake and tools/list
 @dataclass
 class McpServer:
     name: str
-    client: Any  # mcp.Client
+    client: McpConnection
     tools: list[McpTool]
     instructions: str = ""
 
@@ -32,8 +36,9 @@ class McpServer:
 @dataclass
 class McpServers:
     servers: list[McpServer] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    stderr_log: str = ""  # where the stdio servers' stderr goes (not the terminal)
+    notes: list[str] = field(default_factory=list)  # said once, at the start
+    stderr_log: str = ""  # where the stdio servers' stderr goes (not the terminal), and our lines about them
+    events: list[str] = field(default_factory=list)  # what happened later: restarts, disconnections
 
     @property
     def tools(self) -> list[McpTool]:
@@ -45,20 +50,24 @@ class McpServers:
                          for s in self.servers if s.instructions.strip())
 
 
-def _transport(spec: StdioServer | HttpServer, errlog: Any, stack: AsyncExitStack) -> Any:
+@asynccontextmanager
+async def _transport(spec: StdioServer | HttpServer, errlog: TextIO) -> AsyncIterator[Any]:
     if isinstance(spec, StdioServer):
         from mcp import StdioServerParameters, stdio_client
         from mcp.client.stdio import get_default_environment
 
         params = StdioServerParameters(command=spec.command, args=spec.args,
                                        env={**get_default_environment(), **spec.env})
-        return stdio_client(params, errlog=errlog)
+        async with stdio_client(params, errlog=errlog) as streams:
+            yield streams
+        return
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, read=300.0))
-    stack.push_async_callback(http.aclose)  # a client we pass in is ours to close, after the session's
-    return streamable_http_client(spec.url, http_client=http)
+    # A client we pass in is ours to close, after the transport's session.
+    async with httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, read=300.0)) as http, \
+            streamable_http_client(spec.url, http_client=http) as streams:
+        yield streams
 
 
 async def connect_servers(config: McpConfig, stack: AsyncExitStack, *,
@@ -68,37 +77,35 @@ async def connect_servers(config: McpConfig, stack: AsyncExitStack, *,
     from mcp import Client
 
     # The servers' stderr goes to a file, not the terminal; it is kept after the session only when a
-    # server failed to connect (the note points at it).
+    # server failed to connect or misbehaved later (the note points at it).
     fd, log = tempfile.mkstemp(prefix="speculate-mcp-", suffix=".log")
     out = McpServers(stderr_log=log)
-    stack.callback(lambda: out.notes or os.unlink(log))
+    stack.callback(lambda: out.notes or out.events or os.unlink(log))
     errlog = stack.enter_context(os.fdopen(fd, "w"))
+    nursery = await stack.enter_async_context(trio.open_nursery())
+    stack.callback(nursery.cancel_scope.cancel)  # runs first: the connections close, then the nursery
+
+    def note(line: str) -> None:
+        out.events.append(f"{line} (log: {log})")
+
     for name in sorted(config.servers):
         spec = config.servers[name]
         where = f"MCP server {name} ({config.sources.get(name, '.mcp.json')})"
-        try:
-            client = await stack.enter_async_context(
-                Client(_transport(spec, errlog, stack), read_timeout_seconds=REQUEST_TIMEOUT_S, mode="legacy"))
-            specs, cursor = [], None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                specs += page.tools
-                if not (cursor := page.next_cursor):
-                    break
-        except Exception as e:  # any failure of a user's server leaves it out, said once
-            out.notes.append(f"{where} did not connect: {_why(e)} (its stderr: {log})")
+
+        def open_client(conn: McpConnection, spec: StdioServer | HttpServer = spec) -> Any:
+            return Client(watched(_transport(spec, errlog), conn), read_timeout_seconds=REQUEST_TIMEOUT_S,
+                          mode="legacy")
+
+        conn = McpConnection(name, open_client=open_client, log=errlog, note=note)
+        await nursery.start(conn.run)
+        if conn.gone is not None:
+            out.notes.append(f"{where} {conn.gone} (its stderr: {log})")
             continue
-        tools = [McpTool(server=name, spec=t, client=client) for t in sorted(specs, key=lambda t: t.name)]
+        tools = [McpTool(server=name, spec=t, client=conn) for t in sorted(conn.specs, key=lambda t: t.name)]
         for t in tools:
             t.read_only = t.name in read_only
-        out.servers.append(McpServer(name, client, tools, client.instructions or ""))
+        out.servers.append(McpServer(name, conn, tools, conn.instructions))
     known = {t.name for t in out.tools}
     for n in sorted(set(read_only) - known):
         out.notes.append(f"settings speculation.readOnlyMcpTools: no connected server offers {n}")
     return out
-
-
-def _why(e: BaseException) -> str:
-    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-        e = e.exceptions[0]
-    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

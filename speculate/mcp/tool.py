@@ -28,7 +28,9 @@ class McpArgs(BaseModel):
 
 
 class McpTool(Tool):
-    """A server's tool; ``read_only`` is what the user declared in settings, never the server's hint."""
+    """A server's tool; ``read_only`` is what the user declared in settings, never the server's hint;
+    ``client``: the server's :class:`~speculate.mcp.connection.McpConnection` (anything with its
+    ``call_tool``)."""
 
     Input: ClassVar[type[BaseModel]] = McpArgs
 
@@ -55,16 +57,14 @@ class McpTool(Tool):
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         from mcp import MCPError
 
+        from speculate.mcp.connection import ServerGone
+
         try:
             res = await self.client.call_tool(self.remote_name, inp.model_dump(), read_timeout_seconds=CALL_TIMEOUT_S)
         except MCPError as e:  # the server answered with a protocol error (unknown tool, bad arguments)
             raise ToolError(f"MCP server {self.server}: {e}") from None
-        except (OSError, EOFError) as e:
-            raise ToolError(f"MCP server {self.server} is not reachable: {e}") from None
-        except Exception as e:  # a dead stream (anyio's ClosedResourceError, BrokenResourceError) and kin
-            if type(e).__module__.startswith("anyio"):
-                raise ToolError(f"MCP server {self.server} is not connected ({type(e).__name__})") from None
-            raise
+        except ServerGone as e:  # crashed, restarting, or given up (speculate.mcp.connection)
+            raise ToolError(str(e)) from None
         return ToolResult(to_content(res, ctx, tool=self.name, limit=self.max_result_chars), is_error=bool(res.is_error))
 
 

@@ -66,7 +66,9 @@ class _Session:
 
 class ClaudeCliModel:
     """``binary``: the ``claude`` executable; ``env``: its environment (None: ours); ``cwd``: where it runs (the
-    CLI keeps sessions per directory, so every run of one model uses the same one)."""
+    CLI keeps sessions per directory, so every run of one model uses the same one); ``validators``: input
+    models by tool name (default: the built-in tools'). A call is accepted only for a tool the request's key
+    offers (MCP tools by name, wholly denied tools not at all)."""
 
     name = "claude-cli"
 
@@ -129,7 +131,10 @@ class ClaudeCliModel:
         if scope.cancelled_caught:
             raise ModelError(f"claude-cli: no answer within {self.timeout_s:.0f} s")
         events = _events(proc.stdout.decode(errors="replace"))
-        resp, new_id, invalid = self._response(events, proc, t0)
+        # Calls are checked against the tools this key offers (MCP tools included, wholly denied ones not).
+        offered = {json.loads(t)["name"]: None for t in key.tools_json}
+        validators = {name: self.validators.get(name) for name in offered}
+        resp, new_id, invalid = self._response(events, proc, t0, validators)
         text = "".join(b["text"] for b in resp.message["content"] if b["type"] == "text")
         if text:
             yield TextDelta(0, text)
@@ -138,15 +143,15 @@ class ClaudeCliModel:
         self.sessions[_digest(key, [*messages, resp.message])] = _Session(new_id, invalid=tuple(invalid))
         yield Done(resp)
 
-    def _response(self, events: list[dict[str, Any]], proc: Any, t0: float
-                  ) -> tuple[ModelResponse, str, list[str]]:
+    def _response(self, events: list[dict[str, Any]], proc: Any, t0: float,
+                  validators: Mapping[str, type[BaseModel] | None]) -> tuple[ModelResponse, str, list[str]]:
         result = next((e for e in events if e.get("type") == "result"), None)
         if result is None or result.get("is_error") or proc.returncode != 0:
             why = (result or {}).get("result") or proc.stderr.decode()[-500:].strip() or f"exit {proc.returncode}"
             raise ModelError(f"claude-cli failed: {why}")
         answer = "".join(b.get("text", "") for e in events if e.get("type") == "assistant"
                          for b in e["message"].get("content") or [] if b.get("type") == "text")
-        got = extract(answer, self.validators)
+        got = extract(answer, validators)
         content: list[dict[str, Any]] = [{"type": "text", "text": got.text}] if got.text else []
         content += got.uses
         u = result.get("usage") or {}

@@ -20,7 +20,7 @@ from typing import Any
 
 # Spans a client injects into user messages; removed before the prompt is read.
 DEFAULT_INJECTED = (
-    r"<(system-reminder|user-prompt-submit-hook|command-name|command-message|command-args|"
+    r"<(system-reminder|user-prompt-submit-hook|command-name|command-message|command-args|local-command-caveat|"
     r"local-command-stdout|local-command-stderr|environment_context|user_instructions|tool_result)>.*?</\1>",
 )
 # Tags around the user's own words (text-based tool calling wraps them in <user>); removed, words kept.
@@ -32,15 +32,23 @@ DEFAULT_ROOT_PATTERNS = (
     r"<cwd>\s*(\S[^<]*?)\s*</cwd>",  # Codex's environment context
     r"working in the directory:?[ \t]*(\S[^\n]*?)[ \t]*$",  # Gemini CLI's setup message
 )
-# A compaction request (summarise the conversation so far): our marker, and Claude Code's wording.
+# A compaction request (summarise the conversation so far): our marker, and Claude Code's wordings (its
+# /compact request, 2.1.332, opens "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools." and asks for
+# the summary a few lines further down).
 DEFAULT_COMPACTION_PATTERNS = (
     r"^\s*\[COMPACTION\b",
-    r"^\s*Your task is to create a detailed summary of the conversation so far",
+    r"^\s*CRITICAL: Respond with TEXT ONLY\b",
+    r"(?m)^\s*Your task is to create a detailed summary of the conversation so far",
 )
 # A text block that continues a compacted conversation: it carries the summary, not a prompt. The
 # simulator's summaries list the earlier prompts in a <sim-prompts> JSON array, read back from here.
 DEFAULT_CONTINUATION = r"^\s*This session is being continued from a previous conversation"
 SIM_PROMPTS_RE = re.compile(r"<sim-prompts>(.*?)</sim-prompts>", re.DOTALL)
+# What a client appends to the summary in a continuation: not the user's words (Claude Code 2.1.332's lines).
+DEFAULT_CONTINUATION_NOTES = (
+    r"(?m)^If you need specific details from before compaction\b.*$",
+    r"(?m)^Continue the conversation from where it left off\b.*$",
+)
 # A suggestion request is recognised by what it asks, not by one literal marker.
 DEFAULT_SUGGESTION_PATTERNS = (
     r"^\s*\[SUGGESTION MODE\b",
@@ -68,9 +76,11 @@ class ClientConventions:
     suggestion_patterns: Sequence[str] = DEFAULT_SUGGESTION_PATTERNS
     compaction_patterns: Sequence[str] = DEFAULT_COMPACTION_PATTERNS
     continuation: str = DEFAULT_CONTINUATION
+    continuation_notes: Sequence[str] = DEFAULT_CONTINUATION_NOTES
 
     def __post_init__(self) -> None:
-        for what in ("injected", "wrappers", "root_patterns", "suggestion_patterns", "compaction_patterns"):
+        for what in ("injected", "wrappers", "root_patterns", "suggestion_patterns", "compaction_patterns",
+                     "continuation_notes"):
             for pattern in getattr(self, what):
                 try:
                     re.compile(pattern)
@@ -121,7 +131,12 @@ class ClientConventions:
             prompts = json.loads(found.group(1))
         except ValueError:
             prompts = []
-        return [p for p in prompts if isinstance(p, str)] if isinstance(prompts, list) else [], text[found.end():]
+        rest = text[found.end():]
+        for note in self.continuation_notes:
+            rest = re.sub(note, "", rest)
+        if "</summary>" in rest:  # the summary block our prompt list sits in
+            rest = rest.split("</summary>", 1)[1]
+        return [p for p in prompts if isinstance(p, str)] if isinstance(prompts, list) else [], rest
 
     def find_root(self, texts: Sequence[str]) -> str | None:
         for pattern in self._roots:
@@ -187,6 +202,25 @@ class Conversation:
 
 
 _TOOLS_TEXT_RE = re.compile(r"<tools>\s*(\[.*?\])\s*</tools>", re.DOTALL)
+# A text-tool-calling client that starts a fresh session on an existing conversation sends all of it as one
+# prompt, earlier answers in <assistant> tags (speculate.models.text_tools.render).
+_INLINE_ASSISTANT_RE = re.compile(r"<assistant>\n?(.*?)\n?</assistant>", re.DOTALL)
+
+
+def split_inline(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every user text holding ``<assistant>`` spans split into the turns it stands for."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        texts = texts_of(m.get("content")) if m.get("role") == "user" else []
+        if not any("<assistant>" in t for t in texts):
+            out.append(m)
+            continue
+        pieces = _INLINE_ASSISTANT_RE.split("\n".join(texts))  # user, assistant, user, ...
+        for i, piece in enumerate(pieces):
+            role = "assistant" if i % 2 else "user"
+            if role == "assistant" or piece.strip():
+                out.append({"role": role, "content": [{"type": "text", "text": piece}]})
+    return out
 
 
 def tools_in_text(body: dict[str, Any]) -> tuple[dict[str, Any], ...] | None:
@@ -207,7 +241,7 @@ def read_conversation(
     body: dict[str, Any], conventions: ClientConventions = DEFAULT_CONVENTIONS
 ) -> Conversation:
     root = project_root(body, conventions)
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"]
+    messages = split_inline([m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"])
     suggestion_mode = compaction_mode = False
     if messages and messages[-1].get("role") == "user":
         blocks = texts_of(messages[-1].get("content"))

@@ -85,12 +85,16 @@ def fallback(reason: str) -> Reply:
     return Reply([{"type": "text", "text": text}], "end_turn", f"fallback: {reason}")
 
 
-def compaction_summary(conv: Conversation) -> Reply:
+def compaction_summary(conv: Conversation, *, tagged: bool = False) -> Reply:
     """The simulated summary of a conversation: its prompts in words, and as JSON that the simulator reads
-    back from the continuation message (clients.SIM_PROMPTS_RE), so that the scenario goes on after it."""
+    back from the continuation message (clients.SIM_PROMPTS_RE), so that the scenario goes on after it.
+    ``tagged``: in the <analysis>/<summary> blocks a request asked for (Claude Code's /compact keeps the
+    summary block)."""
     lines = "\n".join(f"{i}. {p}" for i, p in enumerate(conv.prompts, start=1)) or "(none)"
     text = (f"Summary of the conversation so far (simulated). The user asked, in order:\n{lines}\n"
             f"<sim-prompts>{json.dumps(list(conv.prompts))}</sim-prompts>")
+    if tagged:
+        text = f"<analysis>\nThe simulator lists the prompts.\n</analysis>\n\n<summary>\n{text}\n</summary>"
     return Reply([{"type": "text", "text": text}], "end_turn", f"compaction summary of {len(conv.prompts)} prompts")
 
 
@@ -195,7 +199,7 @@ class Script:
     def reply(self, body: dict[str, Any]) -> Reply:
         conv = _read(body, self.conventions)
         if conv.compaction_mode:
-            return compaction_summary(conv)
+            return compaction_summary(conv, tagged="<summary>" in json.dumps(body.get("messages") or [])[-20_000:])
         where = self._locate(conv)
         if isinstance(where, str) and conv.suggestion_mode:
             return Reply([], "end_turn", f"no suggestion: {where}")  # off script: nothing to predict
@@ -225,14 +229,18 @@ class Script:
         if step.text is not None:
             content.append({"type": "text", "text": substitute(step.text, conv.root)})
         label += f" step {conv.steps_done + 1}"
+        # Text tool calling (our <tools> protocol, the claude-cli backend) is read from the request: a client
+        # that sends no API tools but a <tools> block gets <tool_use> text, whatever the scenario says.
+        in_text = tools_in_text(body) if not conv.tools else None
+        as_text_reply = scenario.tool_calls == "text" or in_text is not None
+        tools = in_text if in_text is not None else conv.tools
         for j, call in enumerate(step.tools):
             tool_id = stable_id("toolu_", self.seed, scenario.name, conv.prompts, conv.steps_done, j)
             try:
-                tools = tools_in_text(body) if scenario.tool_calls == "text" and not conv.tools else conv.tools
                 name, inp = render(call.name, substitute(call.input, conv.root), tools)
             except RenderError as exc:
                 return fallback(f"{label}: {exc}")
             content.append({"type": "tool_use", "id": tool_id, "name": name, "input": inp})
-        if scenario.tool_calls == "text":
+        if as_text_reply:
             return Reply(as_text(content), "end_turn", label)
         return Reply(content, "tool_use" if step.tools else "end_turn", label)

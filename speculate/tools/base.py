@@ -71,6 +71,9 @@ class ToolContext:
     spill_dir: Path
     # Extra per-run data (e.g. the speculation engine marks forks here).
     extra: dict[str, Any] = field(default_factory=dict)
+    # Project-relative paths Glob and Grep leave out of their results (files a Read deny rule covers, as
+    # Claude Code does); the agent fills it from its permission gate when it is None.
+    hidden: Callable[[str], bool] | None = None
 
 
 class Tool(ABC):

@@ -92,7 +92,7 @@ class Glob(Tool):
                     if n % 100 == 0:
                         between_files()
                     sub = rel if base == "." else rel[len(base) + 1 :]
-                    if regex.match(sub):
+                    if regex.match(sub) and not (ctx.hidden is not None and ctx.hidden(rel)):
                         hits.append(rel)
         except OSError as e:
             raise fs_error(e, display(fs, top)) from None

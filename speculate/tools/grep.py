@@ -59,6 +59,8 @@ class Grep(Tool):
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(inp, GrepInput)
         matches = await search(ctx.fs, inp)
+        if ctx.hidden is not None:  # files a Read deny rule covers
+            matches = {rel: found for rel, found in matches.items() if not ctx.hidden(rel)}
         text = await run_io(format_matches, ctx.fs, matches, inp)  # stats every file (newest first)
         return ToolResult(spill(text, ctx, tool=self.name, limit=self.max_result_chars))
 

@@ -43,19 +43,19 @@ def test_files_load_in_precedence_order_and_never_above_the_git_root(tmp_path: P
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     user = put(_no_user_claude_dir / "CLAUDE.md", "user: be brief\n")
-    agents = put(repo / "AGENTS.md", "agents: use uv\n")
+    put(repo / "AGENTS.md", "agents: use uv\n")  # not read: Claude Code 2.1.332 reads only CLAUDE.md files
     root_md = put(repo / "CLAUDE.md", "root: run make test\n")
     dot = put(repo / ".claude" / "CLAUDE.md", "dot-claude: no emojis\n")
     sub = put(repo / "pkg" / "CLAUDE.md", "pkg: this package is generated\n")
     local = put(repo / "pkg" / "CLAUDE.local.md", "local: my own notes\n")
-    (repo / "pkg" / "AGENTS.md").symlink_to("../CLAUDE.md")  # the same file twice counts once
+    (repo / "pkg" / ".claude").mkdir()
+    (repo / "pkg" / ".claude" / "CLAUDE.md").symlink_to("../../CLAUDE.md")  # the same file twice counts once
     put(repo / "pkg" / "deeper" / "CLAUDE.md", "below the working directory: not read\n")
     got = load_instructions(repo / "pkg")
     assert [(f.path, f.scope) for f in got.files] == [
-        (user, "user"), (agents, "project"), (root_md, "project"), (dot, "project"), (sub, "project"),
-        (local, "local")]
+        (user, "user"), (root_md, "project"), (dot, "project"), (sub, "project"), (local, "local")]
     text = got.render()
-    assert "above the repository" not in text and "below the working" not in text
+    assert "above the repository" not in text and "below the working" not in text and "use uv" not in text
     assert text.index("user: be brief") < text.index("root: run make test") < text.index("local: my own notes")
     assert f"Contents of {local} (the user's private project instructions, not checked in):" in text
     assert got.tokens == sum(-(-len(f.text) // 4) for f in got.files) > 0

@@ -91,3 +91,13 @@ def test_what_speculate_does_not_run_is_a_note_not_an_error(tmp_path: Path) -> N
         f"{path}: hooks.Stop[0].hooks[0]: type 'prompt' is not run here (only 'command' hooks are); ignored",
         f"{path}: permissions.allow[0]: speculate has no tool 'WebFetch'; rule ignored",
     )
+
+
+def test_each_rule_knows_its_file_and_where_slash_paths_start(tmp_path: Path, _no_user_claude_dir: Path) -> None:
+    root = tmp_path / "proj"
+    user = write(_no_user_claude_dir / "settings.json", {"permissions": {"deny": ["Read(/src/u.txt)"]}})
+    local = write(root / ".claude" / "settings.local.json", {"permissions": {"ask": ["Edit(/y/**)"]}})
+    s = load_settings(root)
+    (deny,), (ask,) = s.deny, s.ask
+    assert (deny, deny.source, deny.base) == ("Read(/src/u.txt)", user, _no_user_claude_dir)  # type: ignore[attr-defined]
+    assert (ask, ask.source, ask.base) == ("Edit(/y/**)", local, root)  # type: ignore[attr-defined]

@@ -57,6 +57,11 @@ def test_the_approval_policy_decides_whether_the_speculation_is_used(tmp_path: P
     turns, sess, events = trio.run(main)
     assert [t["accepted"] for t in turns] == [False, accepted] and sess["leaks"] == []
     (spec,) = [e for e in events if e["kind"] == "speculation"]
-    assert spec["approval"] == answer and spec["approvals"] == ["Bash(rm -rf build): deleted build/"]
+    assert spec["approval"] == answer and len(spec["approvals"]) == 1
+    # What the command changed is known once it has finished; on a loaded machine the (time-scaled) user may
+    # take the suggestion while it still runs, and is then shown what it did so far.
+    assert spec["approvals"][0] in ("Bash(rm -rf build): deleted build/",
+                                    "Bash(rm -rf build): no change to the project (so far: it was still running)",
+                                    "Bash(rm -rf build): deleted build/ (so far: it was still running)")
     assert spec["outcome"] == ("accepted" if accepted else "declined")
     assert turns[1]["error"] == ""  # declined: the live turn ran it, the simulated user answering y

@@ -123,3 +123,23 @@ def test_forced_acceptance_sweep_stays_on_script(tmp_path: Path, state_dir: Path
         prompts[t["cond"], t["arm"]].append(t["prompt"])
     assert len({tuple(p) for p in prompts.values()}) == 1  # every arm and condition sends the same prompts
     assert "sample_project" in s["toolchains"] and "misses (candidate" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_bundled_scenario_runs_on_the_claude_cli_backend(tmp_path: Path) -> None:
+    """--model claude-cli: the Claude Code CLI (text tool calling) against the embedded simulator, which
+    answers every bundled scenario in <tool_use> text; every arm finishes every turn on the script."""
+    from speculate.sim.claude_code import ClaudeCode
+
+    if isinstance(why := ClaudeCode.locate(), str):
+        pytest.skip(why)
+    out = tmp_path / "run"
+    rc = bench_main(["--model", "claude-cli", "--scenario", "explain-codebase", "--reps", "1", "--time-scale", "0.05",
+                     "--think-time", "fixed:20", "--concurrency", "3", "--out", str(out)])
+    assert rc == 0
+    s = json.loads((out / "summary.json").read_text())
+    turns = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    assert s["backend"] == "claude-cli" and s["turn_errors"] == [] and s["leaks"] == 0
+    assert len(turns) == 3 * 5 and not any(t["error"] or t["fallback"] for t in turns)
+    # Whether a suggestion (a CLI run of its own) arrives before the simulated user types depends on the
+    # machine's load; tests/agent/test_claude_cli.py accepts a speculation through the CLI deterministically.

@@ -2,6 +2,8 @@
 
 ``python server.py`` serves stdio; ``python server.py http PORT`` serves streamable HTTP on 127.0.0.1.
 ``bump`` appends to the file named by $DEMO_COUNTER: a side effect on the host that a fork must not cause.
+``crash`` ends the process during the call, ``crash_soon`` just after answering (a server that dies
+mid-session). (noisy_server.py is one that prints to stdout: the SDK's own server redirects stray prints.)
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.types import ToolAnnotations
@@ -44,6 +47,19 @@ def picture() -> list[object]:
 def boom() -> str:
     """Always fails."""
     raise ValueError("the demo tool failed on purpose")
+
+
+@server.tool()
+def crash() -> str:
+    """End the server process at once."""
+    os._exit(3)
+
+
+@server.tool()
+def crash_soon() -> str:
+    """End the server process a moment after answering (it dies between calls)."""
+    threading.Timer(0.2, os._exit, args=(3,)).start()
+    return "bye"
 
 
 if __name__ == "__main__":

@@ -82,9 +82,10 @@ def test_the_main_loop_and_forks_use_a_real_server(tmp_path: Path) -> None:
             async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
                     SessionConfig(project=root, model=model, mode="default")) as s:
                 names = [json.loads(t)["name"] for t in s.key.tools_json]
-                assert names[6:] == ["mcp__demo__boom", "mcp__demo__bump", "mcp__demo__lookup",
+                assert names[6:] == ["mcp__demo__boom", "mcp__demo__bump", "mcp__demo__crash",
+                                     "mcp__demo__crash_soon", "mcp__demo__lookup",
                                      "mcp__demo__picture"]
-                lookup = json.loads(s.key.tools_json[8])
+                lookup = json.loads(s.key.tools_json[10])
                 assert lookup["input_schema"]["properties"]["word"]["type"] == "string"
                 # The server's instructions are in the dynamic system part, capped at 2048 characters.
                 section = s.key.system[1].split("## demo\n", 1)[1]
@@ -193,3 +194,20 @@ def test_variables_expand_and_a_nearer_file_wins(tmp_path: Path, monkeypatch: py
     cfg = load_mcp_config(root)
     assert cfg.servers["a"].command == "inner" and cfg.sources["a"] == root / ".mcp.json"
     assert cfg.servers["b"].command == "/opt/b" and cfg.servers["b"].args == ["--token=t0k"]
+
+
+def test_denied_mcp_tools_are_not_offered(tmp_path: Path) -> None:
+    counter = tmp_path / "counter"
+    root = project(tmp_path, {"demo": stdio(counter), "other": stdio(counter)}, {
+        "permissions": {"deny": ["mcp__demo__bump", "mcp__other"]}})
+
+    async def main() -> None:
+        with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
+            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
+                    SessionConfig(project=root, model=model, speculate=False)) as s:
+                names = [json.loads(t)["name"] for t in s.key.tools_json]
+                assert [n for n in names if n.startswith("mcp__")] == [
+                    "mcp__demo__boom", "mcp__demo__crash", "mcp__demo__crash_soon", "mcp__demo__lookup",
+                    "mcp__demo__picture"]
+
+    trio.run(main)

@@ -124,3 +124,38 @@ def test_every_bundled_scenario_runs_unchanged_under_claude_code(path: Path, tmp
             drawn = draw_suggestion(scenario, i, seed=0).text  # the candidate the simulator offers at seed 0
             assert run.suggestion == drawn, f"turn {i + 1}: prompt_suggestion {run.suggestion!r}"
         assert sim.statistics().engine.fallbacks == 0
+
+
+COMPACT = """
+name: cc-compact
+turns:
+  - prompt: "remember the word alpha"
+    steps:
+      - text: "Remembered."
+    suggestion: null
+  - prompt: "which word was it?"
+    steps:
+      - text: "It was alpha."
+    suggestion: null
+"""
+
+
+@pytest.mark.slow
+def test_claude_codes_compact_is_answered_with_a_summary_and_the_script_goes_on(tmp_path: Path) -> None:
+    from speculate.sim.scenario_yaml import parse_scenario
+
+    cc = claude_code(tmp_path / "home")
+    project = tmp_path / "project"
+    project.mkdir()
+    trace = tmp_path / "trace.jsonl"
+    with SimServer([parse_scenario(COMPACT)], seed=0, time_scale=TIME_SCALE, record=trace) as sim:
+        texts = []
+        for i, prompt in enumerate(["remember the word alpha", "/compact", "which word was it?"]):
+            run = cc.turn(prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S)
+            assert run.returncode == 0, f"{prompt}: exit {run.returncode}\n{run.stderr[-2000:]}"
+            texts.append(run.text)
+        stats = sim.statistics()
+    assert texts[2] == "It was alpha."  # the turn after /compact is on the script
+    served = [json.loads(line)["served"]["source"] for line in trace.read_text().splitlines()]
+    assert [s for s in served if s.startswith("compaction")] == ["compaction summary of 1 prompts"]
+    assert stats.engine.fallbacks == 0, stats.engine.by_source

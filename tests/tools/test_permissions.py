@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from speculate.permissions import Decision, PermissionGate, PermissionRuleError, Rule, split_command
+from speculate.permissions import Decision, PermissionGate, PermissionRuleError, Rule, RuleText, split_command
 from speculate.tools import tools_by_name
 
 TOOLS = tools_by_name()
@@ -157,3 +157,90 @@ def test_rule_parse_and_split() -> None:
     assert split_command("echo 'a;b' \"c|d\" e\\;f 2>&1") == (["echo 'a;b' \"c|d\" e\\;f 2>&1"], False)
     assert split_command("echo `id`")[1] and split_command("cat <(ls)")[1]
     assert not split_command("echo '$(x)'")[1]
+
+
+# Claude Code 2.1.332's own decisions, observed by running it (`claude -p`) against the simulator with these
+# rules in <project>/.claude/settings.json (the project is /proj here, HOME is /home/u); docs/claude-code.md.
+CC_HOME = Path("/home/u")
+CC_TABLE: list[tuple[str, str, str, dict[str, Any], str]] = [
+    # (list, rule, tool, input, Claude Code's decision)
+    ("deny", "Read(./src/shop/pager.py)", "Read", {"file_path": "/proj/src/shop/pager.py"}, "deny"),
+    ("deny", "Read(./src/shop/pager.py)", "Edit", {**EDIT, "file_path": "/proj/src/shop/pager.py"}, "deny"),
+    ("deny", "Read(./src/shop/new.py)", "Write", {"file_path": "/proj/src/shop/new.py", "content": ""}, "deny"),
+    ("deny", "Read(/src/b.txt)", "Read", {"file_path": "/proj/src/b.txt"}, "deny"),  # the project's root
+    ("deny", "Read(/src/b.txt)", "Read", {"file_path": "/proj/.claude/src/b.txt"}, "allow"),  # not .claude/
+    ("deny", "Read(//proj/src/c.txt)", "Read", {"file_path": "/proj/src/c.txt"}, "deny"),
+    ("deny", "Read(~/secret.txt)", "Read", {"file_path": "/home/u/secret.txt"}, "deny"),
+    ("deny", "Read(d.txt)", "Read", {"file_path": "/proj/sub/d.txt"}, "deny"),  # no "/": any depth
+    ("deny", "Read(./d.txt)", "Read", {"file_path": "/proj/sub/d.txt"}, "deny"),  # "./" is the same
+    ("deny", "Read(src/*.txt)", "Read", {"file_path": "/proj/src/a.txt"}, "deny"),
+    ("deny", "Read(src/*.txt)", "Read", {"file_path": "/proj/x/src/a.txt"}, "allow"),  # a "/": anchored
+    ("deny", "Read(*.env)", "Read", {"file_path": "/proj/deep/er/k.env"}, "deny"),
+    ("deny", "Read(t/**/*.py)", "Read", {"file_path": "/proj/t/u/v.py"}, "deny"),
+    ("deny", "Read(src/deep/**)", "Grep", {"pattern": "x", "path": "/proj/src/deep"}, "deny"),
+    ("deny", "Read(src/deep/**)", "Glob", {"pattern": "*.txt", "path": "/proj/src/deep"}, "deny"),
+    ("deny", "Read(src/deep/**)", "Grep", {"pattern": "x", "path": "/proj/src"}, "allow"),
+    ("deny", "Edit(e.txt)", "Write", {"file_path": "/proj/sub/e.txt", "content": ""}, "deny"),
+    ("ask", "Edit(./tests/**)", "Write", {"file_path": "/proj/tests/test_new.py", "content": ""}, "ask"),
+    ("ask", "Edit(./tests/**)", "Edit", {**EDIT, "file_path": "/proj/tests/test_a.py"}, "ask"),
+    ("ask", "Edit(/y/**)", "Write", {"file_path": "/proj/y/z.txt", "content": ""}, "ask"),
+    ("deny", "Bash(echo hi:*)", "Bash", {"command": "echo hi there"}, "deny"),
+    ("deny", "Bash(echo hi:*)", "Bash", {"command": "echo hi"}, "deny"),
+    ("deny", "Bash(echo hi:*)", "Bash", {"command": "echo hix"}, "allow"),  # a word boundary
+    ("deny", "Bash(echo hi:*)", "Bash", {"command": "true && echo hi"}, "deny"),  # any part of a compound
+    ("deny", "Bash(printf *)", "Bash", {"command": "printf x"}, "deny"),
+    ("deny", "Bash(ls *)", "Bash", {"command": "ls -la"}, "deny"),
+    ("deny", "Bash(ls *)", "Bash", {"command": "lsof"}, "allow"),
+    ("deny", "Bash(git * --short)", "Bash", {"command": "git status --short"}, "deny"),
+    ("deny", "Bash(* --version)", "Bash", {"command": "npm --version"}, "deny"),
+]
+
+
+@pytest.mark.parametrize(("kind", "rule", "tool", "inp", "expected"), CC_TABLE,
+                         ids=[f"{k}:{r}:{t}:{i.get('file_path') or i.get('path') or i.get('command')}"
+                              for k, r, t, i, _ in CC_TABLE])
+def test_claude_codes_rule_forms_decide_as_claude_code_did(kind: str, rule: str, tool: str, inp: dict[str, Any],
+                                                          expected: str) -> None:
+    text = RuleText(rule, base=ROOT)  # as read from <project>/.claude/settings.json
+    gate = PermissionGate(mode="bypassPermissions", root=ROOT, home=CC_HOME, **{kind: [text]})
+    assert check(gate, tool, **inp).behavior == expected
+
+
+def test_a_user_settings_slash_rule_is_relative_to_the_users_claude_dir() -> None:
+    # Claude Code 2.1.332: Read(/src/u.txt) in ~/.claude/settings.json denied ~/.claude/src/u.txt only.
+    gate = PermissionGate(mode="bypassPermissions", root=ROOT, home=CC_HOME,
+                          deny=[RuleText("Read(/src/u.txt)", base=CC_HOME / ".claude")])
+    assert check(gate, "Read", file_path="/home/u/.claude/src/u.txt").behavior == "deny"
+    assert check(gate, "Read", file_path="/proj/src/u.txt").behavior == "allow"
+    assert check(gate, "Read", file_path="/home/u/src/u.txt").behavior == "allow"
+
+
+def test_a_symlink_does_not_dodge_a_deny_rule(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("s")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "secret.txt")
+    gate = PermissionGate(mode="bypassPermissions", root=tmp_path, deny=["Read(./secret.txt)"],
+                          allow=["Read(./secret.txt)"])
+    assert check(gate, "Read", file_path=str(tmp_path / "link.txt")).behavior == "deny"
+
+
+def test_wholly_denied_tools_are_withheld() -> None:
+    from speculate.mcp.tool import McpTool
+    from speculate.tools import default_tools
+
+    class Spec:
+        description, input_schema, annotations = "", {"type": "object"}, None
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    mcp = [McpTool(server=s, spec=Spec(t), client=None) for s, t in
+           (("demo", "lookup"), ("demo2", "lookup"), ("demo2", "bump"), ("demo3", "x"), ("demo4", "x"))]
+    deny = ["Grep", "Bash(*)", "Read(**)", "Edit(src/**)", "mcp__demo", "mcp__demo2__lookup", "mcp__demo3__*"]
+    gate = PermissionGate(deny=deny)
+    names = [t.name for t in gate.offered([*default_tools(), *mcp])]
+    # Read(**) and Edit(src/**) refuse some calls, not the tool: it stays (Claude Code keeps Read too).
+    assert names == ["Read", "Write", "Edit", "Glob", "mcp__demo2__bump", "mcp__demo4__x"]
+    assert gate.withheld("Grep") == Rule("Grep", None, "Grep")
+    # speculate applies a bare rule to every tool it covers (Claude Code withholds only the named tool).
+    assert [t.name for t in PermissionGate(deny=["Read"]).offered(default_tools())] == ["Bash"]
+    assert [t.name for t in PermissionGate(deny=["Edit"]).offered(default_tools())] == ["Read", "Glob", "Grep", "Bash"]
