@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from overlayfs.bounded import LayerBound
 from overlayfs.state import state_root
 
 INNER = Path(__file__).with_name("_inner.py")
@@ -33,17 +34,21 @@ _DROP_PREFIXES = ("ANTHROPIC_", "AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "GH_", "
 
 @dataclass(frozen=True, kw_only=True)
 class SandboxLimits:
-    """Bounds on one sandboxed command (and, for ``upper_bytes``, on the whole speculation's upper layer).
+    """Bounds on one sandboxed command (and, for ``upper_bytes`` and ``upper_inodes``, on the whole
+    speculation's upper layer).
 
     ``processes`` and ``memory_bytes`` use a cgroup where this process may make one (root with a writable
     cgroupfs) and per-process rlimits otherwise; root ignores RLIMIT_NPROC, so without a cgroup the
-    process bound is reported as not enforced. ``tmp_bytes`` sizes each private tmpfs.
+    process bound is reported as not enforced. ``upper_bytes`` and ``upper_inodes`` size the upper
+    layer's private tmpfs (:mod:`overlayfs.bounded`) when the overlay was made without a bound of its own.
+    ``tmp_bytes`` sizes each private tmpfs on /tmp, /var/tmp and /run.
     """
 
     processes: int = 512
     memory_bytes: int = 4 * GiB
     cpu_seconds: int = 600
-    upper_bytes: int = 1 * GiB
+    upper_bytes: int = LayerBound().bytes
+    upper_inodes: int = LayerBound().inodes
     tmp_bytes: int = 512 * MiB
     open_files: int = 4096
 
@@ -51,6 +56,10 @@ class SandboxLimits:
         for name, value in asdict(self).items():
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"sandbox limit {name} must be a positive integer, got {value!r}")
+        self.layer_bound()  # its own checks (at least 16 inodes)
+
+    def layer_bound(self) -> LayerBound:
+        return LayerBound(bytes=self.upper_bytes, inodes=self.upper_inodes)
 
 
 @functools.cache
