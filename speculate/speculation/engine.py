@@ -38,6 +38,7 @@ from speculate.speculation.events import (
     SuggestionOutcome,
     SuggestionRecord,
 )
+from speculate.speculation.fork_fs import BoundedWrites, fork_overlay
 from speculate.speculation.host import Host, IgnoreReason
 from speculate.speculation.trim import completed_part
 from speculate.tools.base import ToolContext
@@ -265,12 +266,12 @@ class SpeculationEngine:
                                 cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
 
     async def _speculate(self, snapshot: list[Message], text: str, turn: int, *, pipelined: bool) -> None:
-        from overlayfs import Overlay
-
         spec = self._spec = Speculation(suggestion=text, prefix_len=len(snapshot), turn=turn,
                                         pipelined=pipelined)
         t = time.perf_counter()
-        spec.overlay = Overlay(lower=self.s.project)
+        # Bounded: its Bash commands and its file tools write the same upper layer, on a filesystem of the
+        # sandbox's size (a write past it fails, and the fork stops at `resource`).
+        spec.overlay = fork_overlay(self.s.project, self.s.cfg.sandbox_limits)
         spec.record.overlay_create_s = time.perf_counter() - t
         shell, sandboxed, backend = self._shell_for(spec.overlay)
         spec.record.overlay_backend = backend
@@ -286,7 +287,7 @@ class SpeculationEngine:
                                     sandboxed_bash=sandboxed, root=self.s.project, bash_off=self.bash_line,
                                     hook_stop=hooks.stops_call)
         spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
-                           ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
+                           ctx=ToolContext(fs=BoundedWrites(spec.overlay), shell=shell, spill_dir=self.s.spill_dir),
                            authorizer=authorizer, messages=copy.deepcopy(snapshot),
                            max_turns=self.s.cfg.spec_max_turns, max_messages=self.s.cfg.spec_max_messages,
                            on_event=lambda e: self._fork_event(spec, e), repair_on_interrupt=False, hooks=hooks)
