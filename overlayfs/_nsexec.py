@@ -82,12 +82,14 @@ def _attach(src: str, at: str) -> None:
 
 
 def _handoff(sock: int, argv: list[str]) -> list[str]:
-    import socket
+    import _socket  # not socket: its import (enum, selectors) costs 10 ms of every start
 
-    s = socket.socket(fileno=sock)
-    s.sendall(b"r")
-    _, fds, _, _ = socket.recv_fds(s, 1, 1)
+    s = _socket.socket(fileno=sock)
+    s.send(b"r")
+    _, anc, _, _ = s.recvmsg(1, _socket.CMSG_SPACE(4))
     s.close()
+    fds = [int.from_bytes(data[:4], sys.byteorder) for level, kind, data in anc
+           if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS]
     if not fds:
         raise OSError(0, "no FUSE descriptor was handed over")
     os.set_inheritable(fds[0], True)

@@ -11,9 +11,10 @@ the layer joins that user namespace first (:mod:`overlayfs._nsexec`).
 
 from __future__ import annotations
 
+import _socket  # not socket: its import (enum, selectors) costs 10 ms
+import array
 import ctypes
 import os
-import socket
 import sys
 
 _FSOPEN, _FSCONFIG, _FSMOUNT = 430, 431, 432  # the same on every architecture (the unified table)
@@ -55,7 +56,7 @@ def _own_namespace() -> None:
 
 def main() -> int:
     size, inodes, sock = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    out = socket.socket(fileno=sock)
+    out = _socket.socket(fileno=sock)
     try:
         _own_namespace()
         mnt = make(size, inodes)
@@ -63,7 +64,7 @@ def main() -> int:
     except OSError as e:
         out.sendall(f"E{e}".encode())
         return 1
-    socket.send_fds(out, [b"K"], [mnt, userns])
+    out.sendmsg([b"K"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", [mnt, userns]).tobytes())])
     return 0
 
 
