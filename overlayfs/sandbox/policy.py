@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from overlayfs.bounded import LayerBound
+from overlayfs.bounded import BoundedLayer, LayerBound, LayerUnavailable
 from overlayfs.state import state_root
 
 INNER = Path(__file__).with_name("_inner.py")
@@ -64,7 +64,8 @@ class SandboxLimits:
 
 @functools.cache
 def sandbox_problem() -> str | None:
-    """None if the full sandbox (bwrap, user namespaces, seccomp) works here, else a sentence why not."""
+    """None if the full sandbox (bwrap, user namespaces, seccomp, a bounded upper layer) works here, else a
+    sentence why not."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
@@ -81,6 +82,10 @@ def sandbox_problem() -> str | None:
         return f"bwrap does not start: {e}"
     if r.returncode != 0:
         return f"bwrap cannot make user namespaces here: {r.stderr.decode(errors='replace').strip()}"
+    try:  # nothing a command writes may land on an unbounded filesystem
+        BoundedLayer(LayerBound(bytes=1 << 20, inodes=16)).close()
+    except LayerUnavailable as e:
+        return str(e)
     return None
 
 
