@@ -12,8 +12,8 @@ import os
 import stat as stat_mod
 from dataclasses import dataclass
 
-from overlayfs.layer import OPAQUE_FILE, WH_PREFIX, is_opaque
-from overlayfs.merged import is_whiteout_stat, join, kind_of, lstat_or_none
+from overlayfs.layer import is_opaque, is_whiteout_at
+from overlayfs.merged import join, kind_of, lstat_or_none
 
 DIFF_LIMIT = 1 << 20  # larger files are summarised, not diffed line by line
 
@@ -97,13 +97,8 @@ def _upper_children(upath: str) -> tuple[dict[str, os.stat_result], set[str]]:
     whiteouts: set[str] = set()
     with os.scandir(upath) as it:
         for e in it:
-            if e.name == OPAQUE_FILE:
-                continue
-            if e.name.startswith(WH_PREFIX):
-                whiteouts.add(e.name[len(WH_PREFIX) :])
-                continue
             st = e.stat(follow_symlinks=False)
-            if is_whiteout_stat(st):
+            if is_whiteout_at(e.path, st):
                 whiteouts.add(e.name)
             else:
                 present[e.name] = st

@@ -17,9 +17,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from overlayfs import layer
+
+if TYPE_CHECKING:
+    from overlayfs.bounded import BoundedLayer
 
 NSEXEC = Path(__file__).with_name("_nsexec.py")
 Snapshot = dict[str, layer.Identity]
@@ -40,9 +43,12 @@ def nsexec_argv(spec: dict[str, Any]) -> list[str]:
     return [sys.executable, "-I", "-S", os.fspath(NSEXEC), json.dumps(spec)]
 
 
-def overlay_source(ov: Layers) -> dict[str, Any]:
-    return {"overlay": {"lowerdir": os.fspath(ov.lower), "upperdir": os.fspath(ov.upper),
-                        "workdir": os.fspath(ov.workdir)}}
+def overlay_source(ov: Layers, layer: BoundedLayer | None = None) -> dict[str, Any]:
+    """Stage one's mount of ``ov``; with its bounded ``layer``, the paths stage one reaches it by."""
+    upper, work = os.fspath(ov.upper), os.fspath(ov.workdir)
+    if layer is not None:
+        upper, work = layer.inherited(upper), layer.inherited(work)
+    return {"overlay": {"lowerdir": os.fspath(ov.lower), "upperdir": upper, "workdir": work}}
 
 
 @functools.cache
@@ -105,11 +111,7 @@ def record_session(ov: Layers, before: Snapshot) -> None:
         d = f"{upper}/{rel}" if rel else upper
         with os.scandir(d) as it:
             for e in it:
-                name = e.name
-                if name == layer.OPAQUE_FILE:
-                    continue
-                if name.startswith(layer.WH_PREFIX):
-                    name = name[len(layer.WH_PREFIX):]
+                name = e.name  # an entry or its whiteout: a change of that path either way
                 r = f"{rel}/{name}" if rel else name
                 if e.is_dir(follow_symlinks=False):
                     stack.append(r)

@@ -2,15 +2,21 @@
 
 An overlay is a directory ``base`` holding ``upper/`` (new and modified files, whiteouts, opaque markers),
 ``work/`` (kernel overlayfs's workdir, same filesystem as upper) and ``meta/`` (the conflict bases and the
-read set as append-only JSONL, so that a FUSE server in another process can add to them).
+read set as append-only JSONL, so that a FUSE server in another process can add to them). A bounded overlay
+keeps ``upper/`` and ``work/`` on a private tmpfs instead (:mod:`overlayfs.bounded`).
 
-The upper layer uses the format of kernel overlayfs and fuse-overlayfs:
-- a whiteout (deleted lower entry) is a 0/0 character device named like the entry, or, where mknod is not
-  allowed, an empty file named ``.wh.<name>``;
+The upper layer uses the format of kernel overlayfs; no file name is reserved (a user may create
+``.wh.foo`` or ``.wh..wh..opq``, and it is a file like any other):
+- a whiteout (deleted lower entry) is a 0/0 character device named like the entry (anyone may make one
+  since Linux 5.8), or, where mknod is refused, an empty regular file named like the entry carrying the
+  xattr ``trusted.overlay.whiteout`` (root) or ``user.overlay.whiteout`` (a normal user);
 - an opaque directory (a directory that replaced a lower one: lower entries under it are hidden) carries the
-  xattr ``trusted.overlay.opaque=y`` (root) or ``user.overlay.opaque=y`` (unprivileged, ``userxattr``), or,
-  where xattrs are not allowed, holds an empty file ``.wh..wh..opq``.
-Readers accept every form; writers use the first form the process is allowed to create.
+  xattr ``trusted.overlay.opaque=y`` (root) or ``user.overlay.opaque=y`` (a normal user, ``userxattr``).
+Root reads only the ``trusted.`` markers: a ``user.overlay.*`` xattr in a layer root made is one a command
+set (fuse-overlayfs passes them through), not a marker. fuse-overlayfs's own extra markers (a
+``.wh..wh..opq`` file and a ``.wh..opq`` whiteout in an opaque directory, ``user.fuseoverlayfs.opaque``)
+are rewritten into this format when its mount closes (:func:`adopt_fuse_overlayfs`); it refuses names
+starting with ``.wh.`` itself, so whatever else such a layer holds under that prefix is a user's file.
 """
 
 from __future__ import annotations
@@ -23,11 +29,20 @@ import stat as stat_mod
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# Where the overlay's markers live: root reads and writes the trusted namespace only; a normal user,
+# who cannot set trusted xattrs, uses the user namespace (as kernel overlayfs does with ``userxattr``).
+WRITE_NAMESPACES = ("trusted.overlay.",) if os.geteuid() == 0 else ("trusted.overlay.", "user.overlay.")
+READ_NAMESPACES = WRITE_NAMESPACES
+# fuse-overlayfs's own markers, rewritten by adopt_fuse_overlayfs (names in no other role).
 WH_PREFIX = ".wh."
 OPAQUE_FILE = ".wh..wh..opq"
-OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+FUSE_OVERLAYFS_OPQ = ".wh..opq"
+FUSE_OVERLAYFS_XATTR = "user.fuseoverlayfs.opaque"
 BASES_FILE = "bases.jsonl"
 READS_FILE = "reads.jsonl"
+# Made in meta/ by the FUSE server whenever the upper layer's filesystem refuses a write or create as full
+# (ENOSPC, EDQUOT): the sandbox's runner then knows the command hit the bound, whatever it did after.
+REFUSED_FILE = "refused"
 # Files up to this size get a content hash in their identity; larger ones rely on size/mtime_ns/inode.
 HASH_LIMIT = 1 << 20
 
@@ -122,71 +137,109 @@ def load_identities(metadir: Path, name: str) -> dict[str, Identity]:
     return out
 
 
-def is_whiteout(upper_dir: Path, name: str) -> bool:
-    """True if ``name`` in ``upper_dir`` is hidden by a whiteout (either form)."""
-    try:
-        st = os.lstat(upper_dir / name)
-        if stat_mod.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-            return True
-    except FileNotFoundError:
-        pass
-    return os.path.lexists(upper_dir / (WH_PREFIX + name))
+def _marker(path: str | os.PathLike[str], what: str) -> bool:
+    """Whether ``path`` carries the overlay xattr ``what`` ("opaque", "whiteout") in a namespace we trust."""
+    for ns in READ_NAMESPACES:
+        try:
+            if os.getxattr(path, f"{ns}{what}", follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            pass
+    return False
 
 
-def is_whiteout_entry(upper_dir: Path, name: str) -> bool:
-    """True if the directory entry ``name`` itself is a whiteout marker (not a real merged entry)."""
-    if name.startswith(WH_PREFIX):
-        return True
-    try:
-        st = os.lstat(upper_dir / name)
-    except FileNotFoundError:
-        return False
-    return stat_mod.S_ISCHR(st.st_mode) and st.st_rdev == 0
+def is_whiteout_at(path: str, st: os.stat_result) -> bool:
+    """Whether the upper entry at ``path`` (whose lstat is ``st``) is a whiteout, in either form."""
+    if stat_mod.S_ISCHR(st.st_mode):
+        return st.st_rdev == 0
+    return stat_mod.S_ISREG(st.st_mode) and st.st_size == 0 and _marker(path, "whiteout")
 
 
 def make_whiteout(upper_dir: Path, name: str) -> None:
-    """Hide lower entry ``name``: a 0/0 char device where mknod is allowed, else ``.wh.<name>``."""
+    """Hide lower entry ``name`` (nothing may stand at ``name`` in ``upper_dir``): a 0/0 character device,
+    or an empty file with the whiteout xattr where mknod is refused."""
     target = upper_dir / name
     try:
         os.mknod(target, stat_mod.S_IFCHR | 0o000, os.makedev(0, 0))
-    except PermissionError:
-        (upper_dir / (WH_PREFIX + name)).touch()
+        return
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EINVAL):
             raise
-        (upper_dir / (WH_PREFIX + name)).touch()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o000)
+    os.close(fd)
+    try:
+        _set_marker(target, "whiteout")
+    except OSError:
+        os.unlink(target)
+        raise
 
 
 def remove_whiteout(upper_dir: Path, name: str) -> None:
     """Remove a whiteout for ``name`` (either form) before creating a new entry there."""
+    p = upper_dir / name
     try:
-        st = os.lstat(upper_dir / name)
-        if stat_mod.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-            os.unlink(upper_dir / name)
+        st = os.lstat(p)
     except FileNotFoundError:
-        pass
-    try:
-        os.unlink(upper_dir / (WH_PREFIX + name))
-    except FileNotFoundError:
-        pass
+        return
+    if is_whiteout_at(os.fspath(p), st):
+        os.unlink(p)
 
 
 def is_opaque(upper_dir: str | os.PathLike[str]) -> bool:
-    for attr in OPAQUE_XATTRS:
-        try:
-            if os.getxattr(upper_dir, attr, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            pass
-    return os.path.lexists(os.path.join(upper_dir, OPAQUE_FILE))
+    return _marker(upper_dir, "opaque")
 
 
 def make_opaque(upper_dir: Path) -> None:
     """Mark an upper directory opaque: lower entries beneath it are hidden."""
-    for attr in OPAQUE_XATTRS:
+    _set_marker(upper_dir, "opaque")
+
+
+def _set_marker(path: Path, what: str) -> None:
+    err: OSError | None = None
+    for ns in WRITE_NAMESPACES:
         try:
-            os.setxattr(upper_dir, attr, b"y", follow_symlinks=False)
+            os.setxattr(path, f"{ns}{what}", b"y", follow_symlinks=False)
             return
+        except OSError as e:
+            err = e
+    raise OSError(err.errno if err else errno.EOPNOTSUPP, f"the upper layer's filesystem holds no overlay "
+                  f"xattr ({', '.join(n + what for n in WRITE_NAMESPACES)}): it cannot hold the layer format",
+                  os.fspath(path))
+
+
+def adopt_fuse_overlayfs(upper: str) -> None:
+    """Rewrite what fuse-overlayfs leaves in an upper layer beside the shared format: in each opaque
+    directory a ``.wh..wh..opq`` file and a ``.wh..opq`` whiteout (dropped), and, unprivileged, the xattr
+    ``user.fuseoverlayfs.opaque`` (made ``user.overlay.opaque``). Only the pair marks a directory, and no
+    command can make the pair (fuse-overlayfs refuses ``.wh.`` names, and mknod of a 0/0 device is denied
+    in the sandbox), so a user's own ``.wh..wh..opq`` file stays."""
+    stack = [upper]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
         except OSError:
             continue
-    (upper_dir / OPAQUE_FILE).touch()
+        with it:
+            names = {}
+            for e in it:
+                names[e.name] = e
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+        foreign = _fuse_overlayfs_opaque(d)
+        if not (foreign or is_opaque(d)) or OPAQUE_FILE not in names or FUSE_OVERLAYFS_OPQ not in names:
+            continue
+        f, w = names[OPAQUE_FILE].stat(follow_symlinks=False), names[FUSE_OVERLAYFS_OPQ].stat(follow_symlinks=False)
+        if not (stat_mod.S_ISREG(f.st_mode) and f.st_size == 0 and stat_mod.S_ISCHR(w.st_mode) and w.st_rdev == 0):
+            continue
+        if foreign:
+            make_opaque(Path(d))
+        os.unlink(names[OPAQUE_FILE].path)
+        os.unlink(names[FUSE_OVERLAYFS_OPQ].path)
+
+
+def _fuse_overlayfs_opaque(d: str) -> bool:
+    try:
+        return os.getxattr(d, FUSE_OVERLAYFS_XATTR, follow_symlinks=False) == b"y"
+    except OSError:
+        return False

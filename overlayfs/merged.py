@@ -12,7 +12,7 @@ import os
 import stat as stat_mod
 from dataclasses import dataclass
 
-from overlayfs.layer import OPAQUE_FILE, WH_PREFIX, is_opaque
+from overlayfs.layer import is_opaque, is_whiteout_at
 from overlayfs.paths import check_link_target
 
 MAX_LINKS = 40  # the kernel's limit on symlinks followed in one resolution
@@ -26,10 +26,6 @@ def kind_of(mode: int) -> str:
     if stat_mod.S_ISLNK(mode):
         return "symlink"
     return "other"
-
-
-def is_whiteout_stat(st: os.stat_result) -> bool:
-    return stat_mod.S_ISCHR(st.st_mode) and st.st_rdev == 0
 
 
 def lstat_or_none(path: str) -> os.stat_result | None:
@@ -82,12 +78,10 @@ def step(parent: Node, name: str) -> Node | None:
         up = f"{udir}/{name}"
         ust = lstat_or_none(up)
         if ust is not None:
-            if is_whiteout_stat(ust):
+            if is_whiteout_at(up, ust):
                 return None
             if not stat_mod.S_ISDIR(ust.st_mode):
                 return Node(rel, kind_of(ust.st_mode), up, None, ust)
-        elif os.path.lexists(f"{udir}/{WH_PREFIX}{name}"):
-            return None
     lst = None
     if ldir is not None:
         lp = f"{ldir}/{name}"
@@ -151,13 +145,8 @@ def entries(node: Node) -> dict[str, str]:
         with os.scandir(node.upper) as it:
             for e in it:
                 name = e.name
-                if name == OPAQUE_FILE:
-                    continue
-                if name.startswith(WH_PREFIX):
-                    hidden.add(name[len(WH_PREFIX) :])
-                    continue
                 kind = _entry_kind(e)
-                if kind == "other" and is_whiteout_stat(e.stat(follow_symlinks=False)):
+                if kind in ("other", "file") and _whiteout_entry(e):
                     hidden.add(name)
                 else:
                     out[name] = kind
@@ -169,6 +158,13 @@ def entries(node: Node) -> dict[str, str]:
                     continue
                 out[name] = _entry_kind(e)
     return out
+
+
+def _whiteout_entry(e: os.DirEntry[str]) -> bool:
+    try:
+        return is_whiteout_at(e.path, e.stat(follow_symlinks=False))
+    except FileNotFoundError:
+        return False
 
 
 def _entry_kind(e: os.DirEntry[str]) -> str:

@@ -2,7 +2,8 @@
 
 Backends: ``kernel`` (kernel overlayfs; a host mount needs root, otherwise only :mod:`overlayfs.sandbox`
 can use it, inside a private namespace), ``fuse`` (our pyfuse3 server, :mod:`overlayfs.fuse`) and
-``fuse-overlayfs`` (the C reference). ``pure`` is the in-process view: it cannot be mounted, so Bash must
+``fuse-overlayfs`` (the C reference; on a bounded layer started in a private mount namespace, see
+:func:`_start_fuse_overlayfs_bounded`). ``pure`` is the in-process view: it cannot be mounted, so Bash must
 stay read-only with it. ``auto`` picks kernel, then fuse, and records the choice in ``ov.last_backend``.
 
 Every mountpoint is a fresh directory named ``speculate-mnt-<owner pid>-*``: a mount whose owner has died
@@ -18,6 +19,7 @@ import os
 import re
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlayfs import kernel
+from overlayfs import kernel, layer
 
 log = logging.getLogger("overlayfs.mount")
 
@@ -73,6 +75,8 @@ class Mount:
                 _lazy_unmount(self.root)
             with contextlib.suppress(OSError):
                 self.root.rmdir()
+            if self.backend == "fuse-overlayfs":
+                layer.adopt_fuse_overlayfs(os.fspath(self.layers.upper))
             if self._snapshot is not None:
                 kernel.record_session(self.layers, self._snapshot)
 
@@ -180,12 +184,78 @@ def _mount(ov: kernel.Layers, backend: str, root: Path) -> Mount:
     if backend == "fuse-overlayfs":
         work = Path(ov.workdir) / "fuse-overlayfs"
         work.mkdir(parents=True, exist_ok=True)
+        snap = kernel.snapshot(Path(ov.lower))
+        if getattr(ov, "layer", None) is not None:
+            return _start_fuse_overlayfs_bounded(ov, root, snap)
         opts = f"lowerdir={ov.lower},upperdir={ov.upper},workdir={work}"
         r = subprocess.run(["fuse-overlayfs", "-o", opts, os.fspath(root)], capture_output=True, timeout=30)
         if r.returncode != 0:
             raise MountError(f"fuse-overlayfs failed: {r.stderr.decode(errors='replace').strip()}")
-        return Mount(root, backend, ov, _snapshot=kernel.snapshot(Path(ov.lower)))
+        return Mount(root, backend, ov, _snapshot=snap)
     return _start_fuse(ov, root)
+
+
+def _start_fuse_overlayfs_bounded(ov: kernel.Layers, root: Path, snap: kernel.Snapshot) -> Mount:
+    """fuse-overlayfs on a bounded layer: it needs the layer at a real path, which only a private mount
+    namespace can give (stage one attaches it on an empty directory there); the FUSE mount itself is made
+    on the host by fusermount3 and its device descriptor handed to fuse-overlayfs (``/dev/fd/N``). The
+    namespace exists before the mount, so it holds no copy of the mount that would outlive the unmount."""
+    layer = ov.layer  # type: ignore[attr-defined]
+    at = Path(ov.metadir) / "layer"
+    at.mkdir(exist_ok=True)
+    opts = f"lowerdir={ov.lower},upperdir={at}/upper,workdir={at}/work/fuse-overlayfs"
+    spec: dict[str, object] = {"attach": {"from": layer.inherited(layer.path), "at": os.fspath(at)},
+                               "argv": ["fuse-overlayfs", "-f", "-o", opts, "/dev/fd/{fd}"], "close": [layer.fd]}
+    ours, theirs = socket.socketpair()
+    spec["handoff"] = theirs.fileno()
+    fds = [theirs.fileno(), layer.fd]
+    if layer.userns_fd is not None:
+        spec["userns"] = layer.userns_fd
+        fds.append(layer.userns_fd)
+    logf = open(Path(ov.metadir) / "fuse-server.log", "ab")
+    try:
+        proc = subprocess.Popen(kernel.nsexec_argv(spec), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=logf, pass_fds=tuple(fds), start_new_session=True, cwd="/")
+    finally:
+        logf.close()
+        theirs.close()
+    with ours:
+        try:
+            ours.settimeout(30)
+            if ours.recv(1) != b"r":
+                raise OSError(0, "it exited before it was ready")
+            fd = _fuse_device(root)
+            try:
+                socket.send_fds(ours, [b"f"], [fd])
+            finally:
+                os.close(fd)
+            os.stat(root)  # answered once fuse-overlayfs serves the mount
+        except OSError as e:
+            proc.kill()
+            _reap(proc)
+            tail = (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace").strip()
+            raise MountError(f"fuse-overlayfs did not come up on the bounded layer at {root}: {e}; {tail}") \
+                from None
+    return Mount(root, "fuse-overlayfs", ov, _proc=proc, _snapshot=snap)
+
+
+def _fuse_device(root: Path) -> int:
+    """Mount an empty FUSE filesystem at ``root`` with fusermount3 and return its /dev/fuse descriptor
+    (libfuse's protocol: fusermount3 sends it over the socket named by ``_FUSE_COMMFD``)."""
+    opts = "rw,nosuid,nodev,default_permissions,subtype=fuse-overlayfs," \
+        f"fsname=speculate-fuse-overlayfs.{os.getpid()}" + (",allow_other" if os.geteuid() == 0 else "")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        r = subprocess.run(["fusermount3", "-o", opts, "--", os.fspath(root)], capture_output=True, timeout=30,
+                           env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())}, pass_fds=(theirs.fileno(),))
+        if r.returncode != 0:
+            raise OSError(0, f"fusermount3 failed: {r.stderr.decode(errors='replace').strip()}")
+        theirs.close()
+        ours.settimeout(10)
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+    if not fds:
+        raise OSError(0, "fusermount3 handed over no FUSE descriptor")
+    return fds[0]
 
 
 def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -> Mount:
@@ -195,7 +265,8 @@ def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "overlayfs.fuse", os.fspath(ov.lower), os.fspath(ov.upper),
-             os.fspath(ov.metadir), os.fspath(root), "--owner-pid", str(os.getpid())],
+             os.fspath(ov.metadir), os.fspath(root), "--owner-pid", str(os.getpid()),
+             "--workdir", os.fspath(ov.workdir)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, env=env, cwd="/",
             start_new_session=True)  # a ^C in the terminal must not kill the server under a mount
     finally:

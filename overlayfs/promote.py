@@ -25,8 +25,16 @@ from overlayfs.copyup import stat_mode
 from overlayfs.journal import TEMP_SUFFIX, Journal
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, listing_digest, load_identities
 from overlayfs.merged import join, kind_of, lstat_or_none, parent_of
-from overlayfs.state import LOCK_TIMEOUT, ProjectState, dispose, locked, pending, project_state, remove_tree
-from overlayfs.upper import drop_wh_file
+from overlayfs.state import (
+    LOCK_TIMEOUT,
+    ProjectState,
+    dispose,
+    locked,
+    pending,
+    project_state,
+    remove_tree,
+    self_token,
+)
 
 if TYPE_CHECKING:
     from overlayfs.view import Overlay
@@ -147,7 +155,7 @@ class _RealTree:
 
 
 def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full: bool,
-          durable: bool) -> Journal:
+          durable: bool, owner: str | None = None) -> Journal:
     real = _RealTree(lower)
     rms: list[tuple[str, str, int]] = []  # (path, kind, inode of the real entry) to move aside, then delete
     mkdirs: list[tuple[str, int]] = []
@@ -205,7 +213,7 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
     return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
             "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,
             "full": full, "durable": durable, "rms": trashed, "mkdirs": mkdirs, "pre": pre, "puts": staged,
-            "promoted": [[c.path, c.kind, c.type] for c in changes]}
+            "promoted": [[c.path, c.kind, c.type] for c in changes], "upper_owner": owner}
 
 
 def _under_opaque(upper: str, rel: str) -> bool:
@@ -253,8 +261,7 @@ def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
         p = f"{udir}/{name}"
         st = lstat_or_none(p)
         if st is not None and not stat_mod.S_ISDIR(st.st_mode):
-            os.unlink(p)
-        drop_wh_file(udir, name)
+            os.unlink(p)  # the promoted file or link, or the whiteout of a promoted deletion
     _rewrite(metadir, BASES_FILE, set(promoted), rebase)
     # Promotion itself changes the listed directories above what it wrote: drop those directory reads.
     touched = set(promoted) | {"."} | {d for p in promoted for d in parent_dirs(p)}
@@ -262,7 +269,10 @@ def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
 
 
 def _finalize_journal(j: Journal) -> None:
-    """The upper-layer part of a finished promotion; skipped when that overlay was discarded."""
+    """The upper-layer part of a finished promotion; skipped when that overlay was discarded, or when its
+    upper layer was a bounded one (``/proc/<pid>/fd/<n>``) of a process that is gone: it went with it."""
+    if j.get("upper_owner") not in (None, self_token()):
+        return
     if os.path.isdir(j["metadir"]):
         os.makedirs(j["upper"], exist_ok=True)  # a crash may have come between setting it aside and anew
         _finalize(j["lower"], j["upper"], Path(j["metadir"]), j)
@@ -324,6 +334,8 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
         if not conflicts and len(changes) == 0:  # the upper layer holds nothing new: spend it all the same
             _finalize(lower, upper, ov.metadir, {"full": True})
         return PromoteResult([], conflicts)
-    j = _plan(lower, upper, ov.metadir, selected, full=len(selected) == len(changes), durable=durable)
+    owner = self_token() if getattr(ov, "layer", None) is not None else None  # the layer dies with us
+    j = _plan(lower, upper, ov.metadir, selected, full=len(selected) == len(changes), durable=durable,
+              owner=owner)
     journal.execute(ps.journal, j, _finalize_journal)
     return PromoteResult(selected, conflicts)

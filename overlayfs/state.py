@@ -146,13 +146,18 @@ def _start_time(pid: int) -> str:
 _SELF = f"{os.getpid()}.{_start_time(os.getpid())}"
 
 
-def new_overlay_dir(ps: ProjectState) -> Path:
-    """A fresh base dir for one overlay, named by this process so that a later one can tell it is stale."""
-    ensure(ps)
+def self_token() -> str:
+    """``<pid>.<start time>``: names this process across pid reuse."""
     global _SELF
     if not _SELF.startswith(f"{os.getpid()}."):  # forked since import
         _SELF = f"{os.getpid()}.{_start_time(os.getpid())}"
-    return Path(tempfile.mkdtemp(prefix=_SELF + ".", dir=ps.overlays))
+    return _SELF
+
+
+def new_overlay_dir(ps: ProjectState) -> Path:
+    """A fresh base dir for one overlay, named by this process so that a later one can tell it is stale."""
+    ensure(ps)
+    return Path(tempfile.mkdtemp(prefix=self_token() + ".", dir=ps.overlays))
 
 
 def owner_alive(name: str) -> bool:

@@ -20,8 +20,8 @@ from overlayfs.layer import (
     BASES_FILE,
     HASH_LIMIT,
     READS_FILE,
-    WH_PREFIX,
     Identity,
+    is_whiteout_at,
     listing_digest,
     load_identities,
     make_opaque,
@@ -29,7 +29,7 @@ from overlayfs.layer import (
     record_base,
     record_read,
 )
-from overlayfs.merged import Node, Resolved, entries, is_whiteout_stat, join, lstat_or_none, parent_of, step
+from overlayfs.merged import Node, Resolved, entries, join, lstat_or_none, parent_of, step
 
 
 def _read_umask() -> int:
@@ -45,17 +45,6 @@ def _read_umask() -> int:
 UMASK = _read_umask()
 
 
-def drop_wh_file(udir: str, name: str) -> None:
-    """Remove a ``.wh.<name>`` whiteout if there is one (none can exist when the name is too long for it)."""
-    try:
-        os.unlink(f"{udir}/{WH_PREFIX}{name}")
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    except OSError as e:
-        if e.errno != errno.ENAMETOOLONG:
-            raise
-
-
 @dataclass(frozen=True)
 class OverlayStatistics:
     """Counters of one overlay object (this process only)."""
@@ -67,14 +56,15 @@ class OverlayStatistics:
 
 
 class Upper:
-    def __init__(self, lower: str, upper: str, metadir: Path) -> None:
+    def __init__(self, lower: str, upper: str, metadir: Path, *, tmp: str | None = None) -> None:
         self.lower = lower
         self.upper = upper
         self.metadir = metadir
-        tmp = metadir / "tmp"
-        tmp.mkdir(exist_ok=True)
+        if tmp is None:  # a bounded layer brings its own, on its filesystem
+            tmp = str(metadir / "tmp")
+            os.makedirs(tmp, exist_ok=True)
         # Temp files are renamed into the upper layer, so they must live on its filesystem.
-        self.tmp: str | None = str(tmp) if os.stat(tmp).st_dev == os.stat(upper).st_dev else None
+        self.tmp: str | None = tmp if os.stat(tmp).st_dev == os.stat(upper).st_dev else None
         self.copy_ups = 0
         self.bytes_copied = 0
         self.reads_recorded = 0
@@ -155,7 +145,7 @@ class Upper:
         return up
 
     def clear_slot(self, udir: str, name: str) -> None:
-        """Remove whatever the upper layer holds at ``name`` (entry or whiteout, either form)."""
+        """Remove whatever the upper layer holds at ``name`` (an entry or a whiteout)."""
         p = f"{udir}/{name}"
         st = lstat_or_none(p)
         if st is not None:
@@ -163,15 +153,13 @@ class Upper:
                 shutil.rmtree(p)
             else:
                 os.unlink(p)
-        drop_wh_file(udir, name)
 
     def _install(self, tmp: str, udir: str, name: str) -> None:
         dst = f"{udir}/{name}"
         st = lstat_or_none(dst)
         if st is not None and stat_mod.S_ISDIR(st.st_mode):
             shutil.rmtree(dst)
-        os.replace(tmp, dst)  # replaces a file, a symlink or a 0/0 whiteout in one step
-        drop_wh_file(udir, name)
+        os.replace(tmp, dst)  # replaces a file, a symlink or a whiteout (either form) in one step
 
     def put_bytes(self, udir: str, name: str, data: bytes, mode: int) -> None:
         """Atomically make upper ``udir/name`` a regular file holding ``data`` with ``mode``."""
@@ -182,12 +170,16 @@ class Upper:
             tmp = self._tmp_name()
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        except OSError:  # refused (a bounded layer that is full): leave nothing half-written behind
+            os.unlink(tmp if self.tmp is not None else f"{udir}/{name}")
+            raise
         if self.tmp is not None:
             self._install(tmp, udir, name)
 
@@ -197,7 +189,12 @@ class Upper:
         tmp = self._tmp_name() if self.tmp is not None else f"{udir}/{name}"
         if self.tmp is None:
             self.clear_slot(udir, name)
-        n = copy_file(src, tmp, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+        try:
+            n = copy_file(src, tmp, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+        except OSError:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            raise
         if self.tmp is not None:
             self._install(tmp, udir, name)
         self.copy_ups += 1
@@ -207,10 +204,8 @@ class Upper:
         """Prepare upper ``udir/name`` for an ``open(..., "w")``: whiteouts gone; returns the path."""
         p = f"{udir}/{name}"
         st = lstat_or_none(p)
-        if st is not None and (is_whiteout_stat(st) or not stat_mod.S_ISREG(st.st_mode)):
+        if st is not None and (is_whiteout_at(p, st) or not stat_mod.S_ISREG(st.st_mode)):
             self.clear_slot(udir, name)
-        else:
-            drop_wh_file(udir, name)
         if mode is not None and lstat_or_none(p) is None:
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.fchmod(fd, mode)

@@ -31,7 +31,10 @@ class Overlay(ViewBase):
     ``upper=None`` creates a private base directory holding ``upper/``, ``work/`` and ``meta/`` in the
     project's state dir (O(1): nothing is copied; see overlayfs.state), named by this process so that a later
     one can remove it if this one dies. A given ``upper`` reopens or creates that upper layer, with ``work/``
-    and ``meta/`` as its siblings unless ``workdir``/``metadir`` say otherwise. A promotion into the project
+    and ``meta/`` as its siblings unless ``workdir``/``metadir`` say otherwise. ``bound``
+    (:class:`overlayfs.bounded.LayerBound`) puts ``upper/`` and ``work/`` on a private filesystem of that
+    size instead, in memory, freed by :meth:`discard` or with this process: a write past it fails with
+    ENOSPC, whoever writes (this view, a FUSE server, kernel overlayfs). A promotion into the project
     interrupted by a crash is rolled forward or back first (``recovery`` says what was done). Paths are
     relative to the project root or absolute inside it.
     """
@@ -318,10 +321,12 @@ class Overlay(ViewBase):
         if self._discarded:
             return
         self._discarded = True
+        if self.layer is not None:  # the bounded filesystem goes with its last holder: O(1) here
+            self.layer.close()
         if self._base is not None:  # deleted on a thread: accepting or aborting need not wait for it
             dispose(self._base, self._base.with_name(self._base.name + ".spent"))
             return
-        for d in [self.upper, self.workdir, self.metadir]:
+        for d in self._disk:
             shutil.rmtree(d, ignore_errors=True)
 
     def __enter__(self) -> Overlay:

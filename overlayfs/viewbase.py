@@ -3,8 +3,9 @@
 :class:`ViewBase` opens (or creates) the upper, work and meta directories of one overlay of a project,
 rolls an interrupted promotion forward or back, and turns the paths callers give (relative to the project
 root, absolute inside it, or through the root as spelled before symlinks were resolved) into nodes of the
-merged view (:mod:`overlayfs.merged`), raising the ``OSError`` the kernel would for a missing entry, the
-root or a name reserved by the layer format. The file API built on it lives in :mod:`overlayfs.view`.
+merged view (:mod:`overlayfs.merged`), raising the ``OSError`` the kernel would for a missing entry or
+the root. With a bound, the upper and work directories live on a bounded filesystem
+(:mod:`overlayfs.bounded`) and only ``meta/`` on disk. The file API built on it lives in :mod:`overlayfs.view`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import errno
 import os
 from pathlib import Path
 
-from overlayfs.layer import WH_PREFIX
+from overlayfs.bounded import BoundedLayer, LayerBound
 from overlayfs.merged import Node, Resolved, parent_of, resolve
 from overlayfs.paths import PathEscapeError, to_relative
 from overlayfs.recovery import Recovery, recover_journal
@@ -35,12 +36,14 @@ class ViewBase:
     """
 
     def __init__(self, lower: StrPath, upper: StrPath | None = None, *, workdir: StrPath | None = None,
-                 metadir: StrPath | None = None) -> None:
+                 metadir: StrPath | None = None, bound: LayerBound | None = None) -> None:
         given = Path(lower)
         if not given.exists():
             raise FileNotFoundError(errno.ENOENT, "overlay lower directory does not exist", str(lower))
         if not given.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "overlay lower is not a directory", str(lower))
+        if bound is not None and upper is not None:
+            raise ValueError("a bounded overlay makes its own upper layer: give bound or upper, not both")
         self.lower: Path = given.resolve()
         self._aliases = [a for a in {os.path.abspath(given)} if a != str(self.lower)]
         if upper is None:
@@ -51,19 +54,53 @@ class ViewBase:
             up = Path(upper).absolute()
             work = Path(workdir).absolute() if workdir is not None else up.parent / "work"
             meta = Path(metadir).absolute() if metadir is not None else up.parent / "meta"
-        for d in (up, work, meta):
-            d.mkdir(parents=True, exist_ok=True)
-        self.upper: Path = up.resolve()
-        self.workdir: Path = work.resolve()
-        self.metadir: Path = meta.resolve()
+        self.layer: BoundedLayer | None = None
+        if bound is not None:  # only meta/ on disk; upper/ and work/ on the bounded filesystem
+            meta.mkdir(parents=True, exist_ok=True)
+            self.metadir: Path = meta.resolve()
+            self._open_layer(bound)
+        else:
+            for d in (up, work, meta):
+                d.mkdir(parents=True, exist_ok=True)
+            # A layer given as /proc/<pid>/fd/<n>/upper (a bounded one, reopened) must not be resolved:
+            # the magic link reads as "/".
+            self.upper: Path = up if up.is_relative_to("/proc") else up.resolve()
+            self.workdir: Path = work if work.is_relative_to("/proc") else work.resolve()
+            self.metadir = meta.resolve()
+        self._disk = [self.upper, self.workdir, self.metadir] if self._base is None else []
         for d in (self.upper, self.metadir):
             if d.is_relative_to(self.lower) or self.lower.is_relative_to(d):
                 raise ValueError(f"overlay layer {d} and lower {self.lower} must not contain each other")
         self._lower_s = str(self.lower)
-        self._upper_s = str(self.upper)
         self.recovery: Recovery | None = recover_journal(self.lower)
-        self._up = Upper(self._lower_s, self._upper_s, self.metadir)
+        self._attach_upper()
         self._discarded = False
+
+    def _open_layer(self, bound: LayerBound) -> None:
+        self.layer = BoundedLayer(bound)
+        self.upper, self.workdir = Path(self.layer.upper), Path(self.layer.work)
+
+    def _attach_upper(self) -> None:
+        self._upper_s = str(self.upper)
+        self._up = Upper(self._lower_s, self._upper_s, self.metadir,
+                         tmp=self.layer.tmp if self.layer is not None else None)
+
+    @property
+    def bound(self) -> LayerBound | None:
+        """The upper layer's bound, or None when it lives unbounded on the state dir's filesystem."""
+        return self.layer.bound if self.layer is not None else None
+
+    def make_bounded(self, bound: LayerBound) -> None:
+        """Move an unbounded overlay whose upper layer is still empty onto a bounded filesystem (what the
+        sandbox does before a command). The directories it had on disk stay, empty, until :meth:`discard`."""
+        if self.layer is not None:
+            return
+        self._rel(".")  # refuses a discarded overlay
+        if os.listdir(self.upper):
+            raise ValueError(f"the overlay's upper layer {self.upper} already holds changes: it can only be "
+                             "bounded when made (Overlay(lower, bound=...))")
+        self._open_layer(bound)
+        self._attach_upper()
 
     @property
     def root(self) -> Path:
@@ -101,11 +138,7 @@ class ViewBase:
     def _writable_name(self, rel: str, path: StrPath) -> str:
         if rel == ".":
             raise path_error(errno.EBUSY, path)
-        name = parent_of(rel)[1]
-        if name.startswith(WH_PREFIX):
-            raise OSError(errno.EINVAL, f"names starting with {WH_PREFIX!r} are reserved by the overlay "
-                          "layer format", os.fsdecode(path))
-        return name
+        return parent_of(rel)[1]
 
     def _try_node(self, path: StrPath) -> Node | None:
         rel = self._rel(path)  # a path argument that escapes is an error, not "absent"

@@ -1,11 +1,12 @@
 """Sandbox benchmarks: start-up cost per command, the sample project's pytest inside it, cancel latency.
 
-Run: ``.venv/bin/python -m bench.micro.sandbox_bench [--reps 15] [--baseline-rev 8e84826]``. Start-up is
-``true`` run as speculative Bash runs it (fresh overlay each time, mount, sandbox, exit, unmount), against a
-native ``bash -c true`` and against the previous sandbox (mount and PID namespaces only, no bubblewrap,
-seccomp or Landlock), which is taken from ``--baseline-rev`` with ``git archive`` and timed in the same run.
-Cancel latency is from :meth:`CancelToken.cancel` to the return of a running ``sleep 30``. Prints medians
-(and max for cancel) in ms.
+Run: ``.venv/bin/python -m bench.micro.sandbox_bench [--reps 15] [--baseline-rev REV] [--startup-only]``.
+Start-up is ``true`` run as speculative Bash runs it (on a fresh overlay each time: mount, sandbox, exit,
+unmount), against a native ``bash -c true`` and against ``--baseline-rev``'s sandbox (its ``overlayfs``
+taken with ``git archive``), the two timed in separate processes but interleaved round by round, so that a
+loaded machine slows both alike. Making the overlay is timed apart (a bounded one makes its tmpfs then,
+once per speculation, not per command). Cancel latency is from :meth:`CancelToken.cancel` to the return
+of a running ``sleep 30``. Prints medians (and max for cancel) in ms.
 """
 
 from __future__ import annotations
@@ -29,20 +30,22 @@ from overlayfs.sandbox.run import wait_cancel_latency
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "bench" / "scenarios" / "workspaces" / "sample_project"
 BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
-_OLD_TIMER = """
-import json, statistics, sys, time
+# One start-up per line read: (seconds to make the overlay, seconds of `true` as speculative Bash).
+_TIMER = """
+import json, sys, time
 from overlayfs import Overlay
-from overlayfs.sandbox import run_sandboxed
-lower, backend, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-out = []
-for _ in range(reps):
-    ov = Overlay(lower)
-    t = time.perf_counter()
+from overlayfs.sandbox import SandboxLimits, run_sandboxed
+lower, backend = sys.argv[1], sys.argv[2]
+bound = SandboxLimits().layer_bound() if hasattr(SandboxLimits, "layer_bound") else None
+for _ in sys.stdin:
+    t0 = time.perf_counter()
+    ov = Overlay(lower, bound=bound) if bound is not None else Overlay(lower)
+    t1 = time.perf_counter()
     r = run_sandboxed(ov, "true", timeout=60, backend=backend)
-    out.append(time.perf_counter() - t)
+    t2 = time.perf_counter()
     ov.discard()
     assert r.exit_code == 0, r
-print(json.dumps(statistics.median(out)))
+    print(json.dumps([t1 - t0, t2 - t1]), flush=True)
 """
 
 
@@ -55,34 +58,61 @@ def median_ms(fn: object, reps: int) -> float:
     return statistics.median(out) * 1000
 
 
-def startup(lower: Path, backend: str, reps: int) -> float:
-    def once() -> None:
-        ov = Overlay(lower)
-        try:
-            r = run_sandboxed(ov, "true", timeout=60, backend=backend)
-            assert r.exit_code == 0, r
-        finally:
-            ov.discard()
+class Timer:
+    """A process timing start-ups with one revision's overlayfs (this checkout's, or ``rev``'s from
+    ``git archive``), one per :meth:`once`, so that the two are interleaved round by round."""
 
-    once()  # warm: the probes and the seccomp filter are computed once per process
-    return median_ms(once, reps)
+    def __init__(self, lower: Path, backend: str, rev: str | None) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="sandbox-bench-old-") if rev else None
+        path = os.fspath(REPO)
+        if self._dir is not None:
+            archive = subprocess.run(["git", "-C", path, "archive", rev, "overlayfs"], capture_output=True,
+                                     check=True)
+            subprocess.run(["tar", "-x", "-C", self._dir.name], input=archive.stdout, check=True)
+            path = self._dir.name
+        extra = os.environ.get("PYTHONPATH")  # a normal user's run may name the venv's packages there
+        self.proc = subprocess.Popen([sys.executable, "-c", _TIMER, os.fspath(lower), backend],
+                                     env={**os.environ, "PYTHONPATH": path + (os.pathsep + extra if extra else "")},
+                                     stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, cwd=path)
+        self.once()  # warm: the probes and the seccomp filter are computed once per process
+
+    def once(self) -> tuple[float, float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the start-up timer exited ({self.proc.wait()})")
+        make, run = json.loads(line)
+        return make, run
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+        if self._dir is not None:
+            self._dir.cleanup()
 
 
-def old_startup(lower: Path, backend: str, reps: int, rev: str) -> float | None:
-    """The previous sandbox's start-up, from ``rev``'s overlayfs package in a subprocess."""
-    with tempfile.TemporaryDirectory(prefix="sandbox-bench-old-") as d:
-        archive = subprocess.run(["git", "-C", os.fspath(REPO), "archive", rev, "overlayfs"], capture_output=True)
-        if archive.returncode != 0:
-            print(f"# no baseline: git archive {rev} failed: {archive.stderr.decode().strip()}", file=sys.stderr)
-            return None
-        subprocess.run(["tar", "-x", "-C", d], input=archive.stdout, check=True)
-        env = {**os.environ, "PYTHONPATH": d}
-        r = subprocess.run([sys.executable, "-c", _OLD_TIMER, os.fspath(lower), backend, str(reps + 1)],
-                           env=env, capture_output=True, text=True, cwd=d)
-        if r.returncode != 0:
-            print(f"# baseline {rev} failed on {backend}: {r.stderr.strip()[-300:]}", file=sys.stderr)
-            return None
-        return float(json.loads(r.stdout)) * 1000
+def startups(lower: Path, backend: str, reps: int, rev: str | None) -> tuple[list[float], list[float] | None]:
+    """Medians (ms) of [overlay creation, command start-up], this checkout's and ``rev``'s, interleaved."""
+    timers = [Timer(lower, backend, None)]
+    try:
+        if rev:
+            timers.append(Timer(lower, backend, rev))
+    except (subprocess.CalledProcessError, RuntimeError) as e:
+        print(f"# no baseline {rev} on {backend}: {e}", file=sys.stderr)
+    try:
+        got: list[list[tuple[float, float]]] = [[] for _ in timers]
+        for _ in range(reps):
+            for t, out in zip(timers, got, strict=True):
+                out.append(t.once())
+    finally:
+        for t in timers:
+            t.close()
+    meds = [[statistics.median(x[i] for x in out) * 1000 for i in (0, 1)] for out in got]
+    return meds[0], meds[1] if len(meds) > 1 else None
 
 
 def pytest_ms(lower: Path, backend: str | None, reps: int) -> float:
@@ -117,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--baseline-rev", default="8e84826", help="git revision of the previous sandbox")
     ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--startup-only", action="store_true", help="skip the pytest and cancel figures")
     args = ap.parse_args(argv)
     backends = [b for b in args.backends.split(",") if unavailable_reason(b) is None]
     for b in set(args.backends.split(",")) - set(backends):
@@ -128,23 +159,30 @@ def main(argv: list[str] | None = None) -> int:
         native = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), args.reps)
         rows = []
         for b in backends:
-            new = startup(lower, b, args.reps)
-            old = old_startup(lower, b, args.reps, args.baseline_rev)
+            new, old = startups(lower, b, args.reps, args.baseline_rev)
+            if args.startup_only:
+                rows.append((b, new, old, None))
+                continue
             py_native = pytest_ms(lower, None, max(3, args.reps // 3))
             py_box = pytest_ms(lower, b, max(3, args.reps // 3))
             cancels = [cancel_ms(lower, b) for _ in range(args.reps)]
-            rows.append((b, new, old, py_native, py_box, statistics.median(cancels), max(cancels)))
+            rows.append((b, new, old, (py_native, py_box, statistics.median(cancels), max(cancels))))
             print(f"# {b}: done", file=sys.stderr)
     finally:
         shutil.rmtree(top, ignore_errors=True)
-    print(f"\nms, median of {args.reps} (pytest: of {max(3, args.reps // 3)}); {os.cpu_count()} cores, "
-          f"kernel {os.uname().release}; native `bash -c true`: {native:.1f} ms")
-    print("| backend | start-up (new) | start-up (previous sandbox) | pytest native | pytest sandboxed "
-          "| cancel p50 | cancel max |")
-    print("|---|---|---|---|---|---|---|")
-    for b, new, old, pn, pb, c50, cmax in rows:
-        old_s = f"{old:.0f}" if old is not None else "n/a"
-        print(f"| {b} | {new:.0f} | {old_s} | {pn:.0f} | {pb:.0f} ({pb / pn:.2f}x) | {c50:.1f} | {cmax:.1f} |")
+    print(f"\nms, median of {args.reps} (pytest: of {max(3, args.reps // 3)}); uid {os.geteuid()}, "
+          f"{os.cpu_count()} cores, kernel {os.uname().release}; native `bash -c true`: {native:.1f} ms; "
+          f"previous: {args.baseline_rev}, interleaved round by round")
+    print("| backend | start-up | start-up (previous) | overlay made | overlay made (previous) | pytest native "
+          "| pytest sandboxed | cancel p50 | cancel max |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for b, new, old, rest in rows:
+        old_run, old_make = (f"{old[1]:.0f}", f"{old[0]:.1f}") if old is not None else ("n/a", "n/a")
+        more = "| | | |"
+        if rest is not None:
+            pn, pb, c50, cmax = rest
+            more = f"{pn:.0f} | {pb:.0f} ({pb / pn:.2f}x) | {c50:.1f} | {cmax:.1f} |"
+        print(f"| {b} | {new[1]:.0f} | {old_run} | {new[0]:.1f} | {old_make} | {more}")
     return 0
 
 

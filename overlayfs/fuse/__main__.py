@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("metadir", type=Path)
     ap.add_argument("mountpoint", type=Path)
     ap.add_argument("--owner-pid", type=int, default=None, help="unmount and exit when this process ends")
+    ap.add_argument("--workdir", type=Path, default=None, help="the overlay's work dir (upper's filesystem)")
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -80,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         p: Path = getattr(args, name)
         if not p.is_dir():
             ap.error(f"{name} {str(p)!r} is not a directory")
-    ops = OverlayOps(args.lower.resolve(), args.upper.resolve(), args.metadir.resolve())
+    # A bounded layer is reached as /proc/<owner>/fd/<n>/...: resolving that magic link would give "/".
+    upper = args.upper.absolute() if args.upper.is_relative_to("/proc") else args.upper.resolve()
+    work = args.workdir.absolute() if args.workdir is not None else None
+    ops = OverlayOps(args.lower.resolve(), upper, args.metadir.resolve(), work)
     trio.run(serve, ops, os.fspath(args.mountpoint), args.owner_pid)
     return 0
 

@@ -5,11 +5,13 @@ node so that an unlinked but still open file survives until its last release) an
 listings (snapshotted at ``opendir``), and answers the requests that name only a handle: ``read``,
 ``write``, ``fsync``, ``readdir`` and their releases. It also holds what every handler shares: stat to
 ``EntryAttributes`` with the cache timeouts, and :func:`guarded`, which turns any exception into a
-FUSEError so that none ends ``pyfuse3.main()`` (the mount would answer ENOTCONN).
+FUSEError so that none ends ``pyfuse3.main()`` (the mount would answer ENOTCONN) and marks a write the
+upper layer refused as full (:meth:`HandleOps.refused`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -20,6 +22,7 @@ from typing import Any
 
 import pyfuse3
 
+from overlayfs import layer
 from overlayfs.fuse.tree import MergedTree, Node
 
 log = logging.getLogger("overlayfs.fuse")
@@ -38,6 +41,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except pyfuse3.FUSEError:
             raise
         except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                args[0].refused()
             raise pyfuse3.FUSEError(e.errno or errno.EIO) from None
         except Exception:
             log.exception("%s%r failed", fn.__name__, args[1:])
@@ -119,7 +124,16 @@ class HandleOps(pyfuse3.Operations):
         return os.pread(fh, size, off)
 
     def write(self, fh: int, off: int, buf: bytes) -> int:
-        return os.pwrite(fh, buf, off)
+        n = os.pwrite(fh, buf, off)
+        if n < len(buf):  # a short write is the filesystem running out of room: the next one is refused
+            self.refused()
+        return n
+
+    def refused(self) -> None:
+        """The upper layer's filesystem refused a write as full: leave the mark the sandbox's runner reads."""
+        with contextlib.suppress(OSError):
+            os.close(os.open(self.tree.metadir / layer.REFUSED_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
+                             0o600))
 
     def flush(self, fh: int) -> None:
         raise fuse_error(errno.ENOSYS)  # nothing buffered here; ENOSYS stops further flush requests

@@ -37,8 +37,8 @@ class OverlayOps(HandleOps):
 
     enable_writeback_cache = False  # it hurts small appends, and keep_cache already gives reuse
 
-    def __init__(self, lower: Path, upper: Path, metadir: Path) -> None:
-        super().__init__(MergedTree(lower, upper, metadir))
+    def __init__(self, lower: Path, upper: Path, metadir: Path, workdir: Path | None = None) -> None:
+        super().__init__(MergedTree(lower, upper, metadir, workdir))
         # Set by the server: run a notification to the kernel outside the handler (it may block).
         self.notify: Callable[[Callable[[], None]], None] | None = None
 

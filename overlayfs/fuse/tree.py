@@ -54,9 +54,12 @@ class Node:
 class MergedTree:
     """Inode table plus the layer operations that keep the upper layer in the shared format."""
 
-    def __init__(self, lower: Path, upper: Path, metadir: Path) -> None:
+    def __init__(self, lower: Path, upper: Path, metadir: Path, workdir: Path | None = None) -> None:
         self.lower_s = os.fspath(lower)
         self.upper_s = os.fspath(upper)
+        # Where a copy-up is staged when the upper filesystem has no O_TMPFILE: the overlay's work dir
+        # (on the upper's filesystem), never a name in the view.
+        self.work_s = os.fspath(workdir) if workdir is not None else None
         self.lower = Path(lower)
         self.metadir = Path(metadir)
         root = Node(ROOT_INO, None, "", upper=True, lower=True, opaque=layer.is_opaque(upper), is_dir=True)
@@ -140,10 +143,9 @@ class MergedTree:
             try:
                 ust = os.lstat(up)
             except FileNotFoundError:
-                if os.path.lexists(f"{self.upath(parent)}/{layer.WH_PREFIX}{name}"):
-                    return None
+                pass
             else:
-                if (stat_mod.S_ISCHR(ust.st_mode) and ust.st_rdev == 0) or name.startswith(layer.WH_PREFIX):
+                if layer.is_whiteout_at(up, ust):
                     return None
         lst = _lexists_stat(f"{self.lpath(parent)}/{name}") if parent.lower_children else None
         if ust is None and lst is None:
@@ -166,16 +168,10 @@ class MergedTree:
             with os.scandir(self.upath(node)) as it:
                 for e in it:
                     name = e.name
-                    if name.startswith(layer.WH_PREFIX):
-                        if name != layer.OPAQUE_FILE:
-                            hidden.add(name[len(layer.WH_PREFIX):])
+                    if not (e.is_dir(follow_symlinks=False) or e.is_symlink()) \
+                            and layer.is_whiteout_at(e.path, e.stat(follow_symlinks=False)):
+                        hidden.add(name)
                         continue
-                    if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)
-                            or e.is_symlink()):
-                        st = e.stat(follow_symlinks=False)
-                        if stat_mod.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                            hidden.add(name)
-                            continue
                     out[name] = True
         if node.lower_children:
             with os.scandir(self.lpath(node)) as it:
@@ -220,7 +216,7 @@ class MergedTree:
             if stat_mod.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(lp), up)
             elif stat_mod.S_ISREG(st.st_mode):
-                _copy_file(lp, up, st, data=data)
+                _copy_file(lp, up, st, data=data, work=self.work_s)
             else:
                 os.mknod(up, st.st_mode, st.st_rdev)
         os.chown(up, st.st_uid, st.st_gid, follow_symlinks=False)
@@ -286,14 +282,16 @@ def _lexists_stat(path: str) -> os.stat_result | None:
         return None
 
 
-def _copy_file(src: str, dst: str, st: os.stat_result, *, data: bool) -> None:
+def _copy_file(src: str, dst: str, st: os.stat_result, *, data: bool, work: str | None) -> None:
     """Copy a regular file so that ``dst`` appears complete or not at all (O_TMPFILE, then link)."""
     parent = os.path.dirname(dst)
     try:
         fd = os.open(parent, os.O_TMPFILE | os.O_WRONLY, stat_mod.S_IMODE(st.st_mode))
         tmp = None
-    except OSError:  # filesystem without O_TMPFILE: a hidden temp name, renamed into place
-        tmp = f"{parent}/{layer.WH_PREFIX}copyup.{os.getpid()}"
+    except OSError as e:  # filesystem without O_TMPFILE: a temp name in the work dir, renamed into place
+        if work is None or e.errno == errno.ENOSPC:
+            raise
+        tmp = f"{work}/copyup.{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat_mod.S_IMODE(st.st_mode))
     try:
         if data and st.st_size:
@@ -307,6 +305,10 @@ def _copy_file(src: str, dst: str, st: os.stat_result, *, data: bool) -> None:
             _link_fd(fd, dst)
         else:
             os.rename(tmp, dst)
+    except OSError:
+        if tmp is not None and os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
     finally:
         os.close(fd)
 

@@ -1,9 +1,10 @@
-"""Whole-sandbox bounds that rlimits cannot give: a cgroup for processes and memory, and the upper layer's size.
+"""Whole-sandbox bounds that rlimits cannot give: a cgroup for processes and memory; noticing that the
+upper layer is full.
 
 A cgroup is made only where this process may (root with a writable cgroupfs, v1 or v2); elsewhere the
-per-process rlimits of :mod:`._inner` are the bound, and :func:`open_cgroup` says so. The upper layer is
-measured while the command runs (allocated blocks, every ~100 ms, less often for a large layer) and the
-sandbox is killed once it crosses ``upper_bytes``; RLIMIT_FSIZE already stops any single file there.
+per-process rlimits of :mod:`._inner` are the bound, and :func:`open_cgroup` says so. The upper layer's
+bytes and inodes are bounded by its filesystem (:mod:`overlayfs.bounded`); :class:`LayerWatch` notices a
+command reaching that bound, to stop it and flag it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from overlayfs.bounded import BoundedLayer
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "speculate-sandbox-"  # leaf cgroups are named PREFIX<owner pid>-<random>
@@ -136,39 +138,28 @@ def _sweep(own: dict[str, str]) -> None:
                     p.rmdir()
 
 
-def upper_usage(upper: str) -> int:
-    """Bytes allocated under ``upper`` (blocks, so sparse files count what they really use)."""
-    total = 0
-    stack = [upper]
-    while stack:
-        d = stack.pop()
-        try:
-            it = os.scandir(d)
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                total += st.st_blocks * 512
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-    return total
+class LayerWatch:
+    """Notices, while a command runs, that its bounded upper layer is full; calls ``on_hit`` once.
 
+    The filesystem enforces the bound (a write past it fails with ENOSPC, see :mod:`overlayfs.bounded`);
+    this only notices it, so that a command stopped by the bound is killed at once instead of running on
+    to its timeout, and is flagged even if it swallowed the error: a look at the layer's free bytes and
+    inodes (``statvfs``, O(1) whatever the layer holds) every ``interval`` seconds and once at the end, and
+    the FUSE server's mark of a refused write (``refused``, exact: it sees every ENOSPC). It also keeps
+    the peak use, for the run's summary.
+    """
 
-class UpperWatch:
-    """Polls the upper layer's size in a thread while a command runs; calls ``on_exceed`` once if over."""
-
-    def __init__(self, upper: str, limit: int, on_exceed: Callable[[], None]) -> None:
-        self.upper, self.limit, self.on_exceed = upper, limit, on_exceed
-        self.exceeded = False
-        self.peak = 0
+    def __init__(self, layer: BoundedLayer, refused: Path, on_hit: Callable[[], None], *,
+                 interval: float = 0.01) -> None:
+        self.layer, self.refused, self.on_hit, self.interval = layer, refused, on_hit, interval
+        self.hit: str | None = None  # "upper_bytes" or "upper_inodes"
+        self.peak = (0, 0)  # bytes, inodes
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="upper-watch", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="layer-watch", daemon=True)
 
-    def __enter__(self) -> UpperWatch:
+    def __enter__(self) -> LayerWatch:
+        with contextlib.suppress(FileNotFoundError):
+            self.refused.unlink()  # a mark from an earlier command is not this one's
         self._thread.start()
         return self
 
@@ -177,18 +168,16 @@ class UpperWatch:
         self._thread.join()
         self.check()  # the last writes before exit count too
 
-    def check(self) -> bool:
-        used = upper_usage(self.upper)
-        self.peak = max(self.peak, used)
-        if used > self.limit and not self.exceeded:
-            self.exceeded = True
-            self.on_exceed()
-        return self.exceeded
-
     def _loop(self) -> None:
-        interval = 0.1
-        while not self._stop.wait(interval):
-            t0 = time.monotonic()
+        while not self._stop.wait(self.interval):
             if self.check():
+                self.on_hit()  # while the command runs; a look after it has ended only flags it
                 return
-            interval = max(0.1, 10 * (time.monotonic() - t0))  # at most ~10% of a core on a huge layer
+
+    def check(self) -> bool:
+        """Look once; True when the layer is (or has been seen) at its bound."""
+        u = self.layer.usage()
+        self.peak = (max(self.peak[0], u.bytes_used), max(self.peak[1], u.inodes_used))
+        if self.hit is None and (self.layer.at_bound(u) or self.refused.exists()):
+            self.hit = "upper_inodes" if u.inodes_free < self.layer.bound.headroom[1] else "upper_bytes"
+        return self.hit is not None

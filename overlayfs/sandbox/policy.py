@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from overlayfs.bounded import BoundedLayer, LayerBound, LayerUnavailable
 from overlayfs.state import state_root
 
 INNER = Path(__file__).with_name("_inner.py")
@@ -37,17 +38,21 @@ TOOLCHAIN_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "NOD
 
 @dataclass(frozen=True, kw_only=True)
 class SandboxLimits:
-    """Bounds on one sandboxed command (and, for ``upper_bytes``, on the whole speculation's upper layer).
+    """Bounds on one sandboxed command (and, for ``upper_bytes`` and ``upper_inodes``, on the whole
+    speculation's upper layer).
 
     ``processes`` and ``memory_bytes`` use a cgroup where this process may make one (root with a writable
     cgroupfs) and per-process rlimits otherwise; root ignores RLIMIT_NPROC, so without a cgroup the
-    process bound is reported as not enforced. ``tmp_bytes`` sizes each private tmpfs.
+    process bound is reported as not enforced. ``upper_bytes`` and ``upper_inodes`` size the upper
+    layer's private tmpfs (:mod:`overlayfs.bounded`) when the overlay was made without a bound of its own.
+    ``tmp_bytes`` sizes each private tmpfs on /tmp, /var/tmp and /run.
     """
 
     processes: int = 512
     memory_bytes: int = 4 * GiB
     cpu_seconds: int = 600
-    upper_bytes: int = 1 * GiB
+    upper_bytes: int = LayerBound().bytes
+    upper_inodes: int = LayerBound().inodes
     tmp_bytes: int = 512 * MiB
     open_files: int = 4096
 
@@ -55,11 +60,16 @@ class SandboxLimits:
         for name, value in asdict(self).items():
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"sandbox limit {name} must be a positive integer, got {value!r}")
+        self.layer_bound()  # its own checks (at least 16 inodes)
+
+    def layer_bound(self) -> LayerBound:
+        return LayerBound(bytes=self.upper_bytes, inodes=self.upper_inodes)
 
 
 @functools.cache
 def sandbox_problem() -> str | None:
-    """None if the full sandbox (bwrap, user namespaces, seccomp) works here, else a sentence why not."""
+    """None if the full sandbox (bwrap, user namespaces, seccomp, a bounded upper layer) works here, else a
+    sentence why not."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
@@ -76,6 +86,10 @@ def sandbox_problem() -> str | None:
         return f"bwrap does not start: {e}"
     if r.returncode != 0:
         return f"bwrap cannot make user namespaces here: {r.stderr.decode(errors='replace').strip()}"
+    try:  # nothing a command writes may land on an unbounded filesystem
+        BoundedLayer(LayerBound(bytes=1 << 20, inodes=16)).close()
+    except LayerUnavailable as e:
+        return str(e)
     return None
 
 

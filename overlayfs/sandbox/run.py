@@ -2,8 +2,10 @@
 
 The view is made by the chosen backend (kernel overlayfs mounted inside a private namespace by
 :mod:`overlayfs._nsexec`, or a FUSE mount on the host) and bound at the project's own path inside the
-sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes. A timeout, a cancel, or the upper
-layer crossing its bound kill the sandbox's PID namespace, and with it everything the command started.
+sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes. The upper layer lives on a bounded
+filesystem (:mod:`overlayfs.bounded`: a write past the bound fails with ENOSPC). A timeout, a cancel, or
+the upper layer reaching its bound kill the sandbox's PID namespace, and with it everything the command
+started.
 A FUSE server that dies under a command makes the run a backend failure, never exit status 0.
 """
 
@@ -19,9 +21,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from overlayfs import kernel
+from overlayfs.bounded import BoundedLayer, LayerUnavailable
+from overlayfs.layer import REFUSED_FILE
 from overlayfs.mount import Mount, MountError, choose_backend, open_mount
 from overlayfs.sandbox import policy, seccomp
-from overlayfs.sandbox.limits import UpperWatch, open_cgroup
+from overlayfs.sandbox.limits import LayerWatch, open_cgroup
 from overlayfs.sandbox.policy import SandboxLimits
 
 TIMEOUT_EXIT = 124
@@ -47,10 +51,11 @@ class SandboxResult(NamedTuple):
     exit_code: int
     timed_out: bool
     backend: str = ""
-    limit: str | None = None  # "upper_bytes" when the upper layer crossed its bound (the sandbox was killed)
+    limit: str | None = None  # "upper_bytes" / "upper_inodes": the upper layer reached its bound (sandbox killed)
     backend_failed: str | None = None  # why the view died under the command
     enforced: dict[str, str] | None = None  # which mechanism bounds processes, memory, writes
     cancelled: bool = False
+    upper_peak: tuple[int, int] | None = None  # the most bytes and inodes the upper layer held during the run
 
 
 class CancelToken:
@@ -117,6 +122,7 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
     why = policy.sandbox_problem()
     if why is not None:
         raise SandboxUnavailable(f"the sandbox cannot be built here: {why}")
+    layer = _bounded_layer(ov, limits, mount)
     with contextlib.suppress(AttributeError):
         ov.last_backend = chosen  # type: ignore[misc]
     with contextlib.ExitStack() as stack:
@@ -126,7 +132,7 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
             stack.callback(m.close)
         if chosen == "kernel" and m is None:
             Path(ov.workdir).mkdir(parents=True, exist_ok=True)
-            source = kernel.overlay_source(ov)
+            source = kernel.overlay_source(ov, layer)
             view = target  # mounted over the project path in stage one's namespace
             snap = kernel.snapshot(Path(ov.lower))
         else:
@@ -138,28 +144,59 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         abi = policy.landlock_abi()
         inner = policy.bwrap_argv(view=view, target=target, cwd=workdir, argv=list(argv), limits=limits,
                                   network=network, seccomp_fd=fd, landlock=abi)
-        spec = {"cgroups": cg.procs, "target": target, "source": source, "argv": inner}
+        spec: dict[str, object] = {"cgroups": cg.procs, "target": target, "source": source, "argv": inner}
+        fds = [fd]
+        if source:  # stage one mounts the overlay on the layer, named through the inherited descriptor
+            spec["close"] = [layer.fd]
+            fds.append(layer.fd)
+            if layer.userns_fd is not None:  # a normal user's layer: mounted from within its namespace
+                spec["userns"] = layer.userns_fd
+                fds.append(layer.userns_fd)
         token = cancel or CancelToken()
         proc_env = policy.sandbox_env() if env is None else env
-        with UpperWatch(os.fspath(ov.upper), limits.upper_bytes, token.cancel) as watch:
+        with LayerWatch(layer, Path(ov.metadir) / REFUSED_FILE, token.cancel) as watch:
             out, err, code, timed_out = _run(kernel.nsexec_argv(spec), timeout=timeout, env=proc_env,
-                                             stdin=stdin, token=token, pass_fds=(fd,))
+                                             stdin=stdin, token=token, pass_fds=tuple(fds))
         failed = _backend_failure(m) if m is not None else None
         setup = next((ln for ln in err.splitlines() if ln.startswith(SETUP_FAILED)), None)
         if code == BACKEND_FAILED_EXIT and setup is not None:
             raise SandboxSetupFailed(setup)
         if snap is not None:
             kernel.record_session(ov, snap)
-    enforced = {**cg.enforced, "writes": f"upper layer <= {limits.upper_bytes} bytes (polled), "
-                f"RLIMIT_FSIZE={limits.upper_bytes}", "landlock": f"ABI {abi}"}
-    limit = "upper_bytes" if watch.exceeded else None
-    cancelled = token.cancelled and not watch.exceeded and not timed_out
+        if m is not None and mount is None:
+            m.close()  # now, so that a FUSE server's last refusals are in before the verdict
+            watch.check()
+    enforced = {**cg.enforced, "writes": f"{layer.describe()}; RLIMIT_FSIZE={limits.upper_bytes}",
+                "landlock": f"ABI {abi}"}
+    limit = watch.hit
+    cancelled = token.cancelled and limit is None and not timed_out
     if failed is not None:
         err += f"\nsandbox: the overlay backend failed under the command: {failed}\n"
         code = BACKEND_FAILED_EXIT if code == 0 else code
     elif limit is not None:
-        err += f"\nsandbox: killed: the speculation's upper layer passed {limits.upper_bytes} bytes\n"
-    return SandboxResult(out, err, code, timed_out, chosen, limit, failed, enforced, cancelled)
+        what = f"{layer.bound.bytes} bytes" if limit == "upper_bytes" else f"{layer.bound.inodes} inodes"
+        err += (f"\nsandbox: stopped: the speculation's upper layer reached its bound of {what} "
+                "(writes past it fail with ENOSPC)\n")
+    return SandboxResult(out, err, code, timed_out, chosen, limit, failed, enforced, cancelled, watch.peak)
+
+
+def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None) -> BoundedLayer:
+    """The overlay's bounded layer; an overlay made without one gets one now (``limits``' bound), while its
+    upper layer is still empty. Nothing a command writes may land on an unbounded filesystem."""
+    layer = getattr(ov, "layer", None)
+    if layer is None:
+        if mount is not None:
+            raise ValueError("the mount given is of an unbounded overlay: make the overlay with "
+                             "Overlay(lower, bound=...) before mounting it for the sandbox")
+        make = getattr(ov, "make_bounded", None)
+        if make is None:
+            raise ValueError(f"{ov!r} has no bounded upper layer (overlayfs.Overlay(lower, bound=...))")
+        try:
+            make(limits.layer_bound())
+        except LayerUnavailable as e:
+            raise SandboxUnavailable(f"the sandbox cannot bound the upper layer here: {e}") from e
+        layer = ov.layer  # type: ignore[attr-defined]
+    return layer
 
 
 def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: str = "auto",

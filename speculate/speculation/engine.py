@@ -32,6 +32,7 @@ from speculate.speculation.authorize import SpecAuthorizer
 from speculate.speculation.effects import renames
 from speculate.speculation.events import SpecEvent, SpecOutcome, State, SuggestionOutcome, SuggestionRecord
 from speculate.speculation.fork import Speculation
+from speculate.speculation.fork_fs import BoundedWrites, fork_overlay
 from speculate.speculation.guard import Protection
 from speculate.speculation.host import Host, IgnoreReason
 from speculate.speculation.trim import completed_part
@@ -246,12 +247,12 @@ class SpeculationEngine:
                                 cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
 
     async def _speculate(self, snapshot: list[Message], text: str, turn: int, *, pipelined: bool) -> None:
-        from overlayfs import Overlay
-
         spec = self._spec = Speculation(suggestion=text, prefix_len=len(snapshot), turn=turn,
                                         pipelined=pipelined)
         t = time.perf_counter()
-        spec.overlay = Overlay(lower=self.s.project)
+        # Bounded: its Bash commands and its file tools write the same upper layer, on a filesystem of the
+        # sandbox's size (a write past it fails, and the fork stops at `resource`).
+        spec.overlay = fork_overlay(self.s.project, self.s.cfg.sandbox_limits)
         spec.record.overlay_create_s = time.perf_counter() - t
         protection = Protection(self.s.workspace.settings.protected_paths)
         shell, sandboxed, backend = self._shell_for(spec.overlay, protection)
@@ -270,7 +271,7 @@ class SpeculationEngine:
             bash_off=self.bash_line, hook_stop=hooks.stops_call, protection=protection, fs=spec.overlay,
             approvals=spec.approvals)
         spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
-                           ctx=ToolContext(fs=spec.overlay, shell=shell, spill_dir=self.s.spill_dir),
+                           ctx=ToolContext(fs=BoundedWrites(spec.overlay), shell=shell, spill_dir=self.s.spill_dir),
                            authorizer=authorizer, messages=copy.deepcopy(snapshot),
                            max_turns=self.s.cfg.spec_max_turns, max_messages=self.s.cfg.spec_max_messages,
                            on_event=lambda e: self._fork_event(spec, e), repair_on_interrupt=False, hooks=hooks)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from overlayfs.bounded import LayerBound
 from overlayfs.mount import mounted
 from overlayfs.view import Overlay
 from tests.mount.conftest import backend_params, require, tree_digest
@@ -121,9 +122,17 @@ def changes(ov: Overlay) -> set[tuple[str, str]]:
     return {(c.path, c.kind) for c in ov.changes() if not c.path.startswith(".git")}
 
 
+BOUNDED = pytest.mark.parametrize("bounded", [False, True], ids=["disk", "bounded"])
+
+
+@BOUNDED
 @pytest.mark.parametrize("backend", backend_params("pure", "fuse", "kernel", "fuse-overlayfs"))
-def test_same_operations_same_results(backend: str, project: Path, overlay: Overlay, tmp_path: Path) -> None:
+def test_same_operations_same_results(backend: str, bounded: bool, project: Path, overlay: Overlay,
+                                      tmp_path: Path) -> None:
+    """On the state dir's filesystem and on a bounded layer (a private tmpfs, what the sandbox uses)."""
     require(backend)
+    if bounded:
+        overlay = Overlay(project, bound=LayerBound())
     reference = tmp_path / "reference"
     shutil.copytree(project, reference, symlinks=True)
     for op in OPS:
@@ -216,9 +225,13 @@ def _posix_observations(root: Path) -> dict[str, object]:
     return obs
 
 
+@BOUNDED
 @pytest.mark.parametrize("backend", backend_params("fuse", "kernel", "fuse-overlayfs"))
-def test_posix_surface_matches_native(backend: str, project: Path, overlay: Overlay, tmp_path: Path) -> None:
+def test_posix_surface_matches_native(backend: str, bounded: bool, project: Path, overlay: Overlay,
+                                      tmp_path: Path) -> None:
     require(backend)
+    if bounded:
+        overlay = Overlay(project, bound=LayerBound())
     native = tmp_path / "native"
     shutil.copytree(project, native, symlinks=True)
     expected = _posix_observations(native)
@@ -228,3 +241,48 @@ def test_posix_surface_matches_native(backend: str, project: Path, overlay: Over
         got = _posix_observations(root)
     assert got == expected
     assert tree_digest(project) == before
+
+
+# Names the overlay formats of others give a meaning: here each is a file (or directory) like any other.
+LOOKALIKES = [".wh.README.md", ".wh..wh..opq", "src/shop/.wh..wh..opq", "src/shop/.wh.cart.py", ".wh.data"]
+
+
+@pytest.mark.parametrize("backend", backend_params("pure", "fuse", "kernel", "fuse-overlayfs"))
+def test_whiteout_lookalike_names_are_plain_files(backend: str, project: Path, overlay: Overlay) -> None:
+    """Creating ``.wh.X`` hides nothing: the file appears as itself and promotion lands it. fuse-overlayfs
+    refuses such file names itself (EINVAL; a directory it allows): there too nothing is hidden."""
+    require(backend)
+    listed: dict[str, list[str]] = {}
+    if backend == "pure":
+        for rel in LOOKALIKES[:-1]:
+            overlay.write_text(rel, f"user file {rel}\n")
+        overlay.mkdir(LOOKALIKES[-1])
+        listed = {d: overlay.listdir(d) for d in (".", "src/shop")}
+    else:
+        with mounted(overlay, backend) as root:
+            refused = []
+            for rel in LOOKALIKES:
+                try:
+                    (root / rel).mkdir() if rel == LOOKALIKES[-1] else (root / rel).write_text(f"user file {rel}\n")
+                except OSError as e:
+                    refused.append((rel, e.errno))
+            if backend == "fuse-overlayfs":
+                assert refused == [(rel, errno.EINVAL) for rel in LOOKALIKES[:-1]]
+            else:
+                assert refused == []
+            listed = {d: sorted(os.listdir(root / d)) for d in (".", "src/shop")}
+            assert (root / "README.md").read_bytes() == (project / "README.md").read_bytes()
+            assert (root / "src/shop/cart.py").read_bytes() == (project / "src/shop/cart.py").read_bytes()
+    # Nothing is hidden: every real entry is still listed, beside the new names.
+    assert set(os.listdir(project)) - {".git"} <= set(listed["."])
+    assert set(os.listdir(project / "src/shop")) <= set(listed["src/shop"])
+    reopened = Overlay(project, upper=overlay.upper)
+    made = LOOKALIKES[-1:] if backend == "fuse-overlayfs" else LOOKALIKES
+    assert {Path(rel).name for rel in made if "/" not in rel} <= set(listed["."])
+    assert {Path(rel).name for rel in made if rel.startswith("src/shop/")} <= set(listed["src/shop"])
+    assert changes(reopened) == {(rel, "added") for rel in made}
+    assert reopened.promote().conflicts == []
+    for rel in made[:-1]:
+        assert (project / rel).read_text() == f"user file {rel}\n"
+    assert (project / LOOKALIKES[-1]).is_dir()
+    assert (project / "README.md").exists() and (project / "src/shop/cart.py").exists()

@@ -1,9 +1,10 @@
 """A real project of ~1,000 entries and a speculation over it that changes more than 1,000 paths with every
 kind of change promotion handles, built and accepted by a child process that the kill test SIGKILLs.
 
-``python -m tests.overlay.killkit LOWER`` opens an overlay in the project's state dir as the engine does
-(named by this process), builds the speculation in it, prints ``built``, then promotes, printing each
-journal state as it is written (``prepare``, ``commit``) and ``done``: the parent times its SIGKILL by
+``python -m tests.overlay.killkit LOWER [--bounded]`` opens an overlay in the project's state dir as the
+engine does (named by this process; ``--bounded``: its upper layer on a private tmpfs, which dies with the
+process, as the engine's does), builds the speculation in it, prints ``built``, then promotes, printing
+each journal state as it is written (``prepare``, ``commit``) and ``done``: the parent times its SIGKILL by
 these lines."""
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ def speculate(ov: Overlay) -> None:
 
 def main() -> None:
     from overlayfs import journal
+    from overlayfs.bounded import LayerBound
 
-    ov = Overlay(sys.argv[1])
+    ov = Overlay(sys.argv[1], bound=LayerBound(bytes=256 << 20) if "--bounded" in sys.argv else None)
     speculate(ov)
     real_begin, real_mark = journal.begin, journal.mark
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import speculate
-from overlayfs import Change, Overlay, PathEscapeError
-from overlayfs.layer import OPAQUE_FILE, WH_PREFIX, is_opaque
+from overlayfs import Change, Overlay, PathEscapeError, layer
+from overlayfs.layer import is_opaque
 from tests.overlay.conftest import TREE, snapshot
 
 
@@ -91,24 +91,60 @@ def test_whiteout_and_opaque_markers_in_the_upper_layer(ov: Overlay) -> None:
     assert ("src/only.py", "added") in kinds
 
 
-def test_foreign_whiteout_forms_are_read(project: Path, tmp_path: Path) -> None:
-    """fuse-overlayfs without mknod writes ``.wh.<name>`` files and ``.wh..wh..opq``: same meaning."""
+def test_no_name_is_reserved_by_the_layer_format(project: Path, ov: Overlay) -> None:
+    """``.wh.<name>`` and ``.wh..wh..opq`` are files like any other: they hide nothing and are promoted."""
+    before = snapshot(project)
+    ov.write_text(".wh.README.md", "mine")
+    ov.write_text("src/.wh..wh..opq", "also mine")
+    ov.mkdir(".wh.dir")
+    assert ov.read_text("README.md") == TREE["README.md"].decode()
+    assert ov.listdir(".") == [".wh.README.md", ".wh.dir", "README.md", "bin", "docs", "src"]
+    assert ".wh..wh..opq" in ov.listdir("src") and "app.py" in ov.listdir("src")
+    assert ov.changes() == [Change(".wh.README.md", "added", "file"), Change(".wh.dir", "added", "dir"),
+                            Change("src/.wh..wh..opq", "added", "file")]
+    ov.unlink(".wh.README.md")  # removing the file leaves README.md alone
+    assert ov.exists("README.md") and not ov.exists(".wh.README.md")
+    ov.write_text(".wh.README.md", "mine")
+    assert ov.promote().conflicts == []
+    assert (project / ".wh.README.md").read_text() == "mine"
+    assert (project / "src/.wh..wh..opq").read_text() == "also mine"
+    assert (project / ".wh.dir").is_dir() and (project / "README.md").read_bytes() == TREE["README.md"]
+    assert snapshot(project) != before
+
+
+def test_a_whiteout_where_mknod_is_refused_is_a_marked_empty_file(project: Path, tmp_path: Path) -> None:
     upper = tmp_path / "layers/upper"
-    (upper / "src").mkdir(parents=True)
-    (upper / (WH_PREFIX + "README.md")).touch()
-    (upper / "src" / OPAQUE_FILE).touch()
-    (upper / "src/fresh.py").write_text("f")
+    upper.mkdir(parents=True)
+    (upper / "README.md").touch()
+    os.setxattr(upper / "README.md", layer.WRITE_NAMESPACES[0] + "whiteout", b"y")
+    (upper / "empty").touch()  # an empty file without the mark is a file
     ov = Overlay(project, upper)
     try:
-        assert ov.listdir(".") == ["bin", "docs", "src"]
-        assert ov.listdir("src") == ["fresh.py"]
-        assert not ov.exists("src/app.py")
-        assert ov.changes() == sorted([
-            Change("README.md", "deleted", "file"), Change("src/app.py", "deleted", "file"),
-            Change("src/fresh.py", "added", "file"), Change("src/pkg", "deleted", "dir"),
-            Change("src/pkg/__init__.py", "deleted", "file"), Change("src/pkg/mod.py", "deleted", "file"),
-            Change("src/util.py", "deleted", "file"),
-        ])
+        assert not ov.exists("README.md") and ov.read_bytes("empty") == b""
+        assert ov.changes() == [Change("README.md", "deleted", "file"), Change("empty", "added", "file")]
+    finally:
+        ov.discard()
+
+
+def test_fuse_overlayfs_markers_are_adopted_and_a_users_lookalike_kept(project: Path, tmp_path: Path) -> None:
+    """fuse-overlayfs marks an opaque directory with a ``.wh..wh..opq`` file and a ``.wh..opq`` whiteout
+    beside the xattr; when its mount closes they are dropped. A lookalike file elsewhere is a user's."""
+    upper = tmp_path / "layers/upper"
+    (upper / "src").mkdir(parents=True)
+    (upper / "docs").mkdir()
+    (upper / "src/fresh.py").write_text("f")
+    (upper / "src" / layer.OPAQUE_FILE).touch()
+    os.mknod(upper / "src" / layer.FUSE_OVERLAYFS_OPQ, stat.S_IFCHR, os.makedev(0, 0))
+    mark = layer.FUSE_OVERLAYFS_XATTR if os.geteuid() != 0 else layer.WRITE_NAMESPACES[0] + "opaque"
+    os.setxattr(upper / "src", mark, b"y")
+    (upper / "docs" / layer.OPAQUE_FILE).touch()  # no xattr, no whiteout beside it: a user's empty file
+    layer.adopt_fuse_overlayfs(os.fspath(upper))
+    ov = Overlay(project, upper)
+    try:
+        assert is_opaque(upper / "src") and ov.listdir("src") == ["fresh.py"]
+        assert layer.OPAQUE_FILE in ov.listdir("docs") and "guide.txt" in ov.listdir("docs")
+        assert Change("docs/.wh..wh..opq", "added", "file") in ov.changes()
+        assert Change("src/app.py", "deleted", "file") in ov.changes()
     finally:
         ov.discard()
 
@@ -139,8 +175,6 @@ def test_errors_are_the_filesystem_ones_and_name_the_path(ov: Overlay) -> None:
     with pytest.raises(OSError) as info:
         ov.rename("src", "src/pkg/inner")
     assert info.value.errno == errno.EINVAL
-    with pytest.raises(OSError, match="reserved"):
-        ov.write_bytes(".wh.sneaky", b"")
     assert ov.changes() == []
 
 

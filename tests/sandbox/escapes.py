@@ -54,6 +54,10 @@ def _py(code: str) -> str:
     return f"{PY} {shlex.quote(code)}"
 
 
+BOUND_LIMITS = {"upper_bytes": 32 * MiB, "upper_inodes": 2_000}  # the bound-* attempts' (small) bound
+BOUND_TINY = "mkdir tiny && cd tiny && seq 1 600 | xargs touch && cd .."
+
+
 _CT = "import ctypes; libc = ctypes.CDLL(None, use_errno=True); libc.syscall.restype = ctypes.c_long; "
 # Prints OK unless the call failed with the sandbox's refusals (EPERM, EACCES, ENOSYS): an unfiltered
 # call with junk arguments fails otherwise (EFAULT, EINVAL), which must not pass for a refusal.
@@ -200,6 +204,21 @@ ATTEMPTS: list[Attempt] = [
                 "print('forked', n)\nif n >= 400: print('" + OK + "')"),
             refused=True, limits={"processes": 64}, timeout=8),
     Attempt("time", "exhaustion", f"sleep 60 && echo {OK}", refused=True, timeout=1),
+    # -- exhaustion: the upper layer's hard bound (issue 22, E5) ------------------------------------------
+    # Many empty files first (they slowed the scan of the old polling bound), then a fast filler that
+    # swallows its errors; the filesystem must stop each at the bound (bytes at most 1 MiB over, inodes at
+    # most the bound) and the run must be flagged. Small bounds keep each attempt to a few seconds.
+    *[Attempt(name, "exhaustion", f"{BOUND_TINY}; {filler}", limits=BOUND_LIMITS) for name, filler in (
+        ("bound-fallocate", "i=0; while fallocate -l 1M fa$i 2>/dev/null; do i=$((i+1)); done; echo filled $i"),
+        ("bound-dd", "i=0; while dd if=/dev/zero of=dd$i bs=1M count=3 2>/dev/null; do i=$((i+1)); done; "
+                     "echo filled $i"),
+        ("bound-inodes", _py("n = 0\ntry:\n    while n < 10**6:\n        open(f'i{{n}}', 'w').close()\n"
+                             "        n += 1\nexcept OSError:\n    pass\nprint('made', n)")),
+        # Fills, then removes what it wrote: only the bound is promised here; flagged where the FUSE
+        # server sees the refusal (our fuse backend), and where a look between two writes catches it.
+        ("bound-fill-and-hide", "i=0; while dd if=/dev/zero of=dd$i bs=1M count=3 2>/dev/null; do i=$((i+1)); "
+                                "done; rm -f dd*; echo hidden"),
+    )],
 ]
 
 
@@ -514,13 +533,14 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
         finally:
             ov.discard()
         r = SandboxResult(p.stdout, p.stderr, p.returncode, False)
-        upper_used = 0
+        upper_used, entries = 0, []
     else:
         ov = Overlay(project)
         try:
             r = run_sandboxed(ov, a.command.format(**f), timeout=a.timeout, backend=backend,
                               limits=SandboxLimits(**a.limits), env=sandbox_env(env))
-            upper_used = sum(e.stat().st_blocks * 512 for e in Path(ov.upper).rglob("*") if not e.is_symlink())
+            entries = [e for e in Path(ov.upper).rglob("*")]
+            upper_used = sum(e.lstat().st_blocks * 512 for e in entries)
         finally:
             ov.discard()
     out = r.stdout + r.stderr
@@ -542,8 +562,10 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
         why.append("a host process is visible")
     if a.name == "other-overlays" and "projects" in r.stdout:
         why.append("the speculation state dir (other overlays, journals) is visible")
-    if a.limits.get("upper_bytes") and upper_used > a.limits["upper_bytes"] + 64 * MiB:
+    if a.limits.get("upper_bytes") and upper_used > a.limits["upper_bytes"] + MiB:
         why.append(f"the upper layer grew to {upper_used} bytes past its bound")
+    if a.name.startswith("bound-"):
+        why += _bound_problems(a, r, upper_used, len(entries), backend)
     if a.name == "disk-upper" and r.limit != "upper_bytes" and "File too large" not in out:
         why.append("the upper-layer bound was not enforced")
     if a.name == "disk-upper-many" and r.limit != "upper_bytes":
@@ -551,6 +573,24 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
     if a.name == "time" and not r.timed_out:
         why.append("the timeout did not stop the command")
     return Outcome(a.name, a.area, not why, "; ".join(why) or "contained", r.exit_code, out[-400:], r.limit)
+
+
+def _bound_problems(a: Attempt, r: SandboxResult, used: int, entries: int, backend: str) -> list[str]:
+    """The upper layer's hard bound held (what the layer holds now, and the most the runner saw in it
+    while the command ran), and the run was flagged as reaching it."""
+    why = []
+    peak_bytes, peak_inodes = r.upper_peak or (0, 0)
+    if max(used, peak_bytes) > a.limits["upper_bytes"] + MiB:
+        why.append(f"the upper layer held {max(used, peak_bytes)} bytes, past its bound of {a.limits['upper_bytes']}")
+    if max(entries, peak_inodes) > a.limits["upper_inodes"]:
+        why.append(f"the upper layer held {max(entries, peak_inodes)} inodes, past its bound of "
+                   f"{a.limits['upper_inodes']}")
+    want = "upper_inodes" if a.name == "bound-inodes" else "upper_bytes"
+    # Our FUSE server has no fallocate (EOPNOTSUPP): there that loop writes nothing and reaches nothing.
+    unsupported = a.name == "bound-fallocate" and backend == "fuse" and used < MiB and "filled 0" in r.stdout
+    if r.limit != want and not unsupported and (a.name != "bound-fill-and-hide" or backend == "fuse"):
+        why.append(f"the run was not flagged as reaching its bound ({want}): limit {r.limit!r}")
+    return why
 
 
 def _visible(path: Path) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from overlayfs import Overlay
+from overlayfs.bounded import LayerBound
 from overlayfs.mount import open_mount
 from overlayfs.sandbox import BACKEND_FAILED_EXIT, CancelToken, SandboxLimits, run_sandboxed, sandbox_problem
 from tests.mount.conftest import require
@@ -85,7 +86,7 @@ def project(visible_base: Path, tmp_path: Path) -> Path:
 @pytest.mark.fuse
 def test_a_killed_fuse_server_is_a_backend_failure_not_exit_0(project: Path) -> None:
     require("fuse")
-    ov = Overlay(project)
+    ov = Overlay(project, bound=LayerBound())  # a mount handed to the sandbox must be of a bounded layer
     m = open_mount(ov, "fuse")
     try:
         assert m._proc is not None

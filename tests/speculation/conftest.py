@@ -99,6 +99,24 @@ turns:
       - text: "Done."
     suggestion: null
 """
+# A fork whose Write goes past the upper layer's bound (the file tools write the same bounded layer).
+WRITER = """
+name: engine-writer
+description: a speculation whose Write does not fit in its upper layer
+turns:
+  - prompt: "show the files for write a big file"
+    steps:
+      - tools:
+          - Read: {file_path: "{root}/a.txt"}
+      - text: "a.txt is there."
+    suggestion: "write a big file"
+  - prompt: "write a big file"
+    steps:
+      - tools:
+          - Write: {file_path: "{root}/big.txt", content: "%s"}
+      - text: "Written."
+    suggestion: null
+""" % ("x" * 20_000)
 SANDBOXED_COMMANDS = {
     "cat a with bash": "cat a.txt",
     "write big files": "; ".join(f"head -c 3000000 /dev/zero > big{i}; sleep 0.2" for i in range(1, 9)),
@@ -126,7 +144,8 @@ async def engine_session(root: Path, *, time_scale: float = 0.02, ask: Any = Non
     extra = [parse_scenario(SANDBOXED.replace("engine-sandboxed", f"engine-sandboxed-{i}")
                             .replace("{next}", nxt).replace("{command}", cmd))
              for i, (nxt, cmd) in enumerate(SANDBOXED_COMMANDS.items())]
-    with SimServer([parse_scenario(SCENARIO), parse_scenario(SLEEPER), *extra], time_scale=time_scale) as sim:
+    with SimServer([parse_scenario(SCENARIO), parse_scenario(SLEEPER), parse_scenario(WRITER), *extra],
+                   time_scale=time_scale) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
             config = SessionConfig(project=root, model=model, events_path=root.parent / "events.jsonl", **cfg)
             async with open_session(config, ask=ask, on_event=sink) as s:

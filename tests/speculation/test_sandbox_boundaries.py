@@ -64,12 +64,32 @@ def test_writing_past_the_upper_bound_is_a_resource_boundary(tmp_path: Path) -> 
             await s.wait_speculation()
             spec = s.engine._spec
             assert spec.record.boundary == "resource", spec.record
-            assert "upper layer passed" in spec.record.boundary_detail
+            assert "upper layer reached its bound of 8388608 bytes" in spec.record.boundary_detail
             assert spec.overlay is None  # discarded at once: over its bound, nothing of it may land
             assert tree_hash(root) == before
             out = await s.submit("write big files")  # the user takes it anyway: it runs normally
             assert not out.accepted and out.result is not None
             assert tree_hash(root) == before  # the normal loop's Bash had no one to approve it
+
+    trio.run(main)
+
+
+def test_a_write_tool_past_the_upper_bound_is_a_resource_boundary(tmp_path: Path) -> None:
+    """The file tools write the fork's bounded upper layer too: a Write that does not fit stops the fork."""
+    root = make_project(tmp_path)
+    before = tree_hash(root)
+
+    async def main() -> None:
+        limits = SandboxLimits(upper_bytes=8 << 10)
+        async with engine_session(root, sandbox_limits=limits, mode="acceptEdits") as (s, _):
+            await s.submit("show the files for write a big file")
+            assert await s.wait_suggestion() == "write a big file"
+            await s.wait_speculation()
+            spec = s.engine._spec
+            assert spec.record.boundary == "resource", spec.record
+            assert "upper layer reached its bound of 8192 bytes" in spec.record.boundary_detail
+            assert spec.overlay is None  # discarded at once
+            assert tree_hash(root) == before
 
     trio.run(main)
 
