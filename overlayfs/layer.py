@@ -207,12 +207,22 @@ def _set_marker(path: Path, what: str) -> None:
                   os.fspath(path))
 
 
+def fuse_overlayfs_markers(upper: str) -> bool:
+    """Whether :func:`adopt_fuse_overlayfs` would rewrite anything in ``upper`` (it only reads)."""
+    return _adopt(upper, rewrite=False)
+
+
 def adopt_fuse_overlayfs(upper: str) -> None:
     """Rewrite what fuse-overlayfs leaves in an upper layer beside the shared format: in each opaque
     directory a ``.wh..wh..opq`` file and a ``.wh..opq`` whiteout (dropped), and, unprivileged, the xattr
     ``user.fuseoverlayfs.opaque`` (made ``user.overlay.opaque``). Only the pair marks a directory, and no
     command can make the pair (fuse-overlayfs refuses ``.wh.`` names, and mknod of a 0/0 device is denied
     in the sandbox), so a user's own ``.wh..wh..opq`` file stays."""
+    _adopt(upper, rewrite=True)
+
+
+def _adopt(upper: str, *, rewrite: bool) -> bool:
+    found = False
     stack = [upper]
     while stack:
         d = stack.pop()
@@ -226,16 +236,22 @@ def adopt_fuse_overlayfs(upper: str) -> None:
                 names[e.name] = e
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
+        if OPAQUE_FILE not in names or FUSE_OVERLAYFS_OPQ not in names:
+            continue
         foreign = _fuse_overlayfs_opaque(d)
-        if not (foreign or is_opaque(d)) or OPAQUE_FILE not in names or FUSE_OVERLAYFS_OPQ not in names:
+        if not (foreign or is_opaque(d)):
             continue
         f, w = names[OPAQUE_FILE].stat(follow_symlinks=False), names[FUSE_OVERLAYFS_OPQ].stat(follow_symlinks=False)
         if not (stat_mod.S_ISREG(f.st_mode) and f.st_size == 0 and stat_mod.S_ISCHR(w.st_mode) and w.st_rdev == 0):
             continue
+        found = True
+        if not rewrite:
+            return True
         if foreign:
             make_opaque(Path(d))
         os.unlink(names[OPAQUE_FILE].path)
         os.unlink(names[FUSE_OVERLAYFS_OPQ].path)
+    return found
 
 
 def _fuse_overlayfs_opaque(d: str) -> bool:

@@ -45,7 +45,34 @@ async def _notify(fn: Callable[[], None]) -> None:
         await trio.to_thread.run_sync(fn)
 
 
-async def serve(ops: OverlayOps, mountpoint: str, owner: int | None) -> None:
+async def _control(ops: OverlayOps, fd: int) -> None:
+    """Our owner's messages (one JSON list of upper-layer paths per line, changed behind the mount's back by
+    the pure view): each is applied, then answered ``ok``. Ends when the owner closes its end."""
+    import json
+    import socket
+
+    sock = trio.socket.from_stdlib_socket(socket.socket(fileno=fd))
+    buf = b""
+    with sock:
+        while True:
+            chunk = await sock.recv(1 << 16)
+            if not chunk:
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    paths = json.loads(line.decode("utf-8", "surrogateescape"))
+                    notes = ops.external_changes([str(p) for p in paths])
+                    await trio.to_thread.run_sync(notes)  # the kernel's caches: outside the request loop
+                    answer = b"ok\n"
+                except Exception as e:  # the owner then mounts afresh; the server keeps serving
+                    logging.getLogger("overlayfs.fuse").exception("control message failed")
+                    answer = f"error {type(e).__name__}\n".encode()
+                await sock.send(answer)
+
+
+async def serve(ops: OverlayOps, mountpoint: str, owner: int | None, control: int | None = None) -> None:
     options = set(pyfuse3.default_options)
     options |= {f"fsname={FSNAME_PREFIX}.{os.getpid()}", "subtype=speculate"}
     if os.geteuid() == 0:
@@ -59,6 +86,8 @@ async def serve(ops: OverlayOps, mountpoint: str, owner: int | None) -> None:
             nursery.start_soon(_watch_signals, nursery.cancel_scope)
             if owner is not None:
                 nursery.start_soon(_watch_parent, owner, nursery.cancel_scope)
+            if control is not None:
+                nursery.start_soon(_control, ops, control)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()  # unmounted from outside
     finally:
@@ -73,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("mountpoint", type=Path)
     ap.add_argument("--owner-pid", type=int, default=None, help="unmount and exit when this process ends")
     ap.add_argument("--workdir", type=Path, default=None, help="the overlay's work dir (upper's filesystem)")
+    ap.add_argument("--control-fd", type=int, default=None,
+                    help="a unix socket on which the owner names upper-layer paths it changed itself")
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -85,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     upper = args.upper.absolute() if args.upper.is_relative_to("/proc") else args.upper.resolve()
     work = args.workdir.absolute() if args.workdir is not None else None
     ops = OverlayOps(args.lower.resolve(), upper, args.metadir.resolve(), work)
-    trio.run(serve, ops, os.fspath(args.mountpoint), args.owner_pid)
+    trio.run(serve, ops, os.fspath(args.mountpoint), args.owner_pid, args.control_fd)
     return 0
 
 

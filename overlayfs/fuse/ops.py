@@ -42,6 +42,22 @@ class OverlayOps(HandleOps):
         # Set by the server: run a notification to the kernel outside the handler (it may block).
         self.notify: Callable[[Callable[[], None]], None] | None = None
 
+    def external_changes(self, paths: list[str]) -> Callable[[], None]:
+        """The upper layer's entries at ``paths`` were changed by another writer (the pure view, while no
+        command ran): re-resolve them now; returns what drops the kernel's caches of them, to be run outside
+        the request loop (a notification may wait for a lock a request holds)."""
+        entries, attrs = self.tree.external(paths)
+
+        def notify() -> None:
+            for ino, name in entries:
+                with contextlib.suppress(OSError):  # nothing cached under that name
+                    pyfuse3.invalidate_entry(ino, os.fsencode(name))
+            for ino in attrs:
+                with contextlib.suppress(OSError):
+                    pyfuse3.invalidate_inode(ino, True)
+
+        return notify
+
     # -- helpers -------------------------------------------------------------------------------------
     def _stat(self, node: Node) -> os.stat_result:
         if node.parent is None and node is not self.tree.root:  # unlinked but still open

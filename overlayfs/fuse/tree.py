@@ -183,6 +183,58 @@ class MergedTree:
     def is_empty(self, node: Node) -> bool:
         return not self.listing(node)
 
+    # -- changes made behind the server's back (the pure view, between commands) ----------------------
+    def external(self, rels: list[str]) -> tuple[list[tuple[int, str]], set[int]]:
+        """Re-resolve the cached nodes at ``rels`` (upper-layer paths another writer changed, parents listed
+        too): a directory that still is one keeps its inode with fresh flags (its children dropped if it
+        became opaque); anything else is dropped from the table, to be looked up afresh as a new inode (so no
+        stale attributes or pages can be served for it). Returns the kernel dentries to drop, positive or
+        negative, as (parent inode, name), and the inodes whose attributes to drop."""
+        entries: list[tuple[int, str]] = []
+        attrs = {ROOT_INO}
+        for rel in sorted(set(rels), key=lambda r: r.count("/")):  # parents first
+            *dirs, name = rel.split("/")
+            parent: Node | None = self.root
+            for d in dirs:
+                parent = parent.kids.get(d) if parent is not None else None
+            if parent is None:  # not in the table: the kernel holds nothing beneath it either
+                continue
+            attrs.add(parent.ino)
+            node = parent.kids.get(name)
+            if node is not None and node.is_dir and self._refresh_dir(node, entries):
+                attrs.add(node.ino)
+                continue
+            if node is not None:
+                self._drop_subtree(node)
+            entries.append((parent.ino, name))
+        return entries, attrs
+
+    def _refresh_dir(self, node: Node, entries: list[tuple[int, str]]) -> bool:
+        """Re-read a cached directory's layers; False if the merged view has no directory there now."""
+        parent = node.parent
+        assert parent is not None
+        up = f"{self.upath(parent)}/{node.name}"
+        ust = _lexists_stat(up) if parent.upper else None
+        if ust is not None and layer.is_whiteout_at(up, ust):
+            return False
+        lst = _lexists_stat(f"{self.lpath(parent)}/{node.name}") if parent.lower_children else None
+        st = ust if ust is not None else lst
+        if st is None or not stat_mod.S_ISDIR(st.st_mode):
+            return False
+        opaque = ust is not None and (layer.is_opaque(up) or (lst is not None and not stat_mod.S_ISDIR(lst.st_mode)))
+        lower = lst is not None
+        if (opaque and not node.opaque) or (node.lower and not lower):  # lower children hidden now
+            for name, kid in list(node.kids.items()):
+                self._drop_subtree(kid)
+                entries.append((node.ino, name))
+        node.upper, node.lower, node.opaque = ust is not None, lower, opaque
+        return True
+
+    def _drop_subtree(self, node: Node) -> None:
+        for kid in list(node.kids.values()):
+            self._drop_subtree(kid)
+        self.detach(node)
+
     # -- bookkeeping for promotion -------------------------------------------------------------------
     def touch(self, node_or_rel: Node | str) -> None:
         """Record the lower identity of a path before the view first changes it (the conflict base)."""

@@ -77,6 +77,10 @@ class SandboxShell:
         self.backend = backend
         self.limits = limits
         self.protection = protection
+        if hasattr(overlay, "close_sandbox"):  # its commands share one mount, closed with the overlay
+            from overlayfs.sandbox import keep_view
+
+            keep_view(overlay, backend)
 
     async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> ShellResult:
