@@ -21,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+from overlayfs import Overlay
 from overlayfs.mount import mounted, unavailable_reason
-from overlayfs.sandbox import run_sandboxed
+from overlayfs.sandbox import SandboxLimits, run_sandboxed
 
 SAMPLE = Path(__file__).resolve().parents[1] / "scenarios" / "workspaces" / "sample_project"
 BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
@@ -122,19 +123,18 @@ def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: in
 
 
 def time_sandboxed(lower: Path, backend: str, reps: int) -> float:
-    """End to end as speculative Bash runs it: namespaces, mount, pytest, unmount."""
+    """End to end as speculative Bash runs it: a bounded overlay, namespaces, mount, pytest, unmount."""
     out = []
     for _ in range(reps):
-        base = Path(tempfile.mkdtemp(prefix="mb-layers-", dir=lower.parent))
-        ov = SimpleNamespace(lower=lower, upper=base / "upper", workdir=base / "work", metadir=base / "meta")
-        for d in (ov.upper, ov.workdir, ov.metadir):
-            d.mkdir()
-        t = time.perf_counter()
-        r = run_sandboxed(ov, PYTEST, timeout=300, backend=backend)
-        out.append(time.perf_counter() - t)
+        ov = Overlay(lower, bound=SandboxLimits().layer_bound())
+        try:
+            t = time.perf_counter()
+            r = run_sandboxed(ov, PYTEST, timeout=300, backend=backend)
+            out.append(time.perf_counter() - t)
+        finally:
+            ov.discard()
         if r.exit_code != 0:
             raise RuntimeError(f"sandboxed pytest failed on {backend}: {r.stdout[-500:]} {r.stderr[-500:]}")
-        shutil.rmtree(base)
     return statistics.median(out) * 1000
 
 
