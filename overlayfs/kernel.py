@@ -136,9 +136,5 @@ def record_session(ov: Layers, before: Snapshot, *, reads: bool = True) -> None:
     read = set(layer.load_identities(metadir, layer.READS_FILE))
     lines = [ident for r, ident in before.items() if ident.kind == "file" and r not in read]
     if lines:
-        import json
-        from dataclasses import asdict
-
-        data = "".join(json.dumps(asdict(i), ensure_ascii=False) + "\n" for i in lines)
         with open(metadir / layer.READS_FILE, "ab") as f:  # one append, not one per file
-            f.write(data.encode("utf-8", "surrogateescape"))
+            f.write(b"".join(layer.identity_line(i) for i in lines))

@@ -1,7 +1,7 @@
 """Mounting an overlay's layers as a real directory: backend discovery, choice, mount and reliable unmount.
 
 Backends: ``kernel`` (kernel overlayfs; a host mount needs root, otherwise only :mod:`overlayfs.sandbox`
-can use it, inside a private namespace), ``fuse`` (our pyfuse3 server, :mod:`overlayfs.fuse`) and
+can use it, inside a private namespace), ``fuse`` (our FUSE server, :mod:`overlayfs.fuse`) and
 ``fuse-overlayfs`` (the C reference; on a bounded layer started in a private mount namespace, see
 :mod:`overlayfs.fuse_overlayfs`). ``pure`` is the in-process view: it cannot be mounted, so Bash must
 stay read-only with it. ``auto`` picks kernel, then fuse, and records the choice in ``ov.last_backend``.
@@ -113,12 +113,8 @@ def _fuse_problem() -> str | None:
         return "/dev/fuse is missing"
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return f"/dev/fuse is not readable and writable by uid {os.geteuid()}"
-    if shutil.which("fusermount3") is None:
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
         return "fusermount3 is not installed"
-    try:
-        import pyfuse3  # noqa: F401
-    except ImportError as e:
-        return f"pyfuse3 is not importable: {e}"
     return None
 
 
@@ -131,8 +127,7 @@ def unavailable_reason(backend: str) -> str | None:
     if backend == "fuse-overlayfs":
         if shutil.which("fuse-overlayfs") is None:
             return "fuse-overlayfs is not installed"
-        p = _fuse_problem()
-        return None if p is None or "pyfuse3" in p else p
+        return _fuse_problem()
     if backend == "kernel":
         return kernel.kernel_available()
     raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)} or 'auto'")

@@ -9,7 +9,7 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: $PY is older than Python 3.11" >&2; exit 1
 fi
 
-# System packages: FUSE (pyfuse3 builds against libfuse3), fuse-overlayfs (the reference C overlay in the
+# System packages: FUSE (fusermount3 for a normal user's mounts), fuse-overlayfs (the reference C overlay in the
 # benchmarks), ripgrep (Grep's fast path), tmux (the REPL's end-to-end tests), util-linux's unshare and
 # setpriv (the escape tests as a normal user), bubblewrap and libseccomp2 (the speculation sandbox).
 SYS_PKGS=(fuse3 libfuse3-dev pkg-config fuse-overlayfs ripgrep tmux util-linux gcc python3-dev bubblewrap
@@ -40,7 +40,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   extras=dev
   if pkg-config --exists fuse3 2>/dev/null; then extras=dev,fuse; else
-    echo "setup: libfuse3-dev not found: installing without pyfuse3 (FUSE backend unavailable)" >&2
+    echo "setup: libfuse3-dev not found (the FUSE server needs only /dev/fuse and fusermount3)" >&2
   fi
   .venv/bin/python -m pip install -q -e ".[$extras]"
   rm -f .venv/.installed-*; touch "$stamp"

@@ -1,6 +1,8 @@
-"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our pyfuse3 server vs fuse-overlayfs.
+"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our FUSE server vs fuse-overlayfs.
 
-Run: ``.venv/bin/python -m bench.micro.mount_bench [--reps 5] [--files 5000] [--big-mb 200]``. Each timed run
+Run: ``.venv/bin/python -m bench.micro.mount_bench [--reps 5] [--files 5000] [--big-mb 200] [--baseline-rev REV]``.
+``--baseline-rev`` adds a column for the FUSE server of that revision (its ``overlayfs`` taken with ``git
+archive``, started the same way), timed in the same rounds as the others. Each timed run
 gets a fresh overlay (empty upper) and a fresh mount, so every figure is a first pass through the mount;
 the lower tree is page-cached (one warm-up read natively). Prints a table of median ms and the ratio to
 native (copy-up: ratio to a native copy of the file). Workloads run as the tools would: shell commands (find, cat, dd, grep), Python file I/O for
@@ -10,6 +12,7 @@ creates/appends and copy-up, and the sample project's pytest suite end to end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -17,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,7 +28,8 @@ from overlayfs import Overlay
 from overlayfs.mount import mounted, unavailable_reason
 from overlayfs.sandbox import SandboxLimits, run_sandboxed
 
-SAMPLE = Path(__file__).resolve().parents[1] / "scenarios" / "workspaces" / "sample_project"
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "bench" / "scenarios" / "workspaces" / "sample_project"
 BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
 
 
@@ -107,6 +111,21 @@ def time_native(lower: Path, name: str, fn: Callable[[Path], None], reps: int) -
     return statistics.median(out) * 1000
 
 
+@contextlib.contextmanager
+def old_server(ov: SimpleNamespace, code: str) -> Iterator[Path]:
+    """Another revision's FUSE server (its ``overlayfs`` package in ``code``) serving ``ov``."""
+    root = Path(tempfile.mkdtemp(prefix="mb-old-mnt-", dir=Path(ov.metadir).parent))
+    proc = subprocess.Popen([sys.executable, "-m", "overlayfs.fuse", os.fspath(ov.lower), os.fspath(ov.upper),
+                             os.fspath(ov.metadir), os.fspath(root)], stdout=subprocess.PIPE, cwd="/",
+                            env={**os.environ, "PYTHONPATH": code})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        yield root
+    finally:
+        subprocess.run(["fusermount3", "-u", os.fspath(root)], capture_output=True)
+        proc.wait()
+
+
 def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: int) -> float:
     out = []
     for _ in range(reps):
@@ -114,7 +133,7 @@ def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: in
         ov = SimpleNamespace(lower=lower, upper=base / "upper", workdir=base / "work", metadir=base / "meta")
         for d in (ov.upper, ov.workdir, ov.metadir):
             d.mkdir()
-        with mounted(ov, backend) as root:
+        with old_server(ov, backend.partition("@")[2]) if "@" in backend else mounted(ov, backend) as root:
             t = time.perf_counter()
             fn(root)
             out.append(time.perf_counter() - t)
@@ -144,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--big-mb", type=int, default=200)
     ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--baseline-rev", default=None, help="also time this revision's FUSE server")
     args = ap.parse_args(argv)
     backends = []
     for b in args.backends.split(","):
@@ -153,7 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"# skipping {b}: {why}")
     top = Path(tempfile.mkdtemp(prefix="mount-bench-"))
+    labels = list(backends)
     try:
+        if args.baseline_rev and "fuse" in backends:
+            code = top / "old"
+            code.mkdir()
+            tar = subprocess.run(["git", "-C", os.fspath(REPO), "archive", args.baseline_rev, "overlayfs"],
+                                 capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", os.fspath(code)], input=tar, check=True)
+            backends.insert(backends.index("fuse") + 1, f"fuse@{code}")
+            labels.insert(labels.index("fuse") + 1, f"fuse ({args.baseline_rev})")
         lower = top / "lower"
         lower.mkdir()
         build_tree(lower, args.files, args.big_mb)
@@ -161,20 +190,25 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[tuple[str, float, list[float]]] = []
         for name, fn in WORKLOADS.items():
             native = time_native(lower, name, fn, args.reps)
-            rows.append((name, native, [time_mounted(lower, b, fn, args.reps) for b in backends]))
+            per: dict[str, list[float]] = {b: [] for b in backends}
+            for _ in range(args.reps):  # the backends interleaved round by round: a load spike hits all alike
+                for b in backends:
+                    per[b].append(time_mounted(lower, b, fn, 1))
+            rows.append((name, native, [statistics.median(per[b]) for b in backends]))
             print(f"# {name}: done", file=sys.stderr)
         native_e2e = time_native(lower, "pytest sample project", WORKLOADS["pytest sample project"], args.reps)
         rows.append(("pytest, sandboxed (ns + mount)", native_e2e,
-                     [time_sandboxed(lower, b, args.reps) for b in backends]))
+                     [time_sandboxed(lower, b, args.reps) if "@" not in b else float("nan") for b in backends]))
     finally:
         shutil.rmtree(top, ignore_errors=True)
     print(f"\nmedian of {args.reps}, ms (x native); first pass through a fresh mount; "
-          f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}")
-    header = ["workload", "native", *backends]
+          f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    header = ["workload", "native", *labels]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name, native, vals in rows:
-        cells = [f"{v:.0f} ({v / native:.1f}x)" for v in vals]
+        cells = [f"{v:.0f} ({v / native:.1f}x)" if v == v else "n/a" for v in vals]
         print(f"| {name} | {native:.0f} | " + " | ".join(cells) + " |")
     return 0
 

@@ -13,6 +13,7 @@ import fcntl
 import os
 import shutil
 import stat as stat_mod
+from collections.abc import Callable
 from pathlib import Path
 
 from overlayfs import layer
@@ -30,7 +31,8 @@ class Node:
     this path and is not hidden by a whiteout or an opaque ancestor; ``opaque``: (upper dir) lower children
     hidden."""
 
-    __slots__ = ("fds", "ino", "is_dir", "kids", "lookups", "lower", "name", "opaque", "parent", "upper")
+    __slots__ = ("fds", "ino", "is_dir", "kept", "kids", "listing", "lookups", "lower", "name", "opaque", "parent",
+                 "rfd", "rfd_upper", "upper", "wfd")
 
     def __init__(self, ino: int, parent: Node | None, name: str, *, upper: bool, lower: bool,
                  opaque: bool, is_dir: bool) -> None:
@@ -43,7 +45,12 @@ class Node:
         self.is_dir = is_dir
         self.lookups = 0
         self.kids: dict[str, Node] = {}  # children currently in the table, by name
-        self.fds: set[int] = set()  # open file handles (fds) on this node
+        self.fds: set[int] = set()  # open file handles (fds) on this node: files made by CREATE
+        # Descriptors to read and write it through (overlayfs.fuse.files), the layer the reader was opened
+        # on, and whether they are kept until the kernel forgets the node (its name was removed).
+        self.rfd = self.wfd = -1
+        self.rfd_upper = self.kept = False
+        self.listing: list[tuple[str, bool]] | None = None  # a directory's merged listing, while read
 
     @property
     def lower_children(self) -> bool:
@@ -67,9 +74,13 @@ class MergedTree:
         self.nodes: dict[int, Node] = {ROOT_INO: root}
         self.root = root
         self._next_ino = ROOT_INO + 1
+        self.on_forget: Callable[[Node], None] | None = None  # a node left the table: close its descriptors
         # First record per path wins when loading, so one record per path per server is enough.
         self._based = set(layer.load_identities(self.metadir, layer.BASES_FILE))
         self._read = set(layer.load_identities(self.metadir, layer.READS_FILE))
+        # Kept open: a first read costs one append, not an open, a write and a close.
+        self._reads_fd = os.open(self.metadir / layer.READS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                 | os.O_CLOEXEC, 0o600)
 
     # -- paths ---------------------------------------------------------------------------------------
     def rel(self, node: Node) -> str:
@@ -104,7 +115,7 @@ class MergedTree:
     def _maybe_drop(self, node: Node) -> None:
         # A node stays while the kernel holds it, a handle is open on it, or a child still names it.
         while node.lookups <= 0 and not node.kids and not node.fds and node.ino != ROOT_INO:
-            self.nodes.pop(node.ino, None)
+            self._pop(node)
             parent = node.parent
             if parent is None:
                 return
@@ -120,9 +131,13 @@ class MergedTree:
             del parent.kids[node.name]
         node.parent = None
         if node.lookups <= 0 and not node.fds:
-            self.nodes.pop(node.ino, None)
+            self._pop(node)
         if parent is not None:
             self._maybe_drop(parent)
+
+    def _pop(self, node: Node) -> None:
+        if self.nodes.pop(node.ino, None) is not None and self.on_forget is not None:
+            self.on_forget(node)
 
     def _add(self, parent: Node, name: str, *, upper: bool, lower: bool, opaque: bool, is_dir: bool) -> Node:
         node = Node(self._next_ino, parent, name, upper=upper, lower=lower, opaque=opaque, is_dir=is_dir)
@@ -132,14 +147,22 @@ class MergedTree:
         return node
 
     # -- resolution ----------------------------------------------------------------------------------
-    def child(self, parent: Node, name: str) -> tuple[Node, os.stat_result] | None:
-        """Resolve ``name`` in ``parent`` in the merged view: the node and the lstat of its backing file."""
+    def dir_paths(self, node: Node) -> tuple[str, str]:
+        """A directory's upper and lower paths (for :meth:`child` over many of its names)."""
+        rel = self.rel(node)
+        return (f"{self.upper_s}/{rel}", f"{self.lower_s}/{rel}") if rel else (self.upper_s, self.lower_s)
+
+    def child(self, parent: Node, name: str, paths: tuple[str, str] | None = None
+              ) -> tuple[Node, os.stat_result] | None:
+        """Resolve ``name`` in ``parent`` in the merged view: the node and the lstat of its backing file.
+        ``paths``: the parent's :meth:`dir_paths`, when the caller has them."""
+        upath, lpath = paths or self.dir_paths(parent)
         node = parent.kids.get(name)
         if node is not None:
-            return node, os.lstat(self.backing(node))
+            return node, os.lstat(f"{upath if node.upper else lpath}/{name}")
         ust = None
         if parent.upper:
-            up = f"{self.upath(parent)}/{name}"
+            up = f"{upath}/{name}"
             try:
                 ust = os.lstat(up)
             except FileNotFoundError:
@@ -147,13 +170,13 @@ class MergedTree:
             else:
                 if layer.is_whiteout_at(up, ust):
                     return None
-        lst = _lexists_stat(f"{self.lpath(parent)}/{name}") if parent.lower_children else None
+        lst = lexists_stat(f"{lpath}/{name}") if parent.lower_children else None
         if ust is None and lst is None:
             return None
         st = ust if ust is not None else lst
         assert st is not None
         is_dir = stat_mod.S_ISDIR(st.st_mode)
-        opaque = ust is not None and is_dir and layer.is_opaque(Path(f"{self.upath(parent)}/{name}"))
+        opaque = ust is not None and is_dir and layer.is_opaque(f"{upath}/{name}")
         # An upper non-directory over a lower entry, or an upper dir over a lower non-dir, replaces it.
         node = self._add(parent, name, upper=ust is not None, lower=lst is not None,
                          opaque=opaque or (ust is not None and lst is not None
@@ -183,58 +206,6 @@ class MergedTree:
     def is_empty(self, node: Node) -> bool:
         return not self.listing(node)
 
-    # -- changes made behind the server's back (the pure view, between commands) ----------------------
-    def external(self, rels: list[str]) -> tuple[list[tuple[int, str]], set[int]]:
-        """Re-resolve the cached nodes at ``rels`` (upper-layer paths another writer changed, parents listed
-        too): a directory that still is one keeps its inode with fresh flags (its children dropped if it
-        became opaque); anything else is dropped from the table, to be looked up afresh as a new inode (so no
-        stale attributes or pages can be served for it). Returns the kernel dentries to drop, positive or
-        negative, as (parent inode, name), and the inodes whose attributes to drop."""
-        entries: list[tuple[int, str]] = []
-        attrs = {ROOT_INO}
-        for rel in sorted(set(rels), key=lambda r: r.count("/")):  # parents first
-            *dirs, name = rel.split("/")
-            parent: Node | None = self.root
-            for d in dirs:
-                parent = parent.kids.get(d) if parent is not None else None
-            if parent is None:  # not in the table: the kernel holds nothing beneath it either
-                continue
-            attrs.add(parent.ino)
-            node = parent.kids.get(name)
-            if node is not None and node.is_dir and self._refresh_dir(node, entries):
-                attrs.add(node.ino)
-                continue
-            if node is not None:
-                self._drop_subtree(node)
-            entries.append((parent.ino, name))
-        return entries, attrs
-
-    def _refresh_dir(self, node: Node, entries: list[tuple[int, str]]) -> bool:
-        """Re-read a cached directory's layers; False if the merged view has no directory there now."""
-        parent = node.parent
-        assert parent is not None
-        up = f"{self.upath(parent)}/{node.name}"
-        ust = _lexists_stat(up) if parent.upper else None
-        if ust is not None and layer.is_whiteout_at(up, ust):
-            return False
-        lst = _lexists_stat(f"{self.lpath(parent)}/{node.name}") if parent.lower_children else None
-        st = ust if ust is not None else lst
-        if st is None or not stat_mod.S_ISDIR(st.st_mode):
-            return False
-        opaque = ust is not None and (layer.is_opaque(up) or (lst is not None and not stat_mod.S_ISDIR(lst.st_mode)))
-        lower = lst is not None
-        if (opaque and not node.opaque) or (node.lower and not lower):  # lower children hidden now
-            for name, kid in list(node.kids.items()):
-                self._drop_subtree(kid)
-                entries.append((node.ino, name))
-        node.upper, node.lower, node.opaque = ust is not None, lower, opaque
-        return True
-
-    def _drop_subtree(self, node: Node) -> None:
-        for kid in list(node.kids.values()):
-            self._drop_subtree(kid)
-        self.detach(node)
-
     # -- bookkeeping for promotion -------------------------------------------------------------------
     def touch(self, node_or_rel: Node | str) -> None:
         """Record the lower identity of a path before the view first changes it (the conflict base)."""
@@ -243,14 +214,14 @@ class MergedTree:
             self._based.add(rel)
             layer.record_base(self.metadir, layer.Identity.of(self.lower, rel))
 
-    def note_read(self, node: Node, st: os.stat_result) -> None:
-        """Record a lower file opened for reading. No content hash: hashing doubled the cost of a first
-        read; promotion compares (size, mtime_ns, inode) when a record has no hash."""
-        rel = self.rel(node)
+    def note_read(self, node: Node | str, st: os.stat_result) -> None:
+        """Record a lower file opened for reading (``node``, or its relative path). No content hash: hashing
+        doubled the cost of a first read; promotion compares (size, mtime_ns, inode) when a record has none."""
+        rel = node if isinstance(node, str) else self.rel(node)
         if rel not in self._read:
             self._read.add(rel)
-            layer.record_read(self.metadir, layer.Identity(rel, True, "file", st.st_size, st.st_mtime_ns,
-                                                           st.st_ino, None))
+            os.write(self._reads_fd, layer.identity_line(layer.Identity(rel, True, "file", st.st_size,
+                                                                         st.st_mtime_ns, st.st_ino, None)))
 
     # -- copy-up -------------------------------------------------------------------------------------
     def copy_up(self, node: Node, *, data: bool = True) -> None:
@@ -327,7 +298,7 @@ def _join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
 
-def _lexists_stat(path: str) -> os.stat_result | None:
+def lexists_stat(path: str) -> os.stat_result | None:
     try:
         return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
