@@ -37,15 +37,20 @@ BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
 # One speculation per line read: seconds to make the overlay, of the first `true` (mounts), of each later
 # one, of each later one right after a file-tool write, and of discard.
 _TIMER = """
-import json, sys, time
+import json, resource, sys, time
 from overlayfs import Overlay
 import overlayfs.sandbox as sb
 lower, backend, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 bound = sb.SandboxLimits().layer_bound() if hasattr(sb.SandboxLimits, "layer_bound") else None
+cpu_used = []
+def cpu():
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 def run(ov):
-    t = time.perf_counter()
+    c, t = cpu(), time.perf_counter()
     r = sb.run_sandboxed(ov, "true", timeout=60, backend=backend)
     assert r.exit_code == 0, r
+    cpu_used.append(cpu() - c)
     return time.perf_counter() - t
 for _ in sys.stdin:
     t0 = time.perf_counter()
@@ -61,7 +66,8 @@ for _ in sys.stdin:
         edited.append(run(ov))
     t2 = time.perf_counter()
     ov.discard()
-    print(json.dumps([t1 - t0, first, later, edited, time.perf_counter() - t2]), flush=True)
+    print(json.dumps([t1 - t0, first, later, edited, time.perf_counter() - t2, cpu_used[1:1 + n]]), flush=True)
+    cpu_used.clear()
 """
 
 
@@ -111,7 +117,8 @@ class Timer:
             self._dir.cleanup()
 
 
-STARTUP_COLUMNS = ("overlay made", "first command", "later command", "after a file-tool write", "discard")
+STARTUP_COLUMNS = ("overlay made", "first command", "later command", "after a file-tool write", "discard",
+                   "CPU per later command")
 
 
 def startups(lower: Path, backend: str, reps: int, rev: str | None, commands: int = 5
@@ -133,8 +140,8 @@ def startups(lower: Path, backend: str, reps: int, rev: str | None, commands: in
             t.close()
 
     def med(rounds: list[list[Any]], i: int) -> float:
-        xs = [x for r in rounds for x in (r[i] if isinstance(r[i], list) else [r[i]])]
-        return statistics.median(xs) * 1000
+        xs = [x for r in rounds if len(r) > i for x in (r[i] if isinstance(r[i], list) else [r[i]])]
+        return statistics.median(xs) * 1000 if xs else float("nan")
 
     meds = [[med(out, i) for i in range(len(STARTUP_COLUMNS))] for out in got]
     return meds[0], meds[1] if len(meds) > 1 else None
@@ -199,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nms, median of {args.reps} speculations of 1 + {2 * args.commands} commands (pytest: of "
           f"{max(3, args.reps // 3)}); uid {os.geteuid()}, {os.cpu_count()} cores, kernel {os.uname().release}, "
           f"load average {os.getloadavg()[0]:.1f}; native `bash -c true`: {native:.1f} ms; "
-          f"previous: {args.baseline_rev}, interleaved round by round")
+          f"previous: {args.baseline_rev}, interleaved round by round; CPU: user+sys of the timing process and "
+          "the sandbox's processes per later command (steadier than seconds on a loaded machine)")
     print("| backend | " + " | ".join(f"{c} (previous)" for c in STARTUP_COLUMNS)
           + " | pytest native | pytest sandboxed | cancel p50 | cancel max |")
     print("|---" * (len(STARTUP_COLUMNS) + 5) + "|")
