@@ -65,7 +65,7 @@ class Files:
 
     def any(self, node: Node) -> int | None:
         """An open descriptor of ``node``, if it has one (an unlinked node is reached only through it)."""
-        for fd in (node.wfd, node.rfd, *node.fds):
+        for fd in (node.wfd, node.rfd):
             if fd >= 0:
                 return fd
         return None

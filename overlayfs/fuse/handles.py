@@ -1,9 +1,8 @@
 """The FUSE server's reads, writes and listings, beneath :class:`.ops.OverlayOps`.
 
 :class:`HandleOps` answers the requests on a file's contents (``read``, ``write``, ``fsync``) through the
-node's descriptors (:mod:`overlayfs.fuse.files`: the kernel sends no OPEN) or, for a file made by CREATE,
-its handle (``fh`` is the backing fd, remembered with its node so that an unlinked but still open file
-survives until its last release), and lists directories (``readdir``: one merged listing per pass). It
+node's descriptors (:mod:`overlayfs.fuse.files`: the kernel sends no OPEN or CREATE, so there are no
+handles), and lists directories (``readdir``: one merged listing per pass). It
 also holds what every handler shares: stat to ``EntryAttributes`` with the cache timeouts, and
 :func:`guarded`, which turns any exception into a FUSEError (the request loop answers it with the errno;
 anything else is logged and is EIO) and marks a write the upper layer refused as full
@@ -24,7 +23,7 @@ from typing import Any
 from overlayfs import layer
 from overlayfs.fuse.files import Files
 from overlayfs.fuse.tree import MergedTree, Node
-from overlayfs.fuse.wire import FileInfo, FUSEError, ReaddirToken, StatEntry, readdir_reply
+from overlayfs.fuse.wire import FUSEError, ReaddirToken, StatEntry, readdir_reply
 
 log = logging.getLogger("overlayfs.fuse")
 
@@ -62,15 +61,13 @@ def entry_attributes(node: Node, st: os.stat_result) -> StatEntry:
 
 
 class HandleOps:
-    """The handle table of a server for ``tree`` (files made by CREATE), the per-node descriptors
-    (:class:`overlayfs.fuse.files.Files`) and the handlers that read, write and list (unguarded: see ops).
-    The kernel sends no OPEN or OPENDIR (answered ENOSYS once): READ, WRITE and READDIRPLUS name the node,
-    with handle 0, unless the file was made by CREATE."""
+    """The per-node descriptors of a server for ``tree`` (:class:`overlayfs.fuse.files.Files`) and the
+    handlers that read, write and list (unguarded: see ops). The kernel sends no OPEN, OPENDIR or CREATE
+    (each answered ENOSYS once): READ, WRITE and READDIRPLUS name the node, and there are no handles."""
 
     def __init__(self, tree: MergedTree) -> None:
         self.tree = tree
         self.files = Files(tree)
-        self._fds: dict[int, Node] = {}
 
     # -- directories ---------------------------------------------------------------------------------
     def readdir(self, inode: int, start_id: int, token: ReaddirToken) -> None:
@@ -90,18 +87,11 @@ class HandleOps:
         node.listing = None  # the pass is over
 
     # -- files ---------------------------------------------------------------------------------------
-    def _fh(self, node: Node, fd: int, st: os.stat_result | None = None) -> FileInfo:
-        self._fds[fd] = node
-        node.fds.add(fd)
-        return FileInfo(fh=fd, keep_cache=(st or os.fstat(fd)).st_nlink <= 1)
+    def read(self, inode: int, off: int, size: int) -> bytes:
+        return os.pread(self.files.reader(self.tree.get(inode)), size, off)
 
-    def read(self, inode: int, fh: int, off: int, size: int) -> bytes:
-        fd = fh if fh in self._fds else self.files.reader(self.tree.get(inode))
-        return os.pread(fd, size, off)
-
-    def write(self, inode: int, fh: int, off: int, buf: bytes | memoryview) -> int:
-        fd = fh if fh in self._fds else self.files.writer(self.tree.get(inode))
-        n = os.pwrite(fd, buf, off)
+    def write(self, inode: int, off: int, buf: bytes | memoryview) -> int:
+        n = os.pwrite(self.files.writer(self.tree.get(inode)), buf, off)
         if n < len(buf):  # a short write is the filesystem running out of room: the next one is refused
             self.refused()
         return n
@@ -112,16 +102,8 @@ class HandleOps:
             os.close(os.open(self.tree.metadir / layer.REFUSED_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
                              0o600))
 
-    def release(self, fh: int) -> None:
-        node = self._fds.pop(fh, None)
-        os.close(fh)
-        if node is not None:
-            node.fds.discard(fh)
-            if node.parent is None and node is not self.tree.root:
-                self.tree.detach(node)
-
-    def fsync(self, inode: int, fh: int, datasync: bool) -> None:
-        fd = fh if fh in self._fds else self.files.any(self.tree.get(inode))
+    def fsync(self, inode: int, datasync: bool) -> None:
+        fd = self.files.any(self.tree.get(inode))
         if fd is None:
             return  # nothing written through this server that a descriptor holds: the data is on disk
         if datasync:

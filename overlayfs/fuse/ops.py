@@ -20,14 +20,14 @@ from overlayfs.fuse import wire
 from overlayfs.fuse.external import external
 from overlayfs.fuse.handles import TIMEOUT, HandleOps, entry_attributes, fuse_error, guarded
 from overlayfs.fuse.tree import MergedTree, Node
-from overlayfs.fuse.wire import Context, Entry, EntryAttributes, FileInfo
+from overlayfs.fuse.wire import Context, Entry, EntryAttributes
 
 _HIDDEN_XATTR = (b"trusted.overlay.", b"user.overlay.")
 _OPEN_STRIP = os.O_CREAT | os.O_EXCL | os.O_NOCTTY | getattr(os, "O_DIRECT", 0)
 
 _HANDLERS = (
     "lookup", "forget", "getattr", "setattr", "readlink", "readdir", "mkdir", "rmdir", "unlink", "symlink",
-    "rename", "link", "create", "read", "write", "release", "fsync", "statfs", "getxattr", "setxattr",
+    "rename", "link", "read", "write", "fsync", "statfs", "getxattr", "setxattr",
     "listxattr", "removexattr", "mknod",
 )
 
@@ -112,14 +112,14 @@ class OverlayOps(HandleOps):
         target: int | str
         if node.parent is None and node is not self.tree.root:
             kept = node.wfd if node.wfd >= 0 else self.files.any(node)
-            if fh is None and kept is None:
+            if kept is None:
                 raise fuse_error(errno.ENOENT)
-            target = fh if fh is not None else kept  # type: ignore[assignment]
+            target = kept
         else:
             if not node.upper:
                 self.tree.copy_up(node, data=not (fields.update_size and attr.st_size == 0))
             self.tree.touch(node)
-            target = fh if (fh is not None and fields.update_size) else self.tree.upath(node)
+            target = self.tree.upath(node)
         is_link = isinstance(target, str) and stat_mod.S_ISLNK(os.lstat(target).st_mode)
         if fields.update_size:
             os.truncate(target, attr.st_size)
@@ -265,18 +265,6 @@ class OverlayOps(HandleOps):
         tree.move(node, newp, nname, lower_at_dest=dest_lower)
 
     # -- files ---------------------------------------------------------------------------------------
-    def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-               ctx: Context) -> tuple[FileInfo, Entry]:
-        parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
-        if self.tree.child(parent, sname) is not None:
-            raise fuse_error(errno.EEXIST)
-        path, replaces = self.tree.prepare_new(parent, sname)
-        fd = os.open(path, (flags & ~_OPEN_STRIP) | os.O_CREAT | os.O_EXCL, mode & ~ctx.umask)
-        self._own(path, ctx)
-        node = self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces)
-        attrs = self._entry(node)
-        return self._fh(node, fd), attrs
-
     # -- xattrs (passthrough; the overlay's own markers are hidden) -----------------------------------
     def getxattr(self, inode: int, name: bytes, ctx: Context) -> bytes:
         if name.startswith(_HIDDEN_XATTR):

@@ -6,9 +6,9 @@ threads (the owner's control channel, the owner watch) change the tree only unde
 which the loop holds for each request, and send their notifications without it: a notification may wait
 for a lock that a request the loop has not answered yet holds.
 
-OPEN and OPENDIR are answered ENOSYS: the kernel then opens files and directories without asking (and
-sends no RELEASE), keeps their pages cached between opens and caches directory listings; READ, WRITE and
-READDIRPLUS name the node (:mod:`overlayfs.fuse.files`). For the kernel then to send a truncating open's
+OPEN, OPENDIR and CREATE are answered ENOSYS: the kernel then opens files and directories without asking
+(and sends no RELEASE), makes new files with MKNOD, keeps file pages cached between opens and caches
+directory listings; READ, WRITE and READDIRPLUS name the node (:mod:`overlayfs.fuse.files`): no handles. For the kernel then to send a truncating open's
 truncation as a SETATTR, the INIT reply leaves out atomic O_TRUNC. (FUSE passthrough, which the kernel
 offers, needs an OPEN to name the backing file, and CAP_SYS_ADMIN; measured, a 10 KB file cost the same
 either way, and no OPEN costs less than both.)
@@ -82,6 +82,7 @@ class Server:
         self.ops, self.fd = ops, fd
         self.lock = threading.Lock()
         self._buf = bytearray(wire.BUFFER)
+        self._read_view = memoryview(bytearray(wire.MAX_WRITE))
         self._table: dict[int, Callable[..., bytes | None]] = {
             wire.LOOKUP: self._lookup, wire.FORGET: self._forget, wire.BATCH_FORGET: self._batch_forget,
             wire.GETATTR: self._getattr, wire.SETATTR: self._setattr, wire.READLINK: self._readlink,
@@ -132,16 +133,22 @@ class Server:
                 self._reply(unique, out)
 
     def _fast_read(self, unique: int, node: int, arg: memoryview) -> bool:
-        """A READ of a node whose reader is open: answered here (False: take the general path)."""
-        fh, off, size, _ = wire.READ_IN.unpack_from(arg)
+        """A READ of a node whose reader is open: answered here, into a buffer kept for it (a fresh 1 MiB
+        bytes object per read cost its page faults); False: take the general path."""
+        _, off, size, _ = wire.READ_IN.unpack_from(arg)
         n = self.ops.tree.nodes.get(node)
-        if fh != 0 or n is None or n.rfd < 0 or n.rfd_upper != n.upper:
+        if n is None or n.rfd < 0 or n.rfd_upper != n.upper or size > wire.MAX_WRITE:
             return False
         try:
-            data = os.pread(n.rfd, size, off)
+            got = os.preadv(n.rfd, [self._read_view[:size]], off)
         except OSError:
             return False
-        self._reply(unique, data)
+        header = wire.OUT_HEADER.pack(wire.OUT_HEADER.size + got, 0, unique)
+        try:
+            os.writev(self.fd, [header, self._read_view[:got]])
+        except OSError as e:  # ENOENT: the request was interrupted and is gone
+            if e.errno != errno.ENOENT:
+                raise
         return True
 
     def _reply(self, unique: int, payload: bytes, error: int = 0) -> None:
@@ -166,9 +173,6 @@ class Server:
     def _notify(self, code: int, payload: bytes) -> None:
         with contextlib.suppress(OSError):  # ENOENT: nothing cached under that name or inode
             os.write(self.fd, wire.OUT_HEADER.pack(wire.OUT_HEADER.size + len(payload), code, 0) + payload)
-
-    def _create_reply(self, fi: wire.FileInfo) -> bytes:
-        return wire.OPEN_OUT.pack(fi.fh, wire.FOPEN_KEEP_CACHE if fi.keep_cache else 0, 0)
 
     # -- handlers ------------------------------------------------------------------------------------
     def _init(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
@@ -258,29 +262,26 @@ class Server:
         raise FUSEError(errno.ENOSYS)  # from now on the kernel opens without asking (see above)
 
     def _create(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        flags, mode = _TWO_U32.unpack_from(arg)
-        fi, entry = self.ops.create(node, _name(arg[16:]), mode, flags, ctx)
-        return entry.pack_entry() + self._create_reply(fi)  # type: ignore[no-any-return]
+        raise FUSEError(errno.ENOSYS)  # the kernel then makes the file with MKNOD and opens it without asking
 
     def _read(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        fh, off, size, _ = wire.READ_IN.unpack_from(arg)
-        return self.ops.read(node, fh, off, size)  # type: ignore[no-any-return]
+        _, off, size, _ = wire.READ_IN.unpack_from(arg)
+        return self.ops.read(node, off, size)  # type: ignore[no-any-return]
 
     def _write(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        fh, off, size, _, _, _ = wire.WRITE_IN.unpack_from(arg)
+        _, off, size, _, _, _ = wire.WRITE_IN.unpack_from(arg)
         data = arg[wire.WRITE_IN.size:wire.WRITE_IN.size + size]
-        return wire.WRITE_OUT.pack(self.ops.write(node, fh, off, data), 0)
+        return wire.WRITE_OUT.pack(self.ops.write(node, off, data), 0)
 
     def _statfs(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         return self.ops.statfs(ctx).pack()  # type: ignore[no-any-return]
 
     def _release(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        self.ops.release(_U64.unpack_from(arg)[0])  # a file made by CREATE: the only handles there are
-        return b""
+        return b""  # no handles: the kernel sends none once OPEN, OPENDIR and CREATE are answered ENOSYS
 
     def _fsync(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        fh, flags = struct.unpack_from("<QI", arg)
-        self.ops.fsync(node, fh, bool(flags & 1))
+        _, flags = struct.unpack_from("<QI", arg)
+        self.ops.fsync(node, bool(flags & 1))
         return b""
 
     def _setxattr(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:

@@ -31,7 +31,7 @@ class Node:
     this path and is not hidden by a whiteout or an opaque ancestor; ``opaque``: (upper dir) lower children
     hidden."""
 
-    __slots__ = ("fds", "ino", "is_dir", "kept", "kids", "listing", "lookups", "lower", "name", "opaque", "parent",
+    __slots__ = ("ino", "is_dir", "kept", "kids", "listing", "lookups", "lower", "name", "opaque", "parent",
                  "rfd", "rfd_upper", "upper", "wfd")
 
     def __init__(self, ino: int, parent: Node | None, name: str, *, upper: bool, lower: bool,
@@ -45,7 +45,6 @@ class Node:
         self.is_dir = is_dir
         self.lookups = 0
         self.kids: dict[str, Node] = {}  # children currently in the table, by name
-        self.fds: set[int] = set()  # open file handles (fds) on this node: files made by CREATE
         # Descriptors to read and write it through (overlayfs.fuse.files), the layer the reader was opened
         # on, and whether they are kept until the kernel forgets the node (its name was removed).
         self.rfd = self.wfd = -1
@@ -113,8 +112,8 @@ class MergedTree:
         self._maybe_drop(node)
 
     def _maybe_drop(self, node: Node) -> None:
-        # A node stays while the kernel holds it, a handle is open on it, or a child still names it.
-        while node.lookups <= 0 and not node.kids and not node.fds and node.ino != ROOT_INO:
+        # A node stays while the kernel holds it or a child still names it (its descriptors go with it).
+        while node.lookups <= 0 and not node.kids and node.ino != ROOT_INO:
             self._pop(node)
             parent = node.parent
             if parent is None:
@@ -130,7 +129,7 @@ class MergedTree:
         if parent is not None and parent.kids.get(node.name) is node:
             del parent.kids[node.name]
         node.parent = None
-        if node.lookups <= 0 and not node.fds:
+        if node.lookups <= 0:
             self._pop(node)
         if parent is not None:
             self._maybe_drop(parent)

@@ -24,8 +24,6 @@ BATCH_FORGET, READDIRPLUS, RENAME2 = 42, 44, 45
 # INIT flags (the low 32 bits in ``flags``, the high ones in ``flags2``).
 ASYNC_READ, ATOMIC_O_TRUNC, BIG_WRITES, AUTO_INVAL_DATA = 1 << 0, 1 << 3, 1 << 5, 1 << 12
 DO_READDIRPLUS, PARALLEL_DIROPS, MAX_PAGES, INIT_EXT = 1 << 13, 1 << 18, 1 << 22, 1 << 30
-# open_flags of an open reply (FOPEN_*).
-FOPEN_KEEP_CACHE = 1 << 1
 # setattr's ``valid`` bits (FATTR_*).
 FATTR_MODE, FATTR_UID, FATTR_GID, FATTR_SIZE, FATTR_ATIME, FATTR_MTIME, FATTR_FH = 1, 2, 4, 8, 16, 32, 64
 FATTR_ATIME_NOW, FATTR_MTIME_NOW = 128, 256
@@ -40,7 +38,6 @@ OUT_HEADER = struct.Struct("<IiQ")  # len error unique
 ATTR = struct.Struct("<QQQQQQIIIIIIIIII")  # fuse_attr
 ENTRY = struct.Struct("<QQQQII")  # fuse_entry_out before its attr
 ATTR_OUT = struct.Struct("<QII")  # fuse_attr_out before its attr
-OPEN_OUT = struct.Struct("<QIi")  # fh open_flags backing_id
 DIRENT = struct.Struct("<QQII")  # ino off namelen type
 INIT_IN = struct.Struct("<IIIII")  # major minor max_readahead flags flags2
 INIT_OUT = struct.Struct("<IIIIHHIIHHIIH22x")  # 64 bytes
@@ -142,14 +139,6 @@ class StatEntry:
 
 
 Entry = EntryAttributes | StatEntry
-
-
-@dataclass(slots=True)
-class FileInfo:
-    """A create reply's handle, and whether the kernel may keep the file's cached pages (``keep_cache``)."""
-
-    fh: int
-    keep_cache: bool = False
 
 
 @dataclass(slots=True)
