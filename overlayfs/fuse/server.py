@@ -136,13 +136,14 @@ class Server:
         """A READ of a node whose reader is open: answered here, into a buffer kept for it (a fresh 1 MiB
         bytes object per read cost its page faults); False: take the general path."""
         _, off, size, _ = wire.READ_IN.unpack_from(arg)
-        n = self.ops.tree.nodes.get(node)
-        if n is None or n.rfd < 0 or n.rfd_upper != n.upper or size > wire.MAX_WRITE:
-            return False
-        try:
-            got = os.preadv(n.rfd, [self._read_view[:size]], off)
-        except OSError:
-            return False
+        with self.lock:  # the control thread may drop the node and close its descriptor meanwhile
+            n = self.ops.tree.nodes.get(node)
+            if n is None or n.rfd < 0 or n.rfd_upper != n.upper or size > wire.MAX_WRITE:
+                return False
+            try:
+                got = os.preadv(n.rfd, [self._read_view[:size]], off)
+            except OSError:
+                return False
         header = wire.OUT_HEADER.pack(wire.OUT_HEADER.size + got, 0, unique)
         try:
             os.writev(self.fd, [header, self._read_view[:got]])
