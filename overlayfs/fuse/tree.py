@@ -77,9 +77,10 @@ class MergedTree:
         # First record per path wins when loading, so one record per path per server is enough.
         self._based = set(layer.load_identities(self.metadir, layer.BASES_FILE))
         self._read = set(layer.load_identities(self.metadir, layer.READS_FILE))
-        # Kept open: a first read costs one append, not an open, a write and a close.
-        self._reads_fd = os.open(self.metadir / layer.READS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                                 | os.O_CLOEXEC, 0o600)
+        # Kept open: a first read or change costs one append, not an open, a write and a close.
+        self._reads_fd, self._bases_fd = (
+            os.open(self.metadir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            for name in (layer.READS_FILE, layer.BASES_FILE))
 
     # -- paths ---------------------------------------------------------------------------------------
     def rel(self, node: Node) -> str:
@@ -211,7 +212,11 @@ class MergedTree:
         rel = node_or_rel if isinstance(node_or_rel, str) else self.rel(node_or_rel)
         if rel and rel not in self._based:
             self._based.add(rel)
-            layer.record_base(self.metadir, layer.Identity.of(self.lower, rel))
+            if lexists_stat(f"{self.lower_s}/{rel}") is None:  # a new name (most creates): no hash to take
+                ident = layer.Identity(rel, False)
+            else:
+                ident = layer.Identity.of(self.lower, rel)
+            os.write(self._bases_fd, layer.identity_line(ident))
 
     def note_read(self, node: Node | str, st: os.stat_result) -> None:
         """Record a lower file opened for reading (``node``, or its relative path). No content hash: hashing
@@ -249,10 +254,13 @@ class MergedTree:
         """Make room for a new upper entry ``name`` in ``parent``: returns (upper path, replaces_lower)."""
         self.copy_up(parent)
         self.touch(_join(self.rel(parent), name))
-        pup = self.upath(parent)
-        replaces = parent.lower_children and os.path.lexists(f"{self.lpath(parent)}/{name}")
-        layer.remove_whiteout(Path(pup), name)
-        return f"{pup}/{name}", replaces
+        pup, lp = self.dir_paths(parent)
+        replaces = parent.lower_children and lexists_stat(f"{lp}/{name}") is not None
+        up = f"{pup}/{name}"
+        st = lexists_stat(up)
+        if st is not None and layer.is_whiteout_at(up, st):
+            os.unlink(up)
+        return up, replaces
 
     def new_node(self, parent: Node, name: str, *, is_dir: bool, replaces_lower: bool) -> Node:
         old = parent.kids.get(name)

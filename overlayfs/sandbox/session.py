@@ -97,9 +97,41 @@ class ViewSession:
         self._snapshot: kernel.Snapshot | None = None
         self._reads_recorded = False
         self._lock = threading.Lock()
+        self._handoff_lock = threading.Lock()  # orders close() against the end of prepare()
+        self._preparing = False
         self.closed = False
 
     # -- around each command -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Make the view now, in a thread, so that the first command does not wait for it: a fork's first
+        command comes after at least one model request (over a second), a FUSE server starts in 0.15-0.2 s.
+        Only for an overlay already on its bounded layer (a mount made before ``make_bounded`` would show
+        the wrong layer). :meth:`acquire` and :meth:`close` wait for it (they take the same lock); a failure
+        is left for the first command to meet and report."""
+        if getattr(self.ov, "layer", None) is None or self._given is not None:
+            return
+        with self._handoff_lock:
+            self._preparing = True
+        threading.Thread(target=self._prepare, name="sandbox-view-prepare", daemon=True).start()
+
+    def _prepare(self) -> None:
+        with self._lock:
+            try:
+                if not self.closed:
+                    if self.backend in ("kernel", "fuse-overlayfs") and self._snapshot is None:
+                        self._snapshot = kernel.snapshot(Path(self.ov.lower))
+                    if self.backend != "kernel" and self._mount is None:
+                        self._current_mount()
+            except OSError as e:
+                log.info("preparing the %s view of %s failed (%s); the first command retries", self.backend,
+                         self.ov.lower, e)
+            finally:
+                with self._handoff_lock:
+                    self._preparing = False
+                    closed = self.closed
+                if closed:  # closed while this ran: close() left the unmount to it
+                    self._close_mount()
+
     def acquire(self) -> Lease:
         """Before a command: the view it runs in (mounted now if needed). Raises MountError."""
         with self._lock:
@@ -154,11 +186,15 @@ class ViewSession:
             self._snapshot, self._reads_recorded = None, False
 
     def close(self) -> None:
-        """Unmount (the overlay is discarded); idempotent."""
-        with self._lock:
+        """Unmount (the overlay is discarded); idempotent. While :meth:`prepare`'s thread is still making
+        the view this returns at once and leaves the unmount to it (an abort must not wait for a mount)."""
+        with self._handoff_lock:
             if self.closed:
                 return
             self.closed = True
+            if self._preparing:
+                return
+        with self._lock:
             self._close_mount()
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -228,16 +264,18 @@ def _backend_failure(m: Mount) -> str | None:
 
 def keep_view(ov: Any, backend: str) -> ViewSession:
     """Let the sandboxed commands of ``ov`` (an :class:`overlayfs.Overlay`) share one mounted view on
-    ``backend`` until ``ov.discard()`` (or a promotion) closes it: a fork's shell does this. Without it each
-    command mounts afresh."""
+    ``backend`` until ``ov.discard()`` closes it (a promotion makes the next command mount afresh): a
+    fork's shell does this, and the view is made at once in the background (:meth:`ViewSession.prepare`).
+    Without it each command mounts afresh."""
     if backend not in MOUNTABLE:
         raise ValueError(f"a kept view needs a mountable backend ({', '.join(MOUNTABLE)}), not {backend!r}")
     held = ov.sandbox
     if held is not None and held.backend == backend and not held.closed:
         return held  # type: ignore[no-any-return]
     ov.close_sandbox()
-    ov.sandbox = ViewSession(ov, backend)
-    return ov.sandbox  # type: ignore[no-any-return]
+    ov.sandbox = held = ViewSession(ov, backend)
+    held.prepare()
+    return held
 
 
 def session_for(ov: kernel.Layers, backend: str, *, layer_: Any) -> tuple[ViewSession, bool]:

@@ -144,3 +144,30 @@ def test_both_stage_programs_build_the_same_sandbox(compiled: bool, kept: Overla
     assert "0000000000000000" in r.stdout and "NoNewPrivs:\t1" in r.stdout
     assert ("comm-refused" in r.stdout) == (r.enforced["landlock"] != "ABI 0")
     assert "in-view" in r.stdout and kept.read_text("v.txt") == "in-view\n"
+
+
+@pytest.mark.fuse
+def test_a_view_discarded_while_it_is_being_made_leaves_nothing(project: Path) -> None:
+    """keep_view starts mounting at once, in a thread; an abort right after must not wait for it, and the
+    thread unmounts what it made (the leak check after each test looks for mounts and servers)."""
+    require("fuse")
+    ov = Overlay(project, bound=LayerBound())
+    keep_view(ov, "fuse")
+    preparing = [t for t in threading.enumerate() if t.name == "sandbox-view-prepare"]
+    ov.discard()
+    assert ov.sandbox is None
+    for t in preparing:
+        t.join(30)
+    assert not any(t.is_alive() for t in preparing)
+
+
+@pytest.mark.fuse
+def test_the_first_command_finds_the_view_made(kept: Overlay) -> None:
+    require("fuse")
+    keep_view(kept, "fuse")
+    for t in [t for t in threading.enumerate() if t.name == "sandbox-view-prepare"]:
+        t.join(30)
+    made = _server(kept)
+    assert made is not None  # mounted before any command asked
+    _run(kept, "fuse", "true")
+    assert _server(kept) == made
