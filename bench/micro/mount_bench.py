@@ -126,7 +126,31 @@ def old_server(ov: SimpleNamespace, code: str) -> Iterator[Path]:
         proc.wait()
 
 
-def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: int) -> float:
+def _server_pids(root: Path) -> list[int]:
+    """The processes serving the FUSE mount at ``root`` (those naming it on their command line)."""
+    want = os.fsencode(root)
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            with contextlib.suppress(OSError):
+                if want in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    out.append(int(pid))
+    return out
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[tuple[str, str], list[float]] = {}  # (workload, backend) -> server CPU seconds per run
+
+
+def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: int, name: str = "") -> float:
     out = []
     for _ in range(reps):
         base = Path(tempfile.mkdtemp(prefix="mb-layers-", dir=lower.parent))
@@ -134,9 +158,11 @@ def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: in
         for d in (ov.upper, ov.workdir, ov.metadir):
             d.mkdir()
         with old_server(ov, backend.partition("@")[2]) if "@" in backend else mounted(ov, backend) as root:
-            t = time.perf_counter()
+            pids = _server_pids(root)  # none for kernel overlayfs: the kernel serves it
+            c0, t = _cpu_s(pids), time.perf_counter()
             fn(root)
             out.append(time.perf_counter() - t)
+            CPU.setdefault((name, backend), []).append(_cpu_s(pids) - c0)
         shutil.rmtree(base)
     return statistics.median(out) * 1000
 
@@ -193,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             per: dict[str, list[float]] = {b: [] for b in backends}
             for _ in range(args.reps):  # the backends interleaved round by round: a load spike hits all alike
                 for b in backends:
-                    per[b].append(time_mounted(lower, b, fn, 1))
+                    per[b].append(time_mounted(lower, b, fn, 1, name))
             rows.append((name, native, [statistics.median(per[b]) for b in backends]))
             print(f"# {name}: done", file=sys.stderr)
         native_e2e = time_native(lower, "pytest sample project", WORKLOADS["pytest sample project"], args.reps)
@@ -210,6 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, native, vals in rows:
         cells = [f"{v:.0f} ({v / native:.1f}x)" if v == v else "n/a" for v in vals]
         print(f"| {name} | {native:.0f} | " + " | ".join(cells) + " |")
+    served = [(b, label) for b, label in zip(backends, labels, strict=True) if b != "kernel"]
+    print("\nCPU time of the FUSE server process during each workload (user+sys, ms, median; steadier than "
+          "seconds on a loaded machine)")
+    print("| workload | " + " | ".join(label for _, label in served) + " |")
+    print("|---" * (len(served) + 1) + "|")
+    for name, _, _ in rows:
+        if any((name, b) in CPU for b, _ in served):
+            print(f"| {name} | " + " | ".join(f"{statistics.median(CPU[(name, b)]) * 1000:.0f}"
+                                             if (name, b) in CPU else "n/a" for b, _ in served) + " |")
     return 0
 
 
