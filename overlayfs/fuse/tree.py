@@ -181,6 +181,10 @@ class MergedTree:
         node = self._add(parent, name, upper=ust is not None, lower=lst is not None,
                          opaque=opaque or (ust is not None and lst is not None
                                            and not stat_mod.S_ISDIR(lst.st_mode)), is_dir=is_dir)
+        if ust is None and st.st_size == 0 and stat_mod.S_ISREG(st.st_mode):
+            # Read through the mount, an empty file costs no READ (the kernel knows its size): what a
+            # command can learn of it, it learns here, so it goes into the read set here.
+            self.note_read(f"{self.rel(parent)}/{name}" if parent.parent is not None else name, st)
         return node, st
 
     def listing(self, node: Node) -> list[tuple[str, bool]]:
@@ -219,7 +223,8 @@ class MergedTree:
             os.write(self._bases_fd, layer.identity_line(ident))
 
     def note_read(self, node: Node | str, st: os.stat_result) -> None:
-        """Record a lower file opened for reading (``node``, or its relative path). No content hash: hashing
+        """Record a lower file read (``node``, or its relative path): at its first READ (an empty one when it is
+        first looked up, since it gets no READ). No content hash: hashing
         doubled the cost of a first read; promotion compares (size, mtime_ns, inode) when a record has none."""
         rel = node if isinstance(node, str) else self.rel(node)
         if rel not in self._read:
