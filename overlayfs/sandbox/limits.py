@@ -2,7 +2,7 @@
 upper layer is full.
 
 A cgroup is made only where this process may (root with a writable cgroupfs, v1 or v2); elsewhere the
-per-process rlimits of :mod:`._inner` are the bound, and :func:`open_cgroup` says so. The upper layer's
+per-process rlimits of the inner stage are the bound, and :func:`open_cgroup` says so. The upper layer's
 bytes and inodes are bounded by its filesystem (:mod:`overlayfs.bounded`); :class:`LayerWatch` notices a
 command reaching that bound, to stop it and flag it.
 """

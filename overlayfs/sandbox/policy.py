@@ -4,7 +4,8 @@ Every command runs under bubblewrap in new user, PID, IPC, UTS, cgroup and (unle
 namespaces, with no capabilities, no_new_privs, a new session, a read-only root, a fresh minimal /dev
 and /proc, private size-limited tmpfs on /tmp, /var/tmp and /run, and the merged view bound read-write
 at the project's own path. The seccomp filter (:mod:`.seccomp`) is loaded by bwrap just before the
-command; Landlock and the per-process rlimits are applied by :mod:`._inner`, the last step before exec.
+command; Landlock and the per-process rlimits are applied by the inner stage (the compiled
+:mod:`overlayfs.stage`, else :mod:`._inner`), the last step before exec.
 """
 
 from __future__ import annotations

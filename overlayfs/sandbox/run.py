@@ -1,8 +1,10 @@
 """Running a command against the merged view, contained: the sandbox primitive for speculative Bash.
 
-The view is made by the chosen backend (kernel overlayfs mounted inside a private namespace by
-:mod:`overlayfs._nsexec`, or a FUSE mount on the host) and bound at the project's own path inside the
-sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes. The upper layer lives on a bounded
+The view is made by the chosen backend (kernel overlayfs mounted inside a private namespace by stage one,
+the compiled :mod:`overlayfs.stage` or :mod:`overlayfs._nsexec`, or a FUSE mount on the host) and bound at
+the project's own path inside the sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes; an
+overlay kept by :func:`overlayfs.sandbox.keep_view` shares one view between its commands
+(:mod:`.session`). The upper layer lives on a bounded
 filesystem (:mod:`overlayfs.bounded`: a write past the bound fails with ENOSPC). A timeout, a cancel, or
 the upper layer reaching its bound kill the sandbox's PID namespace, and with it everything the command
 started.
@@ -111,7 +113,8 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
     """Run ``argv`` in the sandbox with the merged view of ``ov`` at ``ov.lower``'s own path; blocks.
 
     ``cwd`` defaults to the project root and must lie inside it. ``backend`` is "auto", "kernel", "fuse"
-    or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it.
+    or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it, or keep
+    one for all of ``ov``'s commands with :func:`overlayfs.sandbox.keep_view`.
     ``env`` defaults to the allow-listed part of this process's environment (:func:`policy.sandbox_env`).
     The chosen backend is recorded as ``ov.last_backend``. Raises SandboxUnavailable where the sandbox
     cannot be built.
