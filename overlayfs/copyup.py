@@ -96,6 +96,9 @@ def copy_file(src: str, dst: str, *, mode: int | None = None, fsync: bool = Fals
             os.close(dfd)
             _remove_partial(dst)
             raise
+        except BaseException:  # KeyboardInterrupt, or a simulated kill in a test: nothing more is done
+            os.close(dfd)
+            raise
         try:
             os.close(dfd)  # NFS and FUSE report some write errors only here
         except OSError:

@@ -1,11 +1,14 @@
 """Small real filesystems for the integrity tests: a size-limited tmpfs mounted for a test (root only), filled
-until a given number of bytes is left, and remounted read-only or writable on demand."""
+until a given number of bytes is left, and remounted read-only or writable on demand; and running a piece of
+a test as a normal user (uid 65534)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -49,3 +52,29 @@ def free_space(mnt: Path) -> None:
         os.unlink(mnt / "fill")
     except FileNotFoundError:
         pass
+
+
+NOBODY = 65534
+
+
+def as_nobody(fn: Callable[[], dict]) -> dict:  # type: ignore[type-arg]
+    """Run ``fn`` in a forked child as uid/gid 65534 (what it needs must be reachable by that user); return
+    its JSON-able result, or {"unexpected": traceback}."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            out = fn()
+        except BaseException:
+            out = {"unexpected": traceback.format_exc()}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)  # type: ignore[no-any-return]

@@ -6,12 +6,10 @@ copied. As root and, where a filesystem can be given to it, as a normal user (ui
 from __future__ import annotations
 
 import errno
-import json
 import os
 import random
 import shutil
 import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from overlayfs.copyup import copy_fd, copy_file
 from overlayfs.state import pending, project_state
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import snapshot, temps
-from tests.overlay.fskit import fill, free_space, tmpfs
+from tests.overlay.fskit import as_nobody, fill, free_space, tmpfs
 
 BIG = 1_000_000  # the size of the issue's reproduction: 602,112 and 704,512 bytes of it landed
 LOWER = {"keep.txt": b"keep\n", "old.bin": b"old\n", "gone.txt": b"to be deleted\n", "d/x.txt": b"x\n"}
@@ -165,28 +163,6 @@ def test_copy_up_onto_a_full_upper_fails_without_a_short_file(tmp_path: Path, op
 
 # -- as a normal user -----------------------------------------------------------------------------------
 
-def _as_nobody(fn: Callable[[], dict]) -> dict:
-    """Run ``fn`` in a child as uid/gid 65534; return its JSON-able result (or the traceback)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            out = fn()
-        except BaseException:
-            out = {"unexpected": traceback.format_exc()}
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-
 @pytest.mark.privileged
 @pytest.mark.parametrize("kind", ["replaced file", "new dir"])
 def test_promotion_onto_a_full_filesystem_as_a_normal_user(kind: str) -> None:
@@ -215,7 +191,7 @@ def test_promotion_onto_a_full_filesystem_as_a_normal_user(kind: str) -> None:
                 except PromoteError as e:
                     return {"ok": False, "errno": e.errno, "rel": e.rel, "big": big, "msg": str(e)}
 
-            out = _as_nobody(child)
+            out = as_nobody(child)
             assert out.get("ok") is False and out["errno"] == errno.ENOSPC, out
             assert out["rel"] == out["big"] and ".ovl-tmp" not in out["msg"], out
             free_space(mnt)
