@@ -2,7 +2,8 @@
 in the upper layer.
 
 Protocol (see docs/overlay.md): under the project's lock (:mod:`overlayfs.state`) settle any promotion a dead
-process left; compute ``changes()``, check them against the real tree (:mod:`overlayfs.conflicts`); plan removals, new directories and puts, each with
+process left; compute ``changes()``, check them against the real tree (:mod:`overlayfs.conflicts`) and
+against what acceptance lands (:mod:`overlayfs.policy`); plan removals, new directories and puts, each with
 the stamp the check saw; hand the plan to :mod:`overlayfs.journal`, which stages, commits, applies (or
 undoes) it, comparing each stamp again at the last moment; finally clear the promoted entries from the
 upper layer. Every file ends up entirely old or entirely new, and all of them together, even when the
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlayfs import journal, steps
+from overlayfs import journal, policy, steps
 from overlayfs.changes import Change
 from overlayfs.conflicts import Conflict, drop_dependents, find_conflicts, parent_dirs, selects
 from overlayfs.copyup import stat_mode
@@ -82,7 +83,7 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
     replaces: set[str] = set()  # puts over a real file or link: kept as a backup until the end
     for ch in changes:
         if ch.type not in ("file", "dir", "symlink") and ch.kind != "deleted":
-            raise ValueError(f"{ch.path}: cannot promote a special file")
+            raise ValueError(f"{ch.path}: cannot promote a special file")  # policy.refusals stops these first
         st = real.lstat(ch.path)
         want = seen.get(ch.path, stamp(st) if st is not None else None)
         real_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
@@ -91,7 +92,7 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
                 rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]
             continue
         new = os.lstat(f"{upper}/{ch.path}").st_mode
-        mode = stat_mode(new)
+        mode = policy.landed_mode(new, policy.same_kind(st, new))
         if ch.type == "dir":
             if st is not None and not real_dir:
                 rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]
@@ -260,6 +261,7 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
     # user, is as much a conflict as one edited in place.
     check = {c.path for c in selected} | {p for p in bases if rels is None or any(selects(r, p) for r in rels)}
     conflicts, seen = find_conflicts(ov.lower, check, bases, load_identities(ov.metadir, READS_FILE))
+    conflicts = sorted(conflicts + policy.refusals(lower, upper, selected), key=lambda c: c.path)
     if conflicts:
         if all_or_nothing:
             return PromoteResult([], conflicts)
