@@ -59,7 +59,8 @@ class Unsettled(OSError):
                              f"the real tree is unknown. Run `speculate recover --abandon {project}` to forget "
                              "it and keep the tree as it is")
             return
-        tree = ("is unchanged apart from temporary *.ovl-tmp names" if state == "prepare" else
+        tree = ("is unchanged apart from temporary *.ovl-tmp names (and new, empty directories)"
+                if state == "prepare" else
                 "holds the whole acceptance apart from temporary *.ovl-tmp names" if state == "finish" else
                 "may hold part of the acceptance")
         left = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")

@@ -137,8 +137,8 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
     root = os.stat(lower)
     return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
             "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,
-            "full": full, "durable": durable, "checks": steps.RECHECK, "rms": trashed, "mkdirs": mkdirs, "pre": pre, "puts": staged,
-            "promoted": [[c.path, c.kind, c.type] for c in changes]}
+            "full": full, "durable": durable, "checks": steps.RECHECK, "rms": trashed, "mkdirs": mkdirs,
+            "pre": pre, "puts": staged, "promoted": [[c.path, c.kind, c.type] for c in changes]}
 
 
 def _under_opaque(upper: str, rel: str) -> bool:

@@ -145,11 +145,13 @@ def abandon_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TI
         for d in stale:
             remove_tree(d)
     n = 0 if j is None else len(j["promoted"])
-    what = ("abandoned an interrupted acceptance" + (f" of {n} change{'' if n == 1 else 's'}" if j else "")
-            + "; the real tree is kept as it is" + (" (it may hold part of that acceptance)"
-                                                    if j is not None and j["state"] != "prepare" else ""))
+    what = "abandoned an interrupted acceptance" + (f" of {n} change{'' if n == 1 else 's'}" if j else "")
+    what += "; the real tree is kept as it is"
+    if j is not None and j["state"] != "prepare":
+        what += " (it may hold part of that acceptance)"
     if left:
-        what += f"; could not remove {len(left)} temporary name{'' if len(left) == 1 else 's'}: " + "; ".join(left[:5])
+        what += f"; could not remove {len(left)} temporary name{'' if len(left) == 1 else 's'}: "
+        what += "; ".join(left[:5])
     return Recovery(ps.project, what, n, len(stale))
 
 

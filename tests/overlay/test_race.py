@@ -149,3 +149,20 @@ def test_no_user_edit_is_lost_while_4000_changes_are_accepted(tmp_path: Path,
             user.stdin.close()
         print(f"promotion of {FILES} files: {span:.2f} s; outcomes: {outcomes}")
         assert outcomes.get("accepted", 0) >= 1 and outcomes.get("caught at the commit point", 0) >= 5, outcomes
+
+
+def test_hard_linked_files_are_not_taken_for_edited_ones(tmp_path: Path, state_dir: Path) -> None:
+    """Backing up or replacing one name of a file moves the ctime of all its names: names that were hard
+    links when checked are compared without it (and nothing the user did is read into that)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"shared\n")
+    os.link(root / "a.txt", root / "b.txt")
+    os.link(root / "a.txt", root / "c.txt")
+    ov = Overlay(root)
+    ov.write_bytes("a.txt", b"A\n")
+    ov.write_bytes("b.txt", b"B\n")
+    ov.unlink("c.txt")
+    assert ov.promote().ok
+    assert (root / "a.txt").read_bytes() == b"A\n" and (root / "b.txt").read_bytes() == b"B\n"
+    assert not (root / "c.txt").exists() and temps(root) == []
