@@ -3,9 +3,9 @@
 Owns the on-disk layer format (:mod:`overlayfs.layer`), the pure-Python merged view (:class:`Overlay`),
 conflict-checked atomic promotion into the real tree under the rules of what acceptance lands
 (:mod:`overlayfs.promote`, :mod:`overlayfs.conflicts`, :mod:`overlayfs.policy`) with its journal and crash
-recovery (:mod:`overlayfs.journal`, :mod:`overlayfs.steps`, :mod:`overlayfs.recovery`, per-project state in
-:mod:`overlayfs.state`), the mounted backends (FUSE, kernel overlayfs) and the sandbox that runs untrusted
-commands against a mounted view (:mod:`overlayfs.sandbox`).
+recovery (:mod:`overlayfs.journal`, :mod:`overlayfs.steps`, :mod:`overlayfs.stamps`,
+:mod:`overlayfs.recovery`, per-project state in :mod:`overlayfs.state`), the mounted backends (FUSE, kernel
+overlayfs) and the sandbox that runs untrusted commands against a mounted view (:mod:`overlayfs.sandbox`).
 No dependency on :mod:`speculate`.
 """
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from overlayfs.changes import Change
 from overlayfs.layer import Identity, listing_digest
 from overlayfs.merged import lstat_or_none
-from overlayfs.steps import Stamp, stamp
+from overlayfs.stamps import Stamp, stamp
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from overlayfs.copyup import fsync_dir, write_all
-from overlayfs.steps import Changed, Steps
+from overlayfs.stamps import Changed
+from overlayfs.steps import Steps
 
 VERSION = 3
 TEMP_SUFFIX = ".ovl-tmp"

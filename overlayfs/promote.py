@@ -27,8 +27,8 @@ from overlayfs.copyup import stat_mode
 from overlayfs.journal import TEMP_SUFFIX, Journal, Unsettled
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, load_identities
 from overlayfs.merged import join, kind_of, lstat_or_none, parent_of
+from overlayfs.stamps import Stamp, stamp
 from overlayfs.state import LOCK_TIMEOUT, ProjectState, dispose, locked, pending, project_state, remove_tree
-from overlayfs.steps import Stamp, stamp
 from overlayfs.upper import drop_wh_file
 
 if TYPE_CHECKING:

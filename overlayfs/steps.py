@@ -5,13 +5,12 @@ repeated after a crash at any point (see :mod:`overlayfs.journal` for the protoc
 
 **The commit point holds per file.** The conflict check runs once, before the copies; the user may edit a
 file during the seconds the copies take. So every real entry that promotion replaces or removes carries the
-stamp (device, inode, mode, size, mtime, ctime; kind and inode for a directory) the conflict check saw, and
-that stamp is compared again: before its backup link is made, once more for every target at the end of
-prepare, and immediately before its own rename in apply. An entry created where the plan found nothing is
-never overwritten either: the rename refuses an existing target (``RENAME_NOREPLACE``). A mismatch raises
-:class:`Changed`, and the whole promotion is rolled back or undone and reported as a conflict naming the
-file. What stays is the gap between the last ``lstat`` of an entry and its ``rename`` (microseconds; see
-docs/overlay.md).
+stamp (:mod:`overlayfs.stamps`) the conflict check saw, and that stamp is compared again: before its backup
+link is made, once more for every target at the end of prepare, and immediately before its own swap in
+apply, after which what the swap displaced is compared too (``RENAME_EXCHANGE``). An entry created where
+the plan found nothing is never overwritten either (``RENAME_NOREPLACE``). A mismatch raises
+:class:`~overlayfs.stamps.Changed`, and the whole promotion is rolled back or undone and reported as a
+conflict naming the file. What stays is described in docs/overlay.md, "The commit point, per file".
 
 **Cleanup never stops at the first error.** ``rollback``, ``undo``, ``finish`` and ``abandon`` do whatever
 they can and collect what they could not do in ``problems`` (a read-only or vanished filesystem must not
@@ -20,7 +19,6 @@ turn one failed acceptance into a project nobody can recover).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat as stat_mod
@@ -31,92 +29,14 @@ from typing import Any
 
 from overlayfs.copyup import copy_file, fsync_all, run_all, stat_mode
 from overlayfs.merged import kind_of, lstat_or_none
+from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
 
-Stamp = list[int]
 # The benchmark turns this off to measure promotion without the identity re-checks (bench/micro/accept_bench);
 # nothing else may.
 RECHECK = True
 # When a list, apply appends (time of an entry's last identity check, time it was swapped in or moved aside),
 # perf_counter seconds, for each entry it replaces or removes (the benchmark measures the window with it).
 WINDOWS: list[tuple[float, float]] | None = None
-
-
-def stamp(st: os.stat_result) -> Stamp:
-    """What identifies a real entry for the re-checks: a directory by kind and inode (its own times move with
-    its entries, each of which is checked on its own), anything else also by mode, size, mtime and ctime,
-    and its link count (see :func:`_key`)."""
-    if stat_mod.S_ISDIR(st.st_mode):
-        return [st.st_dev, st.st_ino, stat_mod.S_IFDIR]
-    return [st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink]
-
-
-def _key(s: Stamp) -> Stamp:
-    """The part of a stamp the re-checks compare. A file with other hard links when it was checked is
-    compared without its ctime: backing up or replacing one of its names moves the ctime of all of them."""
-    if len(s) == 3:
-        return s
-    return s[:5] if len(s) > 6 and s[6] > 1 else s[:6]
-
-
-class Changed(Exception):
-    """The real entry at ``rel`` is not the one the conflict check saw: the user changed it meanwhile."""
-
-    def __init__(self, rel: str, reason: str) -> None:
-        super().__init__(f"{rel}: {reason}")
-        self.rel, self.reason = rel, reason
-
-
-def _why(want: Stamp | None, st: os.stat_result | None) -> str:
-    if st is None:
-        return "deleted in the real tree while the acceptance was being written"
-    if want is None:
-        return "created in the real tree while the acceptance was being written"
-    return "changed in the real tree while the acceptance was being written"
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_AT_FDCWD = -100
-_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
-_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
-
-
-def renameat2(src: str, dst: str, flags: int) -> None:
-    """renameat2(2) (not in :mod:`os`); the OSError names ``dst``."""
-    if _libc.renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), dst)
-
-
-def rename_noreplace(src: str, dst: str) -> None:
-    """rename(2) that fails with FileExistsError instead of replacing ``dst`` (atomically where the
-    filesystem supports ``RENAME_NOREPLACE``; else a check just before a plain rename)."""
-    try:
-        renameat2(src, dst, _RENAME_NOREPLACE)
-    except OSError as e:
-        if e.errno not in _UNSUPPORTED:
-            raise
-        if os.path.lexists(dst):
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst) from None
-        os.rename(src, dst)
-
-
-def exchange(a: str, b: str) -> bool:
-    """Swap two names atomically (``RENAME_EXCHANGE``); False where the filesystem cannot."""
-    try:
-        renameat2(a, b, _RENAME_EXCHANGE)
-        return True
-    except OSError as e:
-        if e.errno in _UNSUPPORTED:
-            return False
-        raise
-
-
-def _same(st: os.stat_result, want: Stamp) -> bool:
-    """Whether ``st`` is the entry stamped ``want`` and unwritten since, a rename of it aside (which moves
-    its ctime) apart."""
-    if len(want) == 3:
-        return [st.st_dev, st.st_ino, stat_mod.S_IFMT(st.st_mode)] == want
-    return [st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns] == want[:5]
 
 
 class Steps:
@@ -149,8 +69,8 @@ class Steps:
         st = lstat_or_none(self.p(rel))
         if self.check:
             now = None if st is None else stamp(st)[:6] + (want or [])[6:]  # the link count as it was
-            if (now is None) != (want is None) or (now is not None and _key(now) != _key(want)):  # type: ignore[arg-type]
-                raise Changed(rel, _why(want, st))
+            if (now is None) != (want is None) or (now is not None and key(now) != key(want)):  # type: ignore[arg-type]
+                raise Changed(rel, why(want, st))
         return st
 
     def _ours(self, rel: str, st: os.stat_result) -> bool:
@@ -246,7 +166,7 @@ class Steps:
             st = lstat_or_none(self.p(rel))
             if st is None or (st.st_ino, kind_of(st.st_mode)) != (ino, kind):
                 if st is not None and self.check and not self._ours(rel, st):
-                    raise Changed(rel, _why(want, st))
+                    raise Changed(rel, why(want, st))
                 continue  # gone (finish ran, or the user removed it too) or filled by our put or mkdir
             self._remove_entry(rel, trash, want)
             dirs.add(os.path.dirname(self.p(trash)))  # the parent it left is itself removed, or this
@@ -256,7 +176,7 @@ class Steps:
             st = lstat_or_none(self.p(rel))
             if rel not in pre and not (st is not None and stat_mod.S_ISDIR(st.st_mode)):
                 if st is not None and self.check:
-                    raise Changed(rel, _why(None, st))
+                    raise Changed(rel, why(None, st))
                 os.mkdir(self.p(rel), 0o700)
         for i, put in enumerate(self.puts):
             rel = self.at = put[0]
@@ -288,9 +208,9 @@ class Steps:
         self._expect(rel, want)
         os.rename(self.p(rel), self.p(trash))
         _window(t)
-        if self.check and want is not None and not _same(os.lstat(self.p(trash)), want):
+        if self.check and want is not None and not same(os.lstat(self.p(trash)), want):
             rename_noreplace(self.p(trash), self.p(rel))  # the user's entry goes back where it was
-            raise Changed(rel, _why(want, os.lstat(self.p(rel))))
+            raise Changed(rel, why(want, os.lstat(self.p(rel))))
 
     def _put(self, i: int) -> None:
         """Land put ``i``: never over an entry the user created or changed since the check (an atomic swap
@@ -305,20 +225,20 @@ class Steps:
             try:
                 rename_noreplace(src, dst)
             except FileExistsError:
-                raise Changed(rel, _why(None, lstat_or_none(dst))) from None
+                raise Changed(rel, why(None, lstat_or_none(dst))) from None
         else:
             self._expect(rel, want)
             try:
                 swapped = exchange(src, dst)
             except FileNotFoundError:
-                raise Changed(rel, _why(want, None)) from None
+                raise Changed(rel, why(want, None)) from None
             if not swapped:  # no RENAME_EXCHANGE here: the check just above is the last one
                 os.replace(src, dst)
             else:
                 _window(t)
-                if not _same(os.lstat(src), want):  # what the swap displaced is not what the check saw
+                if not same(os.lstat(src), want):  # what the swap displaced is not what the check saw
                     exchange(src, dst)
-                    raise Changed(rel, _why(want, os.lstat(dst)))
+                    raise Changed(rel, why(want, os.lstat(dst)))
                 os.unlink(src)  # the old entry: its backup keeps it until finish
                 return
         _window(t)
@@ -330,11 +250,11 @@ class Steps:
             want = self._want(i)
             if backup is not None and want is not None and len(want) > 3:
                 st = lstat_or_none(self.p(backup))
-                if st is not None and st.st_ino == want[1] and not _same(st, want):  # a link, not a copy
+                if st is not None and st.st_ino == want[1] and not same(st, want):  # a link, not a copy
                     raise Changed(rel, "written in the real tree while the acceptance was being written")
         for rel, _, trash, _, want in self.rms:
             st = lstat_or_none(self.p(trash))
-            if st is not None and want is not None and len(want) > 3 and not _same(st, want):
+            if st is not None and want is not None and len(want) > 3 and not same(st, want):
                 raise Changed(rel, "written in the real tree while the acceptance was being written")
 
     def finish(self) -> None:
@@ -385,7 +305,7 @@ class Steps:
             if st is None or not self._ours(rel, st):
                 continue  # not ours any more: the user's entry stays (rollback drops the backup)
             landed = self.staged[i]
-            if self.check and landed is not None and not _same(st, landed):
+            if self.check and landed is not None and not same(st, landed):
                 continue  # the user wrote into what we put: an edit of theirs is never undone
             if backup is not None:
                 if os.path.lexists(self.p(backup)):

@@ -27,13 +27,13 @@ def crash_at(k: int | None, then: Callable[[], object] | None = None) -> Iterato
     (e.g. remount the filesystem read-only there) and go on.
 
     Yields a one-item list holding the number of calls made so far."""
-    from overlayfs import steps
+    from overlayfs import stamps
 
     count = [0]
     lock = threading.Lock()
     inside = threading.local()
     saved = {name: getattr(os, name) for name in MUTATORS}
-    saved_renameat2 = steps.renameat2
+    saved_renameat2 = stamps.renameat2
 
     def wrap(name: str, real: Callable[..., object]):  # type: ignore[no-untyped-def]
         def call(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -60,13 +60,13 @@ def crash_at(k: int | None, then: Callable[[], object] | None = None) -> Iterato
 
     for name in MUTATORS:
         setattr(os, name, wrap(name, saved[name]))
-    steps.renameat2 = wrap("renameat2", saved_renameat2)  # type: ignore[assignment]
+    stamps.renameat2 = wrap("renameat2", saved_renameat2)  # type: ignore[assignment]
     try:
         yield count
     finally:
         for name, fn in saved.items():
             setattr(os, name, fn)
-        steps.renameat2 = saved_renameat2  # type: ignore[assignment]
+        stamps.renameat2 = saved_renameat2  # type: ignore[assignment]
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -203,37 +203,38 @@ def test_a_journal_that_cannot_be_written_at_any_step(tmp_path: Path, state_dir:
     root = tmp_path / "proj"
     journal = project_state(root).journal
     outcomes = set()
-    stack: list[AbstractContextManager[None]] = []
+    with ExitStack() as frozen:  # unmounted whatever happens
+        fired: list[bool] = []
 
-    def freeze() -> None:
-        cm = read_only_file(journal)
-        cm.__enter__()
-        stack.append(cm)
+        def freeze() -> None:
+            frozen.enter_context(read_only_file(journal))
+            fired.append(True)
 
-    for k in range(200):
-        ov = speculate(root)
-        if not journal.exists():
-            journal.touch()
-        try:
-            with crash_at(k, then=freeze):
-                result = ov.promote()
-            outcome = "pending" if pending(project_state(root)) else "ok"
-            assert result.ok and snapshot(root) == new
-            assert bool(result.notes) == (outcome == "pending"), result.notes
-        except PromoteError as e:
-            outcome = "rolled back"
-            assert snapshot(root) == old and temps(root) == []
-            assert e.filename == str(journal) and "journal could not be written" in str(e), e
-        if not stack:
-            break
-        outcomes.add(outcome)
-        rec = recover_project(root)  # the journal still cannot be cleared: one line, no exception
-        assert rec is None or (not rec.ok and str(journal) in rec.line()), rec
-        stack.pop().__exit__(None, None, None)
-        rec = recover_project(root)
-        assert rec is None or rec.ok, rec
-        assert snapshot(root) in (old, new) and temps(root) == [] and not pending(project_state(root))
-        ov.discard()
+        for k in range(200):
+            ov = speculate(root)
+            if not journal.exists():
+                journal.touch()
+            fired.clear()
+            try:
+                with crash_at(k, then=freeze):
+                    result = ov.promote()
+                outcome = "pending" if pending(project_state(root)) else "ok"
+                assert result.ok and snapshot(root) == new
+                assert bool(result.notes) == (outcome == "pending"), result.notes
+            except PromoteError as e:
+                outcome = "rolled back"
+                assert snapshot(root) == old and temps(root) == []
+                assert e.filename == str(journal) and "journal could not be written" in str(e), e
+            if not fired:
+                break
+            outcomes.add(outcome)
+            rec = recover_project(root)  # the journal still cannot be cleared: one line, no exception
+            assert rec is None or (not rec.ok and str(journal) in rec.line()), rec
+            frozen.close()  # writable again
+            rec = recover_project(root)
+            assert rec is None or rec.ok, rec
+            assert snapshot(root) in (old, new) and temps(root) == [] and not pending(project_state(root))
+            ov.discard()
     assert {"rolled back", "pending"} <= outcomes, outcomes
 
 
