@@ -12,7 +12,7 @@ USAGE = """usage: speculate [repl] [DIR] [options]      the interactive REPL (de
        speculate check-bash "CMD"              classify a shell command (JSON)
        speculate sandbox run [opts] -- CMD     run CMD as speculative Bash would, in a throwaway overlay
        speculate stats EVENTS.jsonl            summarise a session's speculation events
-       speculate recover [PROJECT]             finish or undo an acceptance a killed process left
+       speculate recover [--abandon] [PROJECT] finish or undo an acceptance a killed process left
        speculate --help | --version
 """
 
@@ -67,16 +67,19 @@ def _recover(argv: list[str]) -> int:
     import argparse
     from pathlib import Path
 
-    from overlayfs import recover_project
+    from overlayfs import abandon_project, recover_project
 
     ap = argparse.ArgumentParser(prog="speculate recover", description="Finish (roll forward) or undo (roll "
                                  "back) an acceptance that a killed speculate process left in PROJECT, and "
                                  "remove its speculation overlays. The REPL, the benchmark and every session "
-                                 "do this by themselves when they start.")
+                                 "do this by themselves when they start; when it cannot be done there (a "
+                                 "read-only filesystem, say), they say so and this command settles it later.")
     ap.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="project directory (default: .)")
+    ap.add_argument("--abandon", action="store_true", help="neither finish nor undo it: keep the real tree as "
+                    "it is, forget the interrupted acceptance and remove its temporary *.ovl-tmp names")
     a = ap.parse_args(argv)
     try:
-        rec = recover_project(a.project)
+        rec = abandon_project(a.project) if a.abandon else recover_project(a.project)
     except (FileNotFoundError, NotADirectoryError) as e:
         print(f"speculate recover: {e.strerror}: {e.filename}", file=sys.stderr)
         return 2
@@ -85,7 +88,13 @@ def _recover(argv: list[str]) -> int:
         return 1
     from speculate.term import visible
 
-    print(visible(rec.line() if rec is not None else f"nothing pending for {Path(a.project).resolve()}"))
+    if rec is not None and not rec.ok:
+        print(f"speculate recover: {visible(rec.line())}", file=sys.stderr)
+        return 1
+    if rec is None or (rec.action is None and not rec.overlays_removed):
+        print(visible(f"nothing pending for {Path(a.project).resolve()}"))
+    else:
+        print(visible(rec.line()))
     return 0
 
 
