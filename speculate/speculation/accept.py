@@ -80,11 +80,14 @@ def promote(spec: Speculation) -> Promotion:
         return Promotion(False, "error", f"speculation discarded: accepting it failed ({e}); running normally")
     rec.promote_s = time.perf_counter() - tp
     if result.conflicts:
-        return Promotion(False, "conflict", "speculation discarded: the real tree changed under it ("
-                         + ", ".join(str(getattr(c, "path", c)) for c in result.conflicts) + "); running normally")
+        # Each with its own reason: the user changed a file, or acceptance never lands what stands there
+        # (overlayfs.policy: a FIFO, a link out of the project).
+        return Promotion(False, "conflict", "speculation discarded, nothing of it landed: "
+                         + "; ".join(f"{c.path}: {c.reason}" for c in result.conflicts) + "; running normally")
     files = summarize(result.promoted, pairs)
     rec.files_written, rec.files_deleted, rec.files_renamed = files.written, files.deleted, files.renamed
-    return Promotion(True)
+    # Everything landed, but some of our temporary names could not be removed yet (the next start does it).
+    return Promotion(True, note="; ".join(result.notes))
 
 
 def summary_of(rec: Any) -> FileSummary:

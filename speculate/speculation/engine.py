@@ -167,16 +167,16 @@ class SpeculationEngine:
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
         self._spec = None
-        self._close(spec, "accepted", "")
+        self._close(spec, "accepted", promotion.note)
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
         if spec.complete:
             self._pipelined_from = spec
             self.s._last_usage = spec.last_usage or self.s._last_usage
             last = self.s.messages[-1]
             return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
-                               time.perf_counter() - t0, True, None, rec)
+                               time.perf_counter() - t0, True, None, rec, promotion.note)
         await self._cancel_cycle()
-        return await self.s.run_turn(prompt, t0, resume=True, spec=rec)
+        return await self.s.run_turn(prompt, t0, resume=True, spec=rec, note=promotion.note)
 
     async def _drop(self, spec: Speculation, prompt: str, t0: float, outcome: SpecOutcome, note: str
                     ) -> TurnOutcome:
