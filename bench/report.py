@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.pairs import Records
 from bench.plots import write_plots
 from bench.records import SessionRecord, TurnRecord, load_events, load_records
 from bench.summary import build_summary
@@ -54,12 +55,15 @@ def acceptance_table(s: dict[str, Any]) -> list[str]:
                 else f"forced: {100 * b['accept_prob']:.0f}% of suggestions are the next prompt")
         vs = b.get("vs", {}).get("suggest") or {}
         acc = vs.get("saved_per_accepted_turn_s") or {}
-        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]), f(vs.get("clusters")),
+        fc = (b.get("fork_cost") or {}).get("miss_to_hit")
+        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]),
+                     f"{f(vs.get('scenarios'))} / {f(vs.get('clusters'))}",
                      f"{f(acc.get('median'))} {ci(acc.get('ci95'))}", _later(b, "suggest"), _later(b, "plain"),
-                     usd(b["arms"]["speculative"]["cost_per_turn_usd"]), _misses(b)])
-    return _table(["condition", "acceptance", "coverage", "clusters", "saved per accepted turn vs suggest, "
-                   "median [CI] (s)", "saved per later turn vs suggest, mean [CI] (s)", "vs plain [CI] (s)",
-                   "speculative $/turn", "misses (candidate / later turn / unscripted)"], rows)
+                     usd(b["arms"]["speculative"]["cost_per_turn_usd"]), pct(fc), _misses(b)])
+    return _table(["condition", "acceptance", "coverage", "scenarios / pairs", "saved per accepted turn vs "
+                   "suggest, median [CI] (s)", "saved per later turn vs suggest, mean [CI] (s)", "vs plain [CI] (s)",
+                   "speculative $/turn", "miss fork cost / hit", "misses (candidate / later turn / unscripted)"],
+                  rows)
 
 
 def headline_table(s: dict[str, Any]) -> list[str]:
@@ -92,6 +96,7 @@ def headline_table(s: dict[str, Any]) -> list[str]:
         ["fork input read from cache", pct(s["fork_cache_read_share"])],
         ["wasted tokens (ignored speculations)", f(s["wasted_tokens"])],
         ["extra cost / cost per second saved", f"{usd(s['extra_cost_usd'])} / {usd(s['cost_per_second_saved_usd'])}"],
+        *fork_cost_line(s),
         ["leaks into the real tree", f(s["leaks"])],
     ])
     return lines
@@ -107,18 +112,36 @@ def versus_table(s: dict[str, Any]) -> list[str]:
     rows = []
     for name, v in blocks:
         acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
-        rows.append([name, f(v["clusters"]), f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
-                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
+        rows.append([name, f"{f(v.get('scenarios'))} / {f(v['clusters'])}",
+                     f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})", ci(later.get("ci95_pairs")),
                      f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
                      pct(v["session_wall_reduction"])])
-    lines = _table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
-                    "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
-                   rows)
-    few = min(v["clusters"] for _, v in blocks)
-    if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of sessions understates the uncertainty
-        lines[-1:-1] = [f"**These CIs rest on {few} session clusters (fewer than {MIN_CLUSTERS}): read them as "
-                        "rough.** Run more reps or scenarios for a result.", ""]
+    lines = _table(["paired comparison", "scenarios / pairs", "saved per accepted turn, median [95% CI] (s)",
+                    "saved per later turn, mean [95% CI] (s)", "same, pair-level CI", "turns slower than base",
+                    "session wall saved"], rows)
+    lines[-1:-1] = [CI_NOTE, ""]
+    few = min(v.get("scenarios") or v["clusters"] for _, v in blocks)
+    if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of scenarios understates the uncertainty
+        lines[-1:-1] = [f"**These CIs rest on {few} scenarios (fewer than {MIN_CLUSTERS}): read them as "
+                        "rough.** Run more scenarios for a result.", ""]
     return lines
+
+
+CI_NOTE = ("CIs: 95% percentile bootstrap resampling scenarios, then reps within each (the hierarchical CI); "
+           "the pair-level CI resamples reps only and treats the reps of a scenario as independent, which "
+           "they are not (it is narrower, shown for comparison with runs before issue #24).")
+
+
+def fork_cost_line(s: dict[str, Any]) -> list[str]:
+    """Mean cost of a fork that was used (hit) and of one thrown away (miss): misses must not be cheap."""
+    fc = s.get("fork_cost")
+    if not fc:
+        return []
+    h, m, mc = fc["hit"], fc["miss"], fc["miss_completed"]
+    return [["fork cost per hit / per miss (ratio); misses that had finished",
+             f"{usd(h['mean_usd'])} (n={h['n']}) / {usd(m['mean_usd'])} (n={m['n']}) ({pct(fc['miss_to_hit'])}); "
+             f"{usd(mc['mean_usd'])} (n={mc['n']})"]]
 
 
 def _misses(b: dict[str, Any]) -> str:
@@ -220,14 +243,18 @@ def render_markdown(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def load_run(out: Path) -> Records:
+    """A run's validated records (turns, sessions, events), from its directory."""
+    return Records(load_records(out / "turns.jsonl", TurnRecord), load_records(out / "sessions.jsonl", SessionRecord),
+                   load_events(out / "events.jsonl"))
+
+
 def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | None = None) -> dict[str, Any]:
     """Read the run's JSONL files in ``out`` and write summary.json, report.md and the plots."""
-    turns = load_records(out / "turns.jsonl", TurnRecord)
-    sessions = load_records(out / "sessions.jsonl", SessionRecord)
-    events = load_events(out / "events.jsonl")
-    summary = build_summary(turns=turns, sessions=sessions, events=events, meta=meta, canary_leaks=canary_leaks)
+    records = load_run(out)
+    summary = build_summary(records=records, meta=meta, canary_leaks=canary_leaks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_markdown(summary), encoding="utf-8")
-    if turns:
-        write_plots(out, turns, sessions, summary)
+    if records.turns:
+        write_plots(out, records, summary)
     return summary
