@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from bench import provenance
 from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
 from bench.toolchain import Toolchain, ToolchainError
@@ -149,8 +150,10 @@ def build_config(a: argparse.Namespace) -> RunConfig:
                      user_edit_prob=a.user_edit_prob)
 
 
-def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
+def meta_for(cfg: RunConfig, out: Path, res: RunOutput, prov: dict[str, object] | None = None
+             ) -> dict[str, object]:
     return {
+        "provenance": prov,
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
         "cpus": os.cpu_count(), "toolchains": res.toolchains, "arms": list(cfg.arms), "mode": cfg.mode,
@@ -222,10 +225,11 @@ def bench_main(argv: list[str]) -> int:
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
+    prov = provenance.start(argv, cfg)
     res = trio.run(_run, cfg, out, toolchains)
     from bench.report import write_report
 
-    summary = write_report(out, meta_for(cfg, out, res), canary_leaks=res.canary_leaks)
+    summary = write_report(out, meta_for(cfg, out, res, provenance.finish(prov)), canary_leaks=res.canary_leaks)
     print((out / "report.md").read_text(encoding="utf-8").split("## Per scenario")[0])
     print(f"results: {out}/ (report.md, summary.json, turns.jsonl, sessions.jsonl, events.jsonl, *.png)")
     if res.interrupted:

@@ -48,6 +48,7 @@ MIN_CLUSTERS = 10  # below this, the report says the cluster-bootstrap CIs are r
 
 def acceptance_table(s: dict[str, Any]) -> list[str]:
     """Saving against acceptance, one row per condition of a sweep (the natural condition marked)."""
+    legacy = "ci_method" not in s  # made before issue #24: pair-level CIs, no fork costs
     rows = []
     blocks = sorted(s["conditions_detail"], key=lambda b: (b["accept_prob"] is not None, b["accept_prob"] or 0))
     for b in blocks:
@@ -55,15 +56,48 @@ def acceptance_table(s: dict[str, Any]) -> list[str]:
                 else f"forced: {100 * b['accept_prob']:.0f}% of suggestions are the next prompt")
         vs = b.get("vs", {}).get("suggest") or {}
         acc = vs.get("saved_per_accepted_turn_s") or {}
-        fc = (b.get("fork_cost") or {}).get("miss_to_hit")
-        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]),
-                     f"{f(vs.get('scenarios'))} / {f(vs.get('clusters'))}",
+        clusters = f(vs.get("clusters")) if legacy else f"{f(vs.get('scenarios'))} / {f(vs.get('clusters'))}"
+        cost = [usd(b["arms"]["speculative"]["cost_per_turn_usd"])]
+        if not legacy:
+            cost.append(pct((b.get("fork_cost") or {}).get("miss_to_hit")))
+        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]), clusters,
                      f"{f(acc.get('median'))} {ci(acc.get('ci95'))}", _later(b, "suggest"), _later(b, "plain"),
-                     usd(b["arms"]["speculative"]["cost_per_turn_usd"]), pct(fc), _misses(b)])
-    return _table(["condition", "acceptance", "coverage", "scenarios / pairs", "saved per accepted turn vs "
-                   "suggest, median [CI] (s)", "saved per later turn vs suggest, mean [CI] (s)", "vs plain [CI] (s)",
-                   "speculative $/turn", "miss fork cost / hit", "misses (candidate / later turn / unscripted)"],
-                  rows)
+                     *cost, _misses(b)])
+    header = ["condition", "acceptance", "coverage", "clusters" if legacy else "scenarios / pairs",
+              "saved per accepted turn vs suggest, median [CI] (s)", "saved per later turn vs suggest, mean [CI] "
+              "(s)", "vs plain [CI] (s)", "speculative $/turn", *([] if legacy else ["miss fork cost / hit"]),
+              "misses (candidate / later turn / unscripted)"]
+    return _table(header, rows) + ([] if legacy else [CI_NOTE, ""])
+
+
+SENSITIVITY_ROWS = (("think_median_s", "think time median", "s"), ("model_name", "model profile", ""),
+                    ("typing_cps", "typing speed", " chars/s"), ("tab_s", "Tab to accept", " s"),
+                    ("sim", "simulator", ""))
+
+
+def sensitivity_table(s: dict[str, Any]) -> list[str]:
+    """One row per condition of a ``--sensitivity`` run: the assumption it changes from the first (base)
+    condition, the saving per later turn against suggest and plain, and the cost against plain."""
+    blocks = s.get("conditions_detail") or []
+    if not blocks:
+        return []
+    base = blocks[0]
+    rows = []
+    for b in blocks:
+        changed = [f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) != base.get(k)]
+        arms = b["arms"]
+        plain, spec = arms.get("plain", {}).get("cost_per_turn_usd"), arms.get("speculative", {}).get("cost_per_turn_usd")
+        extra = f"{100 * (spec - plain) / plain:+.0f}%" if plain and spec is not None else "—"
+        rows.append(["base: " + _base_label(b) if b is base else ", ".join(changed) or "(same as base)",
+                     pct(b["acceptance_rate"]), _later(b, "suggest"), _later(b, "plain"),
+                     f"{usd(spec)} ({extra})", pct((b.get("fork_cost") or {}).get("miss_to_hit"))])
+    header = ["condition (what differs from the base)", "acceptance", "saved per later turn vs suggest, mean [CI] "
+              "(s)", "vs plain [CI] (s)", "speculative $/turn (vs plain)", "miss fork cost / hit"]
+    return [*_table(header, rows), CI_NOTE, ""]
+
+
+def _base_label(b: dict[str, Any]) -> str:
+    return ", ".join(f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) is not None)
 
 
 def headline_table(s: dict[str, Any]) -> list[str]:
@@ -109,10 +143,12 @@ def versus_table(s: dict[str, Any]) -> list[str]:
         blocks.append(("suggest vs plain (Tab alone)", s["suggest_vs_plain"]))
     if not blocks:
         return []
+    if not any("scenarios" in v for _, v in blocks):
+        return _legacy_versus_table(blocks)
     rows = []
     for name, v in blocks:
         acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
-        rows.append([name, f"{f(v.get('scenarios'))} / {f(v['clusters'])}",
+        rows.append([name, f"{f(v['scenarios'])} / {f(v['clusters'])}",
                      f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
                      f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})", ci(later.get("ci95_pairs")),
                      f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
@@ -120,11 +156,30 @@ def versus_table(s: dict[str, Any]) -> list[str]:
     lines = _table(["paired comparison", "scenarios / pairs", "saved per accepted turn, median [95% CI] (s)",
                     "saved per later turn, mean [95% CI] (s)", "same, pair-level CI", "turns slower than base",
                     "session wall saved"], rows)
-    lines[-1:-1] = [CI_NOTE, ""]
-    few = min(v.get("scenarios") or v["clusters"] for _, v in blocks)
+    lines += [CI_NOTE, ""]
+    few = min(v["scenarios"] for _, v in blocks)
     if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of scenarios understates the uncertainty
-        lines[-1:-1] = [f"**These CIs rest on {few} scenarios (fewer than {MIN_CLUSTERS}): read them as "
-                        "rough.** Run more scenarios for a result.", ""]
+        lines += [f"**These CIs rest on {few} scenarios (fewer than {MIN_CLUSTERS}): read them as rough.** "
+                  "Run more scenarios for a result.", ""]
+    return lines
+
+
+def _legacy_versus_table(blocks: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """A summary made before issue #24: its CIs resample pairs only, and the table says so."""
+    rows = []
+    for name, v in blocks:
+        acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
+        rows.append([name, f(v["clusters"]), f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
+                     f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                     pct(v["session_wall_reduction"])])
+    lines = _table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
+                    "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
+                   rows)
+    few = min(v["clusters"] for _, v in blocks)
+    if few < MIN_CLUSTERS:
+        lines[-1:-1] = [f"**These CIs rest on {few} session clusters (fewer than {MIN_CLUSTERS}): read them as "
+                        "rough.** Run more reps or scenarios for a result.", ""]
     return lines
 
 
