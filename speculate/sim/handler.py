@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 from speculate.sim.engine import Planned
 from speculate.sim.profiles import ModelProfile, find_profile
 from speculate.sim.ratelimit import RateLimited
+from speculate.sim.realism import api_key
 from speculate.sim.script import stable_id
 from speculate.sim.sse import Event, events
 from speculate.sim.validate import RequestError
@@ -221,6 +222,7 @@ class Handler(BaseHTTPRequestHandler):
             limits = self._charge(planned, body["model"])
             if limits is None:
                 return
+            arrived += sim.realise(planned, body["model"], api_key(self.headers))  # type: ignore[arg-type]
             if body.get("stream"):
                 self._stream(planned, arrived, fault, limits)
             else:

@@ -22,6 +22,7 @@ from speculate.sim.faults import FAULT_KINDS, FaultConfig
 from speculate.sim.handler import HTTPServer
 from speculate.sim.profiles import PROFILES, ModelProfile, find_profile
 from speculate.sim.ratelimit import RateLimiter, RateLimits
+from speculate.sim.realism import KeyedLimiter, Realism
 from speculate.sim.replay import Replay, TraceWriter
 from speculate.sim.scenario import Scenario, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
@@ -40,6 +41,8 @@ class SimStatistics:
     # Streams the client cut: what they had sent (input as planned, output up to the cut) and its price.
     # ``engine.cost_usd`` prices every answer in full; a cut stream's bill is this one's share instead.
     cancelled: dict[str, Any] = field(default_factory=dict)
+    # With realism: requests that waited for their key's rate limits, and the simulated seconds waited.
+    queued: dict[str, Any] = field(default_factory=dict)
 
 
 ScenarioSource = StrPath | Scenario | Replay
@@ -69,6 +72,7 @@ class SimServer:
         rate_limits: RateLimits | None = None,
         conventions: ClientConventions | None = None,
         record: StrPath | None = None,
+        realism: Realism | None = None,
     ) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
@@ -94,6 +98,8 @@ class SimServer:
             clock=lambda: (time.monotonic() - self._epoch) / self.time_scale,
         )  # fmt: skip
         self.limiter = RateLimiter(rate_limits or RateLimits())
+        self.realism = realism
+        self._keyed = KeyedLimiter(realism) if realism is not None else None
         self._fault_rng = random.Random(seed)
         self._fault_counts = dict.fromkeys(FAULT_KINDS, 0)
         self._cancelled: dict[str, Any] = {}
@@ -111,6 +117,23 @@ class SimServer:
                 served={"arrived_s": arrived - self._epoch, "finished_s": finished - self._epoch,
                         "source": planned.source},
             )  # fmt: skip
+
+    def realise(self, planned: Planned, model: str, api_key: str) -> float:
+        """With ``realism``: draw the response's TTFT with its heavy tail (``planned`` is changed) and return
+        how long it queues for its key's rate limits, in wall seconds; 0 (and nothing changed) without."""
+        if self._keyed is None or self.realism is None:
+            return 0.0
+        usage = planned.message["usage"]
+        wait = self._keyed.admit(api_key, model, input_tokens=usage["input_tokens"]
+                                 + usage["cache_creation_input_tokens"], output_tokens=usage["output_tokens"],
+                                 now=self.engine.clock())
+        profile = find_profile(model, self.profiles)
+        factor = self.realism.ttft_factor(base_sigma=profile.jitter if profile else 0.0, seed=self.engine.seed,
+                                          key=api_key, n=self._keyed.next_index(api_key))
+        decode = planned.total_s - planned.ttft_s
+        planned.ttft_s *= factor
+        planned.total_s = planned.ttft_s + decode
+        return wait * self.time_scale
 
     def cancelled(self, planned: Planned, evs: list[Event], sent: int) -> None:
         """The client hung up after ``sent`` events of this stream: bill its input and the output streamed
@@ -192,7 +215,9 @@ class SimServer:
         with self._fault_lock:
             faults = dict(self._fault_counts)
             cancelled = {k: (list(v) if isinstance(v, list) else v) for k, v in self._cancelled.items()}
-        return SimStatistics(self.engine.statistics(), cache.entries, cache.hits, cache.misses, faults, cancelled)
+        queued = {"requests": self._keyed.queued, "waited_s": self._keyed.waited_s} if self._keyed else {}
+        return SimStatistics(self.engine.statistics(), cache.entries, cache.hits, cache.misses, faults, cancelled,
+                             queued)
 
     def __enter__(self) -> SimServer:
         return self.start()
