@@ -262,6 +262,8 @@ def render_markdown(s: dict[str, Any]) -> str:
               f"(suggestion + fork start + promotion); from the think sweep {sweep} s "
               f"{ci(be.get('ci95'))} (interpolated; 95% CI by resampling sessions per swept think time).", ""]
 
+    if s.get("sensitivity"):
+        lines += ["## Sensitivity", "", *sensitivity_table(s)]
     if len(s["conditions_detail"]) > 1:
         lines += ["## Sweep", ""]
         rows = []

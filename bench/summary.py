@@ -92,4 +92,4 @@ def _is_base(block: dict[str, Any], meta: dict[str, Any]) -> bool:
     """A condition on the primary profile and typing speed: the think sweep varies think time only."""
     params = meta.get("condition_params") or [{}]
     first = params[0]
-    return all(block.get(k) == first.get(k) for k in ("model_name", "typing_cps", "tab_s") if k in first)
+    return all(block.get(k) == first.get(k) for k in ("model_name", "typing_cps", "tab_s", "sim") if k in first)
