@@ -266,6 +266,10 @@ def threading_is_main() -> bool:
 
 
 def bench_main(argv: list[str]) -> int:
+    if argv[:1] == ["export"]:
+        from bench.export import export_main
+
+        return export_main(argv[1:])
     ap = build_parser()
     try:
         a = ap.parse_args(argv)

@@ -4,6 +4,7 @@ validates each record before appending it) and reading (the report validates eac
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -83,11 +84,17 @@ def load_records(path: Path, model: type[R]) -> list[R]:
 
 
 def _load(path: Path, validate: Callable[[bytes], R], what: str) -> list[R]:
-    if not path.exists():
+    """A JSONL file, or its gzipped copy (``NAME.gz``, as a kept headline holds them) when it is absent."""
+    gz = path.with_name(path.name + ".gz")
+    if not path.exists() and gz.exists():
+        data, path = gzip.decompress(gz.read_bytes()), gz
+    elif path.exists():
+        data = path.read_bytes()
+    else:
         return []
     out: list[R] = []
     # Bytes, so that a line that is not UTF-8 is named like any other bad line.
-    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+    for n, line in enumerate(data.splitlines(), 1):
         if line.strip():
             try:
                 out.append(validate(line))
