@@ -369,6 +369,19 @@ def test_every_miss_does_comparable_checked_work(stem: str) -> None:
 
 
 @pytest.mark.parametrize("stem", sorted(SCENARIOS))
+def test_every_suggestion_passes_the_engines_filter(stem: str) -> None:
+    """A suggestion the engine filters out is never shown or forked: its candidate would never run."""
+    from speculate.speculation import filters
+
+    for i, turn in enumerate(SCENARIOS[stem]["turns"]):
+        texts = [c["text"] for c in turn.get("suggestions") or [] if c.get("text")] + (
+            [turn["suggestion"]] if turn.get("suggestion") else [])
+        for text in texts:
+            verdict = filters.check(text)
+            assert verdict.ok, f"{stem} turn {i}: {text!r} is filtered ({verdict.reason})"
+
+
+@pytest.mark.parametrize("stem", sorted(SCENARIOS))
 def test_every_bash_step_is_checked(stem: str) -> None:
     for i, step, spec in _bash_steps(SCENARIOS[stem]):
         assert step.get("expect"), f"{stem} turn {i}{' (a suggestion)' if spec else ''}: Bash step without expect"
