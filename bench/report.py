@@ -214,8 +214,9 @@ def render_markdown(s: dict[str, Any]) -> str:
              + (", **interrupted** (partial results)" if run["interrupted"] else "")
              + (f", {len(run['failures'])} failed" if run["failures"] else "") + ".", "",
              f"Primary condition: `{s['primary_condition']}`. All times are wall-clock seconds"
-             + (f" (the simulator and the simulated user run at {s['time_scale']:g}× real time)."
-                if s["time_scale"] != 1 else "."), "",
+             + (f" (the simulator and the simulated user run at {s['time_scale']:g}× real time, tool commands at "
+                "real speed: these are not user seconds, see docs/experiments.md, Design)."
+                if s["time_scale"] != 1 else ", a user's seconds."), "",
              "## Headline", "", *headline_table(s)]
 
     lines += ["## Per scenario", ""]
