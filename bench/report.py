@@ -67,7 +67,23 @@ def acceptance_table(s: dict[str, Any]) -> list[str]:
               "saved per accepted turn vs suggest, median [CI] (s)", "saved per later turn vs suggest, mean [CI] "
               "(s)", "vs plain [CI] (s)", "speculative $/turn", *([] if legacy else ["miss fork cost / hit"]),
               "misses (candidate / later turn / unscripted)"]
-    return _table(header, rows) + ([] if legacy else [CI_NOTE, ""])
+    return _table(header, rows) + ([] if legacy else [*_pooled_fork_cost(blocks), CI_NOTE, ""])
+
+
+def _pooled_fork_cost(blocks: list[dict[str, Any]]) -> list[str]:
+    """Hits and misses of every condition together: is a thrown-away fork as costly as a used one?"""
+    pooled = {}
+    for kind in ("hit", "miss", "miss_completed"):
+        parts = [(b["fork_cost"][kind]["n"], b["fork_cost"][kind]["mean_usd"]) for b in blocks
+                 if b.get("fork_cost") and b["fork_cost"][kind]["n"]]
+        n = sum(k for k, _ in parts)
+        pooled[kind] = (n, sum(k * m for k, m in parts) / n if n else None)
+    (nh, h), (nm, m), (nc, c) = pooled["hit"], pooled["miss"], pooled["miss_completed"]
+    if not nh or not nm:
+        return []
+    return [f"Fork cost over all conditions: a hit {usd(h)} (n={nh}), a miss {usd(m)} (n={nm}, "
+            f"{pct(m / h)} of a hit; billed as the API bills, cut requests included), a miss that had finished "
+            f"{usd(c)} (n={nc}).", ""]
 
 
 SENSITIVITY_ROWS = (("think_median_s", "think time median", "s"), ("model_name", "model profile", ""),
