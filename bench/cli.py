@@ -68,7 +68,8 @@ def _rates(s: str) -> list[float | None]:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="speculate bench", description="Speculative vs plain agent loop: "
-                                 "paired, interleaved sessions; results in a directory per run.")
+                                 "paired, interleaved sessions; results in a directory per run. "
+                                 "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table.")
     ap.add_argument("--quick", action="store_true", help=f"every scenario once (1 rep: one cluster each), "
                     f"time scale {QUICK_TIME_SCALE}")
     ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",

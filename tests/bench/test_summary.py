@@ -209,3 +209,29 @@ def test_saving_vs_acceptance_plots_each_condition_and_marks_the_natural_rate(tm
     assert saving_vs_acceptance(s, tmp_path / "a.png")
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
     assert not saving_vs_acceptance({"conditions_detail": [block(0.8, None, 0.6)]}, tmp_path / "b.png")
+
+
+def test_fork_cost_compares_a_used_fork_with_one_thrown_away() -> None:
+    turns, sessions, events = records()
+    for e in events:
+        if e["kind"] == "speculation" and e["outcome"] == "aborted":
+            e.update(reason="typed", cost_usd=0.008, completed=False)
+    events.append({**spec_event("B", "aborted", "complete", read=10, fresh=1), "reason": "shutdown"})
+    s = summarize(turns, sessions, events)
+    fc = s["fork_cost"]
+    assert fc["hit"]["n"] == 2 and fc["hit"]["mean_usd"] == pytest.approx(0.01)
+    # Only a fork thrown away because the user typed their own prompt is a miss (not one cut at shutdown).
+    assert fc["miss"]["n"] == 1 and fc["miss"]["mean_usd"] == pytest.approx(0.008)
+    assert fc["miss_to_hit"] == pytest.approx(0.8) and fc["miss_completed"]["n"] == 0
+    assert "| fork cost per hit / per miss (ratio); misses that had finished | $0.0100 (n=2) / $0.0080 (n=1) (80%)" \
+        in render_markdown(s)
+
+
+def test_every_ci_is_hierarchical_with_the_pair_level_one_beside_it() -> None:
+    turns, sessions, events = records()
+    s = summarize(turns, sessions, events)
+    later = s["vs"]["plain"]["saved_per_later_turn_s"]
+    assert s["vs"]["plain"]["scenarios"] == 1 and s["vs"]["plain"]["clusters"] == 2
+    assert later["ci95"] is not None and later["ci95_pairs"] is not None  # one scenario: the reps resampled
+    assert "two-stage: scenarios" in s["ci_method"]
+    assert "scenarios / pairs" in render_markdown(s) and "1 / 2" in render_markdown(s)
