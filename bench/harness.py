@@ -20,8 +20,8 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,13 +31,13 @@ import trio
 from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
 from bench.forkcheck import ForkWatch, check_fork, miss_for, wrong_suggestion
+from bench.keys import session_model
 from bench.progress import Progress
 from bench.records import SessionRecord, TurnRecord
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
 from bench.user import TAB_ACCEPT_S, TYPING_CHARS_PER_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
-from speculate.models.anthropic import AnthropicModel
 from speculate.models.base import Model, Usage
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.session import SessionConfig, TurnOutcome, open_session
@@ -282,17 +282,6 @@ def _append(path: Path, recs: list[dict[str, Any]]) -> None:
             f.write(json.dumps(r, default=str) + "\n")
 
 
-@asynccontextmanager
-async def _session_model(model: Model, job: Job) -> AsyncIterator[Model]:
-    """The shared model, or against the less ideal simulator a client of its own: one API key per session,
-    as each user has theirs (its rate limits and latency draws are the key's)."""
-    if job.condition.sim != "realistic" or not isinstance(model, AnthropicModel):
-        yield model
-        return
-    async with AnthropicModel(base_url=model.base_url, api_key=f"bench-{job.session_id}", name=model.name) as m:
-        yield m
-
-
 def _model_key(job: Job) -> tuple[int, float | None, str]:
     return job.seed, job.condition.accept_prob, job.condition.sim
 
@@ -350,7 +339,7 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                         model = models.get(_model_key(job)) or next(iter(models.values()))
                         t = time.perf_counter()
                         try:
-                            async with _session_model(model, job) as m:
+                            async with session_model(model, job.session_id, own_key=job.condition.sim == "realistic") as m:
                                 turns, sess, events = await run_session(job, m, cfg, tmp_root,
                                                                          toolchains[job.scenario.workspace])
                         except Exception as e:  # one broken session must not lose the others' results
