@@ -2,9 +2,12 @@
 
 Loading reports format errors as ``file:line: reason``. The replay runs every turn once in the plain arm
 (think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
-tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result expectations, model errors
-and simulator fallbacks (a turn the script could not answer). Candidates other than the intent are
-validated but not replayed (their steps run only when a user takes them).
+tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result
+expectations, model errors and simulator fallbacks (a turn the script could not answer). Candidates other
+than the intent are validated but not replayed (their steps run only when a user takes them) unless
+``--misses``: then the speculative arm runs once more with every suggestion wrong (forced acceptance 0)
+and a long think time, so each turn's wrong suggestion is forked, runs to its end in the sandbox, and its
+tool results are checked against the candidate's expectations (bench/forkcheck.py).
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ from pathlib import Path
 
 import trio
 
-from bench.harness import Condition, RunConfig, resolve_toolchains, run_experiment
-from bench.toolchain import ToolchainError
+from bench.harness import Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink
-from speculate.sim.scenario import ScenarioError
+from speculate.sim.scenario import Scenario, ScenarioError
 from speculate.sim.scenario_yaml import load_scenario
 from speculate.term import visible
 
 CHECK_TIME_SCALE = 0.02
+MISS_THINK_S = 300.0  # simulated; at the check's time scale 6 s of wall time for a fork's real commands
+
+Toolchains = dict[Path | None, Toolchain]
 
 
 def check_main(argv: list[str]) -> int:
@@ -34,6 +40,8 @@ def check_main(argv: list[str]) -> int:
     ap.add_argument("--time-scale", type=float, default=CHECK_TIME_SCALE,
                     help=f"clock speed of the replay (default {CHECK_TIME_SCALE})")
     ap.add_argument("--no-replay", action="store_true", help="only validate the files")
+    ap.add_argument("--misses", action="store_true", help="also fork every turn's wrong suggestion (forced "
+                    "acceptance 0, the speculative arm) and check its tool results")
     a = ap.parse_args(argv)
     try:
         scenarios = [load_scenario(p) for p in a.scenarios]
@@ -53,22 +61,54 @@ def check_main(argv: list[str]) -> int:
         return 2
     bad = 0
     for s, path in zip(scenarios, a.scenarios, strict=True):
-        out = Path(tempfile.mkdtemp(prefix="speculate-check-"))
-        cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
-                        time_scale=a.time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
-        try:
-            res = trio.run(partial(run_experiment, cfg, out, toolchains=toolchains))
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
-        for f in res.failures:
-            print(visible(f"{path}: session failed: {f['error']}"))
-            bad += 1
-        for t in sorted(res.turns, key=lambda t: t["turn"]):
-            problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
-                [t["error"]] if t["error"] else [])
-            status = "ok" if not problems else "; ".join(problems)
-            bad += bool(problems)
-            print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
+        bad += _replay(s, path, toolchains, a.time_scale)
+        if a.misses:
+            bad += _misses(s, path, toolchains, a.time_scale)
     print("speculate sim check: " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
     return 1 if bad else 0
 
+
+def _run(cfg: RunConfig, toolchains: Toolchains) -> RunOutput:
+    out = Path(tempfile.mkdtemp(prefix="speculate-check-"))
+    try:
+        return trio.run(partial(run_experiment, cfg, out, toolchains=toolchains))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
+    """Every turn once in the plain arm; the problems found."""
+    cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
+                    time_scale=time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
+    res = _run(cfg, toolchains)
+    for f in res.failures:
+        print(visible(f"{path}: session failed: {f['error']}"))
+    bad = len(res.failures)
+    for t in sorted(res.turns, key=lambda t: t["turn"]):
+        problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
+            [t["error"]] if t["error"] else [])
+        status = "ok" if not problems else "; ".join(problems)
+        bad += bool(problems)
+        print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
+    return bad
+
+
+def _misses(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
+    """Fork each turn's wrong suggestion to its end and check its tool results; the problems found."""
+    cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(MISS_THINK_S), accept_prob=0.0)],
+                    reps=1, arms=("speculative",), time_scale=time_scale, scenario_paths=[path], concurrency=1,
+                    user_edit_prob=0.0)
+    res = _run(cfg, toolchains)
+    for f in res.failures:
+        print(visible(f"{path}: misses: session failed: {f['error']}"))
+    bad = len(res.failures)
+    for t in sorted(res.turns, key=lambda t: t["turn"]):
+        if t["turn"] == 0:
+            continue
+        problems = [u for u in t["unmet_expectations"] if u.startswith("miss fork:")]
+        if t["fork_checked"] == 0 and not problems:
+            problems = ["the fork ran no checked tool (it did not start, or stopped at a boundary)"]
+        bad += bool(problems)
+        status = "; ".join(problems) if problems else f"ok, {t['fork_checked']} tool result(s) checked"
+        print(visible(f"{path}: miss before turn {t['turn'] + 1} ({(t['suggestion_scripted'] or '')[:40]!r}): {status}"))
+    return bad

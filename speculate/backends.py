@@ -25,6 +25,7 @@ class BackendConfig:
     hit_rate: float | None = None  # sim: forced share of suggestions that are the user's next intent
     time_scale: float = 1.0  # sim: 1.0 = real time
     faults: Any = None  # sim: speculate.sim FaultConfig
+    realism: Any = None  # sim: speculate.sim.realism Realism (a less ideal API), None for the ideal one
     record: Path | None = None  # anthropic: save every request/response with timings (a replayable trace)
     trace: Path | None = None  # sim: serve a recorded trace
     claude_binary: Path | None = None  # claude-cli: the executable (None: `claude` on PATH, else ours)
@@ -44,6 +45,8 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
             kwargs["scenarios"] = sources  # .yaml scenarios and .jsonl recorded traces
         if cfg.faults is not None:
             kwargs["faults"] = cfg.faults
+        if cfg.realism is not None:
+            kwargs["realism"] = cfg.realism
         with SimServer(**kwargs) as sim:
             async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim") as m:
                 yield m

@@ -29,6 +29,7 @@ from speculate.models.base import (
     StreamUpdate,
     TextDelta,
 )
+from speculate.models.billing import cancelled_usage, charge_cancelled
 from speculate.models.streaming import Snapshot, StreamProtocolError, accumulate_event
 from speculate.types import Message
 
@@ -111,42 +112,52 @@ class AnthropicModel:
         ttft = 0.0
         snap = Snapshot()
         events: list[dict[str, Any]] = []
-        stream = await self._client.messages.create(**body, stream=True)
-        async with stream:
-            it = stream.__aiter__()
-            while True:
-                with trio.move_on_after(self.stall_timeout_s) as scope:
-                    try:
-                        ev = await it.__anext__()
-                    except StopAsyncIteration:
-                        break
-                if scope.cancelled_caught:
-                    raise StreamStalled(f"no stream event for {self.stall_timeout_s:.0f} s")
-                raw = ev.to_dict() if hasattr(ev, "to_dict") else ev.model_dump()
-                if raw.get("type") == "error":
-                    raise _StreamError(str(raw.get("error")))
-                events.append(raw)
-                snap = accumulate_event(raw, snap)
-                if raw.get("type") == "content_block_delta" and not ttft:
-                    ttft = time.perf_counter() - t0
-                d = raw.get("delta", {})
-                if raw.get("type") == "content_block_delta" and d.get("type") == "text_delta":
-                    yield TextDelta(raw["index"], d["text"])
-                if snap.completed_index is not None:
-                    yield BlockDone(snap.completed_index, snap.blocks[snap.completed_index])
-        if not snap.stopped:
-            raise _StreamError("stream ended without message_stop")
-        total = time.perf_counter() - t0
-        message: Message = {"role": "assistant", "content": [_clean(b) for b in snap.blocks]}
-        resp = ModelResponse(message=message, stop_reason=snap.stop_reason, usage=snap.usage,
-                             model=snap.model, ttft_s=ttft or total, total_s=total, attempts=attempt,
-                             raw_events=events)
-        if self.recorder is not None:
-            self.recorder(body, {"id": snap.id, "type": "message", "role": "assistant", "model": snap.model,
-                                 "content": message["content"], "stop_reason": snap.stop_reason,
-                                 "usage": snap.usage.as_dict()},
-                          {"ttft_s": resp.ttft_s, "total_s": total})
-        yield Done(resp)
+        delivered = False
+        try:
+            stream = await self._client.messages.create(**body, stream=True)
+            async with stream:
+                it = stream.__aiter__()
+                while True:
+                    with trio.move_on_after(self.stall_timeout_s) as scope:
+                        try:
+                            ev = await it.__anext__()
+                        except StopAsyncIteration:
+                            break
+                    if scope.cancelled_caught:
+                        raise StreamStalled(f"no stream event for {self.stall_timeout_s:.0f} s")
+                    raw = ev.to_dict() if hasattr(ev, "to_dict") else ev.model_dump()
+                    if raw.get("type") == "error":
+                        raise _StreamError(str(raw.get("error")))
+                    events.append(raw)
+                    snap = accumulate_event(raw, snap)
+                    if raw.get("type") == "content_block_delta" and not ttft:
+                        ttft = time.perf_counter() - t0
+                    d = raw.get("delta", {})
+                    if raw.get("type") == "content_block_delta" and d.get("type") == "text_delta":
+                        yield TextDelta(raw["index"], d["text"])
+                    if snap.completed_index is not None:
+                        yield BlockDone(snap.completed_index, snap.blocks[snap.completed_index])
+            if not snap.stopped:
+                raise _StreamError("stream ended without message_stop")
+            total = time.perf_counter() - t0
+            message: Message = {"role": "assistant", "content": [_clean(b) for b in snap.blocks]}
+            resp = ModelResponse(message=message, stop_reason=snap.stop_reason, usage=snap.usage,
+                                 model=snap.model, ttft_s=ttft or total, total_s=total, attempts=attempt,
+                                 raw_events=events)
+            if self.recorder is not None:
+                self.recorder(body, {"id": snap.id, "type": "message", "role": "assistant", "model": snap.model,
+                                     "content": message["content"], "stop_reason": snap.stop_reason,
+                                     "usage": snap.usage.as_dict()},
+                              {"ttft_s": resp.ttft_s, "total_s": total})
+            delivered = True  # the caller has the usage from here on
+            yield Done(resp)
+        except (trio.Cancelled, GeneratorExit):
+            # Cancelled by the caller mid-stream (a fork thrown away, a suggestion no longer wanted): the API
+            # still bills the input message_start reported and the output streamed so far.
+            if snap.started and not delivered:
+                charge_cancelled(snap.usage if snap.stopped else cancelled_usage(
+                    snap.usage, snap.blocks, snap.partial_json, model=snap.model or str(body.get("model", ""))))
+            raise
 
 
 class _StreamError(Exception):

@@ -12,6 +12,7 @@ from pathlib import Path
 from speculate.sim.clients import DEFAULT_SUGGESTION_PATTERNS, ClientConventions
 from speculate.sim.faults import FaultConfig
 from speculate.sim.ratelimit import RateLimits
+from speculate.sim.realism import Realism
 from speculate.sim.replay import TraceError
 from speculate.sim.scenario import ScenarioError, default_scenario_paths
 from speculate.sim.server import SimServer
@@ -48,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--enforce-rate-limits", action="store_true",
         help="answer 429 when a request does not fit the rate-limit buckets (headers are always sent)",
     )  # fmt: skip
+    p.add_argument(
+        "--realistic", action="store_true",
+        help="a less ideal API: per-key rate limits enforced by queueing (Tier 1), heavy-tailed TTFT, draws not "
+        "shared between API keys (speculate/sim/realism.py)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--hit-rate", type=float, default=None, metavar="P",
@@ -77,7 +83,8 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         sim = SimServer([*scenarios, *args.trace], seed=args.seed, hit_rate=args.hit_rate,
                         time_scale=args.time_scale, faults=faults,
                         port=args.port, conventions=conventions, record=args.record,
-                        rate_limits=RateLimits(enforce=args.enforce_rate_limits))  # fmt: skip
+                        rate_limits=RateLimits(enforce=args.enforce_rate_limits),
+                        realism=Realism() if args.realistic else None)  # fmt: skip
     except (ScenarioError, TraceError, ValueError) as exc:
         print(f"speculate sim serve: {exc}", file=sys.stderr)
         return 2

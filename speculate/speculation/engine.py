@@ -26,6 +26,7 @@ from speculate.agent_types import (
 )
 from speculate.hooks import HookRan, PromptBlocked
 from speculate.models.base import ModelError, Usage
+from speculate.models.billing import Meter, billed_to
 from speculate.speculation import suggest
 from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
@@ -223,8 +224,13 @@ class SpeculationEngine:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
             return None
         self._emit("generating", None)
+        meter = Meter()
         try:
-            out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot)
+            with billed_to(meter):
+                out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot)
+        except trio.Cancelled:
+            self._cancelled_suggestion(meter, turn, pipelined=False)
+            raise
         except ModelError as e:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=f"error: {e}"))
             return None
@@ -278,7 +284,8 @@ class SpeculationEngine:
         spec.record.fork_start_s = time.perf_counter() - spec.started
         self._emit("speculating", text, tools_run=0, elapsed_s=0.0)
         try:
-            await spec.agent.run(text)
+            with billed_to(spec.meter):
+                await spec.agent.run(text)
             spec.stop("complete")
         except BoundaryReached as b:
             spec.stop(b.kind, b.detail)
@@ -308,7 +315,8 @@ class SpeculationEngine:
             self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
                        approvals=approvals)
             try:
-                spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
+                with billed_to(spec.next_meter):
+                    spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
             except ModelError:
                 spec.next = None
             finally:
@@ -374,10 +382,11 @@ class SpeculationEngine:
         end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
-        rec.tokens = spec.usage.as_dict()
+        usage = spec.usage.add(spec.meter.usage)  # a request cut mid-stream is billed too
+        rec.tokens = usage.as_dict()
         if spec.diverged_at_tokens is not None:
             rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens
-        rec.cost_usd = cost_usd(self.s.cfg.model_name, spec.usage)
+        rec.cost_usd = cost_usd(self.s.cfg.model_name, usage)
         if outcome != "accepted" or not saved:
             rec.time_saved_s = 0.0
         if spec.overlay is not None:
@@ -390,6 +399,15 @@ class SpeculationEngine:
             dead = self._suggestion_record(spec.next, rec.turn, pipelined=True)
             dead.outcome, dead.reason = "discarded", f"speculation {outcome}"
             self.s.events.write(dead)
+        elif spec.next is None:  # its pipelined suggestion was cut mid-request: billed all the same
+            self._cancelled_suggestion(spec.next_meter, rec.turn, pipelined=True)
+
+    def _cancelled_suggestion(self, meter: Meter, turn: int, *, pipelined: bool) -> None:
+        """A suggestion request cut mid-stream: recorded as discarded, with what the API bills for it."""
+        if meter.cancelled:
+            self.s.events.write(SuggestionRecord(
+                turn=turn, outcome="discarded", reason="cancelled mid-request", pipelined=pipelined,
+                tokens=meter.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, meter.usage)))
 
     def _emit(self, state: State, suggestion: str | None, **detail: Any) -> None:
         self.state = state

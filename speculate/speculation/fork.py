@@ -12,6 +12,7 @@ import trio
 from speculate.agent import Agent
 from speculate.agent_types import AgentEvent
 from speculate.models.base import Usage
+from speculate.models.billing import Meter
 from speculate.speculation import suggest
 from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
@@ -35,6 +36,8 @@ class Speculation:
         self.approvals: Approvals | None = None  # calls the live path would have asked about, run here
         self.renames: list[tuple[str, str]] | None = None  # (deleted, added) same content, once it finished
         self.usage = Usage()
+        # Requests cut mid-stream (the fork thrown away, its pipelined suggestion abandoned): what the API bills.
+        self.meter, self.next_meter = Meter(), Meter()
         self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
         # What the fork showed so far (text, tool lines), replayed on acceptance; then ``live`` (the
