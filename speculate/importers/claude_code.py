@@ -108,16 +108,44 @@ def dump(doc: dict[str, Any]) -> str:
 
 def redacted(session: RecordedSession, r: Redactor) -> None:
     """Redact a session in place: prompts, answers, tool inputs and recorded results."""
+    r.learn(_strings(session))
     for turn in session.turns:
         turn.prompt = r.text(turn.prompt)
         for step in turn.steps:
             step.text = [r.text(t) for t in step.text]
             step.thinking = [r.text(t) for t in step.thinking]
             for use in step.tools:
+                old, new = use.input.get("old_string"), use.input.get("new_string")
+                inside = use.name == "Edit" and isinstance(old, str) and r.inside_literal(old)
                 use.input = r.value(use.input)
+                if inside and isinstance(new, str):  # new text inside the same quotes: a literal too
+                    use.input["new_string"] = r.literal(new)
                 if use.result is not None:
                     use.result.text = r.text(use.result.text)
                     use.result.structured = r.value(use.result.structured)
+
+
+def _strings(session: RecordedSession) -> Iterable[str]:
+    def walk(v: Any) -> Iterable[str]:
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            for x in v.values():
+                yield from walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from walk(x)
+
+    for turn in session.turns:
+        yield turn.prompt
+        for step in turn.steps:
+            yield from step.text
+            yield from step.thinking
+            for use in step.tools:
+                yield from walk(use.input)
+                if use.result is not None:
+                    yield use.result.text
+                    yield from walk(use.result.structured)
 
 
 def scenario_doc(session: RecordedSession, cfg: ImportConfig, workspace: tuple[str, Path] | None,

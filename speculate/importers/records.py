@@ -139,17 +139,16 @@ def read_records(path: StrPath) -> Iterator[Record]:
     """The records of one transcript file, in file order (blank lines skipped)."""
     p = Path(path)
     try:
-        f = p.open(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as e:
         raise TranscriptError(str(p), 0, f"cannot read: {e.strerror or e}") from None
-    with f:
-        n = 0
+    for n, raw in enumerate(data.splitlines(), start=1):
         try:
-            for n, text in enumerate(f, start=1):  # n also names the line of a decoding error
-                if text.strip():
-                    yield parse_line(text, source=str(p), line=n)
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise TranscriptError(str(p), n + 1, f"not UTF-8 text ({e.reason})") from None
+            raise TranscriptError(str(p), n, f"not UTF-8 text ({e.reason})") from None
+        if text.strip():
+            yield parse_line(text, source=str(p), line=n)
 
 
 def blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

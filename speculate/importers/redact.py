@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 _EXTS = ("py|pyi|js|mjs|cjs|ts|tsx|jsx|json|md|rst|txt|toml|yaml|yml|cfg|ini|sh|rs|go|java|kt|c|h|cc|cpp|hpp|"
          "rb|php|html|css|scss|csv|sql|lock|xml|vue|svelte|swift|env|log")
 _PATH = re.compile(r"(?<![\w.@+-])(?:~?/|\.\.?/)?(?:[\w.@+-]+/)+[\w.@+-]*"  # a/b, /a/b, ./a, ~/a, a/
                    rf"|(?<![\w./@+-])[\w@+-][\w.@+-]*\.(?:{_EXTS})\b(?![/(])")  # a bare file name: x.py
+MIN_KNOWN = 3  # shorter literals are replaced only where quoted
 _LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)+"|(?<!\w)\'(?:[^\'\\\n]|\\.)+\'(?!\w)')
 GENERIC = frozenset({
     "src", "lib", "tests", "test", "docs", "doc", "bin", "scripts", "app", "pkg", "cmd", "internal", "include",
@@ -37,6 +39,17 @@ class Redactor:
     def __init__(self, *, key: str = "", root: str | None = None) -> None:
         self.key = key
         self.root = root.rstrip("/") if root and root != "/" else None
+        self.known: re.Pattern[str] | None = None  # literals seen quoted somewhere, matched unquoted too
+
+    def learn(self, texts: Iterable[str]) -> None:
+        """Remember the literals quoted anywhere in ``texts``, so an unquoted occurrence (an Edit's
+        ``old_string`` taken from inside a string) gets the same placeholder as the quoted one."""
+        inner = {m.group(0)[1:-1] for t in texts for m in _LITERAL.finditer(t)}
+        words = sorted((w for w in inner if len(w) >= MIN_KNOWN and "/" not in w), key=len, reverse=True)
+        if words:
+            self.known = re.compile("|".join(
+                (r"(?<!\w)" if w[0].isalnum() or w[0] == "_" else "") + re.escape(w)
+                + (r"(?!\w)" if w[-1].isalnum() or w[-1] == "_" else "") for w in words))
 
     def _hash(self, kind: str, text: str) -> str:
         return hashlib.sha256(f"{self.key}\0{kind}\0{text}".encode()).hexdigest()[:8]
@@ -61,9 +74,18 @@ class Redactor:
         q, inner = m.group(0)[0], m.group(0)[1:-1]
         if "/" in inner and not any(c.isspace() for c in inner):
             return q + self._plain(inner) + q
-        return f"{q}s{self._hash('literal', inner)}{q}"
+        return q + self.literal(inner) + q
+
+    def inside_literal(self, text: str) -> bool:
+        """Whether ``text`` is exactly a literal seen quoted (so text replacing it is a literal's too)."""
+        return self.known is not None and self.known.fullmatch(text) is not None
+
+    def literal(self, inner: str) -> str:
+        return f"s{self._hash('literal', inner)}"
 
     def _plain(self, text: str) -> str:
+        if self.known is not None:
+            text = self.known.sub(lambda m: self.literal(m.group(0)), text)
         return _PATH.sub(lambda m: self.path(m.group(0)), text)
 
     def _piece(self, text: str) -> str:

@@ -87,25 +87,28 @@ class RecordedSession:
 
 
 def main_line(records: list[Record], counts: Counts) -> list[Record]:
-    """The records of the conversation the session ended on, oldest first."""
+    """The records of the conversation the session ended on, in file order: the parent chain from the last
+    record, plus the results of its parallel tool calls (Claude Code chains each result to its own call's
+    record, so all but the last call's result hang off the chain)."""
     by_uuid = {r.uuid: r for r in records if r.uuid is not None}
     leaf = next((r for r in reversed(records) if r.uuid is not None and not r.isSidechain), None)
-    chain: list[Record] = []
-    seen: set[str] = set()
+    keep: set[str] = set()
     node = leaf
-    while node is not None and node.uuid is not None and node.uuid not in seen:
-        seen.add(node.uuid)
-        chain.append(node)
+    while node is not None and node.uuid is not None and node.uuid not in keep:
+        keep.add(node.uuid)
         parent = node.parent
         node = by_uuid.get(parent) if parent is not None else None
         if parent is not None and node is None:
             counts["parent missing (chain cut)"] += 1
-    off = sum(1 for r in by_uuid.values() if r.uuid not in seen and not r.isSidechain
+    for r in records:
+        if (r.uuid is not None and r.uuid not in keep and r.parent in keep and isinstance(r, UserRecord)
+                and any(b.get("type") == "tool_result" for b in blocks(r.message.content))):
+            keep.add(r.uuid)
+    off = sum(1 for r in by_uuid.values() if r.uuid not in keep and not r.isSidechain
               and r.type in ("user", "assistant"))
     if off:
         counts["messages off the main line (rewound or re-sent)"] += off
-    chain.reverse()
-    return chain
+    return [r for r in records if r.uuid is not None and r.uuid in keep]
 
 
 class _Builder:
