@@ -40,6 +40,7 @@ class Interactive:
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.earlier: set[Path] = set()
         self.dir = Path(tempfile.mkdtemp(prefix="cc-tmux-"))  # short: a socket path is limited to ~100 bytes
         self.socket = str(self.dir / "sock")
 
@@ -64,6 +65,7 @@ class Interactive:
                             + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " "
                             + " ".join(map(shlex.quote, argv)) + "\n")
         launcher.chmod(0o755)
+        self.earlier = set(self._sessions())  # a HOME shared by several sessions: this one's file is new
         self.tmux("new-session", "-d", "-x", str(self.width), "-y", "50", "-s", "cc", str(launcher))
         self.wait(lambda: self.input_line() is not None, "the input prompt", 60)
 
@@ -82,8 +84,12 @@ class Interactive:
         lines = [ln for ln in self.screen().splitlines() if ln.startswith(PROMPT_MARK)]
         return lines[-1][len(PROMPT_MARK):].strip() if lines else None
 
+    def _sessions(self) -> list[Path]:
+        return list((self.cc.home / ".claude" / "projects").glob("*/*.jsonl"))
+
     def transcript(self) -> Path | None:
-        found = sorted((self.cc.home / ".claude" / "projects").glob("*/*.jsonl"), key=lambda p: p.stat().st_mtime)
+        """This session's transcript (the newest file that was not there when it started)."""
+        found = sorted((p for p in self._sessions() if p not in self.earlier), key=lambda p: p.stat().st_mtime)
         return found[-1] if found else None
 
     def turns_done(self) -> int:
@@ -124,8 +130,7 @@ class Interactive:
             line = self.input_line() or ""
             if line and not line.startswith("Try "):
                 shown = line
-                if not take or line == prompt.strip():
-                    break
+                break
             time.sleep(0.1)
         time.sleep(pause_s)
         self.send(prompt, tab=take and shown == prompt.strip())

@@ -50,8 +50,9 @@ def bash_exit(use: ToolUse) -> int | None:
     if r is None:
         return None
     s = r.structured
-    if isinstance(s, dict) and (s.get("interrupted") or s.get("backgroundTaskId")):
-        return None
+    if isinstance(s, dict) and (s.get("interrupted") or s.get("backgroundTaskId")
+                                or s.get("returnCodeInterpretation")):
+        return None  # Claude Code calls some non-zero exits success ("No matches found") and drops the code
     m = _EXIT.match(r.text)
     if m:
         return int(m.group(1))

@@ -173,3 +173,18 @@ def test_a_file_first_seen_after_edits_is_recovered_by_undoing_them(tmp_path: Pa
     assert res.counts["files whose start could not be recovered (ambiguous edits)"] == 1
     edits = [s for s in doc["turns"][0]["steps"] if "Edit" in s.get("tools", [{}])[0]]
     assert [s.get("expect") for s in edits] == [{"exit_code": 0}, {"exit_code": 0}, None]  # g.txt: unknown
+
+
+def test_exit_codes_claude_code_reinterprets_are_not_checked() -> None:
+    """Claude Code records grep's exit 1 as success ("No matches found") without the code (2.1.332)."""
+    from speculate.importers.checks import bash_exit
+    from speculate.importers.sessions import ToolResult, ToolUse
+
+    def bash(text: str, structured: object, error: bool = False) -> ToolUse:
+        return ToolUse("t", "Bash", {"command": "grep -rn x src"}, ToolResult(text, error, structured, 0, None))
+
+    base = {"stdout": "", "stderr": "", "interrupted": False}
+    assert bash_exit(bash("", {**base, "returnCodeInterpretation": "No matches found"})) is None
+    assert bash_exit(bash("src/a:1:x", base)) == 0
+    assert bash_exit(bash("Exit code 2\nboom", "Error: Exit code 2\nboom", error=True)) == 2
+    assert bash_exit(bash("Command timed out", "Error: timed out", error=True)) is None
