@@ -31,10 +31,11 @@ BOOKKEEPING = frozenset({
 
 
 class TranscriptError(ValueError):
-    """A transcript cannot be read; ``str()`` is ``file:line: reason``."""
+    """A transcript cannot be read; ``str()`` is ``file:line: reason`` (``file: reason`` for line 0: the
+    whole file)."""
 
     def __init__(self, source: str, line: int, reason: str) -> None:
-        super().__init__(f"{source}:{line}: {reason}")
+        super().__init__(f"{source}:{line}: {reason}" if line else f"{source}: {reason}")
         self.source = source
         self.line = line
 

@@ -36,7 +36,7 @@ def test_imports_a_projects_directory_and_prints_what_it_set_aside(
     (["--rev", "HEAD"], "--rev needs --repo"),
     (["--repo", "{tmp}", "--rev", "HEAD"], "not a git repository"),
     (["--repo", "{tmp}/nope"], "not a directory"),
-    (["{tmp}/nope.jsonl"], "nope.jsonl:0: no such file or directory"),
+    (["{tmp}/nope.jsonl"], "nope.jsonl: no such file or directory"),
     (["{tmp}/bad.jsonl"], "bad.jsonl:2: not JSON"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
