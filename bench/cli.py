@@ -15,6 +15,7 @@ import trio
 from bench import provenance
 from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.thinkfit import resolve_think
 from bench.toolchain import Toolchain, ToolchainError
 from bench.user import (
     LOGNORMAL_SIGMA,
@@ -23,11 +24,10 @@ from bench.user import (
     FixedThink,
     LogNormalThink,
     ThinkTime,
-    parse_think,
 )
 from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
-from speculate.sim.scenario import Scenario, default_scenario_paths
+from speculate.sim.scenario import Scenario, check_unique, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
 from speculate.term import visible
 
@@ -73,14 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
                                  "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table.")
     ap.add_argument("--quick", action="store_true", help=f"every scenario once (1 rep: one cluster each), "
                     f"time scale {QUICK_TIME_SCALE}")
-    ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",
-                    help="bundled scenario name or path to a scenario YAML (repeatable; default: all bundled)")
+    ap.add_argument("--scenario", "--scenarios", action="append", nargs="+", default=[], metavar="NAME",
+                    help="bundled scenario name, path to a scenario YAML or a directory of them (repeatable; "
+                    "default: all bundled)")
     ap.add_argument("--reps", type=int, default=None, help=f"repetitions per scenario (default {DEFAULT_REPS})")
     ap.add_argument("--seed", type=int, default=0,
                     help="base seed; rep r uses a seed hashed from (seed, r): runs with different seeds share "
                     "no rep (default 0)")
-    ap.add_argument("--think-time", default="lognormal", metavar="lognormal|fixed:SECONDS|file:PATH",
-                    help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s)")
+    ap.add_argument("--think-time", default="lognormal",
+                    metavar="lognormal|fixed:SECONDS|file:PATH|recorded|fit[:PATH,...]",
+                    help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s); recorded: each "
+                    "imported turn's own; fit: a log-normal fitted to the scenarios' recorded think times (or to "
+                    "those of the scenarios or transcripts at PATH), parameters printed (docs/transcripts.md)")
     ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
                     metavar="0,2,5,10", help="also run fixed think times (seconds), for the break-even curve")
     ap.add_argument("--accept-prob", type=_rates, default=None, metavar="P[,P]",
@@ -124,31 +128,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_scenarios(names: list[str]) -> tuple[list[Scenario], list[Path]]:
-    """Scenarios to run and the files the simulator serves (all bundled ones plus any extra paths)."""
+    """Scenarios to run and the files the simulator serves (the chosen ones)."""
     bundled_paths = default_scenario_paths()
     bundled = {s.name: s for s in map(load_scenario, bundled_paths)}
     names = names or sorted(bundled)
     chosen: list[Scenario] = []
-    extra: list[Path] = []
-    for n in names:
+    for n in [x for name in names for x in _expand(name)]:
         if n in bundled:
             chosen.append(bundled[n])
         elif n.endswith((".yaml", ".yml")) and Path(n).is_file():
-            sc = load_scenario(n)
-            chosen.append(sc)
-            if sc.name not in bundled:
-                extra.append(Path(n))
+            chosen.append(load_scenario(n))
         else:
             raise ValueError(f"--scenario {n!r}: no such bundled scenario or YAML file "
                              f"(bundled: {', '.join(sorted(bundled)) or 'none'})")
     if not chosen:
         raise ValueError("no scenarios to run: bench/scenarios has no *.yaml and no --scenario was given")
-    return chosen, [*bundled_paths, *extra]
+    # Only the chosen scenarios are served: a session is answered from its own script even when another
+    # scenario (an imported copy of a bundled one) has the same prompts.
+    check_unique({s.source: s for s in chosen}.values())
+    served = list(dict.fromkeys(Path(s.source) for s in chosen))
+    return chosen, served
+
+
+def _expand(name: str) -> list[str]:
+    """A directory names the scenario files in it."""
+    p = Path(name)
+    if p.is_dir():
+        found = sorted(str(x) for x in (*p.glob("*.yaml"), *p.glob("*.yml")))
+        if not found:
+            raise ValueError(f"--scenario {name}: no *.yaml in this directory")
+        return found
+    return [name]
 
 
 def build_config(a: argparse.Namespace) -> RunConfig:
     scenarios, paths = resolve_scenarios([n for group in a.scenario for n in group])
-    base: ThinkTime = parse_think(a.think_time)
+    base: ThinkTime = resolve_think(a.think_time, scenarios, say=lambda s: print(s, file=sys.stderr))
     thinks: list[ThinkTime] = [base, *(FixedThink(x) for x in (a.sweep_think or []))]
     probs: list[float | None] = list(dict.fromkeys(a.accept_prob)) if a.accept_prob else [None]
     models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]

@@ -35,7 +35,15 @@ from bench.keys import session_model
 from bench.progress import Progress
 from bench.records import SessionRecord, TurnRecord
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
-from bench.user import TAB_ACCEPT_S, TYPING_CHARS_PER_S, PlannedTurn, ThinkTime, plan_turns, typing_s
+from bench.user import (
+    TAB_ACCEPT_S,
+    TYPING_CHARS_PER_S,
+    PlannedTurn,
+    ThinkTime,
+    plan_turns,
+    recorded_thinks,
+    typing_s,
+)
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
@@ -199,7 +207,8 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
         offers = [draw(job.scenario, i, seed=job.seed, hit_rate=job.condition.accept_prob)
                   for i in range(len(job.scenario.turns))]
         plan = plan_turns([t.prompt for t in job.scenario.turns], [c.text for c, _ in offers],
-                          think=job.condition.think, seed=job.seed, scenario=job.scenario.name, rep=job.rep)
+                          think=job.condition.think, seed=job.seed, scenario=job.scenario.name, rep=job.rep,
+                          recorded=recorded_thinks(job.scenario))
         spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
         watch = ForkWatch(model)  # a wrong suggestion's fork: its tool results are checked too
         sc = SessionConfig(project=project, model=watch, model_name=job.condition.model_name,

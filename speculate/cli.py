@@ -9,6 +9,7 @@ USAGE = """usage: speculate [repl] [DIR] [options]      the interactive REPL (de
        speculate bench [--quick] [options]     speculative vs plain benchmark (README's main job)
        speculate sim serve [--port 0] ...      the embedded Messages-API simulator
        speculate sim check SCENARIO.yaml       validate a scenario and replay it (unmet expectations)
+       speculate import claude-code [PATH...]  Claude Code session transcripts as scenarios
        speculate check-bash "CMD"              classify a shell command (JSON)
        speculate sandbox run [opts] -- CMD     run CMD as speculative Bash would, in a throwaway overlay
        speculate stats EVENTS.jsonl            summarise a session's speculation events
@@ -41,6 +42,12 @@ def _sim(argv: list[str]) -> int:
     from speculate.sim import serve_main
 
     return serve_main(argv[1:])
+
+
+def _import(argv: list[str]) -> int:
+    from speculate.importers.claude_code import import_main
+
+    return import_main(argv)
 
 
 def _check_bash(argv: list[str]) -> int:
@@ -100,7 +107,7 @@ def _recover(argv: list[str]) -> int:
 
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "repl": _repl, "bench": _bench, "sim": _sim, "check-bash": _check_bash, "stats": _stats,
-    "sandbox": _sandbox,
+    "sandbox": _sandbox, "import": _import,
     "recover": _recover,
 }
 
