@@ -100,10 +100,26 @@ def main_line(records: list[Record], counts: Counts) -> list[Record]:
         node = by_uuid.get(parent) if parent is not None else None
         if parent is not None and node is None:
             counts["parent missing (chain cut)"] += 1
-    for r in records:
-        if (r.uuid is not None and r.uuid not in keep and r.parent in keep and isinstance(r, UserRecord)
-                and any(b.get("type") == "tool_result" for b in blocks(r.message.content))):
-            keep.add(r.uuid)
+    # Claude Code writes one record per content block of a response, each chained to the one before, and
+    # each tool result to its own call's record; the line from the last record passes through only one of
+    # a response's parallel calls. So: a kept record's children that are blocks of the same response (same
+    # message id) or tool results are on the line too, and so are theirs (to a fixpoint: a call's result
+    # hangs off a call that hangs off the kept one). A child that is another response is a rewind.
+    kept_ids = {r.message.id for r in records if r.uuid in keep and isinstance(r, AssistantRecord)
+                and r.message.id is not None}
+    grew = True
+    while grew:
+        grew = False
+        for r in records:
+            if r.uuid is None or r.uuid in keep or r.parent not in keep or r.isSidechain:
+                continue
+            same_response = isinstance(r, AssistantRecord) and r.message.id is not None \
+                and r.message.id in kept_ids
+            result = isinstance(r, UserRecord) and any(b.get("type") == "tool_result"
+                                                       for b in blocks(r.message.content))
+            if same_response or result:
+                keep.add(r.uuid)
+                grew = True
     off = sum(1 for r in by_uuid.values() if r.uuid not in keep and not r.isSidechain
               and r.type in ("user", "assistant"))
     if off:

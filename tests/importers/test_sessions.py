@@ -106,6 +106,31 @@ def test_results_of_parallel_calls_hang_off_the_chain_and_are_kept(tmp_path: Pat
     assert not counts["messages off the main line (rewound or re-sent)"]
 
 
+def test_a_parallel_call_off_the_chain_is_kept_with_its_result(tmp_path: Path) -> None:
+    """Seen from the CLI (2.1.332, -p): block 1 (Glob) chains to block 0 (Grep), each result to its own call,
+    and the answer chains to block 0's result, so the line from the last record passes Grep only: the
+    Glob call and its result hang off it, one record deep each."""
+    t = Transcript()
+    t.prompt("find it")
+    t.message("m1", use("t1", "Grep", pattern="x"), stop="tool_use")
+    grep = t.parent
+    t.message("m1", use("t2", "Glob", pattern="*.py"), stop="tool_use")
+    t.result("t2", "a.py", None)  # chained to the Glob call
+    line = t.result("t1", "a.py:1:x", None, parent=grep)
+    # A rewound response off the line (another message id, hanging off a kept record) stays out
+    t.add({"type": "assistant", "message": {"id": "m9", "role": "assistant", "model": "claude-opus-5-5",
+                                            "content": [text("an abandoned answer")], "stop_reason": "end_turn"}},
+          parent=grep)
+    t.parent = line
+    t.message("m2", text("Found."))
+    (s,), counts = parse(t.write(tmp_path / "s.jsonl"))
+    (turn,) = s.turns
+    assert [[(u.name, u.result.text if u.result else None) for u in st.tools] for st in turn.steps] == [
+        [("Grep", "a.py:1:x"), ("Glob", "a.py")], []]
+    assert [st.text for st in turn.steps] == [[], ["Found."]]
+    assert counts["messages off the main line (rewound or re-sent)"] == 1
+
+
 def test_prompt_sources_pauses_api_errors_and_system_turns(tmp_path: Path) -> None:
     t = Transcript()
     t.prompt("one")
