@@ -1,7 +1,7 @@
 """What a hook is given: its event JSON on stdin, and its environment, in Claude Code 2.1.332's shapes.
 
 Every event carries ``session_id``, ``transcript_path`` (:mod:`speculate.hooks.transcript`), ``cwd`` and
-``hook_event_name``; every event but SessionStart and SessionEnd ``permission_mode``; every event after
+``hook_event_name``; every event but SessionStart, PreCompact and SessionEnd ``permission_mode``; every event after
 the first prompt ``prompt_id`` (one per prompt, as Claude Code sends it). PostToolUse carries
 ``tool_response``, the tool's result as an object per tool (observed from Claude Code itself, see
 docs/claude-code.md "Hooks"):
@@ -43,7 +43,7 @@ def common_fields(event: str, *, session_id: str, transcript_path: str, cwd: str
     out: dict[str, Any] = {"session_id": session_id, "transcript_path": transcript_path, "cwd": cwd}
     if prompt_id is not None:
         out["prompt_id"] = prompt_id
-    if event not in ("SessionStart", "SessionEnd"):
+    if event not in ("SessionStart", "SessionEnd", "PreCompact"):
         out["permission_mode"] = mode
     out["hook_event_name"] = event
     return out

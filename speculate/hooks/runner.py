@@ -127,7 +127,7 @@ class HookRunner:
     async def pre_compact(self, trigger: str, instructions: str) -> None:
         """PreCompact; raises CompactBlocked when a hook exits 2 (the compaction does not happen)."""
         self.prompt_id = str(uuid.uuid4())  # Claude Code numbers /compact as a prompt
-        ran = await self._run("PreCompact", {"trigger": trigger, "custom_instructions": instructions},
+        ran = await self._run("PreCompact", {"trigger": trigger, "custom_instructions": instructions or None},
                               target=trigger)
         refused = [error_prefix(r) for r in ran if r.exited_2]
         if refused:
