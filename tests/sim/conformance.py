@@ -357,17 +357,17 @@ def compare(cc: Run, sp: Run) -> list[tuple[str, Any, Any]]:
     return rows
 
 
-def table(rows: list[tuple[str, Any, Any]], intended: dict[str, str]) -> str:
+def table(rows: list[tuple[str, Any, Any]], intended: dict[str, str], width: int = 400) -> str:
     out = ["| case | Claude Code 2.1.332 | speculate | same |", "|---|---|---|---|"]
     for case, a, b in rows:
         verdict = "same" if a == b else ("different (intended)" if case in intended else "**different**")
-        out.append(f"| {case} | {_cell(a)} | {_cell(b)} | {verdict} |")
+        out.append(f"| {case} | {_cell(a, width)} | {'=' if a == b else _cell(b, width)} | {verdict} |")
     return "\n".join(out)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: Any, width: int) -> str:
     s = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-    return textwrap.shorten(s, 400, placeholder=" …").replace("|", "\\|")
+    return textwrap.shorten(s, width, placeholder=" …").replace("|", "\\|")
 
 
 if __name__ == "__main__":
@@ -378,8 +378,10 @@ if __name__ == "__main__":
     binary = ClaudeCode.locate()
     if isinstance(binary, str):
         sys.exit(binary)
+    from tests.sim.test_claude_code_conformance import INTENDED
+
     with tempfile.TemporaryDirectory() as tmp:
         c, s = run_claude_code(Path(tmp) / "cc", binary), run_speculate(Path(tmp) / "sp")
         for note in c.notes:
             print("note:", note)
-        print(table(compare(c, s), {}))
+        print(table(compare(c, s), INTENDED, width=int(sys.argv[1]) if len(sys.argv) > 1 else 400))
