@@ -38,7 +38,8 @@ def test_a_json_deny_refuses_the_call_with_its_reason(tmp_path: Path) -> None:
 
 def test_allow_answers_the_prompt_but_not_a_deny_or_an_ask_rule(tmp_path: Path) -> None:
     allow = command(tmp_path / "h.log", prints(pre(permissionDecision="allow")))
-    root, _log = project(tmp_path, on("PreToolUse", allow), permissions={"deny": ["Read(a.txt)"], "ask": ["Bash(echo:*)"]})
+    root, _ = project(tmp_path, on("PreToolUse", allow), permissions={
+        "deny": ["Read(a.txt)", "Bash(echo nope:*)"], "ask": ["Bash(echo:*)"]})
     asked: list[tuple[str, str]] = []
 
     async def main() -> None:
@@ -50,9 +51,12 @@ def test_allow_answers_the_prompt_but_not_a_deny_or_an_ask_rule(tmp_path: Path) 
             assert s.messages[-2]["content"][0]["content"] == "Permission denied: the user declined this call"
             await s.submit("read a")  # a deny rule on a file path refuses before any hook runs
             assert s.messages[-2]["content"][0]["is_error"]
+            await s.submit("run false")  # a deny rule on a command: the hook runs, then the rule refuses
+            assert s.messages[-2]["content"][0]["content"].startswith("Permission denied")
+            assert len(asked) == 1
 
     trio.run(main)
-    assert [e["tool_name"] for e in logged(tmp_path / "h.log")] == ["Write", "Bash"]
+    assert [e["tool_name"] for e in logged(tmp_path / "h.log")] == ["Write", "Bash", "Bash"]
 
 
 def test_ask_asks_even_where_the_rules_allow_and_a_decision_it_cannot_read_asks_too(tmp_path: Path) -> None:
