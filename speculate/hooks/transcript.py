@@ -10,8 +10,9 @@ Where: ``$XDG_DATA_HOME/speculate/transcripts`` (else ``~/.local/share/speculate
 ``/<project path, each non-alphanumeric character a dash>/<session id>.jsonl``, as Claude Code keeps
 ``~/.claude/projects/<slug>/<session id>.jsonl``; not Claude Code's own directory, whose ``--resume`` would
 list speculate's sessions. A speculative fork writes its own copy (the parent's lines, then its own) in
-``<session id>/speculation-N.jsonl`` beside it, removed when the session closes: its hooks run in the
-sandbox, which sees the home read-only (not /tmp, which is private there). Message contents are the
+``<session id>/speculation-N.jsonl`` beside it (the last two kept), removed when the session closes: its
+hooks run in the sandbox, which sees the home read-only (not /tmp, which is private there: with the data
+directory under /tmp a fork's hook cannot read its transcript). Message contents are the
 Messages API blocks as sent (a typed prompt is a list of text blocks, never a bare string).
 """
 
@@ -74,6 +75,8 @@ class HookTranscript:
         self.forks += 1
         path = self.path.with_suffix("") / f"speculation-{self.forks}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
+        # One fork runs at a time (and the one it may follow): older copies are of no use to any hook.
+        (path.parent / f"speculation-{self.forks - 2}.jsonl").unlink(missing_ok=True)
         shutil.copyfile(self.path, path)
         child = HookTranscript(path, session_id=self.session_id, cwd=self.cwd)
         child.written, child.parent = self.written, self.parent
