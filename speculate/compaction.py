@@ -86,8 +86,9 @@ class Compactor:
         return tokens > 0 and tokens + headroom >= self.threshold
 
     async def compact(self, key: CacheKey, messages: list[Message], *, turn: int, trigger: str = "auto",
-                      tokens: int = 0) -> CompactionRecord:
-        """Summarise ``messages`` and replace them, in place, by the continuation message.
+                      tokens: int = 0, instructions: str = "") -> CompactionRecord:
+        """Summarise ``messages`` and replace them, in place, by the continuation message (``instructions``:
+        the user's own, ``/compact TEXT`` in Claude Code, added to the request).
 
         Raises CompactionFailed (after counting the failure) when the model call fails or is empty.
         """
@@ -98,7 +99,7 @@ class Compactor:
         self.records.append(rec)
         t0 = time.perf_counter()
         try:
-            resp = await _summary(self.model, key, messages)
+            resp = await _summary(self.model, key, messages, instructions)
             rec.usage = resp.usage
             summary = text_of(resp.message).strip()
             if not summary:
@@ -114,12 +115,13 @@ class Compactor:
         return rec
 
 
-async def _summary(model: Model, key: CacheKey, messages: Sequence[Message]) -> ModelResponse:
+async def _summary(model: Model, key: CacheKey, messages: Sequence[Message], instructions: str = ""
+                   ) -> ModelResponse:
+    ask = COMPACT_INSTRUCTION + (f"\n\nAdditional instructions from the user: {instructions}" if instructions else "")
     if messages and messages[-1]["role"] == "user":  # an interrupted turn: the instruction joins it
-        req = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"],
-                                                            *user(COMPACT_INSTRUCTION)["content"]]}]
+        req = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"], *user(ask)["content"]]}]
     else:
-        req = [*messages, user(COMPACT_INSTRUCTION)]
+        req = [*messages, user(ask)]
     async with aclosing(model.stream(key, req)) as stream:
         async for update in stream:
             if isinstance(update, Done):

@@ -42,7 +42,7 @@ from speculate.compaction import (
     Compactor,
     context_tokens,
 )
-from speculate.hooks import PromptBlocked
+from speculate.hooks import CompactBlocked, HookTranscript, PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
@@ -70,6 +70,9 @@ class SessionConfig:
     deny: list[str] = field(default_factory=list)
     events_path: Path | None = None
     transcript_path: Path | None = None
+    # Where the Claude Code-shaped transcript a hook reads (transcript_path) is written, for a session with
+    # hooks; None: the default (speculate.hooks.transcript.default_dir()).
+    hook_transcript_dir: Path | None = None
     spill_dir: Path | None = None
     max_tokens: int = 8192
     sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
@@ -95,6 +98,7 @@ class TurnOutcome:
     note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
     error: str = ""  # the model failed (retries exhausted)
     blocked: str = ""  # a UserPromptSubmit hook refused the prompt (its reason); nothing was sent
+    stopped: str = ""  # a hook said continue: false and the turn ended there (what it said)
 
 
 class Session:
@@ -123,10 +127,11 @@ class Session:
         # once, here, since the tools are part of the cache key.
         self.tools = self.authorizer.gate.offered([*default_tools(), *self.workspace.tools])
         self.key = self._build_key()
-        self.session_id = uuid.uuid4().hex
+        self.session_id = str(uuid.uuid4())
+        self.hook_transcript = self._new_hook_transcript()
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
                                           mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
-                                          transcript_path=str(cfg.transcript_path or ""))
+                                          transcript=self.hook_transcript)
         self.events = EventLog(cfg.events_path)
         self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
         # Outputs over a tool's limit are saved here; a directory we made is removed with the session. Made
@@ -175,7 +180,7 @@ class Session:
             outcome = await self.run_turn(prompt, t0, note=note)
         self.outcomes.append(outcome)
         self._log_turn(outcome)
-        if self.cfg.speculate and not outcome.error and not outcome.blocked:
+        if self.cfg.speculate and not outcome.error and not outcome.blocked and not outcome.stopped:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
 
@@ -196,14 +201,21 @@ class Session:
         self.last_error = False
         if result.responses:
             self._last_usage = result.responses[-1].usage
-        return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
+        return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note,
+                           stopped=result.hook_stopped)
 
-    async def compact(self, *, trigger: str = "manual") -> CompactionRecord:
+    async def compact(self, *, trigger: str = "manual", instructions: str = "") -> CompactionRecord:
         """Summarise the conversation now (``/compact``; raises CompactionFailed). The speculation on the old
-        prefix is dropped; the next suggestion and fork share the new prefix's cache."""
+        prefix is dropped; the next suggestion and fork share the new prefix's cache. The PreCompact hooks
+        run first (exit 2 refuses: not a failure of the summary), the SessionStart ``compact`` ones after."""
         await self.engine.ignore("compacted")
+        try:
+            await self.hooks.pre_compact(trigger, instructions)
+        except CompactBlocked as e:
+            raise CompactionFailed(f"compaction blocked by a PreCompact hook: {e}") from None
         rec = await self.compactor.compact(self.key, self.messages, turn=self.turn, trigger=trigger,
-                                           tokens=context_tokens(self._last_usage))
+                                           tokens=context_tokens(self._last_usage), instructions=instructions)
+        await self.hooks.session_start("compact")
         self._last_usage, self._logged = None, 0  # the transcript logs the continuation message
         if self.transcript is not None:
             self.transcript.write("compaction", turn=self.turn, trigger=trigger, tokens_before=rec.tokens_before,
@@ -269,10 +281,21 @@ class Session:
             await self.engine.ignore()
 
     async def clear(self) -> None:
+        """Forget the conversation. As in Claude Code this ends the session for the hooks (SessionEnd
+        ``clear``) and starts another, with a new id and transcript (SessionStart ``clear``)."""
         await self.engine.ignore()
+        await self.hooks.session_end("clear")
         self.messages.clear()
         self._logged, self._last_usage = 0, None
         self.turn = 0
+        self.session_id = self.hooks.session_id = str(uuid.uuid4())
+        self.hook_transcript = self.hooks.transcript = self._new_hook_transcript()
+        await self.hooks.session_start("clear")
+
+    def _new_hook_transcript(self) -> HookTranscript | None:
+        if not self.workspace.settings.hooks:
+            return None  # only hooks read it
+        return HookTranscript.for_session(self.project, self.session_id, base=self.cfg.hook_transcript_dir)
 
     def _remove_spill(self) -> None:
         if self._own_spill:
@@ -303,10 +326,14 @@ async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                 trio.open_nursery() as nursery:
             s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws, approve=approve)
             try:
+                await s.hooks.session_start("startup")
                 yield s
             finally:
                 with trio.CancelScope(shield=True):
                     await s.engine.shutdown()
+                    await s.hooks.session_end("other")
+                if s.hook_transcript is not None:
+                    s.hook_transcript.remove_forks()
                 nursery.cancel_scope.cancel()
                 if s.transcript is not None:
                     s.transcript.close()

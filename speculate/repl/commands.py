@@ -18,6 +18,7 @@ HELP = """commands:
   /model                the model backend in use
   /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
   /mcp                  the MCP servers and their tools
+  /hooks                the hooks loaded from the settings files, by event
   /clear                forget the conversation (the project is untouched)
   /compact              replace the conversation by a model-written summary (frees the context window)
   /accept               submit the predicted prompt (waits for it; handy in line mode)
@@ -27,7 +28,7 @@ keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or 
   Ctrl-R searches the history. Typing over the prediction hides it; edit back and it returns."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = ("/help", "/diff", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact", "/accept",
+NO_ARGS = ("/help", "/diff", "/stats", "/memory", "/context", "/mcp", "/hooks", "/model", "/clear", "/compact", "/accept",
            "/quit", "/exit")
 
 
@@ -76,6 +77,8 @@ async def run_command(r: Repl, text: str) -> None:
         from speculate.repl.info import format_mcp
 
         r._line(format_mcp(r.s))
+    elif name == "/hooks":
+        r._line(r.s.hooks.listing())
     elif name == "/model":
         r._line(f"model: {r.s.cfg.model_name} via {r.model_label or r.s.cfg.model.name}")
     elif name == "/clear":

@@ -94,7 +94,7 @@ class Repl:
             self._hook_line(ev)
 
     def _hook_line(self, ev: HookRan) -> None:
-        """A hook's output: what it printed (exit 0), what it refused (exit 2), or a warning."""
+        """A hook's output: what it shows (its systemMessage or plain stdout), what it refused, or a warning."""
         first = lambda text: text.strip().splitlines()[0][:100] if text.strip() else ""  # noqa: E731
         on = f" on {ev.tool}" if ev.tool else ""
         if ev.timed_out:
@@ -102,11 +102,17 @@ class Repl:
         elif ev.failed:
             self._line(self._c("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
                                      + (f": {first(ev.stderr)}" if first(ev.stderr) else "")))
-        elif ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
+        if ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
             what = {"PreToolUse": "refused the call", "Stop": "keeps the turn going"}.get(ev.event, "feedback")
-            self._line(self._c("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.stderr)}"))
-        elif ev.exit_code == 0 and first(ev.stdout) and ev.event != "UserPromptSubmit":
-            self._line(self._c("2", f"  ↪ {ev.event} hook{on}: {first(ev.stdout)}"))
+            self._line(self._c("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.reason)}"))
+        elif first(ev.shown) and (ev.parsed.get("systemMessage") or (ev.exit_code == 0
+                                  and ev.event != "UserPromptSubmit")):  # a prompt's stdout is the model's context
+            self._line(self._c("2", f"  ↪ {ev.event} hook{on}: {first(ev.shown)}"))
+        if ev.parsed.problems:
+            self._line(self._c("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} printed output speculate cannot "
+                                     f"read: {ev.parsed.problems[0][:120]}"))
+        if ev.stop_reason is not None:
+            self._line(self._c("35", f"  ⛔ {ev.event} hook stopped the turn{on}: {first(ev.stop_reason)}"))
 
     async def ask(self, tool: str, summary: str) -> Literal["y", "n", "always"]:
         """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""

@@ -269,7 +269,8 @@ class SpeculationEngine:
         hooks = self.s.workspace.hooks(
             shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
             boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
-            on_event=lambda r: self._fork_hook(spec, r))
+            on_event=lambda r: self._fork_hook(spec, r),
+            transcript=self.s.hook_transcript.fork() if self.s.hook_transcript is not None else None)
         spec.approvals = Approvals(spec.overlay)
         authorizer = spec.authorizer = SpecAuthorizer(
             mode=self.s.cfg.mode, allow=self.s.authorizer.allow, deny=self.s.authorizer.deny,
@@ -341,7 +342,7 @@ class SpeculationEngine:
     def _fork_hook(self, spec: Speculation, r: HookRan) -> None:
         spec.record.hooks_run += 1
         if r.blocked and r.event == "PreToolUse":
-            spec.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
+            spec.record.hook_denials.append(f"{r.tool}: {r.reason or r.command}")
         elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
             spec.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
                                            + ("timed out" if r.timed_out else f"exit {r.exit_code}")
