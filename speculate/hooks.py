@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from speculate import ShellResult
 from speculate.agent_types import BoundaryReached
 from speculate.settings import Hook
+from speculate.tools.budget import HOOK_OUTPUT_BUDGET, cut
 from speculate.types import Block
 
 
@@ -150,8 +151,9 @@ class HookRunner:
         for h in hooks:
             res = await self.shell.run(h.command, timeout=h.timeout, stdin=stdin,
                                        env={"CLAUDE_PROJECT_DIR": str(self.project)})
-            ran = HookRan(event, h.command, res.exit_code, res.stdout, res.stderr, res.timed_out, tool,
-                          self.sandboxed)
+            # Its output reaches the conversation (context, tool results): cut to a budget, never a poisoned session.
+            ran = HookRan(event, h.command, res.exit_code, cut(res.stdout, HOOK_OUTPUT_BUDGET, what="hook output"),
+                          cut(res.stderr, HOOK_OUTPUT_BUDGET, what="hook output"), res.timed_out, tool, self.sandboxed)
             self.on_event(ran)
             if self.sandboxed and ran.failed:  # a fork's hook: fail closed (the main loop's only warns)
                 raise BoundaryReached("hook", _failure(ran), discard=True)

@@ -13,7 +13,8 @@ HELP = """commands:
   /help                 this list
   /spec on|off          turn speculation on or off
   /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
-  /diff                 what the current speculation would change, as a diff
+  /diff                 what the running speculation would change, else what the last accepted one changed
+  /last                 the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)
   /stats                acceptance, time saved, tokens and cost wasted
   /model                the model backend in use
   /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
@@ -24,11 +25,13 @@ HELP = """commands:
   /quit                 leave (Ctrl-D does the same)
 keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or a trailing \\ start a new line;
   Esc or Ctrl-C stops the running turn; at the prompt Ctrl-C stops a running speculation, again clears the line;
-  Ctrl-R searches the history. Typing over the prediction hides it; edit back and it returns."""
+  Esc at a question answers no; Ctrl-R searches the history. Typing over the prediction hides it; edit back
+  and it returns. Keys typed during a turn wait in the next prompt (sent by their Enter, unless the turn was
+  cancelled: then only a fresh Enter sends them)."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = ("/help", "/diff", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact", "/accept",
-           "/quit", "/exit")
+NO_ARGS = ("/help", "/diff", "/last", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact",
+           "/accept", "/quit", "/exit")
 
 
 class Quit(Exception):
@@ -65,9 +68,11 @@ async def run_command(r: Repl, text: str) -> None:
         r.status.mode = arg
         r._line(f"permission mode {arg}")
     elif name == "/diff":
-        r._line(r.s.diff() or "(the current speculation changes nothing)")
+        show_diff(r)
+    elif name == "/last":
+        r.show_last()
     elif name == "/stats":
-        r._line(format_stats(r.s.statistics()))
+        r._line(format_stats(r.s.statistics(), scripted=r.scripted_offered))
     elif name in ("/memory", "/context"):
         from speculate.repl.info import format_memory
 
@@ -110,9 +115,30 @@ async def run_command(r: Repl, text: str) -> None:
         r._line(f"unknown command {name!r}; /help lists them")
 
 
-def format_stats(st: dict[str, Any]) -> str:
+def show_diff(r: Repl) -> None:
+    """``/diff``: the running speculation's changes, else the last accepted speculation's, coloured."""
+    from speculate.repl.toolview import coloured_diff
+
+    assert r.s is not None
+    running = r.status.state in ("generating", "speculating", "ready", "boundary")
+    diff = r.s.diff()
+    if diff or running:
+        if not diff:
+            r._line("(the current speculation changes nothing)")
+            return
+        r._line(r._c("1", "what the running speculation would change (nothing of it is in the project yet):"))
+        r._lines(coloured_diff(diff))
+    elif accepted := r.s.accepted_diff():
+        r._line(r._c("1", "what the last accepted speculation changed in the project:"))
+        r._lines(coloured_diff(accepted))
+    else:
+        r._line("(no speculation is running, and none was accepted yet)")
+
+
+def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
     """The session's figures under one set of names: counts as integers, rates as percentages, times in
-    seconds, costs in dollars."""
+    seconds, costs in dollars. ``scripted``: the demo's scripted prompts offered as ghost text, which are
+    not the model's suggestions and not counted as such."""
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])) or "none"
 
@@ -130,6 +156,9 @@ def format_stats(st: dict[str, Any]) -> str:
     ]
     if st.get("suppressed_reasons"):
         rows.insert(3, ("not shown", counts(st["suppressed_reasons"])))
+    if scripted:
+        rows.insert(2, ("demo script", f"{scripted} scripted prompt{'s' * (scripted != 1)} offered as ghost text "
+                                       "where the model had no suggestion (not counted above)"))
     if st.get("compactions") or st.get("compaction_failures"):
         rows.append(("compactions", f"{st.get('compactions', 0)}" + (
             f" ({st['compaction_failures']} failed)" if st.get("compaction_failures") else "")))

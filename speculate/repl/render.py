@@ -1,5 +1,5 @@
-"""Pure renderers of the REPL's lines: one line per tool call, the accepted-speculation line, and the
-approval question's list; and the terminal's width."""
+"""Pure renderers of the REPL's lines: one line per tool call, a hook's line, the accepted-speculation line,
+the approval question's list, what a cancelled turn left; and the terminal's width."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from speculate.agent_types import ToolFinished
+from speculate.hooks import HookRan
+from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import PendingApproval, distinct
 
 
@@ -84,18 +86,56 @@ def approval_lines(pending: Sequence[PendingApproval]) -> list[str]:
     call changed in the overlay."""
     calls = distinct(pending)
     n = len(calls)
+    rules = ", ".join(dict.fromkeys(p.rule for p in calls))
     return [f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
             *(f"  {p.summary} → {p.effect()}" for p in calls),
-            "n: discard it and run the prompt normally (asking as usual); always: also allow "
-            + ("this command" if n == 1 else "these commands") + " from now on"]
+            "n or Esc: discard it and run the prompt normally (asking as usual); always: also allow "
+            + ("this command" if n == 1 else "these commands") + f" for the rest of this session ({rules})"]
 
 
 def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
-    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why); (colour, text) fragments."""
-    first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
+    """One line per call: ✓ ran, ✗ failed, ✗ … denied; (colour, text) fragments. What it printed or why it
+    was refused follows under it (:mod:`speculate.repl.toolview`)."""
     if ev.denied:
-        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied"),
-                *([("", " "), ("2", first)] if first else [])]
+        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied")]
     mark = ("31", "✗") if ev.is_error else ("32", "✓")
-    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s"),
-            *([("", " "), ("31", first)] if first else [])]
+    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s")]
+
+
+def hook_line(ev: HookRan) -> list[tuple[str, str]] | None:
+    """A hook's output: what it printed (exit 0), what it refused (exit 2), or a warning; None: nothing to say."""
+    def first(text: str) -> str:
+        return text.strip().splitlines()[0][:100] if text.strip() else ""
+
+    on = f" on {ev.tool}" if ev.tool else ""
+    if ev.timed_out:
+        return [("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} timed out and was killed")]
+    if ev.failed:
+        return [("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
+                       + (f": {first(ev.stderr)}" if first(ev.stderr) else ""))]
+    if ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
+        what = {"PreToolUse": "refused the call", "Stop": "keeps the turn going"}.get(ev.event, "feedback")
+        return [("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.stderr)}")]
+    if ev.exit_code == 0 and first(ev.stdout) and ev.event != "UserPromptSubmit":
+        return [("2", f"  ↪ {ev.event} hook{on}: {first(ev.stdout)}")]
+    return None
+
+
+def cancelled_line(landing: Landing | None, edits: Sequence[str]) -> str:
+    """What a cancelled turn left in the project: of an accepted speculation, whether its files landed; of
+    the live path, the files it had edited (they stay)."""
+    def names(paths: Sequence[str]) -> str:
+        shown = list(dict.fromkeys(paths))
+        return ", ".join(shown[:5]) + (f" +{len(shown) - 5} more" if len(shown) > 5 else "")
+
+    live = f"; files edited before the cancel stay as they are: {names(edits)}" if edits else ""
+    if landing is None:
+        return f"turn cancelled{live}; the session goes on"
+    if landing.promoted:
+        landed = landing.files.words() or "nothing"
+        return (f"turn cancelled: the accepted speculation had landed ({landed}); what came after it was "
+                f"stopped{live}; the session goes on")
+    if landing.dropped:
+        return f"turn cancelled: the speculation was discarded, nothing of it was applied{live}; the session goes on"
+    return ("turn cancelled: nothing of the accepted speculation was applied (what it showed above was "
+            "discarded; the project is as it was); the session goes on")

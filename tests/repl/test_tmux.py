@@ -179,7 +179,7 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     term.keys("Right", "Enter")
     # Its pytest runs are what the live path asks about in acceptEdits: shown with what they changed, asked once.
     asked = term.answer_until(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
-    assert asked == ["accept the speculation with what it ran?"], asked
+    assert asked == ["accept the speculation with what it ran?"], (asked, term.scrollback())
     assert "  Bash(python -m pytest -q) → wrote " in term.scrollback()
     term.wait(lambda: "Full suite" in term.scrollback(), "the final answer")
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
@@ -273,7 +273,9 @@ def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_v
         t.type("n")
         t.keys("Enter")
         t.wait(lambda: "✗ Edit(" in t.screen() and "denied" in t.screen(), "the denial line")
-        t.wait(lambda: "allow Edit(" in t.screen().split("denied")[-1] or "(" in t.toolbar(), "the turn going on")
+        # The turn goes on: its next question, or the prompt back (the live line under a running turn has
+        # a "(" too, so the toolbar's "saved" marks the prompt).
+        t.wait(lambda: "allow " in t.screen().split("denied")[-1] or "saved" in t.toolbar(), "the turn going on")
         t.keys("C-c")
         t.wait(lambda: "turn cancelled" in t.scrollback() or "saved" in t.toolbar(), "the prompt back")
         assert tree_hash(project) == h0
