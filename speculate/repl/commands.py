@@ -13,7 +13,8 @@ HELP = """commands:
   /help                 this list
   /spec on|off          turn speculation on or off
   /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
-  /diff                 what the running speculation would change, else what the last accepted one changed
+  /diff [last]          what the running speculation would change (else, or with last: what the last
+                        accepted speculation changed in the project), coloured
   /last                 the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)
   /stats                acceptance, time saved, tokens and cost wasted
   /model                the model backend in use
@@ -30,7 +31,7 @@ keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or 
   cancelled: then only a fresh Enter sends them)."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = ("/help", "/diff", "/last", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact",
+NO_ARGS = ("/help", "/last", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact",
            "/accept", "/quit", "/exit")
 
 
@@ -68,7 +69,10 @@ async def run_command(r: Repl, text: str) -> None:
         r.status.mode = arg
         r._line(f"permission mode {arg}")
     elif name == "/diff":
-        show_diff(r)
+        if arg not in ("", "last"):
+            r._line(f"/diff takes no arguments (got {arg!r}); /diff last shows the last accepted change")
+            return
+        show_diff(r, last=arg == "last")
     elif name == "/last":
         r.show_last()
     elif name == "/stats":
@@ -115,24 +119,26 @@ async def run_command(r: Repl, text: str) -> None:
         r._line(f"unknown command {name!r}; /help lists them")
 
 
-def show_diff(r: Repl) -> None:
-    """``/diff``: the running speculation's changes, else the last accepted speculation's, coloured."""
+def show_diff(r: Repl, *, last: bool = False) -> None:
+    """``/diff``: the running speculation's changes, else (or with ``last``) the last accepted speculation's,
+    coloured."""
     from speculate.repl.toolview import coloured_diff
 
     assert r.s is not None
-    running = r.status.state in ("generating", "speculating", "ready", "boundary")
-    diff = r.s.diff()
-    if diff or running:
-        if not diff:
-            r._line("(the current speculation changes nothing)")
-            return
+    diff = "" if last else r.s.diff()
+    accepted = r.s.accepted_diff()
+    if diff:
         r._line(r._c("1", "what the running speculation would change (nothing of it is in the project yet):"))
         r._lines(coloured_diff(diff))
-    elif accepted := r.s.accepted_diff():
+        if accepted:
+            r._line(r._c("2", "(/diff last: what the last accepted speculation changed)"))
+    elif accepted:
         r._line(r._c("1", "what the last accepted speculation changed in the project:"))
         r._lines(coloured_diff(accepted))
+    elif last:
+        r._line("(no speculation was accepted yet)")
     else:
-        r._line("(no speculation is running, and none was accepted yet)")
+        r._line("(the current speculation changes nothing)")
 
 
 def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
