@@ -79,6 +79,9 @@ class SessionConfig:
     context_window: int = DEFAULT_WINDOW  # the model's, in tokens (speculate.compaction)
     compact_margin: int = COMPACT_MARGIN  # auto-compaction at context_window - compact_margin
     auto_compact: bool = True
+    # A request refused as over the window compacts (its copy cut down to be summarisable) and is retried
+    # once; needs auto_compact too.
+    reactive_compact: bool = True
     # Environment overrides for every command the session runs (Bash, hooks; main loop and sandboxed
     # fork alike): the bench pins PATH to the workspace's toolchain (bench/toolchain.py).
     tool_env: dict[str, str] | None = None
@@ -190,7 +193,7 @@ class Session:
             try:
                 result = await (self.agent.resume() if resume else self.agent.run(prompt))
             except ModelError as e:
-                if not too_long(e) or not self.cfg.auto_compact:
+                if not too_long(e) or not (self.cfg.auto_compact and self.cfg.reactive_compact):
                     raise
                 note = "; ".join(n for n in (note, await self._compact_reactively(e)) if n)
                 result = await self.agent.resume()  # once: the same turn, on the summary
@@ -307,8 +310,7 @@ class Session:
 
     def accepted_diff(self) -> str:
         """What the last accepted speculation changed (with ``keep_accepted_diff``), or ""."""
-        landing = self.engine.landing
-        return landing.diff if landing is not None and landing.promoted else ""
+        return self.engine.accepted_diff
 
     def statistics(self) -> dict[str, Any]:
         stats = self.events.statistics()

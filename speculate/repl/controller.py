@@ -90,11 +90,12 @@ class Repl(Output):
             return  # nothing of the main loop runs between turns; be safe anyway
         line = self.turn_line
         if isinstance(ev, TextDelta):
-            self._write(ev.text)
+            self._stream(ev.text)
             self._response_text += ev.text
             if line is not None:
                 line.text(ev.text)
         elif isinstance(ev, ResponseDone):
+            self._flush_word()
             self._last_response_text, self._response_text = self._response_text, ""
             if line is not None:
                 line.response_done(ev.response.usage.output_tokens)

@@ -187,7 +187,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         from prompt_toolkit.application import get_app
 
         def toolbar() -> FormattedText:
-            return FormattedText([("", " " + repl.status.line(width=get_app().output.get_size().columns - 2))])
+            text = repl.status.line(width=get_app().output.get_size().columns - 2)
+            return FormattedText([("", " " + text.replace("\n", "\n "))])
 
         repl.attach(PromptFrontend(toolbar=toolbar,
                                    on_diverge=repl.diverged, history=FileHistory(str(hist)),

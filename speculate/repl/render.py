@@ -27,13 +27,11 @@ def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int
                   deleted: Sequence[str] = (), renamed: Sequence[str] = ()) -> str:
     """``⚡ speculation accepted: …`` in one line of ``width``: what happened to the person's files, as what
     it is (``deleted build/``, ``renamed a.py → b.py``, ``wrote c.py``; as many names as fit), tool caches
-    (.pytest_cache, __pycache__, any dot or SKIP_DIRS directory) summarised as a count."""
-    from speculate.tools.common import SKIP_DIRS
-
+    (.pytest_cache, __pycache__, node_modules, .benchmarks: :func:`is_cache_dir`) summarised as a count.
+    Any other file is named, a hidden one too (a hook's ``.audit/log.jsonl`` is no cache)."""
     def cache(path: str) -> str | None:
         parts = path.rstrip("/").split("/")
-        return next((d for d in parts[:-1] if d.startswith(".") or d in SKIP_DIRS),
-                    parts[-1] if parts[-1] in SKIP_DIRS else None)
+        return next((d for d in parts[:-1] if is_cache_dir(d)), parts[-1] if is_cache_dir(parts[-1]) else None)
 
     dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
     written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
@@ -51,6 +49,17 @@ def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int
         if complete or (tail == tails[-2] and any(names for _, names, _ in parts)) or tail == tails[-1]:
             break
     return head + "".join(_group_text(verb, names, total) for verb, names, total in parts) + tail
+
+
+CACHE_NAMES = frozenset({".benchmarks", ".hypothesis", ".nox", ".eggs", ".gradle", ".next", ".turbo"})
+
+
+def is_cache_dir(name: str) -> bool:
+    """A directory tools fill by themselves: the SKIP_DIRS ones, any ``*cache*``, a few known others."""
+    from speculate.tools.common import SKIP_DIRS
+
+    return (name in SKIP_DIRS and name not in (".git", ".hg", ".svn")) or "cache" in name.lower() \
+        or name in CACHE_NAMES
 
 
 def _group_text(verb: str, names: list[str], total: int) -> str:

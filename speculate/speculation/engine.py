@@ -25,7 +25,8 @@ from speculate.agent_types import (
     ToolStarted,
 )
 from speculate.hooks import PromptBlocked
-from speculate.models.base import ModelError, Usage
+from speculate.models.base import ModelError
+from speculate.models.profiles import cost_usd
 from speculate.speculation import suggest
 from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import Approvals
@@ -41,13 +42,6 @@ from speculate.types import Message, text_of
 
 if TYPE_CHECKING:
     from speculate.session import TurnOutcome
-
-
-def cost_usd(model: str, usage: Usage) -> float:
-    from speculate.models.profiles import find_profile
-
-    p = find_profile(model)
-    return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
 class SpeculationEngine:
@@ -66,7 +60,8 @@ class SpeculationEngine:
         self._pipelined_from: Speculation | None = None
         self.state: State = "idle"
         self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
-        self.landing: Landing | None = None  # the last accepted speculation: did it land (accept.Landing)
+        self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
+        self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)
 
     # -- driven by the session -----------------------------------------------------------------------
     def after_turn(self, *, pipelined: bool) -> None:
@@ -177,6 +172,7 @@ class SpeculationEngine:
             return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note + (
                 "; nothing of what it showed was applied" if spec.shown else ""))
         landing.promoted, landing.files = True, step.summary_of(rec)
+        self.accepted_diff = landing.diff
         assert spec.agent is not None
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))

@@ -169,3 +169,10 @@ def test_the_toolbar_says_how_many_calls_accepting_will_ask_about() -> None:
     s.update(SpecEvent("generating", None))
     s.update(SpecEvent("boundary", "x", {"boundary": "edit", "detail": "Edit a", "approvals": 2}))
     assert "stopped at boundary (edit: Edit a); 2 to approve" in s.line()
+
+
+def test_a_hooks_audit_log_is_named_not_counted_as_a_cache() -> None:
+    from speculate.repl.render import accepted_line
+
+    line = accepted_line(["src/a.py", ".audit/hook.log", ".pytest_cache/v/x"], 2, 1.0, 160)
+    assert line.endswith("wrote .audit/hook.log, src/a.py; 1 in caches (.pytest_cache)"), line

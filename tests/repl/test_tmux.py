@@ -354,10 +354,12 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
             t.wait(lambda cmd=cmd: f"{cmd.split()[0]} takes no arguments (got '{cmd.split()[1]}')" in t.scrollback(),
                    f"{cmd} refused")
         t.keys("Tab", "Enter")
-        # The fork stops at its first edit (default mode); the toolbar fits 60 columns, path shortened.
-        t.wait(lambda: "stopped at boundary" in t.toolbar(), "the boundary in the toolbar")
-        bar = t.toolbar()
-        assert bar.rstrip().endswith("default") and "…" in bar and len(bar.rstrip()) <= 60, bar
+        # The fork stops at its first edit (default mode); the toolbar fits 60 columns: the path shortened,
+        # the stop reason wrapped onto a second line, not cut.
+        t.wait(lambda: "needs permission)" in t.toolbar(), "the boundary in the toolbar")
+        above, bar = [ln for ln in t.screen().splitlines() if ln.strip()][-2:]
+        assert above.strip().startswith("stopped at boundary (edit: Edit …/") and len(above.rstrip()) <= 60, above
+        assert bar.rstrip().endswith("│ default") and len(bar.rstrip()) <= 60, bar
         t.type("/spec off")
         t.keys("Enter")
         t.type("/spec on")  # typed ahead while /spec off may still be handled: its Enter must still send it

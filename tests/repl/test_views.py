@@ -87,3 +87,22 @@ def test_a_cancelled_turn_says_what_landed() -> None:
     assert cancelled_line(landed, []).startswith("turn cancelled: the accepted speculation had landed (wrote a.py)")
     assert "nothing of the accepted speculation was applied" in cancelled_line(Landing("fix it"), [])
     assert "discarded, nothing of it was applied" in cancelled_line(Landing("x", dropped="conflict"), ["b.py"])
+
+
+def test_streamed_model_text_wraps_at_word_boundaries_on_a_narrow_terminal(monkeypatch) -> None:
+    import io
+
+    import speculate.repl.output as output
+
+    monkeypatch.setattr(output, "columns", lambda: 21)
+
+    class Terminal:
+        color = True
+
+    out = io.StringIO()
+    w = output.Output(out)
+    w.fe = Terminal()
+    for delta in ("The quick bro", "wn fox jumps over the la", "zy dog and keeps running\nnew line here ok"):
+        w._stream(delta)
+    w._write("\n")
+    assert out.getvalue() == "The quick brown fox\njumps over the lazy\ndog and keeps\nrunning\nnew line here ok\n"
