@@ -50,16 +50,28 @@ def preview(content: str, ctx: ToolContext, *, tool_use_id: str) -> str:
 
 def fit_results(results: Sequence[Block], ctx: ToolContext, *, budget: int = MESSAGE_RESULT_BUDGET
                 ) -> list[Block]:
-    """``results`` (copies where changed) whose text contents add up to at most ``budget`` where possible."""
+    """``results`` (copies where changed) whose text contents add up to at most ``budget`` where possible. A
+    result of several blocks (an MCP tool's) counts its text blocks; cut, they become one preview block
+    before its other blocks (images)."""
     out = [dict(r) for r in results]
-    sizes = {i: len(r["content"]) for i, r in enumerate(out) if isinstance(r.get("content"), str)}
+    sizes = {i: len(_text(r["content"])) for i, r in enumerate(out) if _text(r.get("content")) is not None}
     total = sum(sizes.values())
     for i in sorted(sizes, key=lambda i: -sizes[i]):
         if total <= budget:
             break
-        short = preview(out[i]["content"], ctx, tool_use_id=str(out[i].get("tool_use_id", "")))
+        content = out[i]["content"]
+        short = preview(_text(content) or "", ctx, tool_use_id=str(out[i].get("tool_use_id", "")))
         if len(short) >= sizes[i]:
             continue
         total -= sizes[i] - len(short)
-        out[i]["content"] = short
+        out[i]["content"] = short if isinstance(content, str) else [
+            {"type": "text", "text": short}, *(b for b in content if b.get("type") != "text")]
     return out
+
+
+def _text(content: object) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return None
