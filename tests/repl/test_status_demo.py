@@ -54,8 +54,13 @@ def test_toolbar_fits_the_width_and_shortens_paths() -> None:
     st = Status(state="boundary", boundary="edit: Edit /tmp/a/b/proj/tests/test_pager.py needs permission")
     full = st.line()
     assert "/tmp/a/b/proj/tests/test_pager.py" in full and len(full) > 60
-    short = st.line(width=60)
-    assert len(short) <= 60 and short.endswith("saved 0.0s │ acceptEdits") and "…" in short
+    short = st.line(width=60)  # the path shortened, then the stop reason wrapped onto a second line, whole
+    first, second = short.split("\n")
+    assert short == ("stopped at boundary (edit: Edit …/tests/test_pager.py needs\n"
+                     "permission) │ saved 0.0s │ acceptEdits")
+    assert len(first) <= 60 and len(second) <= 60
+    tiny = st.line(width=30)  # only what fits in no two lines is cut
+    assert all(len(ln) <= 30 for ln in tiny.split("\n")) and "…" in tiny and tiny.endswith("acceptEdits")
     assert "tests/test_pager.py" in st.line(width=90) and "/tmp/a" not in st.line(width=90)
     st.set_speculation(True)
     assert st.line() == "idle │ saved 0.0s │ acceptEdits"  # not the last speculation's state
