@@ -22,15 +22,13 @@ from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F40
 from speculate.repl.output import Output
 from speculate.repl.render import accepted_line, approval_lines, cancelled_line, columns, hook_line, tool_line
 from speculate.repl.status import Status
-from speculate.repl.toolview import Body, body_lines, question_lines, tool_body
+from speculate.repl.toolview import Body, body_lines, question_lines, small_text, tool_body
 from speculate.repl.turnline import TurnLine
 from speculate.session import Session, TurnOutcome
 from speculate.speculation.approvals import PendingApproval
 from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
 from speculate.term import visible
-
-READ_LIMIT = 1 << 20  # a file larger than this is not read for a permission question's diff
 
 
 class Frontend(Protocol):
@@ -147,13 +145,7 @@ class Repl(Output):
         return await self._question(f"allow {visible(summary)}?")
 
     def _read_for_diff(self, path: str) -> str | None:
-        p = Path(path) if Path(path).is_absolute() or self.s is None else self.s.project / path
-        try:
-            if not p.is_file() or p.stat().st_size > READ_LIMIT:
-                return None
-            return p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        return small_text(Path(path) if Path(path).is_absolute() or self.s is None else self.s.project / path)
 
     async def approve(self, pending: Sequence[PendingApproval]) -> Literal["y", "n", "always"]:
         """On accepting a speculation that ran calls the live path would have asked about: show them with

@@ -10,6 +10,7 @@ import difflib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from speculate.agent_types import ToolFinished
@@ -18,6 +19,7 @@ Line = list[tuple[str, str]]
 BODY_LINES = 4  # result lines shown under a call
 DIFF_LINES = 16  # diff lines shown under an edit
 QUESTION_DIFF_LINES = 40  # diff lines shown in a permission question
+READ_LIMIT = 1 << 20  # a file larger than this is not read for a permission question's diff
 EXPAND = "ctrl+o or /last to expand"
 _PRIMARY = ("command", "file_path", "pattern", "path", "url")
 _SHOWN_AS_DIFF = ("content", "old_string", "new_string")
@@ -115,6 +117,16 @@ def body_lines(body: Body) -> list[Line]:
     elif body.hidden > 0:
         out.append([("2", f"     … +{body.hidden} line{'s' * (body.hidden != 1)} ({EXPAND})")])
     return out
+
+
+def small_text(path: Path, limit: int = READ_LIMIT) -> str | None:
+    """A regular UTF-8 file's text, for a question's diff; None when it is absent, large or not text."""
+    try:
+        if not path.is_file() or path.stat().st_size > limit:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def full_call(tool: str, inp: dict[str, Any]) -> str:
