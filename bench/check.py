@@ -13,9 +13,10 @@ tool results are checked against the candidate's expectations (bench/forkcheck.p
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import shutil
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink
 from speculate.sim.scenario import Scenario, ScenarioError
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.tempfiles import temp_dir
 from speculate.term import visible
 
 CHECK_TIME_SCALE = 0.02
@@ -34,20 +36,46 @@ MISS_THINK_S = 300.0  # simulated; at the check's time scale 6 s of wall time fo
 Toolchains = dict[Path | None, Toolchain]
 
 
-def check_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="speculate sim check", description="Validate and replay scenario files.")
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate sim check`` (on the command tree of :mod:`speculate.cli`)."""
+    ap.description = ("Validate scenario files (format errors as file:line: reason), then replay each once "
+                      "through the real agent loop and tools, and list every turn's unmet expectations, model "
+                      "errors and simulator fallbacks. The replay runs on a fresh copy of the scenario's "
+                      "workspace with the workspace's own toolchain, or, with --project DIR, on a copy of DIR "
+                      "with your PATH, as `speculate repl DIR --scenario FILE` would.")
     ap.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
     ap.add_argument("--time-scale", type=float, default=CHECK_TIME_SCALE,
                     help=f"clock speed of the replay (default {CHECK_TIME_SCALE})")
     ap.add_argument("--no-replay", action="store_true", help="only validate the files")
     ap.add_argument("--misses", action="store_true", help="also fork every turn's wrong suggestion (forced "
                     "acceptance 0, the speculative arm) and check its tool results")
-    a = ap.parse_args(argv)
+    ap.add_argument("--project", type=Path, default=None, metavar="DIR",
+                    help="replay on a copy of DIR (never DIR itself) with this shell's PATH, instead of the "
+                         "scenario's workspace and toolchain")
+    ap.set_defaults(run=check_run)
+
+
+def check_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="speculate sim check")
+    configure(ap)
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return check_run(a)
+
+
+def check_run(a: argparse.Namespace) -> int:
+    if a.project is not None and not a.project.is_dir():
+        print(f"speculate sim check: --project {str(a.project)!r} is not a directory", file=sys.stderr)
+        return 2
     try:
         scenarios = [load_scenario(p) for p in a.scenarios]
     except ScenarioError as e:
         print(f"speculate sim check: {e}", file=sys.stderr)
         return 2
+    if a.project is not None:  # a copy of the project as it is, as `repl DIR --scenario` uses DIR itself
+        scenarios = [dataclasses.replace(s, workspace=a.project.resolve(), files={}) for s in scenarios]
     for s in scenarios:
         n_exp = sum(st.expect is not None for t in s.turns for st in t.steps)
         print(f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
@@ -55,7 +83,8 @@ def check_main(argv: list[str]) -> int:
     if a.no_replay:
         return 0
     try:
-        toolchains = resolve_toolchains(scenarios)
+        toolchains = ({a.project.resolve(): Toolchain(os.environ.get("PATH", ""), "the caller's PATH")}
+                      if a.project is not None else resolve_toolchains(scenarios))
     except ToolchainError as e:
         print(f"speculate sim check: {e}", file=sys.stderr)
         return 2
@@ -69,7 +98,7 @@ def check_main(argv: list[str]) -> int:
 
 
 def _run(cfg: RunConfig, toolchains: Toolchains) -> RunOutput:
-    out = Path(tempfile.mkdtemp(prefix="speculate-check-"))
+    out = temp_dir("check")
     try:
         return trio.run(partial(run_experiment, cfg, out, toolchains=toolchains))
     finally:

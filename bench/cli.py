@@ -29,6 +29,7 @@ from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, check_unique, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.tempfiles import clean_stale
 from speculate.term import visible
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
@@ -68,9 +69,16 @@ def _rates(s: str) -> list[float | None]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="speculate bench", description="Speculative vs plain agent loop: "
-                                 "paired, interleaved sessions; results in a directory per run. "
-                                 "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table.")
+    ap = argparse.ArgumentParser(prog="speculate bench")
+    configure(ap)
+    return ap
+
+
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate bench`` (on the command tree of :mod:`speculate.cli`)."""
+    ap.description = ("Speculative vs suggest vs plain agent loop: paired, interleaved sessions on the embedded "
+                      "simulator (or a real backend); results in a directory per run. "
+                      "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table.")
     ap.add_argument("--quick", action="store_true", help=f"every scenario once (1 rep: one cluster each), "
                     f"time scale {QUICK_TIME_SCALE}")
     ap.add_argument("--scenario", "--scenarios", action="append", nargs="+", default=[], metavar="NAME",
@@ -124,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"chance the simulated user edits a file the next turn writes while thinking (default "
                     f"{USER_EDIT_PROB:g}, an assumption; 0 turns harm off)")
     ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
-    return ap
+    ap.set_defaults(run=bench_run)
 
 
 def resolve_scenarios(names: list[str]) -> tuple[list[Scenario], list[Path]]:
@@ -298,6 +306,11 @@ def bench_main(argv: list[str]) -> int:
         a = ap.parse_args(argv)
     except SystemExit as e:  # argparse has printed the error naming the option
         return int(e.code or 0)
+    a.command_line = ["bench", *argv]
+    return bench_run(a)
+
+
+def bench_run(a: argparse.Namespace) -> int:
     if a.compare:
         from bench.compare import compare_main
 
@@ -313,6 +326,9 @@ def bench_main(argv: list[str]) -> int:
         return 2
     for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
         print(rec.line(), file=sys.stderr)
+    cleaned = clean_stale()  # project copies and spill directories of a killed run
+    if cleaned:
+        print(cleaned.line(), file=sys.stderr)
     try:  # each workspace's interpreter and test dependencies, made now so a failure is one clear line
         toolchains = resolve_toolchains(cfg.scenarios)
     except ToolchainError as e:
@@ -322,7 +338,8 @@ def bench_main(argv: list[str]) -> int:
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
-    prov = provenance.start(argv, cfg)
+    typed = getattr(a, "command_line", None) or ["bench", *sys.argv[1:]]
+    prov = provenance.start(typed[1:], cfg)  # the options after "bench"
     res = trio.run(_run, cfg, out, toolchains)
     from bench.report import write_report
 

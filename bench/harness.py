@@ -54,6 +54,7 @@ from speculate.sim.realism import Realism
 from speculate.sim.scenario import Scenario
 from speculate.sim.script import FALLBACK_PREFIX
 from speculate.speculation.approvals import ApproveFn, PendingApproval
+from speculate.tempfiles import temp_dir
 
 Arm = Literal["plain", "suggest", "speculative"]
 Approval = Literal["as-live", "decline"]
@@ -330,7 +331,7 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     prog = Progress(jobs, cfg.concurrency, progress)
     sources = {s.workspace for s in cfg.scenarios if s.workspace is not None}
     before = {p: manifest(p) for p in sources}
-    tmp_root = Path(tempfile.mkdtemp(prefix="speculate-bench-"))
+    tmp_root = temp_dir("bench")  # a killed bench's copies go at the next start (speculate.tempfiles)
     t_start = time.perf_counter()
     saved_env = {k: os.environ.get(k) for k in (*DROPPED_ENV, "PATH")}
     for k in DROPPED_ENV:

@@ -321,7 +321,7 @@ class Agent:
         """A call that does not run: an is_error result for the model, and a line for the person."""
         done[block["id"]] = tool_result(block["id"], why, is_error=True)
         self.on_event(ToolFinished(block["id"], block["name"], summarize(block["name"], block.get("input", {})),
-                                   True, 0.0, why, denied=True))
+                                   True, 0.0, why, denied=True, input=block.get("input", {})))
 
     async def _run_one_into(self, block: Block, done: dict[str, Block], ev: trio.Event | None) -> None:
         try:
@@ -350,7 +350,8 @@ class Agent:
             b.tool_use_id = b.tool_use_id or block["id"]
             raise
         self.on_event(ToolFinished(block["id"], block["name"], summary, res.is_error,
-                                   time.perf_counter() - t0, text_of_result(out["content"])))
+                                   time.perf_counter() - t0, text_of_result(out["content"]),
+                                   input=block.get("input", {})))
         if res.written:
             out["_written"] = res.written
         return out

@@ -96,6 +96,7 @@ class ToolFinished:
     duration_s: float
     result: str = field(repr=False, default="")
     denied: bool = False  # refused before it ran (permission, invalid input, no such tool)
+    input: dict[str, Any] = field(repr=False, default_factory=dict)  # the call's arguments (the REPL's diffs)
 
 
 @dataclass(frozen=True)

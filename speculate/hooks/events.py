@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from speculate.hooks.output import Parsed
+from speculate.tools.budget import HOOK_OUTPUT_BUDGET, cut
 
 Decision = Literal["allow", "deny", "ask"]
 
@@ -86,7 +87,8 @@ class HookRan:
 
     @property
     def context(self) -> str | None:
-        return self.parsed.specific("additionalContext")
+        text = self.parsed.specific("additionalContext")
+        return cut(text, HOOK_OUTPUT_BUDGET, what="hook context") if text is not None else None
 
 
 def reminder(lines: list[str]) -> str:

@@ -42,6 +42,7 @@ from speculate.hooks.output import parse_output
 from speculate.hooks.payloads import common_fields, file_text, hook_env, tool_response
 from speculate.hooks.transcript import HookTranscript
 from speculate.settings import EVENTS, MATCHED_EVENTS, Hook
+from speculate.tools.budget import HOOK_OUTPUT_BUDGET, cut
 from speculate.types import Block, Message, text_of_result
 
 RANK: dict[str, int] = {"deny": 3, "ask": 2, "allow": 1}  # deny > ask > allow across the matching hooks
@@ -260,7 +261,10 @@ class HookRunner:
         for h, res in zip(hooks, results, strict=True):
             assert res is not None
             parsed = parse_output(event, res.stdout) if not (res.timed_out or res.exit_code == 2) else None
-            ran = HookRan(event, h.command, res.exit_code, res.stdout, res.stderr, res.timed_out, tool,
+            # Its output reaches the conversation (context, tool results, feedback): cut to a budget, never a
+            # poisoned session. JSON is read whole first; the context it carries is cut where it is used.
+            ran = HookRan(event, h.command, res.exit_code, cut(res.stdout, HOOK_OUTPUT_BUDGET, what="hook output"),
+                          cut(res.stderr, HOOK_OUTPUT_BUDGET, what="hook output"), res.timed_out, tool,
                           self.sandboxed, **({"parsed": parsed} if parsed is not None else {}))
             self.on_event(ran)
             out.append(ran)

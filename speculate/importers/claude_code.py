@@ -221,10 +221,9 @@ def import_sessions(cfg: ImportConfig) -> Imported:
     return res
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="speculate import claude-code",
-                                 description="Claude Code session transcripts as scenario files "
-                                 "(docs/transcripts.md).")
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate import claude-code`` (on the command tree of :mod:`speculate.cli`)."""
+    ap.description = "Claude Code session transcripts as scenario files (docs/transcripts.md)."
     ap.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                     help=f"a session .jsonl, a project directory, or the projects directory (default "
                     f"{DEFAULT_PROJECTS})")
@@ -239,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--redact-key", default="", metavar="KEY",
                     help="with --redact: a secret mixed into the placeholders, so names cannot be confirmed by "
                     "guessing")
+    ap.set_defaults(run=import_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="speculate import claude-code")
+    configure(ap)
     return ap
 
 
@@ -251,11 +256,15 @@ def summary(res: Imported) -> str:
 
 
 def import_main(argv: list[str]) -> int:
+    """``speculate import claude-code ...`` outside the command tree (``argv`` starts with "claude-code")."""
     if not argv or argv[0] != "claude-code":
         print("usage: speculate import claude-code [PATH ...] [--out DIR] [--repo DIR [--rev REV]] [--redact]",
               file=sys.stderr)
         return 2
-    a = build_parser().parse_args(argv[1:])
+    return import_run(build_parser().parse_args(argv[1:]))
+
+
+def import_run(a: argparse.Namespace) -> int:
     if a.rev is not None and a.repo is None:
         print("speculate import: --rev needs --repo DIR", file=sys.stderr)
         return 2

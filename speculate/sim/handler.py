@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from speculate.nesting import TooDeep, loads_json
 from speculate.sim.engine import Planned
 from speculate.sim.profiles import ModelProfile, find_profile
 from speculate.sim.ratelimit import RateLimited
@@ -39,6 +40,9 @@ class Aborted(Exception):
 class HTTPServer(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins handler threads: nothing outlives the SimServer
     block_on_close = True
+    # socketserver's default listen backlog is 5: a burst of clients (a bench at high concurrency, 200
+    # connections at once) overflowed it and the kernel reset the rest. The kernel caps it at somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], sim: SimServer) -> None:
         self.sim = sim
@@ -162,7 +166,9 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
-            return json.loads(raw or b"null")
+            return loads_json(raw or b"null", what="body")
+        except TooDeep as exc:  # parsing and validation recurse per level
+            raise RequestError(str(exc)) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RequestError(f"body: request body is not valid JSON: {exc}") from None
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from speculate import StrPath
+from speculate.nesting import MAX_YAML_DEPTH, yaml_too_deep
 from speculate.sim.scenario import (
     TOOL_CALL_MODES,
     Candidate,
@@ -370,6 +371,8 @@ def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], w
 
 def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
     """Parse and validate scenario YAML; ``base_dir`` is where ``workspaces/`` is looked up."""
+    if (line := yaml_too_deep(text)) is not None:  # the loader recurses per level
+        raise ScenarioError(source, line, f"nested more than {MAX_YAML_DEPTH} levels deep; not read")
     loader = yaml.SafeLoader(text)
     try:
         try:

@@ -10,6 +10,7 @@ acceptance, a boundary before an edit or any other call."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +40,21 @@ def _gate(mode: str, allow: Sequence[str], deny: Sequence[str], root: Path | Non
     return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), ask=list(ask), root=root)
 
 
+@dataclass(frozen=True)
+class Question:
+    """A call the live path asks about: the tool, its full arguments, and the allow rule an ``always``
+    answer adds for the rest of the session (``Bash(CMD)`` for a command, else the tool's name)."""
+
+    tool: str
+    input: dict[str, Any]
+    rule: str
+
+
+def always_rule(tool: str, inp: BaseModel) -> str:
+    cmd = getattr(inp, "command", None)
+    return f"Bash({cmd})" if tool == "Bash" and cmd else tool
+
+
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
 
@@ -48,6 +64,9 @@ class MainAuthorizer:
         self.ask_rules = list(ask_rules)
         self.gate = _gate(mode, self.allow, self.deny, root, self.ask_rules)
         self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
+        # The call being asked about, while ``ask`` runs: its full arguments and the rule ``always`` adds
+        # (the REPL shows them; ``ask`` itself gets the tool and a one-line summary).
+        self.question: Question | None = None
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -73,15 +92,15 @@ class MainAuthorizer:
         if self.ask is None:
             raise ToolDenied(f"{reason} (no one to ask in this session)")
         self.pending_ask = True
+        self.question = Question(tool.name, dict(block.get("input", {})), always_rule(tool.name, inp))
         try:
             answer = await self.ask(tool.name, summarize(tool.name, block.get("input", {})))
         finally:
-            self.pending_ask = False
+            self.pending_ask, self.question = False, None
         if answer == "n":
             raise ToolDenied("the user declined this call")
         if answer == "always":
-            cmd = getattr(inp, "command", None)
-            self.remember(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
+            self.remember(always_rule(tool.name, inp))
 
     def remember(self, rule: str) -> None:
         """An ``always`` answer: from now on the gate allows this call (``Bash(CMD)`` or the tool)."""

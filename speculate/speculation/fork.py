@@ -11,6 +11,7 @@ import trio
 
 from speculate.agent import Agent
 from speculate.agent_types import AgentEvent
+from speculate.hooks import HookRan
 from speculate.models.base import Usage
 from speculate.models.billing import Meter
 from speculate.speculation import suggest
@@ -53,3 +54,13 @@ class Speculation:
 
     def stop(self, boundary: Boundary, detail: str = "") -> None:
         self.record.boundary, self.record.boundary_detail = boundary, detail
+
+    def hook_ran(self, r: HookRan) -> None:
+        """One of its hooks ran: counted, and a refusal or failure goes in the record."""
+        self.record.hooks_run += 1
+        if r.blocked and r.event == "PreToolUse":
+            self.record.hook_denials.append(f"{r.tool}: {r.reason or r.command}")
+        elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
+            self.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
+                                           + ("timed out" if r.timed_out else f"exit {r.exit_code}")
+                                           + (f": {r.stderr.strip()}" if r.stderr.strip() else ""))
