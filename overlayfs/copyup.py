@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -18,13 +17,24 @@ _CHUNK = 1 << 20
 
 
 def copy_fd(src: int, dst: int) -> int:
-    """Copy all of ``src`` (from offset 0) into ``dst`` (at its offset); returns the bytes copied."""
+    """Copy all of ``src`` (from offset 0) into ``dst`` (at its offset); returns the bytes copied.
+
+    Every byte is accounted for: a short write is retried until the kernel says why it cannot go on
+    (ENOSPC, EDQUOT, EIO, ... raised as OSError), and a copy that ends short of the source's size (the
+    source shrank while it was copied) raises OSError(EIO) instead of reporting a full copy."""
     size = os.fstat(src).st_size
+    start = os.lseek(dst, 0, os.SEEK_CUR)
     try:
         fcntl.ioctl(dst, FICLONE, src)
-        return size
+        os.lseek(dst, start + size, os.SEEK_SET)
+        copied = size
     except OSError:
-        pass
+        copied = _copy_range(src, dst, size)
+    _check_size(dst, start + copied, start + size)
+    return copied
+
+
+def _copy_range(src: int, dst: int, size: int) -> int:
     copied = 0
     try:
         while True:
@@ -35,24 +45,46 @@ def copy_fd(src: int, dst: int) -> int:
     except OSError as e:
         if e.errno not in _FALLBACK_ERRNOS:
             raise
-    # Neither worked (e.g. across filesystems on an old kernel): stream from where we got to.
-    with os.fdopen(os.dup(src), "rb") as fs, os.fdopen(os.dup(dst), "wb", buffering=0) as fd:
-        fs.seek(copied)
-        fd.seek(copied)
-        shutil.copyfileobj(fs, fd, _CHUNK)
-    return size
+    # Neither worked (e.g. across filesystems): stream from where we got to, writing each chunk whole
+    # (one write() may take only part of it when the filesystem is nearly full).
+    os.lseek(src, copied, os.SEEK_SET)
+    while True:
+        chunk = os.read(src, _CHUNK)
+        if not chunk:
+            return copied
+        write_all(dst, chunk)
+        copied += len(chunk)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of ``data``: retry short writes; a write that takes nothing is ENOSPC."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[n:]
+
+
+def _check_size(dst: int, end: int, want: int) -> None:
+    if end < want:
+        raise OSError(errno.EIO, f"short copy: {end} of {want} bytes (the source shrank while it was copied)")
+    have = os.fstat(dst).st_size
+    if have < end:
+        raise OSError(errno.EIO, f"short copy: {have} of {end} bytes landed")
 
 
 def copy_file(src: str, dst: str, *, mode: int | None = None, fsync: bool = False,
               times_ns: tuple[int, int] | None = None) -> int:
     """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``mode`` (default: src's).
 
-    Returns the number of bytes copied. ``fsync`` makes the data durable before a later rename.
+    Returns the number of bytes copied. ``fsync`` makes the data durable before a later rename. On any error
+    (including one reported by fsync or close) ``dst`` is removed: a failed copy leaves no partial file.
     """
-    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(sfd)
-        dfd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        dfd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             n = copy_fd(sfd, dfd)
             os.fchmod(dfd, stat_mode(st.st_mode) if mode is None else mode)
@@ -60,11 +92,28 @@ def copy_file(src: str, dst: str, *, mode: int | None = None, fsync: bool = Fals
                 os.utime(dfd, ns=times_ns)
             if fsync:
                 os.fsync(dfd)
-        finally:
+        except Exception:
             os.close(dfd)
+            _remove_partial(dst)
+            raise
+        except BaseException:  # KeyboardInterrupt, or a simulated kill in a test: nothing more is done
+            os.close(dfd)
+            raise
+        try:
+            os.close(dfd)  # NFS and FUSE report some write errors only here
+        except OSError:
+            _remove_partial(dst)
+            raise
     finally:
         os.close(sfd)
     return n
+
+
+def _remove_partial(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already, or a read-only filesystem: the caller's cleanup (or recovery) reports it
 
 
 def stat_mode(mode: int) -> int:

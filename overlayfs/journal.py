@@ -1,38 +1,39 @@
-"""The journaled write of a promotion plan into the real tree, and its replay after a crash.
+"""The journaled write of a promotion plan into the real tree, its replay after a crash, and what is said when
+neither can finish.
 
 A plan (built by :mod:`overlayfs.promote`) names every step; the journal is the plan plus a state, kept in the
 project's state dir (:mod:`overlayfs.state`) so that any later process finds it from the project path alone.
+The steps themselves are in :mod:`overlayfs.steps`.
 
 - ``prepare``: make the new directories nothing is in the way of; stage every new file or link as a temp
   file beside its target (or in the nearest real directory); hard-link every file or link a put will
   replace to a backup name. The real tree's content is unchanged. Any error: roll back, nothing changed.
-- ``commit`` (the commit point: one line appended to the journal and synced): move every removed entry
-  aside to a trash name in its nearest surviving directory (deepest first), make the remaining
-  directories, rename each temp file over its target (each file switches atomically), set the new
-  directories' modes; then delete the trash and the backups. Any OSError here: the journal turns
-  ``abort`` and every step is undone in reverse (backups renamed back, trash renamed back), so the tree
-  is wholly old again.
+- ``commit`` (the commit point: one line appended to the journal and synced, carrying what prepare measured):
+  move every removed entry aside to a trash name in its nearest surviving directory (deepest first), make
+  the remaining directories, rename each temp file over its target (each file switches atomically), set the
+  new directories' modes; then delete the trash and the backups. Any OSError, or a target the user changed
+  (:class:`overlayfs.steps.Changed`): the journal turns ``abort`` and every step is undone in reverse
+  (backups renamed back, trash renamed back), so the tree is wholly old again.
 
-Every step tells "done" from "to do" by what stands on disk, never by replaying blindly: a removal is done
-when its trash name exists or the entry at the path is no longer the one planned (inode and kind: a put or
-mkdir of another kind has filled it); a put is done when its temp file is gone. So replay after a crash at any
-point, including during a replay, is safe. All our names end in ``.ovl-tmp``; none survive a recovery.
+All our names end in ``.ovl-tmp``; none survive a recovery. When a journal can be neither finished nor
+undone (a read-only filesystem, a state dir that cannot be written), :class:`Unsettled` says so once, with
+what to do: ``speculate recover PROJECT`` once the cause is gone, or ``speculate recover --abandon PROJECT``.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat as stat_mod
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from overlayfs.copyup import copy_file, fsync_all, fsync_dir, run_all, stat_mode
-from overlayfs.merged import kind_of, lstat_or_none
+from overlayfs.copyup import fsync_dir, write_all
+from overlayfs.stamps import Changed
+from overlayfs.steps import Steps
 
-VERSION = 2
+VERSION = 3
 TEMP_SUFFIX = ".ovl-tmp"
 Journal = dict[str, Any]
 
@@ -40,22 +41,57 @@ Journal = dict[str, Any]
 class PromoteError(OSError):
     """A promotion failed on one path and was rolled back: the real tree is as it was."""
 
-    def __init__(self, cause: OSError, project: str, rel: str, phase: str) -> None:
+    def __init__(self, cause: OSError, project: str, rel: str, phase: str, *, file: str | None = None,
+                 note: str = "") -> None:
         self.cause, self.project, self.rel, self.phase = cause, project, rel, phase
         where = "before" if phase == "prepare" else "after"
         super().__init__(cause.errno, f"{cause.strerror or cause}; promotion rolled back ({where} the commit "
-                         "point), the real tree is unchanged", f"{project}/{rel}")
+                         f"point), the real tree is unchanged{note}", file or f"{project}/{rel}")
 
 
-# The journal file holds the plan as one JSON line, then one line per later state ("commit", "abort").
-# It is created once per project and kept; empty means nothing pending. Each write is one fdatasync: a
-# torn plan line (no newline) cannot matter because nothing is staged before the plan is durable, and a
-# torn state line is no state change because nothing is applied (or undone) before it is durable.
+class Unsettled(OSError):
+    """A promotion (or its recovery) could be neither finished nor undone: the journal stays pending and the
+    message says what the real tree holds and what to do."""
+
+    def __init__(self, project: str, changes: int, state: str, cause: str, problems: list[str]) -> None:
+        self.project, self.state, self.problems = project, state, problems
+        if state == "unreadable":
+            super().__init__(f"the acceptance journal of {project} cannot be read ({cause}); what it did to "
+                             f"the real tree is unknown. Run `speculate recover --abandon {project}` to forget "
+                             "it and keep the tree as it is")
+            return
+        tree = ("is unchanged apart from temporary *.ovl-tmp names (and new, empty directories)"
+                if state == "prepare" else
+                "holds the whole acceptance apart from temporary *.ovl-tmp names" if state == "finish" else
+                "may hold part of the acceptance")
+        left = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        super().__init__(
+            f"an acceptance of {changes} change{'' if changes == 1 else 's'} into {project} could not be "
+            f"{'finished' if state in ('commit', 'finish') else 'undone'}: {cause}"
+            + (f" ({left})" if left else "") + f". The real tree {tree}. Run `speculate recover {project}` "
+            f"once that is fixed, or `speculate recover --abandon {project}` to keep the tree as it is")
+
+
+@dataclass
+class Outcome:
+    """What a promotion did: ``changed`` names an entry the user changed at the commit point (then nothing
+    landed); ``notes`` what was left to clean up after the whole acceptance landed."""
+
+    changed: Changed | None = None
+    notes: list[str] = field(default_factory=list)
+    pending: bool = False  # the journal was kept: its replay finishes the cleanup once it can
+
+
+# The journal file holds the plan as one JSON line, then one line per later state ("commit" followed by
+# what prepare measured, "abort"). It is created once per project and kept; empty means nothing pending.
+# Each write is one fdatasync: a torn plan line (no newline) cannot matter because nothing is staged before
+# the plan is durable, and a torn state line is no state change because nothing is applied (or undone)
+# before it is durable.
 
 
 def begin(path: Path, j: Journal) -> None:
     """Write the plan of a promotion (state ``prepare``) durably."""
-    data = (json.dumps({k: v for k, v in j.items() if k != "state"}) + "\n").encode()
+    data = (json.dumps({k: v for k, v in j.items() if k not in ("state", "commit")}) + "\n").encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
         new = False
@@ -64,7 +100,7 @@ def begin(path: Path, j: Journal) -> None:
         new = True
     try:
         os.ftruncate(fd, 0)
-        _write_all(fd, data)
+        write_all(fd, data)
         os.fdatasync(fd)
     finally:
         os.close(fd)
@@ -72,12 +108,14 @@ def begin(path: Path, j: Journal) -> None:
         fsync_dir(str(path.parent))
 
 
-def mark(path: Path, state: str) -> None:
-    """Append a state change (``commit``: the commit point; ``abort``) durably."""
+def mark(path: Path, state: str, data: dict[str, Any] | None = None, *, sync: bool = True) -> None:
+    """Append a state change (``commit``: the commit point, with what prepare measured; ``abort``;
+    ``finish``: everything landed, the backups and trash may go) durably unless ``sync`` is False."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     try:
-        _write_all(fd, f"{state}\n".encode())
-        os.fdatasync(fd)
+        write_all(fd, (state + ("" if data is None else " " + json.dumps(data)) + "\n").encode())
+        if sync:
+            os.fdatasync(fd)
     finally:
         os.close(fd)
 
@@ -88,7 +126,8 @@ def clear(path: Path) -> None:
 
 
 def read(path: Path) -> Journal | None:
-    """The pending plan with its current ``state``; None when nothing is pending (or the plan is torn)."""
+    """The pending plan with its current ``state``; None when nothing is pending (or the plan is torn).
+    Raises ValueError for a journal this code cannot read."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -97,224 +136,151 @@ def read(path: Path) -> Journal | None:
     if not nl:
         return None
     j: Journal = json.loads(plan)
-    if j.get("version") != VERSION:
+    if j.get("version") not in (2, VERSION):
         raise ValueError(f"{path}: promotion journal of version {j.get('version')!r}, this code reads {VERSION}")
+    if j["version"] == 2:  # no modes, no stamps: replayed without the identity checks
+        j["puts"] = [[*p, None, None] for p in j["puts"]]
+        j["rms"] = [[*r, None] for r in j["rms"]]
     j["state"] = "prepare"
     for line in rest.split(b"\n")[:-1]:  # complete lines only
-        if line in (b"commit", b"abort"):
-            j["state"] = line.decode()
+        word, _, more = line.partition(b" ")
+        if word in (b"commit", b"abort", b"finish"):
+            j["state"] = word.decode()
+        if word == b"commit" and more:
+            j["commit"] = json.loads(more)
     return j
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _changes(j: Journal) -> int:
+    return len(j["promoted"])
 
 
-class _Steps:
-    """The steps of one journal; ``at`` is the project path being worked on, for error messages."""
-
-    def __init__(self, j: Journal) -> None:
-        self.j = j
-        self.lower: str = j["lower"]
-        self.at = "."
-
-    def p(self, rel: str) -> str:
-        return f"{self.lower}/{rel}"
-
-    def prepare(self) -> None:
-        durable = self.j["durable"]
-        dirs = set()  # whose entries changed
-        for rel in self.j["pre"]:
-            self.at = rel
-            os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
-            dirs.add(os.path.dirname(self.p(rel)))
-        copies: dict[str, tuple[str, str, bool]] = {}
-        for rel, stage, backup in self.j["puts"]:
-            self.at = rel
-            src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
-            if stat_mod.S_ISLNK(os.lstat(src).st_mode):
-                os.symlink(os.readlink(src), dst)
-            else:
-                copies[rel] = (src, dst, durable)
-            if backup is not None:
-                _backup(self.p(rel), self.p(backup))
-            dirs.add(os.path.dirname(dst))
-        # The file copies run concurrently, each fsync'd by its own thread (one journal commit for many).
-        for rel, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
-            if err is not None:
-                self.at = rel
-                raise err
-        if durable:
-            self.at = "."
-            fsync_all(dirs)
-
-    def rollback(self) -> None:
-        """Undo prepare: temp files, backups (links to entries still in place) and early directories."""
-        for _, stage, backup in self.j["puts"]:
-            _unlink_if(self.p(stage))
-            if backup is not None:
-                _unlink_if(self.p(backup))
-        for rel in reversed(self.j["pre"]):
-            try:
-                os.rmdir(self.p(rel))
-            except (FileNotFoundError, NotADirectoryError):
-                pass
-
-    def apply(self) -> None:
-        """Roll forward from the commit point (idempotent)."""
-        dirs = set()
-        for rel, kind, trash, ino in self.j["rms"]:  # deepest first
-            self.at = rel
-            st = lstat_or_none(self.p(rel))
-            if st is not None and (st.st_ino, kind_of(st.st_mode)) == (ino, kind) and not os.path.lexists(
-                    self.p(trash)):
-                os.rename(self.p(rel), self.p(trash))
-                dirs.add(os.path.dirname(self.p(trash)))  # the parent it left is itself removed, or this
-        pre = set(self.j["pre"])
-        for rel, _ in self.j["mkdirs"]:  # shallowest first
-            self.at = rel
-            st = lstat_or_none(self.p(rel))
-            if rel not in pre and not (st is not None and stat_mod.S_ISDIR(st.st_mode)):
-                os.mkdir(self.p(rel), 0o700)
-        for rel, stage, _ in self.j["puts"]:
-            self.at = rel
-            if os.path.lexists(self.p(stage)):
-                os.replace(self.p(stage), self.p(rel))
-            dirs.add(os.path.dirname(self.p(rel)))
-        for rel, mode in reversed(self.j["mkdirs"]):
-            self.at = rel
-            os.chmod(self.p(rel), mode)
-            dirs.add(os.path.dirname(self.p(rel)))
-        if self.j["durable"]:
-            self.at = "."
-            fsync_all(dirs)
-
-    def finish(self) -> None:
-        """After apply: delete the backups and the trash (what the promotion replaced or removed)."""
-        for _, _, backup in self.j["puts"]:
-            if backup is not None:
-                _unlink_if(self.p(backup))
-        for rel, _, trash, _ in self.j["rms"]:
-            t = self.p(trash)
-            st = lstat_or_none(t)
-            if st is None:
-                continue
-            if not stat_mod.S_ISDIR(st.st_mode):
-                os.unlink(t)
-                continue
-            try:
-                os.rmdir(t)
-            except OSError as e:
-                if e.errno != errno.ENOTEMPTY:
-                    raise
-                # Something was created in it after the conflict check: give it back rather than delete it.
-                if not os.path.lexists(self.p(rel)):
-                    os.rename(t, self.p(rel))
-                else:
-                    from overlayfs.state import remove_tree
-
-                    remove_tree(Path(t))
-
-    def undo(self) -> None:
-        """Reverse apply after an error (idempotent): puts, then new directories, then removals."""
-        for rel, _ in self.j["mkdirs"]:  # ours; a read-only mode set by apply would block the unlinks below
-            st = lstat_or_none(self.p(rel))
-            if st is not None and stat_mod.S_ISDIR(st.st_mode):
-                os.chmod(self.p(rel), 0o700)
-        for rel, stage, backup in reversed(self.j["puts"]):
-            self.at = rel
-            if os.path.lexists(self.p(stage)):
-                continue  # never landed
-            if backup is not None:
-                if os.path.lexists(self.p(backup)):
-                    os.replace(self.p(backup), self.p(rel))
-            else:  # nothing stood there, or a directory (moved aside): remove what we put
-                st = lstat_or_none(self.p(rel))
-                if st is not None and not stat_mod.S_ISDIR(st.st_mode):
-                    os.unlink(self.p(rel))
-        pre = set(self.j["pre"])
-        for rel, _ in reversed(self.j["mkdirs"]):
-            self.at = rel
-            st = lstat_or_none(self.p(rel))
-            if rel not in pre and st is not None and stat_mod.S_ISDIR(st.st_mode):
-                os.rmdir(self.p(rel))  # ours: only a non-directory or nothing stood here before
-        for rel, _, trash, _ in reversed(self.j["rms"]):  # shallowest first: parents come back first
-            self.at = rel
-            if os.path.lexists(self.p(trash)):
-                os.rename(self.p(trash), self.p(rel))
-        self.rollback()
-
-
-def _stage(src: str, dst: str, durable: bool) -> None:
-    copy_file(src, dst, mode=stat_mode(os.lstat(src).st_mode), fsync=durable)
-
-
-def _unlink_if(path: str) -> None:
+def _try_clear(path: Path, s: Steps) -> str:
+    """Clear the journal; '' or why it could not be (it then stays pending: its replay is harmless)."""
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _backup(src: str, dst: str) -> None:
-    """Keep the entry a put replaces under a second name: a hard link, or a copy where links fail."""
-    try:
-        os.link(src, dst, follow_symlinks=False)
-        return
+        clear(path)
+        return ""
     except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV, errno.ENOSYS):
-            raise
-    st = os.lstat(src)
-    if stat_mod.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(src), dst)
-    else:
-        copy_file(src, dst, times_ns=(st.st_atime_ns, st.st_mtime_ns))
+        return f"; the journal {path} could not be cleared ({e.strerror}): `speculate recover` clears it"
 
 
-def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> None:
-    """Run a plan: prepare, commit point, apply, finish, ``finalize`` (the upper layer). Raises
-    PromoteError after rolling back on an OSError; anything else (a crash) leaves the journal to recovery."""
-    s = _Steps(j)
-    begin(path, j)
+def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> Outcome:
+    """Run a plan: prepare, commit point, apply, finish, ``finalize`` (the upper layer).
+
+    Raises PromoteError after rolling back on an OSError, Unsettled when not even that could be done; a
+    target changed by the user under the promotion comes back as ``Outcome.changed`` (rolled back too).
+    Anything else (a crash) leaves the journal to recovery."""
+    s = Steps(j)
     try:
-        s.prepare()
+        begin(path, j)
+    except OSError as e:
+        raise PromoteError(e, s.lower, ".", "prepare", file=str(path),
+                           note=" (the acceptance journal could not be written)") from e
+    try:
+        measured = s.prepare()
     except Exception as e:
+        cause = _cause(e, s)
         s.rollback()
-        clear(path)
+        if s.problems:
+            raise Unsettled(s.lower, _changes(j), "prepare", cause, s.problems) from e
+        note = _try_clear(path, s)
+        if isinstance(e, Changed):
+            return Outcome(e)
         if isinstance(e, OSError):
-            raise PromoteError(e, s.lower, s.at, "prepare") from e
+            raise PromoteError(e, s.lower, s.at, "prepare", note=note) from e
         raise
-    mark(path, "commit")  # the commit point
-    _forward(path, s, finalize)
-
-
-def _forward(path: Path, s: _Steps, finalize: Callable[[Journal], None]) -> None:
     try:
-        s.apply()
+        mark(path, "commit", measured)  # the commit point
     except OSError as e:
-        mark(path, "abort")
-        s.undo()
-        clear(path)
-        raise PromoteError(e, s.lower, s.at, "commit") from e
+        s.rollback()
+        if s.problems:
+            raise Unsettled(s.lower, _changes(j), "prepare", _cause(e, s, path), s.problems) from e
+        raise PromoteError(e, s.lower, ".", "prepare", file=str(path),
+                           note=" (the acceptance journal could not be written)" + _try_clear(path, s)) from e
+    j["commit"] = measured
+    return _forward(path, s, finalize)
+
+
+def _cause(e: BaseException, s: Steps, file: Path | None = None) -> str:
+    if isinstance(e, Changed):
+        return f"{s.lower}/{e.rel} was {e.reason}"
+    if isinstance(e, OSError):
+        return f"{e.strerror or e} at {file or f'{s.lower}/{s.at}'}"
+    return str(e)
+
+
+def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None]) -> Outcome:
+    if s.j["state"] != "finish":  # a replay after finish began must not apply (or undo) again: backups go
+        try:
+            s.apply()
+        except (OSError, Changed) as e:
+            cause, at = _cause(e, s), s.at
+            try:
+                mark(path, "abort")
+            except OSError as m:  # undoing without a record would let a replay roll forward over the undo
+                raise Unsettled(s.lower, _changes(s.j), "commit", f"{cause}; then the journal could not "
+                                f"record the abort ({m.strerror} at {path})", []) from e
+            s.undo()
+            if s.problems:
+                raise Unsettled(s.lower, _changes(s.j), "abort", cause, s.problems) from e
+            note = _try_clear(path, s)
+            if isinstance(e, Changed):
+                return Outcome(e)
+            raise PromoteError(e, s.lower, at, "commit", note=note) from e
+        try:  # not synced: a power loss that drops it leaves a replay of apply, which changes nothing
+            mark(path, "finish", sync=False)
+        except OSError:
+            pass  # a journal that cannot be written: its replay re-applies (a no-op), then finishes
     s.finish()
-    finalize(s.j)
-    clear(path)
+    notes = list(s.problems)
+    try:
+        finalize(s.j)
+    except OSError as e:  # the real tree is complete; the overlay's own layer could not be tidied
+        notes.append(f"could not clear the accepted changes from the overlay's upper layer: {e}")
+    if s.problems:  # keep the journal: its replay removes what is left once that can be done
+        return Outcome(None, notes, pending=True)
+    note = _try_clear(path, s)
+    return Outcome(None, notes + ([note.removeprefix("; ")] if note else []), pending=bool(note))
 
 
 def resume(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> str:
-    """Finish or undo the promotion journal ``j`` of a dead process; returns what was done."""
-    s = _Steps(j)
-    if j["state"] == "commit":
+    """Finish or undo the promotion journal ``j`` of a dead process; returns what was done, raises Unsettled
+    when it cannot be done now."""
+    s = Steps(j)
+    if j["state"] in ("commit", "finish"):
         try:
-            _forward(path, s, finalize)
+            out = _forward(path, s, finalize)
         except PromoteError as e:
             return f"rolled back ({e.strerror} at {e.rel})"
+        if out.changed is not None:
+            return f"rolled back ({out.changed.rel} was {out.changed.reason})"
+        if out.pending:
+            raise Unsettled(s.lower, _changes(j), "finish", "its cleanup could not be finished", out.notes)
         return "rolled forward"
     if j["state"] == "abort":
         s.undo()
     else:
         s.rollback()
-    clear(path)
+    if s.problems:
+        raise Unsettled(s.lower, _changes(j), j["state"], "what it left could not be removed", s.problems)
+    try:
+        clear(path)
+    except OSError as e:
+        raise Unsettled(s.lower, _changes(j), "prepare", f"the journal {path} could not be cleared "
+                        f"({e.strerror}) after rolling back", []) from e
     return "rolled back"
+
+
+def abandon(path: Path, j: Journal | None) -> list[str]:
+    """Forget journal ``j`` and keep the real tree as it is, removing our temp names where possible (an
+    interrupted prepare is rolled back: nothing of it had landed). Returns what could not be removed."""
+    problems: list[str] = []
+    if j is not None:
+        s = Steps(j)
+        if j["state"] == "prepare":
+            s.rollback()
+        else:
+            s.abandon()
+        problems = s.problems
+    clear(path)
+    return problems

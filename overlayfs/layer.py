@@ -115,7 +115,9 @@ def _append(metadir: Path, name: str, ident: Identity) -> None:
     line = identity_line(ident)
     fd = os.open(metadir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, line)
+        if os.write(fd, line) != len(line):  # a full disk took part of it: the operation fails (no retry,
+            # which could interleave with another appender); readers skip the torn record
+            raise OSError(errno.ENOSPC, "the overlay's record could not be written whole", str(metadir / name))
     finally:
         os.close(fd)
 
@@ -137,10 +139,20 @@ def load_identities(metadir: Path, name: str) -> dict[str, Identity]:
     except FileNotFoundError:
         return out
     for line in data.splitlines():
-        if line.strip():
-            d = json.loads(line)
+        d = _record(line) if line.strip() else None
+        if d is not None:
             out.setdefault(d["path"], Identity(**d))
     return out
+
+
+def _record(line: str) -> dict | None:  # type: ignore[type-arg]
+    try:
+        return json.loads(line)  # type: ignore[no-any-return]
+    except ValueError:
+        # A record torn by a full disk (its operation failed and recorded nothing), with the next whole
+        # record appended right after it on the same line.
+        i = line.rfind('{"path"', 1)
+        return _record(line[i:]) if i > 0 else None
 
 
 def _marker(path: str | os.PathLike[str], what: str) -> bool:

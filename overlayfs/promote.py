@@ -1,30 +1,33 @@
-"""Promotion: the conflict check, the plan of a journaled atomic write into the real tree, and what a
-finished promotion leaves in the upper layer.
+"""Promotion: the plan of a journaled atomic write into the real tree, and what a finished promotion leaves
+in the upper layer.
 
 Protocol (see docs/overlay.md): under the project's lock (:mod:`overlayfs.state`) settle any promotion a dead
-process left; compute ``changes()`` and check them against the real tree; plan removals, new directories
-and puts; hand the plan to :mod:`overlayfs.journal`, which stages, commits, applies (or undoes) it; finally
-clear the promoted entries from the upper layer. Every file ends up entirely old or entirely new, and all
-of them together, even when the process is killed at any point.
+process left; compute ``changes()``, check them against the real tree (:mod:`overlayfs.conflicts`) and
+against what acceptance lands (:mod:`overlayfs.policy`); plan removals, new directories and puts, each with
+the stamp the check saw; hand the plan to :mod:`overlayfs.journal`, which stages, commits, applies (or
+undoes) it, comparing each stamp again at the last moment; finally clear the promoted entries from the
+upper layer. Every file ends up entirely old or entirely new, and all of them together, even when the
+process is killed at any point, and a file the user changed after the check is never overwritten.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat as stat_mod
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlayfs import journal
+from overlayfs import journal, policy, steps
 from overlayfs.changes import Change
+from overlayfs.conflicts import Conflict, drop_dependents, find_conflicts, parent_dirs, selects
 from overlayfs.copyup import stat_mode
-from overlayfs.journal import TEMP_SUFFIX, Journal
-from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, listing_digest, load_identities
+from overlayfs.journal import TEMP_SUFFIX, Journal, Unsettled
+from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, load_identities
 from overlayfs.merged import join, kind_of, lstat_or_none, parent_of
+from overlayfs.stamps import Stamp, stamp
 from overlayfs.state import (
     LOCK_TIMEOUT,
     ProjectState,
@@ -39,98 +42,20 @@ from overlayfs.state import (
 if TYPE_CHECKING:
     from overlayfs.view import Overlay
 
-
-@dataclass(frozen=True)
-class Conflict:
-    """A path whose real-tree state no longer matches what the speculation saw or changed."""
-
-    path: str
-    reason: str
+__all__ = ["Conflict", "PromoteResult", "parent_dirs", "promote", "settle"]
 
 
 @dataclass(frozen=True)
 class PromoteResult:
     promoted: list[Change]  # the changes now in the real tree
     conflicts: list[Conflict]  # empty when everything asked for was promoted
+    # Left to clean up after everything landed (our temp names on a filesystem that turned read-only);
+    # the journal stays pending and the next recovery finishes it.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.conflicts
-
-
-# -- conflicts ------------------------------------------------------------------------------------------
-
-
-def _same(base: Identity, now: Identity) -> bool:
-    if base.exists and now.exists and base.kind == now.kind == "dir":
-        return True  # a directory's own mtime/size move with its entries; those are checked one by one
-    return base.matches(now)
-
-
-def _why(base: Identity, now: Identity) -> str:
-    if not base.exists:
-        return "created in the real tree"
-    if not now.exists:
-        return "deleted in the real tree"
-    return "changed in the real tree"
-
-
-def find_conflicts(lower: Path, paths: set[str], bases: dict[str, Identity],
-                   reads: dict[str, Identity]) -> list[Conflict]:
-    """Check ``paths`` (changed ones, and every path whose base was recorded) and the read set."""
-    out: dict[str, Conflict] = {}
-    for path in sorted(paths):
-        now = Identity.of(lower, path)
-        base = bases.get(path)
-        if base is None:
-            if now.exists:  # changed by a writer that recorded no base: assume the worst
-                out[path] = Conflict(path, "exists in the real tree and no base was recorded for it")
-        elif not _same(base, now):
-            out[path] = Conflict(path, f"{_why(base, now)} after the overlay first changed it")
-    for rel, ident in reads.items():
-        if rel in out:
-            continue
-        if ident.kind == "dir" and ident.sha256 is not None:  # a listing: compare the entry names
-            if listing_digest(lower / rel) != ident.sha256:
-                out[rel] = Conflict(rel, "listed by the speculation, then entries were added or removed "
-                                         "in the real tree")
-            continue
-        now = Identity.of(lower, rel)
-        if not _same(ident, now):
-            out[rel] = Conflict(rel, f"read by the speculation, then {_why(ident, now)}")
-    return sorted(out.values(), key=lambda c: c.path)
-
-
-def _related(a: str, b: str) -> bool:
-    return a == b or a == "." or b == "." or a.startswith(b + "/") or b.startswith(a + "/")
-
-
-def parent_dirs(rel: str) -> list[str]:
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _selects(r: str, path: str) -> bool:
-    return r == "." or path == r or path.startswith(r + "/")
-
-
-def _drop_dependents(changes: list[Change], conflicts: list[Conflict]) -> tuple[list[Change], list[Conflict]]:
-    """Remove changes at, above or below a conflicting path (to a fixpoint); report them as conflicts."""
-    blocked = {c.path: c.path for c in conflicts}
-    keep = list(changes)
-    while True:
-        nxt = []
-        for ch in keep:
-            hit = next((q for q in blocked if _related(ch.path, q)), None)
-            if hit is None:
-                nxt.append(ch)
-            elif ch.path not in blocked:
-                blocked[ch.path] = hit
-        if len(nxt) == len(keep):
-            break
-        keep = nxt
-    extra = [Conflict(p, f"depends on conflicting path {q}") for p, q in blocked.items() if p != q]
-    return keep, extra
 
 
 # -- plan -----------------------------------------------------------------------------------------------
@@ -154,32 +79,41 @@ class _RealTree:
         return lstat_or_none(f"{self.lower}/{rel}") if self.is_dir(parent_of(rel)[0]) else None
 
 
-def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full: bool,
-          durable: bool, owner: str | None = None) -> Journal:
+def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full: bool, durable: bool,
+          seen: dict[str, Stamp | None] | None = None, owner: str | None = None) -> Journal:
+    """The journal of a promotion of ``changes``; ``seen`` holds the stamps the conflict check saw, which
+    apply compares again before it replaces or removes each real entry (default: the stamps now); ``owner``
+    names the process whose bounded upper layer this is (it dies with that process)."""
     real = _RealTree(lower)
-    rms: list[tuple[str, str, int]] = []  # (path, kind, inode of the real entry) to move aside, then delete
+    seen = seen or {}
+    rms: list[tuple[str, str, int, Stamp]] = []  # (path, kind, inode, stamp of the real entry) to remove
     mkdirs: list[tuple[str, int]] = []
-    puts: list[str] = []
+    puts: list[tuple[str, int | None, Stamp | None]] = []  # (path, mode, stamp of what it replaces)
     replaces: set[str] = set()  # puts over a real file or link: kept as a backup until the end
     for ch in changes:
-        if ch.type not in ("file", "dir", "symlink"):
-            raise OSError(errno.EOPNOTSUPP, "cannot promote a special file", ch.path)
+        if ch.type not in ("file", "dir", "symlink") and ch.kind != "deleted":
+            raise ValueError(f"{ch.path}: cannot promote a special file")  # policy.refusals stops these first
         st = real.lstat(ch.path)
+        want = seen.get(ch.path, stamp(st) if st is not None else None)
         real_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
         if ch.kind == "deleted":
             if st is not None:
-                rms.append((ch.path, kind_of(st.st_mode), st.st_ino))
-        elif ch.type == "dir":
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]
+            continue
+        new = os.lstat(f"{upper}/{ch.path}").st_mode
+        mode = policy.landed_mode(new, policy.same_kind(st, new))
+        if ch.type == "dir":
             if st is not None and not real_dir:
-                rms.append((ch.path, kind_of(st.st_mode), st.st_ino))
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]
             if not real_dir:
-                mkdirs.append((ch.path, stat_mode(os.lstat(f"{upper}/{ch.path}").st_mode)))
+                mkdirs.append((ch.path, mode))
         else:
-            if real_dir:
-                rms.append((ch.path, "dir", st.st_ino))  # its entries are moved aside by their own changes first
+            if real_dir:  # its entries are moved aside by their own changes first
+                rms.append((ch.path, "dir", st.st_ino, want))  # type: ignore[union-attr, arg-type]
+                want = None
             elif st is not None:
                 replaces.add(ch.path)
-            puts.append(ch.path)
+            puts.append((ch.path, None if ch.type == "symlink" else mode, want))
     rms.sort(key=lambda r: (-r[0].count("/"), r[0]))
     mkdirs.sort(key=lambda m: (m[0].count("/"), m[0]))
     token = uuid.uuid4().hex[:12]
@@ -191,29 +125,30 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
             real.dirs[rel] = True
     made = {rel for rel, _ in mkdirs}
     removed = {r[0] for r in rms}
-    for rel in [*puts, *made]:
+    for rel in [*(p for p, _, _ in puts), *made]:
         parent = parent_of(rel)[0]
         if parent not in made and (parent in removed or not real.is_dir(parent)):
             raise ValueError(f"{rel}: cannot promote without its parent directory {parent}")
-    trashed: list[tuple[str, str, str, int]] = []
-    for i, (rel, kind, ino) in enumerate(rms):
+    trashed = []
+    for i, (rel, kind, ino, want) in enumerate(rms):
         keep, name = parent_of(rel)
         while keep in removed:  # the nearest directory that stays: the entry must leave its parent
             keep = parent_of(keep)[0]
-        trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}"), ino))
-    staged: list[tuple[str, str, str | None]] = []
-    for i, rel in enumerate(puts):
+        trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}"), ino, want))
+    staged = []
+    for i, (rel, mode, want) in enumerate(puts):
         parent, name = parent_of(rel)
         stage = parent
         while not real.is_dir(stage):
             stage = parent_of(stage)[0]
         backup = join(parent, f".{name[:40]}.{token}.b{i}{TEMP_SUFFIX}") if rel in replaces else None
-        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup))
+        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup, mode, want))
     root = os.stat(lower)
     return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
             "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,
-            "full": full, "durable": durable, "rms": trashed, "mkdirs": mkdirs, "pre": pre, "puts": staged,
-            "promoted": [[c.path, c.kind, c.type] for c in changes], "upper_owner": owner}
+            "full": full, "durable": durable, "checks": steps.RECHECK, "rms": trashed, "mkdirs": mkdirs,
+            "pre": pre, "puts": staged, "promoted": [[c.path, c.kind, c.type] for c in changes],
+            "upper_owner": owner}
 
 
 def _under_opaque(upper: str, rel: str) -> bool:
@@ -281,11 +216,15 @@ def _finalize_journal(j: Journal) -> None:
 def settle(ps: ProjectState) -> tuple[str, Journal] | None:
     """Finish or undo the promotion a dead process left in ``ps`` (the caller holds the lock).
 
-    Returns (what was done, the journal), or None when nothing was pending."""
-    j = journal.read(ps.journal)
+    Returns (what was done, the journal), or None when nothing was pending. Raises Unsettled (naming the
+    project, the cause and what to do) when the journal can be neither finished nor undone now."""
+    try:
+        j = journal.read(ps.journal)
+    except (ValueError, KeyError, TypeError) as e:  # another version's, or damaged
+        raise Unsettled(str(ps.project), 0, "unreadable", f"{ps.journal}: {e}", []) from e
     if j is None:
         if pending(ps):
-            journal.clear(ps.journal)  # a torn plan: its promotion never staged anything
+            _clear(ps, None)  # a torn plan: its promotion never staged anything
         return None
     try:
         root = os.stat(j["lower"])
@@ -293,9 +232,18 @@ def settle(ps: ProjectState) -> tuple[str, Journal] | None:
     except FileNotFoundError:
         same = False
     if not same:  # the project directory was removed or replaced since: its temp names went with it
-        journal.clear(ps.journal)
+        _clear(ps, j)
         return "discarded (the project directory was replaced)", j
     return journal.resume(ps.journal, j, _finalize_journal), j
+
+
+def _clear(ps: ProjectState, j: Journal | None) -> None:
+    try:
+        journal.clear(ps.journal)
+    except OSError as e:
+        n = 0 if j is None else len(j["promoted"])
+        raise Unsettled(str(ps.project), n, "prepare", f"the journal {ps.journal} could not be cleared "
+                        f"({e.strerror})", []) from e
 
 
 def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durable: bool,
@@ -313,9 +261,9 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
     selected = changes
     if rels is not None:
         for r in rels:
-            if not any(_selects(r, c.path) for c in changes):
+            if not any(selects(r, c.path) for c in changes):
                 raise ValueError(f"{r}: no change at or under this path to promote")
-        selected = [c for c in changes if any(_selects(r, c.path) for r in rels)]
+        selected = [c for c in changes if any(selects(r, c.path) for r in rels)]
         chosen = {c.path for c in selected}
         parents = {d for c in selected for d in parent_dirs(c.path)}  # a new file needs its new parent
         selected = [c for c in changes if c.path in chosen
@@ -323,12 +271,13 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
     bases = load_identities(ov.metadir, BASES_FILE)
     # Every path the overlay touched counts, changed or not now: a file moved away, then deleted by the
     # user, is as much a conflict as one edited in place.
-    check = {c.path for c in selected} | {p for p in bases if rels is None or any(_selects(r, p) for r in rels)}
-    conflicts = find_conflicts(ov.lower, check, bases, load_identities(ov.metadir, READS_FILE))
+    check = {c.path for c in selected} | {p for p in bases if rels is None or any(selects(r, p) for r in rels)}
+    conflicts, seen = find_conflicts(ov.lower, check, bases, load_identities(ov.metadir, READS_FILE))
+    conflicts = sorted(conflicts + policy.refusals(lower, upper, selected), key=lambda c: c.path)
     if conflicts:
         if all_or_nothing:
             return PromoteResult([], conflicts)
-        selected, extra = _drop_dependents(selected, conflicts)
+        selected, extra = drop_dependents(selected, conflicts)
         conflicts = sorted(conflicts + extra, key=lambda c: c.path)
     if not selected:
         if not conflicts and len(changes) == 0:  # the upper layer holds nothing new: spend it all the same
@@ -336,6 +285,9 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
         return PromoteResult([], conflicts)
     owner = self_token() if getattr(ov, "layer", None) is not None else None  # the layer dies with us
     j = _plan(lower, upper, ov.metadir, selected, full=len(selected) == len(changes), durable=durable,
-              owner=owner)
-    journal.execute(ps.journal, j, _finalize_journal)
-    return PromoteResult(selected, conflicts)
+              seen=seen if steps.RECHECK else None, owner=owner)
+    out = journal.execute(ps.journal, j, _finalize_journal)
+    if out.changed is not None:  # the user changed a target after the check: nothing landed
+        return PromoteResult([], sorted([*conflicts, Conflict(out.changed.rel, out.changed.reason)],
+                                        key=lambda c: c.path))
+    return PromoteResult(selected, conflicts, out.notes)

@@ -12,9 +12,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlayfs import journal
+from overlayfs.journal import Unsettled
 from overlayfs.promote import settle
 from overlayfs.state import (
     LOCK_TIMEOUT,
+    ProjectLocked,
     ProjectState,
     locked,
     owner_alive,
@@ -29,14 +32,21 @@ from overlayfs.state import (
 
 @dataclass(frozen=True)
 class Recovery:
-    """What a recovery did for one project."""
+    """What a recovery did for one project, or (``problem``) why it could not."""
 
     project: Path
     action: str | None = None  # "rolled forward", "rolled back", ...; None: no promotion was pending
     changes: int = 0  # paths the interrupted promotion carried
     overlays_removed: int = 0  # speculation overlays of dead processes
+    problem: str | None = None  # set when a pending promotion could not be settled: what and what to do
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
 
     def line(self) -> str:
+        if self.problem is not None:
+            return f"not recovered: {self.problem}"
         parts = []
         if self.action is not None:
             n = self.changes
@@ -52,21 +62,37 @@ def _settle(ps: ProjectState) -> tuple[str | None, int]:
     return (None, 0) if done is None else (done[0], len(done[1]["promoted"]))
 
 
+def _problem(ps: ProjectState, e: OSError) -> Recovery:
+    if isinstance(e, Unsettled):
+        return Recovery(ps.project, problem=str(e))
+    if isinstance(e, ProjectLocked):
+        return Recovery(ps.project, problem=f"{e.strerror}: {ps.project}")
+    return Recovery(ps.project, problem=f"its promotion state in {ps.dir} cannot be used ({e.strerror or e}"
+                    f"{f': {e.filename}' if e.filename else ''}); run `speculate recover {ps.project}` once "
+                    "that is fixed")
+
+
 def recover_journal(project: str | os.PathLike[str], *, timeout: float = LOCK_TIMEOUT) -> Recovery | None:
-    """Settle a pending promotion journal of ``project`` (what ``Overlay`` does when it opens)."""
+    """Settle a pending promotion journal of ``project`` (what ``Overlay`` does when it opens). A journal
+    that cannot be settled now comes back as a Recovery with ``problem`` set (promotion refuses until then)."""
     ps = project_state(project)
     if not pending(ps):
         return None
-    with locked(ps, timeout):  # waits for a live promoter, whose journal is gone when it lets go
-        action, n = _settle(ps)
+    try:
+        with locked(ps, timeout):  # waits for a live promoter, whose journal is gone when it lets go
+            action, n = _settle(ps)
+    except OSError as e:
+        return _problem(ps, e)
     return Recovery(ps.project, action, n) if action is not None else None
 
 
 def recover_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TIMEOUT) -> Recovery | None:
     """Settle a pending promotion of ``project`` and remove overlays whose owning process is gone.
 
-    Returns None when nothing was pending. Raises FileNotFoundError / NotADirectoryError naming
-    ``project`` when it is not a directory."""
+    Returns None when nothing was pending, a Recovery with ``problem`` set when the promotion cannot be
+    settled now (a read-only filesystem, another process holding the lock: never an exception, so that one
+    project's trouble stops nobody). Raises FileNotFoundError / NotADirectoryError naming ``project`` when
+    it is not a directory."""
     if not os.path.exists(project):
         raise FileNotFoundError(errno.ENOENT, "project directory does not exist", os.fspath(project))
     if not os.path.isdir(project):
@@ -75,19 +101,63 @@ def recover_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TI
     stale = stale_overlays(ps)
     if not pending(ps) and not stale:
         return None
-    with locked(ps, timeout):
-        action, n = _settle(ps)  # first: rolling forward may finish an upper layer among the stale ones
-        wait_disposals(ps.dir)
-        stale = stale_overlays(ps)
-        for d in stale:
-            remove_tree(d)
+    try:
+        with locked(ps, timeout):
+            try:
+                action, n = _settle(ps)  # first: rolling forward may finish an upper layer among the stale ones
+            except Unsettled as e:  # the overlays of dead processes can go all the same
+                problem: OSError | None = e
+                action, n = None, 0
+            else:
+                problem = None
+            wait_disposals(ps.dir)
+            stale = stale_overlays(ps)
+            for d in stale:
+                remove_tree(d)
+    except OSError as e:
+        return _problem(ps, e)
+    if problem is not None:
+        return _problem(ps, problem)
     if action is None and not stale:
         return None
     return Recovery(ps.project, action, n, len(stale))
 
 
+def abandon_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TIMEOUT) -> Recovery:
+    """Forget a pending promotion of ``project`` without finishing or undoing it: the real tree stays as it
+    is; our temp names are removed where possible (``speculate recover --abandon``). Raises OSError when
+    the journal itself cannot be cleared."""
+    if not os.path.exists(project):
+        raise FileNotFoundError(errno.ENOENT, "project directory does not exist", os.fspath(project))
+    if not os.path.isdir(project):
+        raise NotADirectoryError(errno.ENOTDIR, "project is not a directory", os.fspath(project))
+    ps = project_state(project)
+    if not pending(ps):
+        return Recovery(ps.project)
+    with locked(ps, timeout):
+        try:
+            j = journal.read(ps.journal)
+        except (ValueError, KeyError, TypeError):
+            j = None
+        left = journal.abandon(ps.journal, j)
+        wait_disposals(ps.dir)
+        stale = stale_overlays(ps)
+        for d in stale:
+            remove_tree(d)
+    n = 0 if j is None else len(j["promoted"])
+    what = "abandoned an interrupted acceptance" + (f" of {n} change{'' if n == 1 else 's'}" if j else "")
+    what += "; the real tree is kept as it is"
+    if j is not None and j["state"] != "prepare":
+        what += " (it may hold part of that acceptance)"
+    if left:
+        what += f"; could not remove {len(left)} temporary name{'' if len(left) == 1 else 's'}: "
+        what += "; ".join(left[:5])
+    return Recovery(ps.project, what, n, len(stale))
+
+
 def recover_all(*, timeout: float = LOCK_TIMEOUT) -> list[Recovery]:
-    """Recover every project in the state dir; forget those whose directory no longer exists."""
+    """Recover every project in the state dir; forget those whose directory no longer exists. A project that
+    cannot be recovered now is reported (a Recovery with ``problem``) and skipped."""
     out = []
     base = state_root() / "projects"
     try:
@@ -99,15 +169,17 @@ def recover_all(*, timeout: float = LOCK_TIMEOUT) -> list[Recovery]:
             project = Path(os.fsdecode((base / key / "project").read_bytes()))
         except OSError:
             continue  # being created or removed right now, or not ours
-        if project.is_dir():
-            rec = recover_project(project, timeout=timeout)
-            if rec is not None:
-                out.append(rec)
-        elif not any(owner_alive(n) for n in _names(base / key / "overlays")):
-            remove_tree(base / key)  # a removed temp project (e.g. a killed benchmark's copies)
+        try:
+            if project.is_dir():
+                rec = recover_project(project, timeout=timeout)
+                if rec is not None:
+                    out.append(rec)
+            elif not any(owner_alive(n) for n in _names(base / key / "overlays")):
+                remove_tree(base / key)  # a removed temp project (e.g. a killed benchmark's copies)
+        except OSError as e:
+            out.append(Recovery(project, problem=f"could not recover it ({e.strerror or e}"
+                                f"{f': {e.filename}' if e.filename else ''}); skipped"))
     return out
-
-
 def _names(d: Path) -> list[str]:
     try:
         return os.listdir(d)

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from overlayfs.copyup import copy_file, stat_mode
+from overlayfs.copyup import copy_file, stat_mode, write_all
 from overlayfs.layer import (
     BASES_FILE,
     HASH_LIMIT,
@@ -165,20 +165,21 @@ class Upper:
         """Atomically make upper ``udir/name`` a regular file holding ``data`` with ``mode``."""
         if self.tmp is None:  # meta dir on another filesystem: write in place
             self.clear_slot(udir, name)
-            fd = os.open(f"{udir}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            tmp = f"{udir}/{name}"
         else:
             tmp = self._tmp_name()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fchmod(fd, mode)
-            finally:
-                os.close(fd)
-        except OSError:  # refused (a bounded layer that is full): leave nothing half-written behind
-            os.unlink(tmp if self.tmp is not None else f"{udir}/{name}")
+            write_all(fd, data)  # a short write on a full disk is retried until it raises ENOSPC
+            os.fchmod(fd, mode)
+        except Exception:
+            os.close(fd)
+            os.unlink(tmp)  # never a truncated file in the upper layer
+            raise
+        try:
+            os.close(fd)
+        except OSError:
+            os.unlink(tmp)
             raise
         if self.tmp is not None:
             self._install(tmp, udir, name)
@@ -252,7 +253,11 @@ class Upper:
             if sn.upper is not None and sn.lower is None:  # wholly in the upper layer: one rename
                 os.rename(sn.upper, target)
             else:
-                self.materialize(sn, target)
+                try:
+                    self.materialize(sn, target)
+                except Exception:  # e.g. ENOSPC half-way: no half-copied directory at the destination
+                    shutil.rmtree(target, ignore_errors=True)
+                    raise
             make_opaque(Path(target))  # whatever the real tree has at dst stays hidden
         elif sn.upper is not None:
             os.rename(sn.upper, target)

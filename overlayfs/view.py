@@ -334,8 +334,10 @@ class Overlay(ViewBase):
                 durable: bool = True, lock_timeout: float = LOCK_TIMEOUT) -> PromoteResult:
         """Write the changes (all, or those at/under ``paths``) into the real tree; see docs/overlay.md.
 
-        Raises PromoteError (an OSError naming the file) after rolling back when the write fails, and
-        ProjectLocked when another process holds the project's promotion lock beyond ``lock_timeout``."""
+        Raises PromoteError (an OSError naming the file) after rolling back when the write fails, Unsettled
+        when not even that could be done (or an earlier acceptance of the project is still unsettled), and
+        ProjectLocked when another process holds the project's promotion lock beyond ``lock_timeout``. A
+        file the user changes while it is being promoted comes back as a conflict (nothing landed)."""
         rels = None if paths is None else [self._rel(p) for p in paths]
         if self.sandbox is not None:  # the kept mount would show the promoted layers stale
             self.sandbox.outdated()

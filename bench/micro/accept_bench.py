@@ -1,4 +1,5 @@
-"""Accept latency (promotion plus injection) and the cost of the start-up recovery check.
+"""Accept latency (promotion plus injection), the cost of the commit-point re-checks, the conflict window,
+and the cost of the start-up recovery check.
 
 Run: ``.venv/bin/python -m bench.micro.accept_bench [--reps 100] [--reps-1000 20] [--dir DIR] [--not-durable]``.
 
@@ -8,6 +9,14 @@ fork has finished: ``Overlay.promote()`` (durable, the engine's default: conflic
 commit, apply, upper-layer cleanup) and the injection of the fork's messages (``completed_part`` on a fork
 conversation with one Edit per file, then ``extend``). The recovery check is ``recover_project`` on the
 project with nothing pending, as every entry point runs it at start. Prints p50/p99 in ms.
+
+Every rep runs twice, in alternating order: with the identity re-checks that hold the conflict check up to
+each file's own commit point (``after``) and with them turned off (``before``: ``overlayfs.steps.RECHECK =
+False``, which only this benchmark sets; the copy size checks and the landing policy stay on, they cost an
+``fstat`` and a mode mask per file). The conflict window per replaced file: ``before``, from the end of the
+conflict check to the file's rename (an edit landing there was overwritten); ``after``, from the file's last
+identity check to its swap (what is left; a replacement or deletion there is still caught by the check of
+what the swap displaced, see docs/overlay.md).
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from overlayfs import Overlay, recover_project
+from overlayfs import Overlay, recover_project, steps
+from overlayfs import promote as promote_mod
 from overlayfs.state import ENV, remove_tree, wait_disposals
 from speculate.speculation.trim import completed_part
 
@@ -57,20 +67,38 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool) -> tuple[float, float]:
+def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool, recheck: bool,
+                windows: list[float]) -> tuple[float, float]:
     ov = Overlay(project)
     chosen = rels[(rep * n) % len(rels):][:n] or rels[:n]
     for rel in chosen:
-        ov.write_bytes(rel, f"# {n} files, rep {rep}\n".encode() + b"x = 1\n" * 40)
+        ov.write_bytes(rel, f"# {n} files, rep {rep}, {recheck}\n".encode() + b"x = 1\n" * 40)
     main: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
                                   {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}]
     fork = main + fork_messages(chosen)
-    t0 = time.perf_counter()
-    result = ov.promote(durable=durable)
-    t1 = time.perf_counter()
+    steps.RECHECK = recheck
+    steps.WINDOWS = []
+    checked: list[float] = []
+    real_check = promote_mod.find_conflicts
+
+    def timed_check(*args: Any) -> Any:
+        out = real_check(*args)
+        checked.append(time.perf_counter())
+        return out
+
+    promote_mod.find_conflicts = timed_check  # type: ignore[assignment]
+    try:
+        t0 = time.perf_counter()
+        result = ov.promote(durable=durable)
+        t1 = time.perf_counter()
+    finally:
+        promote_mod.find_conflicts = real_check  # type: ignore[assignment]
+        steps.RECHECK = True
     main.extend(completed_part(fork[2:], complete=True))
     t2 = time.perf_counter()
     assert result.ok and len(result.promoted) == n, result
+    windows.extend(done - (start if recheck else checked[0]) for start, done in steps.WINDOWS)
+    steps.WINDOWS = None
     ov.discard()
     wait_disposals()  # the spent layers are deleted on a thread; the next acceptance is seconds away
     return t1 - t0, t2 - t0
@@ -95,15 +123,30 @@ def main(argv: list[str] | None = None) -> int:
         durable = not a.not_durable
         print(f"# {PROJECT_FILES}-file project on {fs} ({top}); durable={durable}; {os.cpu_count()} cores, "
               f"kernel {os.uname().release}, Python {sys.version.split()[0]}")
-        print("| files | reps | accept p50 (ms) | accept p99 (ms) | promote p50 (ms) | injection p50 (ms) |")
+        print("| files | reps | promote p50 before / after (ms) | promote p99 before / after (ms) | "
+              "accept p50 after (ms) | injection p50 (ms) |")
         print("|---|---|---|---|---|---|")
+        windows: dict[tuple[int, bool], list[float]] = {}
         for n, reps in ((1, a.reps), (20, a.reps), (1000, a.reps_1000)):
-            accept_once(project, rels, n, -1, durable)  # warm-up
-            runs = [accept_once(project, rels, n, r, durable) for r in range(reps)]
-            prom, acc = [p for p, _ in runs], [t for _, t in runs]
-            inj = [t - p for p, t in runs]
-            print(f"| {n} | {reps} | {pct(acc, 0.5) * 1e3:.1f} | {pct(acc, 0.99) * 1e3:.1f} | "
-                  f"{statistics.median(prom) * 1e3:.1f} | {statistics.median(inj) * 1e3:.2f} |", flush=True)
+            for recheck in (False, True):
+                accept_once(project, rels, n, -1, durable, recheck, [])  # warm-up
+            runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+            for r in range(reps):
+                for recheck in ((False, True) if r % 2 else (True, False)):
+                    w = windows.setdefault((n, recheck), [])
+                    runs[recheck].append(accept_once(project, rels, n, r, durable, recheck, w))
+            prom = {k: [p for p, _ in v] for k, v in runs.items()}
+            acc = [t for _, t in runs[True]]
+            inj = [t - p for p, t in runs[True]]
+            print(f"| {n} | {reps} | {pct(prom[False], 0.5) * 1e3:.1f} / {pct(prom[True], 0.5) * 1e3:.1f} | "
+                  f"{pct(prom[False], 0.99) * 1e3:.1f} / {pct(prom[True], 0.99) * 1e3:.1f} | "
+                  f"{pct(acc, 0.5) * 1e3:.1f} | {statistics.median(inj) * 1e3:.2f} |", flush=True)
+        print("\n| files | conflict window before: p50 / max (ms) | after: p50 / p99 / max (µs) |")
+        print("|---|---|---|")
+        for n in (1, 20, 1000):
+            b, w = windows[(n, False)], windows[(n, True)]
+            print(f"| {n} | {pct(b, 0.5) * 1e3:.2f} / {max(b) * 1e3:.2f} | {pct(w, 0.5) * 1e6:.1f} / "
+                  f"{pct(w, 0.99) * 1e6:.1f} / {max(w) * 1e6:.1f} |", flush=True)
         checks = []
         for _ in range(2000):
             t = time.perf_counter()

@@ -24,9 +24,12 @@ from speculate.agent_types import (
     ToolFinished,
     ToolStarted,
 )
-from speculate.hooks import HookRan, PromptBlocked
-from speculate.models.base import ModelError, Usage
+from speculate.hooks import PromptBlocked
+from speculate.models.base import ModelError
+from speculate.models.billing import Meter, billed_to
+from speculate.models.profiles import cost_usd
 from speculate.speculation import suggest
+from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
 from speculate.speculation.effects import renames
@@ -41,13 +44,6 @@ from speculate.types import Message, text_of
 
 if TYPE_CHECKING:
     from speculate.session import TurnOutcome
-
-
-def cost_usd(model: str, usage: Usage) -> float:
-    from speculate.models.profiles import find_profile
-
-    p = find_profile(model)
-    return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
 class SpeculationEngine:
@@ -66,6 +62,8 @@ class SpeculationEngine:
         self._pipelined_from: Speculation | None = None
         self.state: State = "idle"
         self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
+        self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
+        self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)
 
     # -- driven by the session -----------------------------------------------------------------------
     def after_turn(self, *, pipelined: bool) -> None:
@@ -115,11 +113,12 @@ class SpeculationEngine:
         await self.ignore("shutdown")
 
     async def accept(self, prompt: str, t0: float) -> TurnOutcome:
-        """Use the speculation for ``prompt`` (the current suggestion): approve, replay, promote, inject
-        (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
+        """Use the speculation for ``prompt`` (the current suggestion): approve, check, replay, promote,
+        inject (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
         question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
-        that went live asks nothing more."""
+        that went live asks nothing more; :attr:`landing` says whether it had landed."""
         spec = self._spec
+        self.landing = Landing(prompt) if spec is not None and spec.overlay is not None else None
         try:
             return await self._accept(prompt, t0)
         except BaseException:
@@ -138,13 +137,18 @@ class SpeculationEngine:
             await self.ignore("no_speculation")
             return await self.s.run_turn(prompt, t0)
         assert spec.authorizer is not None
+        early: step.Promotion | None = None
         async with spec.authorizer.asking:  # the fork asks nothing itself while this question is open
             spec.authorizer.go_live(self.s.authorizer)  # from now on it asks at the call, as live
             answer = await step.approve(spec, policy=self.s.approve, main=self.s.authorizer)
-            if answer != "n":
-                step.replay(spec, self.s.on_event)
+            if answer != "n":  # nothing of a speculation that will be discarded is shown
+                early = step.check(spec)
+                if early is None:
+                    step.replay(spec, self.s.on_event)
         if answer == "n":
             return await self._drop(spec, prompt, t0, "declined", step.DECLINED)
+        if early is not None:
+            return await self._drop(spec, prompt, t0, early.outcome, early.note)
         if not spec.finished.is_set():
             if self.s.cfg.accept_running == "wait":
                 await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
@@ -159,29 +163,39 @@ class SpeculationEngine:
         rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
         if spec.overlay is None:  # discarded while the user waited (a boundary that holds its cause)
             return await self._drop(spec, prompt, t0, "aborted", "speculation discarded: it stopped at a "
-                                    f"boundary ({rec.boundary}); running normally")
+                                    f"boundary ({rec.boundary}); nothing of what it showed was applied; "
+                                    "running normally")
+        landing = self.landing
+        assert landing is not None
+        if self.s.cfg.keep_accepted_diff:
+            landing.diff = spec.overlay.diff()  # the upper layer is spent by promotion
         promotion = step.promote(spec)
         if not promotion.ok:
-            return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note)
+            return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note + (
+                "; nothing of what it showed was applied" if spec.shown else ""))
+        landing.promoted, landing.files = True, step.summary_of(rec)
+        self.accepted_diff = landing.diff
         assert spec.agent is not None
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
         self._spec = None
-        self._close(spec, "accepted", "")
+        self._close(spec, "accepted", promotion.note)
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
         if spec.complete:
             self._pipelined_from = spec
             self.s._last_usage = spec.last_usage or self.s._last_usage
             last = self.s.messages[-1]
             return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
-                               time.perf_counter() - t0, True, None, rec)
+                               time.perf_counter() - t0, True, None, rec, promotion.note)
         await self._cancel_cycle()
-        return await self.s.run_turn(prompt, t0, resume=True, spec=rec)
+        return await self.s.run_turn(prompt, t0, resume=True, spec=rec, note=promotion.note)
 
     async def _drop(self, spec: Speculation, prompt: str, t0: float, outcome: SpecOutcome, note: str
                     ) -> TurnOutcome:
         """The speculation is not used after all: discard it (and a pipelined suggestion built on it) and run
         the turn normally, saying why."""
+        if self.landing is not None:
+            self.landing.dropped = note
         self._spec = None
         await self._cancel_cycle()
         self._close(spec, outcome, note, saved=False)
@@ -223,8 +237,13 @@ class SpeculationEngine:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
             return None
         self._emit("generating", None)
+        meter = Meter()
         try:
-            out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot)
+            with billed_to(meter):
+                out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot)
+        except trio.Cancelled:
+            self._cancelled_suggestion(meter, turn, pipelined=False)
+            raise
         except ModelError as e:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=f"error: {e}"))
             return None
@@ -263,7 +282,8 @@ class SpeculationEngine:
         hooks = self.s.workspace.hooks(
             shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
             boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
-            on_event=lambda r: self._fork_hook(spec, r))
+            on_event=spec.hook_ran,
+            transcript=self.s.hook_transcript.fork() if self.s.hook_transcript is not None else None)
         spec.approvals = Approvals(spec.overlay)
         authorizer = spec.authorizer = SpecAuthorizer(
             mode=self.s.cfg.mode, allow=self.s.authorizer.allow, deny=self.s.authorizer.deny,
@@ -278,7 +298,8 @@ class SpeculationEngine:
         spec.record.fork_start_s = time.perf_counter() - spec.started
         self._emit("speculating", text, tools_run=0, elapsed_s=0.0)
         try:
-            await spec.agent.run(text)
+            with billed_to(spec.meter):
+                await spec.agent.run(text)
             spec.stop("complete")
         except BoundaryReached as b:
             spec.stop(b.kind, b.detail)
@@ -308,7 +329,8 @@ class SpeculationEngine:
             self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
                        approvals=approvals)
             try:
-                spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
+                with billed_to(spec.next_meter):
+                    spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
             except ModelError:
                 spec.next = None
             finally:
@@ -329,15 +351,6 @@ class SpeculationEngine:
         shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protection=protection,
                              env=self.s.cfg.tool_env, passed_env=self.s.workspace.settings.env)
         return shell, True, box.backend
-
-    def _fork_hook(self, spec: Speculation, r: HookRan) -> None:
-        spec.record.hooks_run += 1
-        if r.blocked and r.event == "PreToolUse":
-            spec.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
-        elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
-            spec.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
-                                           + ("timed out" if r.timed_out else f"exit {r.exit_code}")
-                                           + (f": {r.stderr.strip()}" if r.stderr.strip() else ""))
 
     def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
         if not isinstance(e, ToolStarted):
@@ -374,10 +387,11 @@ class SpeculationEngine:
         end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
-        rec.tokens = spec.usage.as_dict()
+        usage = spec.usage.add(spec.meter.usage)  # a request cut mid-stream is billed too
+        rec.tokens = usage.as_dict()
         if spec.diverged_at_tokens is not None:
             rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens
-        rec.cost_usd = cost_usd(self.s.cfg.model_name, spec.usage)
+        rec.cost_usd = cost_usd(self.s.cfg.model_name, usage)
         if outcome != "accepted" or not saved:
             rec.time_saved_s = 0.0
         if spec.overlay is not None:
@@ -390,6 +404,15 @@ class SpeculationEngine:
             dead = self._suggestion_record(spec.next, rec.turn, pipelined=True)
             dead.outcome, dead.reason = "discarded", f"speculation {outcome}"
             self.s.events.write(dead)
+        elif spec.next is None:  # its pipelined suggestion was cut mid-request: billed all the same
+            self._cancelled_suggestion(spec.next_meter, rec.turn, pipelined=True)
+
+    def _cancelled_suggestion(self, meter: Meter, turn: int, *, pipelined: bool) -> None:
+        """A suggestion request cut mid-stream: recorded as discarded, with what the API bills for it."""
+        if meter.cancelled:
+            self.s.events.write(SuggestionRecord(
+                turn=turn, outcome="discarded", reason="cancelled mid-request", pipelined=pipelined,
+                tokens=meter.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, meter.usage)))
 
     def _emit(self, state: State, suggestion: str | None, **detail: Any) -> None:
         self.state = state

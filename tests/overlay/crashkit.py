@@ -1,12 +1,13 @@
 """Crash points for promotion tests: stop a promotion (or a recovery) just before its k-th filesystem
-mutation, as a SIGKILL would, and compare whole trees (types, modes, bytes, link targets)."""
+mutation, as a SIGKILL would (or do something else there, such as remounting read-only), and compare whole
+trees (types, modes, bytes, link targets)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,38 +21,52 @@ class Crash(BaseException):
 
 
 @contextmanager
-def crash_at(k: int | None) -> Iterator[list[int]]:
-    """Count mutating os calls; raise Crash instead of performing call number ``k`` (0-based; None: never).
+def crash_at(k: int | None, then: Callable[[], object] | None = None) -> Iterator[list[int]]:
+    """Count mutating os calls (and renameat2, which os lacks); raise Crash instead of performing call
+    number ``k`` (0-based; None: never). With ``then``, call it once before call ``k`` instead of crashing
+    (e.g. remount the filesystem read-only there) and go on.
 
     Yields a one-item list holding the number of calls made so far."""
+    from overlayfs import stamps
+
     count = [0]
     lock = threading.Lock()
+    inside = threading.local()
     saved = {name: getattr(os, name) for name in MUTATORS}
+    saved_renameat2 = stamps.renameat2
 
-    def wrap(name: str):  # type: ignore[no-untyped-def]
-        real = saved[name]
-
+    def wrap(name: str, real: Callable[..., object]):  # type: ignore[no-untyped-def]
         def call(*args, **kwargs):  # type: ignore[no-untyped-def]
             if threading.current_thread().name == "overlayfs-dispose":
                 return real(*args, **kwargs)  # deleting spent layers in the background: garbage either way
             if name == "open" and not (args[1] if len(args) > 1 else kwargs.get("flags", 0)) & (
                     os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR):
                 return real(*args, **kwargs)  # reading changes nothing
+            if getattr(inside, "then", False):
+                return real(*args, **kwargs)  # what ``then`` itself does is not counted
             with lock:  # fsyncs run on a thread pool
                 if count[0] == k:
-                    raise Crash(f"crash before {name}{args[:2]}")
+                    if then is None:
+                        raise Crash(f"crash before {name}{args[:2]}")
+                    inside.then = True
+                    try:
+                        then()
+                    finally:
+                        inside.then = False
                 count[0] += 1
             return real(*args, **kwargs)
 
         return call
 
     for name in MUTATORS:
-        setattr(os, name, wrap(name))
+        setattr(os, name, wrap(name, saved[name]))
+    stamps.renameat2 = wrap("renameat2", saved_renameat2)  # type: ignore[assignment]
     try:
         yield count
     finally:
         for name, fn in saved.items():
             setattr(os, name, fn)
+        stamps.renameat2 = saved_renameat2  # type: ignore[assignment]
 
 
 def snapshot(root: Path) -> dict[str, str]:

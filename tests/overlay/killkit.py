@@ -108,8 +108,8 @@ def main() -> None:
         real_begin(path, j)
         print("prepare", flush=True)
 
-    def mark(path: Path, state: str) -> None:
-        real_mark(path, state)
+    def mark(path: Path, state: str, data: dict | None = None, *, sync: bool = True) -> None:
+        real_mark(path, state, data, sync=sync)
         print(state, flush=True)
 
     journal.begin, journal.mark = begin, mark

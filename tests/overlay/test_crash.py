@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from overlayfs import Overlay, recover_project
-from overlayfs.journal import _Steps, begin, mark
+from overlayfs.journal import begin, mark
 from overlayfs.promote import _plan
 from overlayfs.state import ensure, pending, project_state
+from overlayfs.steps import Steps
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import Crash, crash_at, diff, snapshot, temps
 
@@ -117,13 +118,13 @@ def test_killed_promotion_is_rolled_back_or_forward(tmp_path: Path, state_dir: P
     print("kill outcomes (state before reopen, after):", outcomes)
 
 
-def staged(lower: Path, upper: Path) -> tuple[Overlay, dict, _Steps]:
+def staged(lower: Path, upper: Path) -> tuple[Overlay, dict, Steps]:
     ov = Overlay(lower, upper)
     j = _plan(str(lower), str(upper), ov.metadir, ov.changes(), full=True, durable=False)
     ensure(project_state(lower))
     begin(project_state(lower).journal, j)
-    steps = _Steps(j)
-    steps.prepare()  # every temp file staged, the new directory made
+    steps = Steps(j)
+    j["commit"] = steps.prepare()  # every temp file staged, the new directory made
     return ov, j, steps
 
 
@@ -141,8 +142,8 @@ def test_crash_before_commit_point_rolls_back(tmp_path: Path, state_dir: Path) -
 def test_crash_after_commit_point_rolls_forward(tmp_path: Path, state_dir: Path) -> None:
     lower, upper = setup_overlay(tmp_path)
     _, j, _ = staged(lower, upper)
-    mark(project_state(lower).journal, "commit")
-    _Steps({**j, "puts": j["puts"][: N // 2], "mkdirs": []}).apply()  # half the files in place; "crash"
+    mark(project_state(lower).journal, "commit", j["commit"])
+    Steps({**j, "puts": j["puts"][: N // 2], "mkdirs": []}).apply()  # half the files in place; "crash"
     assert (lower / "sub/f000.txt").read_bytes() == new(0)
     assert (lower / f"sub/f{N - 1:03}.txt").read_bytes() == old(N - 1)
     again = Overlay(lower, upper)
@@ -172,6 +173,7 @@ def build(base: Path, ops: list[tuple]) -> tuple[Path, Overlay]:
     lower.mkdir(parents=True)
     make_tree(lower, LOWER)
     os.symlink("c", lower / "c/ln")
+    ensure(project_state(lower))  # so that promote() makes the same calls in a fresh state dir as in a used one
     ov = Overlay(lower, base / "layers/upper")
     for op, *args in ops:
         try:

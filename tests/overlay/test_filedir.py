@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from overlayfs import Overlay, recover_project
-from overlayfs.journal import _Steps, begin, mark, read
+from overlayfs.journal import begin, mark, read
 from overlayfs.promote import _plan
 from overlayfs.state import ensure, pending, project_state
+from overlayfs.steps import Steps
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import Crash, crash_at, diff, snapshot, temps
 
@@ -135,12 +136,12 @@ def test_replaying_a_finished_apply_keeps_the_new_entry(tmp_path: Path, state_di
     """The reported bug, step by step: the put has landed, the process dies before the journal goes."""
     lower, ov = setup(tmp_path, SCENARIOS[name])
     j = _plan(str(lower), str(ov.upper), ov.metadir, ov.changes(), full=True, durable=False)
-    steps = _Steps(j)
-    steps.prepare()
+    steps = Steps(j)
+    measured = steps.prepare()
     ps = project_state(lower)
     ensure(ps)
     begin(ps.journal, j)
-    mark(ps.journal, "commit")
+    mark(ps.journal, "commit", measured)
     steps.apply()  # every removal, mkdir and put done
     landed = snapshot(lower)
     steps.apply()  # a replay over its own completed effect changes nothing

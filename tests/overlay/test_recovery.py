@@ -10,8 +10,6 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from overlayfs import Overlay, ProjectLocked, PromoteError, recover_all, recover
 from overlayfs.state import pending, project_state, state_root, tidy
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import snapshot, temps
+from tests.overlay.fskit import tmpfs
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -200,21 +199,6 @@ def test_concurrent_sessions_promote_one_at_a_time(tmp_path: Path, state_dir: Pa
 
 
 # -- errors during promotion --------------------------------------------------------------------------
-
-
-@contextmanager
-def tmpfs(where: Path, options: str) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root")
-    where.mkdir(parents=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 def test_a_full_disk_rolls_back_and_names_the_file(tmp_path: Path, state_dir: Path) -> None:

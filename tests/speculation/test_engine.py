@@ -199,6 +199,26 @@ def test_conflict_on_accept_keeps_the_users_version(tmp_path: Path) -> None:
     trio.run(main)
 
 
+def test_a_refusal_by_promotion_policy_is_named_with_its_reason(tmp_path: Path) -> None:
+    """Defence in depth: a FIFO that reached the overlay past the fork's own checks (planted here in its upper
+    layer) is refused by promotion; the note says which path and why, and nothing of the fork lands."""
+    import os
+
+    root = make_project(tmp_path)
+
+    async def main() -> None:
+        async with engine_session(root) as (s, _):
+            await s.submit("look at a")
+            await s.wait_speculation()
+            os.mkfifo(f"{s.engine._spec.overlay.upper}/pipe")
+            out = await s.submit("change alpha to gamma")
+            assert "pipe: " in out.note and "FIFO" in out.note.upper(), out.note
+            assert not (root / "pipe").exists()
+            assert spec_records(s)[-1].outcome == "conflict"
+
+    trio.run(main)
+
+
 def test_first_turn_and_plan_mode_suppress_suggestions(tmp_path: Path) -> None:
     root = make_project(tmp_path)
 

@@ -100,3 +100,30 @@ def test_a_failed_acceptance_is_rolled_back_and_runs_normally(tmp_path: Path, st
         assert temps(root) == []
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def test_an_acceptance_that_cannot_be_settled_is_one_line_and_stops_nothing(tmp_path: Path, state_dir: Path) -> None:
+    from overlayfs import recover_all
+    from overlayfs.state import ensure, pending
+
+    root = make_project(tmp_path)
+    (tmp_path / "other").mkdir()
+    other = make_project(tmp_path / "other")
+    interrupted(other, "commit")
+    ps = project_state(root)
+    ensure(ps)
+    ps.journal.write_bytes(b'{"version": 99}\n')  # a journal this code cannot read (another version's)
+    r = subprocess.run([sys.executable, "-m", "speculate.cli", "repl", str(root), "--plain", "--no-spec"],
+                       input="", capture_output=True, text=True, cwd=REPO, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "SPECULATE_HISTORY": str(tmp_path / "h")})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr  # the REPL starts all the same
+    first = r.stdout.splitlines()[0]
+    assert first.startswith(f"not recovered: the acceptance journal of {root} cannot be read"), r.stdout
+    assert f"speculate recover --abandon {root}" in first
+    recs = {rec.project: rec for rec in recover_all()}  # what `speculate bench` runs first
+    assert not recs[root].ok and recs[other].ok and recs[other].action == "rolled forward"
+    r = cli("recover", str(root))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    r = cli("recover", "--abandon", str(root))
+    assert r.returncode == 0 and "kept as it is" in r.stdout, r.stdout + r.stderr
+    assert not pending(ps) and (root / "a.txt").read_text() == "alpha\n"
