@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from overlayfs import kernel, layer
-from overlayfs.mount import MOUNTABLE, Mount, MountError, open_mount
+from overlayfs.mount import MOUNTABLE, Mount, MountError, choose_backend, open_mount
 
 log = logging.getLogger("overlayfs.sandbox")
 Manifest = dict[str, tuple[int, int, int, int, int]]
@@ -266,7 +266,12 @@ def keep_view(ov: Any, backend: str) -> ViewSession:
     """Let the sandboxed commands of ``ov`` (an :class:`overlayfs.Overlay`) share one mounted view on
     ``backend`` until ``ov.discard()`` closes it (a promotion makes the next command mount afresh): a
     fork's shell does this, and the view is made at once in the background (:meth:`ViewSession.prepare`).
-    Without it each command mounts afresh."""
+    Without it each command mounts afresh. ``"auto"`` is the backend that
+    :func:`overlayfs.sandbox.run_in_overlay` picks; MountError where none can be mounted here."""
+    if backend == "auto":
+        backend = choose_backend(backend)
+        if backend not in MOUNTABLE:
+            raise MountError("no mountable backend here: a kept view needs one")
     if backend not in MOUNTABLE:
         raise ValueError(f"a kept view needs a mountable backend ({', '.join(MOUNTABLE)}), not {backend!r}")
     held = ov.sandbox

@@ -90,9 +90,13 @@ class SandboxShell:
         self.limits = limits
         self.protection = protection
         if hasattr(overlay, "close_sandbox"):  # its commands share one mount, closed with the overlay
+            from overlayfs.mount import MountError
             from overlayfs.sandbox import keep_view
 
-            keep_view(overlay, backend)
+            try:
+                keep_view(overlay, backend)
+            except MountError:
+                pass  # nothing to keep: each command meets the same error and stops the fork with it
 
     async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> ShellResult:

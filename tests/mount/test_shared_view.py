@@ -14,6 +14,7 @@ import pytest
 
 from overlayfs import stage as stages
 from overlayfs.bounded import LayerBound
+from overlayfs.mount import choose_backend
 from overlayfs.sandbox import BACKEND_FAILED_EXIT, keep_view, run_sandboxed
 from overlayfs.view import Overlay
 from tests.mount.conftest import backend_params, require
@@ -171,3 +172,13 @@ def test_the_first_command_finds_the_view_made(kept: Overlay) -> None:
     assert made is not None  # mounted before any command asked
     _run(kept, "fuse", "true")
     assert _server(kept) == made
+
+
+def test_auto_keeps_the_view_its_commands_run_on(kept: Overlay) -> None:
+    """A shell given "auto" (as run_in_overlay takes it) keeps the view of the backend its commands pick."""
+    if choose_backend("auto") == "pure":
+        pytest.skip("no mountable backend here")
+    held = keep_view(kept, "auto")
+    r = run_sandboxed(kept, "echo one > a.txt", timeout=60, backend="auto")
+    assert r.exit_code == 0, r.stderr
+    assert held.backend == r.backend and kept.sandbox is held and not held.closed
