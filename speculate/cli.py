@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, NoReturn
 
+from speculate.errors import SpeculateError
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose unknown subcommand reads ``unknown subcommand 'chek' (did you mean
@@ -37,7 +39,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(status)
 
 
-class UsageError(Exception):
+class UsageError(SpeculateError):
     """argparse finished (help printed, or a usage error named): the exit status."""
 
     def __init__(self, status: int) -> None:

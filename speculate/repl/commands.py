@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from speculate.errors import SpeculateError
 from speculate.session import PermissionMode
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ NO_ARGS = ("/help", "/last", "/stats", "/memory", "/context", "/mcp", "/hooks", 
            "/accept", "/quit", "/exit")
 
 
-class Quit(Exception):
+class Quit(SpeculateError):
     """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
 
 
