@@ -86,7 +86,7 @@ def check(spec: Speculation) -> Promotion | None:
                              f"({spec.record.boundary}); running normally")
         return None
     bases = ov.bases()
-    conflicts = find_conflicts(ov.lower, {c.path for c in ov.changes()} | set(bases), bases, ov.reads())
+    conflicts, _ = find_conflicts(ov.lower, {c.path for c in ov.changes()} | set(bases), bases, ov.reads())
     return Promotion(False, "conflict", conflict_note(conflicts)) if conflicts else None
 
 
