@@ -80,6 +80,7 @@ class Repl(Output):
         self.scripted_offered = 0  # the demo's scripted prompts shown where the model had no suggestion
         self.last_body: tuple[str, Body] | None = None  # the last call whose result was collapsed (/last)
         self.turn_edits: list[str] = []  # files the live path edited this turn (a cancelled turn names them)
+        self.study: Any = None  # speculate.study.recorder.StudyRecorder of `repl --study DIR` (/study)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
