@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from speculate.tools.budget import HOOK_OUTPUT_BUDGET, cut
+
 
 class Common(BaseModel):
     """Fields every event's output may carry."""
@@ -103,12 +105,12 @@ class Parsed:
 def parse_output(event: str, stdout: str) -> Parsed:
     """Read ``stdout`` as Claude Code reads it for ``event``: a JSON object, or plain text."""
     text = stdout.strip()
-    if not text.startswith("{"):
-        return Parsed(text=text)
+    if not text.startswith("{"):  # plain text reaches the conversation as it is: cut to its budget
+        return Parsed(text=cut(text, HOOK_OUTPUT_BUDGET, what="hook output"))
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        return Parsed(text=text, problems=(f"stdout starts like JSON but is not: {e.msg} (column {e.colno})",))
+        return Parsed(text=cut(text, HOOK_OUTPUT_BUDGET, what="hook output"), problems=(f"stdout starts like JSON but is not: {e.msg} (column {e.colno})",))
     if not isinstance(raw, dict):  # pragma: no cover - a text starting with "{" that parses is an object
         return Parsed(text=text)
     model = OUTPUTS[event]

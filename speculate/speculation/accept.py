@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from overlayfs.promote import find_conflicts
+from overlayfs.conflicts import find_conflicts
+from overlayfs.policy import refusals
 from speculate.speculation.approvals import Answer, ApproveFn, PendingApproval, ask_each
 from speculate.speculation.effects import FileSummary, renames, summarize
 from speculate.speculation.events import SpecOutcome
@@ -86,8 +87,11 @@ def check(spec: Speculation) -> Promotion | None:
                              f"({spec.record.boundary}); running normally")
         return None
     bases = ov.bases()
-    conflicts, _ = find_conflicts(ov.lower, {c.path for c in ov.changes()} | set(bases), bases, ov.reads())
-    return Promotion(False, "conflict", conflict_note(conflicts)) if conflicts else None
+    changes = ov.changes()
+    conflicts, _ = find_conflicts(ov.lower, {c.path for c in changes} | set(bases), bases, ov.reads())
+    conflicts += refusals(str(ov.lower), str(ov.upper), changes)
+    return Promotion(False, "conflict", conflict_note(sorted(conflicts, key=lambda c: c.path))) if conflicts \
+        else None
 
 
 def conflict_note(conflicts: Any) -> str:

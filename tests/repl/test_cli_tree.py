@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
     (["sim", "check", "--help"], "--project DIR"),
     (["sim", "serve", "--help"], "--port PORT"),
     (["bench", "--help"], "--concurrency CONCURRENCY"),
-    (["recover", "--help"], "usage: speculate recover [-h] [PROJECT]"),
+    (["recover", "--help"], "usage: speculate recover [-h] [--abandon] [PROJECT]"),
     (["--help"], "check-bash"),
     (["help", "stats"], "usage: speculate stats"),
 ])
