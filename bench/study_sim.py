@@ -83,7 +83,8 @@ async def run_session(*, study_dir: Path, person: Person, scenario: str, seed: i
     scn = load_scenario(path)
     project = prepare_project(scn, work / "project")
     rng = random.Random(f"{seed}:{person.name}:{scenario}")
-    rec = StudyRecorder(study_dir=study_dir, user=person.name, seed=seed, arms=arms, model=backend, frontend="api")
+    rec = StudyRecorder(study_dir=study_dir, user=person.name, seed=seed, arms=arms, model=backend, frontend="api",
+                        time_scale=time_scale)
 
     async def yes(*_: Any) -> Literal["y"]:
         return "y"

@@ -19,15 +19,8 @@ from speculate.agent_types import AgentEvent, ResponseDone, ToolFinished, ToolSt
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
-from speculate.repl.output import Output
-from speculate.repl.render import (
-    accepted_line,
-    approval_lines,
-    cancelled_line,
-    columns,
-    hook_lines,
-    tool_line,
-)
+from speculate.repl.output import Output, columns
+from speculate.repl.render import accepted_line, approval_lines, cancelled_line, hook_lines, tool_line
 from speculate.repl.status import Status
 from speculate.repl.toolview import Body, body_lines, question_lines, small_text, tool_body
 from speculate.repl.turnline import TurnLine

@@ -273,7 +273,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             shutil.rmtree(temp, ignore_errors=True)
         if study is not None:  # after the session: its last, undecided cycle is recorded by now
             study.close()
-            print(visible(study.listing()))
+            print(visible(study.listing() if args.study_reveal else
+                          study.summary() + "; --study-reveal (or /study before leaving) lists each turn's arm"))
     if repl.signal is not None:
         return 128 + repl.signal
     print("bye")

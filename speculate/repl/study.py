@@ -36,6 +36,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help="the arms to draw from, with equal probability: "
                         + "; ".join(f"{a}: {h}" for a, h in ARM_HELP.items())
                         + f" (default {','.join(DEFAULT_ARMS)})")
+    g.add_argument("--study-reveal", action="store_true",
+                   help="at the exit, list each recorded turn's arm (otherwise only /study shows them, on request)")
     g.add_argument("--study-user", default=None, metavar="ID",
                    help="the participant id stored with the consent (default: a random one); the report "
                         "clusters by it")
@@ -49,8 +51,8 @@ def prepare(args: argparse.Namespace) -> bool:
     from speculate.study.consent import NoConsent, obtain
 
     if args.study is None:
-        for opt in ("study_seed", "study_user"):
-            if getattr(args, opt) is not None:
+        for opt in ("study_seed", "study_user", "study_reveal"):
+            if getattr(args, opt) not in (None, False):
                 raise ValueError(f"--{opt.replace('_', '-')} needs --study DIR")
         return True
     if args.no_spec:
@@ -77,7 +79,8 @@ def prepare(args: argparse.Namespace) -> bool:
 
 def recorder(args: argparse.Namespace, *, plain: bool) -> StudyRecorder:
     return StudyRecorder(study_dir=args.study, user=args.study_consent.user, seed=args.study_seed,
-                         arms=args.study_arms_parsed, model=args.model, frontend="plain" if plain else "prompt")
+                         arms=args.study_arms_parsed, model=args.model, frontend="plain" if plain else "prompt",
+                         time_scale=args.time_scale if args.model == "sim" else 1.0)
 
 
 def timed(rec: StudyRecorder, fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:

@@ -77,6 +77,9 @@ def format_report(r: dict[str, Any]) -> str:
     if r["simulated"]:
         out.append("SIMULATED: every session ran on the simulator or with a program as the user. These figures "
                    "check the pipeline; real figures need real people and a real model.")
+    if r["time_scales"] != [1.0]:
+        out.append("time scale " + ", ".join(f"{x:g}" for x in r["time_scales"]) + ": seconds below are wall "
+                   "seconds of a simulator run that much faster than real time")
     out.append(f"CIs (95%): {r['ci_method']}; {r['resamples']} resamples, seed {r['seed']}. [no CI]: fewer than "
                "two sessions in all, or too few of them holding both sides of a contrast.")
     for base, v in r["vs"].items():

@@ -85,12 +85,12 @@ class Past:
 
 class StudyRecorder:
     def __init__(self, *, study_dir: Path, user: str, seed: int, arms: Sequence[Arm] = armlib.DEFAULT_ARMS,
-                 model: str, frontend: Literal["prompt", "plain", "api"],
+                 model: str, frontend: Literal["prompt", "plain", "api"], time_scale: float = 1.0,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self.dir = study_dir
         self.user = user
         self.assigner = Assigner(seed=seed, arms=arms)
-        self.model, self.model_name, self.frontend = model, "", frontend
+        self.model, self.model_name, self.frontend, self.time_scale = model, "", frontend, time_scale
         self.clock, self.wall = clock, wall
         self.id = uuid.uuid4().hex[:12]
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(wall()))
@@ -118,7 +118,7 @@ class StudyRecorder:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write(SessionStart(
             session=self.id, user=self.user, seed=self.seed, arms=list(self.assigner.arms), started=self.wall(),
-            model=self.model, model_name=self.model_name, frontend=self.frontend,
+            model=self.model, model_name=self.model_name, frontend=self.frontend, time_scale=self.time_scale,
             edit_similarity={"after_tab": TAB_EDIT_SIMILARITY, "typed": TYPED_EDIT_SIMILARITY}))
         self._events_seen = len(session.events.records)
         self._assign(after=0)
@@ -281,10 +281,15 @@ class StudyRecorder:
             f.write(rec.model_dump_json() + "\n")
 
     # -- what the person may see ----------------------------------------------------------------------------
-    def listing(self) -> str:
-        """/study and the exit: the arm of every finished turn (never the open one's)."""
-        head = (f"study: {len(self.past)} turn{'s' * (len(self.past) != 1)} recorded in {self.path} "
+    def summary(self) -> str:
+        """What the exit says without being asked: how many turns were recorded, and where (not their arms)."""
+        return (f"study: {len(self.past)} turn{'s' * (len(self.past) != 1)} recorded in {self.path} "
                 f"(seed {self.seed}, arms {', '.join(self.assigner.arms)})")
+
+    def listing(self) -> str:
+        """On request (/study, or the exit with --study-reveal): the arm of every finished turn (never the
+        open one's)."""
+        head = self.summary()
         if not self.past:
             return head
         rows = [f"  {'turn':>4}  {'arm':<11}  {'ghost text':<10}  {'you':<7}  answer"]

@@ -33,6 +33,9 @@ class SessionStart(_Record):
     model: str  # backend: sim | anthropic | claude-cli
     model_name: str
     frontend: Literal["prompt", "plain", "api"]  # api: a program driving the session (the simulated user)
+    # The simulator's speed (0.1: ten times real time; 1.0 for a real model): every time in the session's
+    # records is a wall-clock second, so a simulated session's seconds are model seconds times this.
+    time_scale: float = 1.0
     edit_similarity: dict[str, float]  # the thresholds that classified edits (speculate.study.classify)
 
 

@@ -258,6 +258,7 @@ def build_report(sessions: Sequence[StudySession], *, seed: int = 0, resamples: 
         "turns_by_arm": {a: sum(t.rec.arm == a for t in eligible) for a in arms},
         "models": dict(Counter(f"{s.start.model} ({s.start.model_name})" for s in sessions)),
         "frontends": dict(Counter(s.start.frontend for s in sessions)),
+        "time_scales": sorted({s.start.time_scale for s in sessions}),
         "simulated": all(s.start.model == "sim" or s.start.frontend == "api" for s in sessions),
         "ci_method": CI_METHOD, "resamples": resamples, "seed": seed,
         "vs": {b: v for b in ("suggest", "plain") if (v := versus(turns, b, "speculative", **kw))},

@@ -59,7 +59,7 @@ def ghost(t: Term, text: str) -> None:
 
 def test_a_simulated_person_in_a_study(tmp_path: Path, project: Path) -> None:
     study = tmp_path / "study"
-    t = start(tmp_path, project, study, f"--study-seed {SEED}")
+    t = start(tmp_path, project, study, f"--study-seed {SEED} --study-reveal")
     try:
         t.wait(lambda: "Type yes to agree" in t.screen(), "the consent question")
         assert "Nothing leaves this machine" in t.scrollback() and str(study) in t.scrollback().replace("\n", "")
@@ -100,12 +100,19 @@ def test_a_simulated_person_in_a_study(tmp_path: Path, project: Path) -> None:
         t.wait(lambda: "study: 6 turns recorded in" in t.screen(), "/study's list")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+        # --study-reveal: the exit lists the arms too (once from /study, once at the exit).
+        exit_part = t.scrollback().split("› /study")[-1]
+        assert exit_part.count("study: 6 turns recorded in") == 2, exit_part
+        rows = [ln.split() for ln in exit_part.split("study: 6 turns recorded in")[-1].splitlines()
+                if ln.strip()[:1].isdigit()]
+        assert [r[1] for r in rows] == sequence(SEED, 6), rows
     finally:
         t.close()
     recs = records(study)
     head, assigns = recs[0], [r for r in recs if r["kind"] == "assign"]
     turns = [r for r in recs if r["kind"] == "turn"]
     assert head["kind"] == "session" and head["seed"] == SEED and head["frontend"] == "prompt"
+    assert head["model"] == "sim" and head["time_scale"] == 0.05
     assert recs[-1]["kind"] == "end" and recs[-1]["turns"] == 6
     assert [a["arm"] for a in assigns] == sequence(SEED, 7) and all(a["seed"] == SEED for a in assigns)
     assert [r["arm"] for r in turns] == sequence(SEED, 6)
@@ -152,6 +159,10 @@ def test_the_plain_arm_shows_no_ghost_text_and_consent_is_asked_once(tmp_path: P
         t.wait(lambda: "off-by-one" in t.scrollback(), "the first answer")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+        # Without --study-reveal the exit says where the turns went, not their arms.
+        tail = t.scrollback().split("study: 1 turn recorded in")[-1]
+        assert "--study-reveal (or /study before leaving) lists each turn's arm" in tail
+        assert "plain" not in tail.split("lists each turn's arm")[-1], tail
     finally:
         t.close()
     recs = records(study)

@@ -39,6 +39,7 @@ def test_arms_follow_the_seed_and_each_arm_does_what_it_says(tmp_path: Path) -> 
     assert [a.arm for a in s.assignments] == sequence(25, n) == [a.arm for a in again.assignments]
     assert [a.arm for a in other.assignments] == sequence(1, len(other.assignments)) != sequence(25, n)
     assert all(a.seed == 25 for a in s.assignments) and s.start.seed == 25
+    assert s.start.time_scale == SCALE and s.start.frontend == "api"  # its seconds are the simulator's, scaled
     assert [a.draw for a in s.assignments] == list(range(1, n + 1))
     assert [a.after_turn for a in s.assignments] == list(range(n))
     assert [t.arm for t in s.turns] == sequence(25, len(s.turns))

@@ -67,7 +67,7 @@ def test_counts_and_clusters(report: dict[str, Any]) -> None:
     assert (report["users"], report["sessions"], report["turns"]) == (2, 3, 12)
     assert report["eligible_turns"] == 9 and report["usable_turns"] == 8  # s3 t5 failed
     assert report["turns_by_arm"] == {"speculative": 5, "suggest": 4}
-    assert report["simulated"] is False
+    assert report["simulated"] is False and report["time_scales"] == [1.0]
 
 
 def test_saving_per_accepted_and_per_later_turn(report: dict[str, Any]) -> None:
@@ -141,7 +141,7 @@ def test_one_session_has_no_ci_and_cli_reads_the_dirs(tmp_path: Path, capsys: py
     assert only_u2["vs"]["suggest"]["saved_per_later_turn_s"]["ci95"] is None  # one session: no variability
     assert main(["study", "report", *map(str, dirs), "--resamples", "200", "--json", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
-    assert "2 people, 3 sessions, 12 turns" in out and "SIMULATED" not in out
+    assert "2 people, 3 sessions, 12 turns" in out and "SIMULATED" not in out and "time scale" not in out
     assert "per later turn, wait (typing + answer):       +2.60 s [" in out
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["vs"]["suggest"]["saved_per_accepted_turn_s"]["difference"] == pytest.approx(4.55)
