@@ -69,6 +69,10 @@ COMMANDS: tuple[Command, ...] = (
                 "speculate.cli:configure_sandbox_run"),
     )),
     Command("stats", "summarise a session's speculation records (JSON)", "speculate.speculation.stats:configure"),
+    Command("study", "the in-situ randomized study of `repl --study DIR`", children=(
+        Command("report", "pool study directories: saving, acceptance, cost and harm, CIs by person and session",
+                "speculate.study.cli:configure"),
+    )),
     Command("import", "other agents' sessions as scenarios", children=(
         Command("claude-code", "Claude Code session transcripts as scenario files (docs/transcripts.md)",
                 "speculate.importers.claude_code:configure"),
