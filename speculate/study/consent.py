@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from speculate.errors import SpeculateError
 from speculate.study.arms import ARM_HELP, Arm
 
 CONSENT_FILE = "consent.json"
@@ -25,7 +26,7 @@ class Consent(BaseModel):
     text: str  # what was agreed to, word for word
 
 
-class NoConsent(Exception):
+class NoConsent(SpeculateError):
     """The person did not say yes: nothing is recorded."""
 
 

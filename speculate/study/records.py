@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from speculate.errors import SpeculateError
 from speculate.speculation.events import validation_reason
 from speculate.study.arms import Arm
 from speculate.study.classify import Taken
@@ -125,7 +126,7 @@ StudyRecord = Annotated[SessionStart | Assignment | TurnRecord | SessionEnd, Fie
 _ADAPTER: TypeAdapter[SessionStart | Assignment | TurnRecord | SessionEnd] = TypeAdapter(StudyRecord)
 
 
-class StudyFileError(ValueError):
+class StudyFileError(SpeculateError, ValueError):
     """A study file that cannot be used; ``str()`` names ``file:line`` and why."""
 
 
