@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlayfs import kernel, layer
+from overlayfs.errors import OverlayError
 
 log = logging.getLogger("overlayfs.mount")
 
@@ -41,7 +42,7 @@ _PKG_PARENT = os.fspath(Path(__file__).resolve().parents[1])
 READ_AHEAD_KB = 1024  # 1 MiB reads on the FUSE mount: 200 MB sequential read 110 -> 60 ms
 
 
-class MountError(OSError):
+class MountError(OverlayError, OSError):
     """A backend is unavailable here, or mounting failed; the message says which and why."""
 
 
