@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from overlayfs.errors import OverlayError
+
 # Opcodes (enum fuse_opcode).
 LOOKUP, FORGET, GETATTR, SETATTR, READLINK, SYMLINK = 1, 2, 3, 4, 5, 6
 MKNOD, MKDIR, UNLINK, RMDIR, RENAME, LINK, OPEN, READ, WRITE, STATFS, RELEASE = 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
@@ -51,7 +53,7 @@ NOTIFY_ENTRY = struct.Struct("<QII")
 _NS = 1_000_000_000
 
 
-class FUSEError(Exception):
+class FUSEError(OverlayError):
     """A handler's answer that the request failed with ``errno``."""
 
     def __init__(self, errno_: int) -> None:
