@@ -48,6 +48,7 @@ from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.tempfiles import temp_dir
 from speculate.transcript import Transcript
+from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
@@ -145,7 +146,7 @@ class Session:
         self.spill_dir = cfg.spill_dir or temp_dir("spill")
         self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project, env=cfg.tool_env),
                                spill_dir=self.spill_dir)
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
         self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
                            authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,
                            on_event=self.on_event, hooks=self.hooks)
@@ -301,6 +302,10 @@ class Session:
     def agent_last_usage(self) -> Usage | None:
         """Usage of the last response of the last turn (the cold-cache check reads it)."""
         return self._last_usage
+
+    def set_agent_last_usage(self, usage: Usage | None) -> None:
+        """An accepted complete speculation's last usage stands for the turn's (the engine sets it)."""
+        self._last_usage = usage
 
     async def dismiss(self) -> None:
         """The user waves the suggestion away (Esc, or typing something else): abort and discard it."""
