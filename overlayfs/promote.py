@@ -136,13 +136,13 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
             keep = parent_of(keep)[0]
         trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}"), ino, want))
     staged = []
-    for i, (rel, mode, want) in enumerate(puts):
+    for i, (rel, put_mode, want) in enumerate(puts):
         parent, name = parent_of(rel)
         stage = parent
         while not real.is_dir(stage):
             stage = parent_of(stage)[0]
         backup = join(parent, f".{name[:40]}.{token}.b{i}{TEMP_SUFFIX}") if rel in replaces else None
-        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup, mode, want))
+        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup, put_mode, want))
     root = os.stat(lower)
     return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
             "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,
