@@ -8,6 +8,7 @@ message after the prompt; its tool results are in the user message that follows 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from speculate.sim.scenario import Expect, Step
@@ -44,7 +45,7 @@ def unmet(e: Expect, block: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_turn(steps: tuple[Step, ...], messages: list[dict[str, Any]]) -> list[str]:
+def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """Unmet expectations of one turn, given the messages the turn added after its prompt."""
     problems: list[str] = []
     k = -1

@@ -87,7 +87,7 @@ class Timer:
     def __init__(self, lower: Path, backend: str, rev: str | None, commands: int) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="sandbox-bench-old-") if rev else None
         path = os.fspath(REPO)
-        if self._dir is not None:
+        if self._dir is not None and rev:
             archive = subprocess.run(["git", "-C", path, "archive", rev, "overlayfs"], capture_output=True,
                                      check=True)
             subprocess.run(["tar", "-x", "-C", self._dir.name], input=archive.stdout, check=True)
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         lower = top / "project"
         shutil.copytree(SAMPLE, lower, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
         native = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), args.reps)
-        rows = []
+        rows: list[tuple[str, list[float], list[float] | None, tuple[float, float, float, float] | None]] = []
         for b in backends:
             new, old = startups(lower, b, args.reps, args.baseline_rev, args.commands)
             if args.startup_only:
