@@ -42,7 +42,7 @@ from speculate.compaction import (
     context_tokens,
     too_long,
 )
-from speculate.hooks import CompactBlocked, HookTranscript, PromptBlocked
+from speculate.hooks import CompactBlocked, HookRan, HookTranscript, PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
@@ -109,7 +109,7 @@ class TurnOutcome:
 
 class Session:
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
-                 on_event: Callable[[AgentEvent | SpecEvent], None] | None,
+                 on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
                  workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
         from speculate.fs import LocalFS, LocalShell
         from speculate.speculation.authorize import MainAuthorizer
@@ -136,7 +136,7 @@ class Session:
         self.session_id = str(uuid.uuid4())
         self.hook_transcript = self._new_hook_transcript()
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
-                                          mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
+                                          mode=lambda: self.cfg.mode, on_event=self.on_event,
                                           transcript=self.hook_transcript)
         self.events = EventLog(cfg.events_path)
         self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
@@ -361,7 +361,7 @@ class Session:
 
 @asynccontextmanager
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
-                       on_event: Callable[[AgentEvent | SpecEvent], None] | None = None,
+                       on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None = None,
                        approve: ApproveFn | None = None) -> AsyncIterator[Session]:
     """Open the workspace and the session's nursery. An exception from the body (or from opening) comes out
     as itself, not wrapped in the nursery's ExceptionGroup, so callers' ``except`` clauses match.

@@ -24,6 +24,7 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.message import Message
 
 from speculate.sim.latency import rng_for
 
@@ -31,7 +32,7 @@ from speculate.sim.latency import rng_for
 TIER1_SONNET = (50, 30_000, 8_000)  # requests, input tokens, output tokens per minute
 
 
-def api_key(headers: Mapping[str, str]) -> str:
+def api_key(headers: Mapping[str, str] | Message) -> str:
     """The request's API key: ``x-api-key``, or the token of ``Authorization: Bearer`` (which SDKs send
     too); "" if neither."""
     key = headers.get("x-api-key")
