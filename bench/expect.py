@@ -53,7 +53,8 @@ def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -
         if m.get("role") != "assistant":
             continue
         k += 1
-        if k >= len(steps) or steps[k].expect is None:
+        expect = steps[k].expect if k < len(steps) else None
+        if expect is None:
             continue
         ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
         nxt = messages[i + 1] if i + 1 < len(messages) else {}
@@ -64,5 +65,5 @@ def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -
             if tid not in results:
                 problems.append(f"step {k + 1} tool {j + 1}: no result")
                 continue
-            problems += [f"step {k + 1} tool {j + 1}: {p}" for p in unmet(steps[k].expect, results[tid])]  # type: ignore[arg-type]
+            problems += [f"step {k + 1} tool {j + 1}: {p}" for p in unmet(expect, results[tid])]
     return problems

@@ -62,7 +62,10 @@ class Node:
 
     @property
     def path(self) -> str:
-        return self.upper if self.upper is not None else self.lower  # type: ignore[return-value]
+        path = self.upper if self.upper is not None else self.lower
+        if path is None:
+            raise ValueError(f"{self.rel}: a merged entry in neither layer")
+        return path
 
 
 def root_node(lower: str, upper: str) -> Node:

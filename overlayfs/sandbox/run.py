@@ -216,7 +216,7 @@ def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None
             make(limits.layer_bound())
         except LayerUnavailable as e:
             raise SandboxUnavailable(f"the sandbox cannot bound the upper layer here: {e}") from e
-        layer = ov.layer  # type: ignore[attr-defined]
+        layer = ov.layer  # type: ignore[attr-defined]  # an Overlay's bounded layer: not in Layers
     return layer
 
 
