@@ -108,7 +108,7 @@ class Timer:
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the start-up timer exited ({self.proc.wait()})")
-        return json.loads(line)  # type: ignore[no-any-return]
+        return json.loads(line)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
