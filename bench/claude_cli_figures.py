@@ -52,7 +52,7 @@ async def run(backend: str, tmp: Path, time_scale: float) -> list[dict[str, Any]
     for name, text in (("a.txt", "alpha\n"), ("b.txt", "beta\n"), ("c.txt", "gamma\n")):
         (root / name).write_text(text)
     mode = "text" if backend == "claude-cli" else "api"
-    rows = []
+    rows: list[dict[str, Any]] = []
     with SimServer([parse_scenario(SCENARIO.format(mode=mode))], time_scale=time_scale) as sim:
         if backend == "claude-cli":
             binary = ClaudeCode.locate()

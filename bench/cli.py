@@ -205,9 +205,9 @@ def build_config(a: argparse.Namespace) -> RunConfig:
                              "one value of --think-time, --accept-prob, --profile, --typing-cps, --tab-s, --sim "
                              "and no --sweep-think")
         conds = sensitivity_conditions(Condition(think=base, accept_prob=probs[0], model_name=models[0],
-                                                 typing_cps=typing[0], tab_s=tabs[0], sim=sims[0]))  # type: ignore[arg-type]
+                                                 typing_cps=typing[0], tab_s=tabs[0], sim=sims[0]))
     else:
-        conds = [Condition(think=t, accept_prob=p, model_name=m, typing_cps=c, tab_s=ts, sim=k)  # type: ignore[arg-type]
+        conds = [Condition(think=t, accept_prob=p, model_name=m, typing_cps=c, tab_s=ts, sim=k)
                  for t in thinks for p in probs for m in models for c in typing for ts in tabs for k in sims]
     return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
                      backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,

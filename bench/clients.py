@@ -26,13 +26,16 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from speculate.sim import SimServer, load_scenario
 from speculate.sim.claude_code import ClaudeCode
 from speculate.sim.scenario import Scenario, default_scenario_dir
+
+if TYPE_CHECKING:
+    from speculate.speculation.approvals import Answer
 
 FILE_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep"}
 
@@ -152,7 +155,7 @@ def run_speculate(
     project = scenario.materialize(work / "project")
     trace = work / "trace.jsonl"
 
-    async def approve(tool: str, detail: str) -> str:
+    async def approve(tool: str, detail: str) -> Answer:
         return "y"
 
     async def main(base_url: str) -> None:
@@ -161,7 +164,7 @@ def run_speculate(
                 project=project, model=m, model_name=model, speculate=False, spill_dir=work / "spill",
                 user_dir=work / "claude",  # not the runner's ~/.claude, as the benchmark harness does
             )
-            async with open_session(cfg, ask=approve) as s:  # type: ignore[arg-type]
+            async with open_session(cfg, ask=approve) as s:
                 for turn in scenario.turns:
                     outcome = await s.submit(turn.prompt)
                     if outcome.error:
@@ -201,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 work = Path(tmp) / f"{rep}-{measure.client.split()[0]}"
                 work.mkdir()
                 lead = (binary,) if run is run_claude_code else ()
-                trace = run(*lead, scenario, path, work,  # type: ignore[operator]
+                trace = run(*lead, scenario, path, work,  # type: ignore[operator]  # lead: Claude Code's binary
                             seed=args.seed, time_scale=args.time_scale, model=args.model)  # fmt: skip
                 measure.add_trace(trace)
                 print(f"[bench.clients] rep {rep + 1}/{args.reps} {measure.client}: done", file=sys.stderr)

@@ -8,6 +8,7 @@ message after the prompt; its tool results are in the user message that follows 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from speculate.sim.scenario import Expect, Step
@@ -44,7 +45,7 @@ def unmet(e: Expect, block: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_turn(steps: tuple[Step, ...], messages: list[dict[str, Any]]) -> list[str]:
+def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """Unmet expectations of one turn, given the messages the turn added after its prompt."""
     problems: list[str] = []
     k = -1
@@ -52,7 +53,8 @@ def check_turn(steps: tuple[Step, ...], messages: list[dict[str, Any]]) -> list[
         if m.get("role") != "assistant":
             continue
         k += 1
-        if k >= len(steps) or steps[k].expect is None:
+        expect = steps[k].expect if k < len(steps) else None
+        if expect is None:
             continue
         ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
         nxt = messages[i + 1] if i + 1 < len(messages) else {}
@@ -63,5 +65,5 @@ def check_turn(steps: tuple[Step, ...], messages: list[dict[str, Any]]) -> list[
             if tid not in results:
                 problems.append(f"step {k + 1} tool {j + 1}: no result")
                 continue
-            problems += [f"step {k + 1} tool {j + 1}: {p}" for p in unmet(steps[k].expect, results[tid])]  # type: ignore[arg-type]
+            problems += [f"step {k + 1} tool {j + 1}: {p}" for p in unmet(expect, results[tid])]
     return problems

@@ -10,7 +10,7 @@ it was cut (the last request of a finished fork carries all of them).
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 from bench.expect import check_turn
@@ -46,7 +46,7 @@ class ForkWatch:
         self._prompt, self.seen = prompt, []
 
     def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-               ) -> AsyncIterator[StreamUpdate]:
+               ) -> AsyncGenerator[StreamUpdate, None]:
         if self._prompt is not None:
             prompts = [(i, t) for i, m in enumerate(messages) if (t := _prompt_text(m)) is not None]
             # The fork's own request: its latest prompt is the suggestion (a suggestion request made on the
@@ -56,7 +56,7 @@ class ForkWatch:
         return self._pass(key, messages, max_tokens)
 
     async def _pass(self, key: CacheKey, messages: Sequence[Message], max_tokens: int | None
-                    ) -> AsyncIterator[StreamUpdate]:
+                    ) -> AsyncGenerator[StreamUpdate, None]:
         async with aclosing(self.inner.stream(key, messages, max_tokens=max_tokens)) as updates:
             async for u in updates:
                 yield u

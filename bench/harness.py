@@ -48,7 +48,7 @@ from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tr
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.models.profiles import DEFAULT_MODEL
-from speculate.session import SessionConfig, TurnOutcome, open_session
+from speculate.session import PermissionMode, SessionConfig, TurnOutcome, open_session
 from speculate.sim.draw import draw
 from speculate.sim.realism import Realism
 from speculate.sim.scenario import Scenario
@@ -101,7 +101,7 @@ class RunConfig:
     base_url: str | None = None
     scenario_paths: list[Path] = field(default_factory=list)  # what the simulator serves
     concurrency: int = 4
-    mode: str = "acceptEdits"
+    mode: PermissionMode = "acceptEdits"
     overlay_backend: str = "auto"
     record: Path | None = None  # anthropic backend: append every request/response to this trace
     out: Path = Path("results")
@@ -214,7 +214,7 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
         watch = ForkWatch(model)  # a wrong suggestion's fork: its tool results are checked too
         sc = SessionConfig(project=project, model=watch, model_name=job.condition.model_name,
                            mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
-                           overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
+                           overlay_backend=cfg.overlay_backend,
                            spill_dir=work / "spill", user_dir=work / "claude",  # not the runner's ~/.claude
                            tool_env=toolchain.env)
         (work / "spill").mkdir()

@@ -45,7 +45,10 @@ def latency_cdf(turns: list[TurnRecord], path: Path) -> None:
 def time_saved_vs_think(turns: list[TurnRecord], curve: list[dict[str, float]], path: Path, *,
                         time_scale: float = 1.0, condition: str = "") -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    acc_x, acc_y, oth_x, oth_y = [], [], [], []
+    acc_x: list[float] = []
+    acc_y: list[float] = []
+    oth_x: list[float] = []
+    oth_y: list[float] = []
     # Against suggest when it ran: Tab is on both sides, so the points show what the fork bought.
     base = "suggest" if any(t.arm == "suggest" for t in turns) else "plain"
     for p, s in paired_turns(turns, base):

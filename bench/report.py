@@ -79,7 +79,7 @@ def _pooled_fork_cost(blocks: list[dict[str, Any]]) -> list[str]:
         n = sum(k for k, _ in parts)
         pooled[kind] = (n, sum(k * m for k, m in parts) / n if n else None)
     (nh, h), (nm, m), (nc, c) = pooled["hit"], pooled["miss"], pooled["miss_completed"]
-    if not nh or not nm:
+    if not nh or not nm or h is None or m is None:  # means exist where there are forks
         return []
     return [f"Fork cost over all conditions: a hit {usd(h)} (n={nh}), a miss {usd(m)} (n={nm}, "
             f"{pct(m / h)} of a hit; billed as the API bills, cut requests included), a miss that had finished "
@@ -204,7 +204,7 @@ CI_NOTE = ("CIs: 95% percentile bootstrap resampling scenarios, then reps within
            "they are not (it is narrower, shown for comparison with runs before issue #24).")
 
 
-def fork_cost_line(s: dict[str, Any]) -> list[str]:
+def fork_cost_line(s: dict[str, Any]) -> list[list[str]]:
     """Mean cost of a fork that was used (hit) and of one thrown away (miss): misses must not be cheap."""
     fc = s.get("fork_cost")
     if not fc:

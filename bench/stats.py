@@ -80,7 +80,8 @@ Nested = Sequence[Sequence[Sequence[float]]]  # scenario -> rep (pair) -> values
 
 
 def hierarchical_bootstrap_ci(groups: Sequence[Sequence[Sequence[T]]],
-                              stat: Callable[[Sequence[T]], float] = median, *, level: float = 0.95,
+                              stat: Callable[[Sequence[T]], float] = median,  # type: ignore[assignment]  # median: for floats
+                              *, level: float = 0.95,
                               n_resamples: int = 2000, seed: int = 0, max_undefined: float = 0.1
                               ) -> tuple[float, float] | None:
     """Percentile-bootstrap CI of ``stat`` over the pooled values, resampling in two stages.

@@ -37,7 +37,8 @@ TAB_ACCEPT_S = 0.2
 class ThinkTime(Protocol):
     """A think-time distribution; ``label`` names it in results ("lognormal", "fixed:2", ...)."""
 
-    label: str
+    @property
+    def label(self) -> str: ...  # read-only: the distributions are frozen dataclasses
 
     def draw(self, rng: random.Random) -> float: ...
 

@@ -60,26 +60,29 @@ def _entry(rel: str, upath: str, ust: os.stat_result, lpath: str | None, lst: os
            out: list[Change]) -> None:
     """Compare upper entry ``upath`` with the real entry (``lst`` None: absent or hidden)."""
     ukind = kind_of(ust.st_mode)
+    if lst is None or lpath is None:  # nothing real there (lst is None whenever lpath is)
+        if ukind == "dir":
+            _replaced_dir(rel, upath, ust, lpath, lst, out)
+        else:
+            out.append(Change(rel, "added", ukind))
+        return
     if ukind == "dir":
-        if lst is not None and stat_mod.S_ISDIR(lst.st_mode) and not is_opaque(upath):
-            _merged_dir(rel, upath, lpath, out)  # type: ignore[arg-type]
+        if stat_mod.S_ISDIR(lst.st_mode) and not is_opaque(upath):
+            _merged_dir(rel, upath, lpath, out)
         else:
             _replaced_dir(rel, upath, ust, lpath, lst, out)
         return
-    if lst is None:
-        out.append(Change(rel, "added", ukind))
-        return
     lkind = kind_of(lst.st_mode)
     if lkind == "dir":
-        _deleted_children(rel, lpath, out)  # type: ignore[arg-type]
+        _deleted_children(rel, lpath, out)
         out.append(Change(rel, "modified", ukind))
     elif lkind != ukind:
         out.append(Change(rel, "modified", ukind))
     elif ukind == "symlink":
-        if os.readlink(upath) != os.readlink(lpath):  # type: ignore[arg-type]
+        if os.readlink(upath) != os.readlink(lpath):
             out.append(Change(rel, "modified", ukind))
     elif (ust.st_size != lst.st_size or stat_mod.S_IMODE(ust.st_mode) != stat_mod.S_IMODE(lst.st_mode)
-          or not _same_file(upath, lpath)):  # type: ignore[arg-type]
+          or not _same_file(upath, lpath)):
         out.append(Change(rel, "modified", ukind))
 
 
@@ -126,11 +129,11 @@ def _replaced_dir(rel: str, upath: str, ust: os.stat_result, lpath: str | None, 
         out.append(Change(rel, "modified", "dir"))
     present, _ = _upper_children(upath)
     if real_dir:
-        with os.scandir(lpath) as it:  # type: ignore[arg-type]
+        with os.scandir(lpath) as it:
             for e in it:
                 if e.name not in present:
-                    lp = f"{lpath}/{e.name}"
-                    _deleted(join(rel, e.name), lp, lstat_or_none(lp), out)
+                    gone = f"{lpath}/{e.name}"
+                    _deleted(join(rel, e.name), gone, lstat_or_none(gone), out)
     for name, st in present.items():
         child = f"{upath}/{name}"
         lp = f"{lpath}/{name}" if real_dir else None

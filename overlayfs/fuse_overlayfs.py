@@ -26,7 +26,7 @@ def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
     """Start fuse-overlayfs serving ``ov`` (bounded) at ``root``; returns its process once it answers. The
     namespace exists before the mount, so it holds no copy of the mount that would outlive the unmount.
     Raises MountError."""
-    layer = ov.layer  # type: ignore[attr-defined]
+    layer = ov.layer  # type: ignore[attr-defined]  # an Overlay's bounded layer: not in Layers
     at = Path(ov.metadir) / "layer"
     at.mkdir(exist_ok=True)
     opts = f"lowerdir={ov.lower},upperdir={at}/upper,workdir={at}/work/fuse-overlayfs"

@@ -145,9 +145,9 @@ def load_identities(metadir: Path, name: str) -> dict[str, Identity]:
     return out
 
 
-def _record(line: str) -> dict | None:  # type: ignore[type-arg]
+def _record(line: str) -> dict | None:
     try:
-        return json.loads(line)  # type: ignore[no-any-return]
+        return json.loads(line)
     except ValueError:
         # A record torn by a full disk (its operation failed and recorded nothing), with the next whole
         # record appended right after it on the same line.

@@ -62,7 +62,10 @@ class Node:
 
     @property
     def path(self) -> str:
-        return self.upper if self.upper is not None else self.lower  # type: ignore[return-value]
+        path = self.upper if self.upper is not None else self.lower
+        if path is None:
+            raise ValueError(f"{self.rel}: a merged entry in neither layer")
+        return path
 
 
 def root_node(lower: str, upper: str) -> Node:
@@ -87,7 +90,7 @@ def step(parent: Node, name: str) -> Node | None:
         lp = f"{ldir}/{name}"
         lst = lstat_or_none(lp)
     if ust is not None:  # an upper directory, merged with a lower one unless opaque
-        merged = lst is not None and stat_mod.S_ISDIR(lst.st_mode) and not is_opaque(up)  # type: ignore[arg-type]
+        merged = lst is not None and stat_mod.S_ISDIR(lst.st_mode) and not is_opaque(up)
         return Node(rel, "dir", up, lp if merged else None, ust)
     if lst is None:
         return None
@@ -128,7 +131,7 @@ def resolve(root: Node, project_root: str, rel: str, *, follow_last: bool = True
             links += 1
             if links > MAX_LINKS:
                 raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
-            target = check_link_target(project_root, child.rel, os.readlink(child.path))  # type: ignore[arg-type]
+            target = check_link_target(project_root, child.rel, os.readlink(child.path))
             parts = ([] if target == "." else target.split("/")) + parts[i + 1 :]
             i, node, parent = 0, root, root
             continue

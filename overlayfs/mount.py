@@ -180,7 +180,7 @@ def open_mount(ov: kernel.Layers, backend: str = "auto", *, snapshot: bool = Tru
             root.rmdir()
         raise
     with contextlib.suppress(AttributeError):
-        ov.last_backend = chosen  # type: ignore[misc]
+        ov.last_backend = chosen  # type: ignore[attr-defined]  # not in Layers: only an Overlay keeps it
     log.info("mounted %s at %s with backend %s", ov.lower, root, chosen)
     return m
 

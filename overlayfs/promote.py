@@ -98,18 +98,18 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
         real_dir = st is not None and stat_mod.S_ISDIR(st.st_mode)
         if ch.kind == "deleted":
             if st is not None:
-                rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]  # st: want set
             continue
         new = os.lstat(f"{upper}/{ch.path}").st_mode
         mode = policy.landed_mode(new, policy.same_kind(st, new))
         if ch.type == "dir":
             if st is not None and not real_dir:
-                rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]
+                rms.append((ch.path, kind_of(st.st_mode), st.st_ino, want))  # type: ignore[arg-type]  # st: want set
             if not real_dir:
                 mkdirs.append((ch.path, mode))
         else:
             if real_dir:  # its entries are moved aside by their own changes first
-                rms.append((ch.path, "dir", st.st_ino, want))  # type: ignore[union-attr, arg-type]
+                rms.append((ch.path, "dir", st.st_ino, want))  # type: ignore[union-attr, arg-type]  # real_dir: st set
                 want = None
             elif st is not None:
                 replaces.add(ch.path)
@@ -136,13 +136,13 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
             keep = parent_of(keep)[0]
         trashed.append((rel, kind, join(keep, f".{name[:40]}.{token}.r{i}{TEMP_SUFFIX}"), ino, want))
     staged = []
-    for i, (rel, mode, want) in enumerate(puts):
+    for i, (rel, put_mode, want) in enumerate(puts):
         parent, name = parent_of(rel)
         stage = parent
         while not real.is_dir(stage):
             stage = parent_of(stage)[0]
         backup = join(parent, f".{name[:40]}.{token}.b{i}{TEMP_SUFFIX}") if rel in replaces else None
-        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup, mode, want))
+        staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup, put_mode, want))
     root = os.stat(lower)
     return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
             "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,

@@ -158,7 +158,7 @@ def abandon_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TI
 def recover_all(*, timeout: float = LOCK_TIMEOUT) -> list[Recovery]:
     """Recover every project in the state dir; forget those whose directory no longer exists. A project that
     cannot be recovered now is reported (a Recovery with ``problem``) and skipped."""
-    out = []
+    out: list[Recovery] = []
     base = state_root() / "projects"
     try:
         keys = sorted(os.listdir(base))

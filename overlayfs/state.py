@@ -192,8 +192,8 @@ def stale_overlays(ps: ProjectState) -> list[Path]:
     return [ps.overlays / n for n in sorted(names) if not owner_alive(n)]
 
 
-def _gone_is_fine(func: object, path: str, exc: object) -> None:
-    e = exc if isinstance(exc, BaseException) else exc[1]  # type: ignore[index]
+def _gone_is_fine(func: object, path: str, exc: BaseException | tuple[object, BaseException, object]) -> None:
+    e = exc if isinstance(exc, BaseException) else exc[1]  # onexc passes the exception, onerror exc_info()
     if not isinstance(e, FileNotFoundError):  # someone else deleting the same tree: fine
         raise e
 
@@ -206,7 +206,7 @@ def remove_tree(path: Path) -> None:
     if not os.path.lexists(path):
         return
     try:
-        shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]
+        shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]  # onexc or onerror, by version
         return
     except OSError:
         pass
@@ -215,7 +215,7 @@ def remove_tree(path: Path) -> None:
         for d in dirnames:
             if not os.path.islink(f"{dirpath}/{d}"):
                 os.chmod(f"{dirpath}/{d}", 0o700)
-    shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]
+    shutil.rmtree(path, **_RMTREE_ERR)  # type: ignore[arg-type]  # onexc or onerror, by version
 
 
 _disposals: list[tuple[Path, threading.Thread]] = []

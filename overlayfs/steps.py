@@ -69,7 +69,7 @@ class Steps:
         st = lstat_or_none(self.p(rel))
         if self.check:
             now = None if st is None else stamp(st)[:6] + (want or [])[6:]  # the link count as it was
-            if (now is None) != (want is None) or (now is not None and key(now) != key(want)):  # type: ignore[arg-type]
+            if (now is None) != (want is None) or (now is not None and want is not None and key(now) != key(want)):
                 raise Changed(rel, why(want, st))
         return st
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the whole test suite plus the linter. Extra arguments go to pytest.
+# Set up (idempotent) and run the linter, the type checker and the whole test suite. Extra arguments go to pytest.
 # The suite must leave the checkout exactly as it found it: `git status` is compared before and after.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check speculate overlayfs bench tests
+.venv/bin/mypy  # speculate, overlayfs, bench: settings in pyproject.toml [tool.mypy]
 before=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
 status=0
 .venv/bin/python -m pytest "$@" || status=$?

@@ -389,7 +389,7 @@ class _UnknownTool(Tool):
     Input = _Empty
 
     def __init__(self, name: str) -> None:
-        self.name = name  # type: ignore[misc]
+        self.name = name
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise ToolError(f"No such tool: {self.name}")

@@ -160,6 +160,7 @@ class Compactor:
 async def _summary(model: Model, key: CacheKey, messages: Sequence[Message], instructions: str = ""
                    ) -> ModelResponse:
     ask = COMPACT_INSTRUCTION + (f"\n\nAdditional instructions from the user: {instructions}" if instructions else "")
+    req: list[Message]
     if messages and messages[-1]["role"] == "user":  # an interrupted turn: the instruction joins it
         req = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"], *user(ask)["content"]]}]
     else:

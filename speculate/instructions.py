@@ -26,9 +26,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from speculate.instruction_imports import Scope, expand
+
+if TYPE_CHECKING:
+    from speculate import FileSystem
 
 # Per directory, lowest precedence first. A fork that writes one of these (at the project root, the only
 # directory of the walk inside the project) changes the next request's system prompt: a boundary.
@@ -193,7 +196,7 @@ def nested_reminders(root: Path, touched: Iterable[Path], sent: Callable[[], set
     return blocks
 
 
-def nested_for_calls(fs: object, uses: Iterable[Mapping[str, Any]], results: Iterable[Mapping[str, Any]],
+def nested_for_calls(fs: FileSystem, uses: Iterable[Mapping[str, Any]], results: Iterable[Mapping[str, Any]],
                      messages: Iterable[Mapping[str, Any]]) -> list[str]:
     """The agent's side of :func:`nested_reminders`: the files this round's successful Read, Edit and Write
     calls touched, read through the agent's file system ``fs`` (a fork sees its own overlay)."""
@@ -211,7 +214,7 @@ def nested_for_calls(fs: object, uses: Iterable[Mapping[str, Any]], results: Ite
     def read(path: Path) -> str | None:
         try:
             rel = str(path.relative_to(root))
-            return fs.read_bytes(rel).decode("utf-8", errors="replace") if fs.is_file(rel) else None  # type: ignore[attr-defined]
+            return fs.read_bytes(rel).decode("utf-8", errors="replace") if fs.is_file(rel) else None
         except (OSError, ValueError):
             return None
 

@@ -42,12 +42,13 @@ from speculate.compaction import (
     context_tokens,
     too_long,
 )
-from speculate.hooks import CompactBlocked, HookTranscript, PromptBlocked
+from speculate.hooks import CompactBlocked, HookRan, HookTranscript, PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.tempfiles import temp_dir
 from speculate.transcript import Transcript
+from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
@@ -108,7 +109,7 @@ class TurnOutcome:
 
 class Session:
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
-                 on_event: Callable[[AgentEvent | SpecEvent], None] | None,
+                 on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
                  workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
         from speculate.fs import LocalFS, LocalShell
         from speculate.speculation.authorize import MainAuthorizer
@@ -135,7 +136,7 @@ class Session:
         self.session_id = str(uuid.uuid4())
         self.hook_transcript = self._new_hook_transcript()
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
-                                          mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
+                                          mode=lambda: self.cfg.mode, on_event=self.on_event,
                                           transcript=self.hook_transcript)
         self.events = EventLog(cfg.events_path)
         self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
@@ -145,7 +146,7 @@ class Session:
         self.spill_dir = cfg.spill_dir or temp_dir("spill")
         self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project, env=cfg.tool_env),
                                spill_dir=self.spill_dir)
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
         self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
                            authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,
                            on_event=self.on_event, hooks=self.hooks)
@@ -302,6 +303,10 @@ class Session:
         """Usage of the last response of the last turn (the cold-cache check reads it)."""
         return self._last_usage
 
+    def set_agent_last_usage(self, usage: Usage | None) -> None:
+        """An accepted complete speculation's last usage stands for the turn's (the engine sets it)."""
+        self._last_usage = usage
+
     async def dismiss(self) -> None:
         """The user waves the suggestion away (Esc, or typing something else): abort and discard it."""
         await self.engine.ignore("dismissed")
@@ -356,7 +361,7 @@ class Session:
 
 @asynccontextmanager
 async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
-                       on_event: Callable[[AgentEvent | SpecEvent], None] | None = None,
+                       on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None = None,
                        approve: ApproveFn | None = None) -> AsyncIterator[Session]:
     """Open the workspace and the session's nursery. An exception from the body (or from opening) comes out
     as itself, not wrapped in the nursery's ExceptionGroup, so callers' ``except`` clauses match.

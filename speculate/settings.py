@@ -253,9 +253,9 @@ def _rules(path: Path, key: str, rules: list[str], notes: list[str], *, base: Pa
     not have (WebFetch, Task) is a note."""
     from speculate.permission_rules import KNOWN_TOOLS, PermissionRuleError, Rule, RuleText
 
-    out = []
+    out: list[str] = []
     for i, text in enumerate(rules):
-        name = re.match(r"\s*([\w-]*)", text).group(1)  # type: ignore[union-attr]
+        name = re.match(r"\s*([\w-]*)", text).group(1)  # type: ignore[union-attr]  # matches any string
         try:
             Rule.parse(text, known_tools={name} if name else ())
         except PermissionRuleError as e:

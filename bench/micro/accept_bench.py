@@ -35,6 +35,7 @@ from overlayfs import Overlay, recover_project, steps
 from overlayfs import promote as promote_mod
 from overlayfs.state import ENV, remove_tree, wait_disposals
 from speculate.speculation.trim import completed_part
+from speculate.types import Message
 
 PROJECT_FILES = 2000
 
@@ -48,9 +49,9 @@ def build_project(root: Path) -> list[str]:
     return rels
 
 
-def fork_messages(rels: list[str]) -> list[dict[str, Any]]:
+def fork_messages(rels: list[str]) -> list[Message]:
     """The fork's part of a conversation that edited ``rels``: prompt, one Edit and result per file, answer."""
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "do it"}]}]
+    msgs: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "do it"}]}]
     for i, rel in enumerate(rels):
         msgs.append({"role": "assistant", "content": [
             {"type": "text", "text": f"Editing {rel}."},
@@ -73,7 +74,7 @@ def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool,
     chosen = rels[(rep * n) % len(rels):][:n] or rels[:n]
     for rel in chosen:
         ov.write_bytes(rel, f"# {n} files, rep {rep}, {recheck}\n".encode() + b"x = 1\n" * 40)
-    main: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+    main: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
                                   {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}]
     fork = main + fork_messages(chosen)
     steps.RECHECK = recheck
@@ -86,13 +87,13 @@ def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool,
         checked.append(time.perf_counter())
         return out
 
-    promote_mod.find_conflicts = timed_check  # type: ignore[assignment]
+    promote_mod.find_conflicts = timed_check  # type: ignore[assignment]  # a timing wrapper, put back below
     try:
         t0 = time.perf_counter()
         result = ov.promote(durable=durable)
         t1 = time.perf_counter()
     finally:
-        promote_mod.find_conflicts = real_check  # type: ignore[assignment]
+        promote_mod.find_conflicts = real_check
         steps.RECHECK = True
     main.extend(completed_part(fork[2:], complete=True))
     t2 = time.perf_counter()

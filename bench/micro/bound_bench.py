@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
@@ -58,7 +59,7 @@ def measure(backend: str, writer: str, bound: int, inodes: int, lower: Path) -> 
             "flagged": r.limit, "wall_s": round(wall, 2)}
 
 
-def run(backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dict[str, object]]]:
+def run(backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dict[str, Any]]]:
     top = Path(tempfile.mkdtemp(prefix="bound-bench-", dir="/var/tmp"))
     try:
         lower = top / "project"
@@ -69,7 +70,7 @@ def run(backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dic
         shutil.rmtree(top, ignore_errors=True)
 
 
-def baseline(rev: str, backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dict[str, object]]]:
+def baseline(rev: str, backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dict[str, Any]]]:
     with tempfile.TemporaryDirectory(prefix="bound-bench-old-") as d:
         archive = subprocess.run(["git", "-C", os.fspath(REPO), "archive", rev, "overlayfs"], capture_output=True)
         if archive.returncode != 0:
@@ -85,7 +86,7 @@ def baseline(rev: str, backends: list[str], bound: int, inodes: int) -> dict[str
         if r.returncode != 0:
             print(f"# baseline {rev} failed: {r.stderr.strip()[-500:]}", file=sys.stderr)
             return {}
-        return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+        return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

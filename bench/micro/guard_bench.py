@@ -18,6 +18,7 @@ Prints p50/p99 in ms.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import tempfile
 import time
@@ -72,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                 changes = ov.changes()
                 prot = Protection(["deploy/"])
                 cols = [timed(ov.changes, args.reps),
-                        timed(lambda ov=ov, changes=changes, prot=prot: check_overlay(  # type: ignore[misc]
-                            ov, changes, protection=prot, command="cmd"), args.reps),
-                        timed(lambda ov=ov: snapshot(ov.upper), args.reps),  # type: ignore[misc]
-                        timed(lambda ov=ov: renames(ov.changes(), ov.lower, ov.upper), args.reps)]  # type: ignore[misc]
+                        timed(functools.partial(check_overlay, ov, changes, protection=prot, command="cmd"),
+                              args.reps),
+                        timed(functools.partial(snapshot, ov.upper), args.reps),
+                        timed(lambda: renames(ov.changes(), ov.lower, ov.upper), args.reps)]
             print(f"{n:>6} " + " ".join(f"{statistics.median(c):>7.2f} / {pct(c, 0.99):>6.2f}" for c in cols))
     return 0
 

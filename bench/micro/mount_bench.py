@@ -82,12 +82,12 @@ WORKLOADS: dict[str, Callable[[Path], None]] = {
 
 
 # What the native side does for a workload that only exists on an overlay: copy-up is a file copy.
-NATIVE_EQUIVALENT: dict[str, Callable[[Path], None]] = {
+NATIVE_EQUIVALENT: dict[str, Callable[[Path], object]] = {
     "copy-up 200 MB": lambda r: shutil.copyfile(r / "big.bin", r / "big.copy"),
 }
 
 
-def time_native(lower: Path, name: str, fn: Callable[[Path], None], reps: int) -> float:
+def time_native(lower: Path, name: str, fn: Callable[[Path], object], reps: int) -> float:
     fn = NATIVE_EQUIVALENT.get(name, fn)
     out = []
     for _ in range(reps):

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,11 @@ for _ in sys.stdin:
 """
 
 
-def median_ms(fn: object, reps: int) -> float:
+def median_ms(fn: Callable[[], object], reps: int) -> float:
     out = []
     for _ in range(reps):
         t = time.perf_counter()
-        fn()  # type: ignore[operator]
+        fn()
         out.append(time.perf_counter() - t)
     return statistics.median(out) * 1000
 
@@ -87,7 +88,7 @@ class Timer:
     def __init__(self, lower: Path, backend: str, rev: str | None, commands: int) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="sandbox-bench-old-") if rev else None
         path = os.fspath(REPO)
-        if self._dir is not None:
+        if self._dir is not None and rev:
             archive = subprocess.run(["git", "-C", path, "archive", rev, "overlayfs"], capture_output=True,
                                      check=True)
             subprocess.run(["tar", "-x", "-C", self._dir.name], input=archive.stdout, check=True)
@@ -107,7 +108,7 @@ class Timer:
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the start-up timer exited ({self.proc.wait()})")
-        return json.loads(line)  # type: ignore[no-any-return]
+        return json.loads(line)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         lower = top / "project"
         shutil.copytree(SAMPLE, lower, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
         native = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), args.reps)
-        rows = []
+        rows: list[tuple[str, list[float], list[float] | None, tuple[float, float, float, float] | None]] = []
         for b in backends:
             new, old = startups(lower, b, args.reps, args.baseline_rev, args.commands)
             if args.startup_only:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import tempfile
 import time
 from pathlib import Path
@@ -117,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     for layout in layouts:
         cells = []
         for case in cases:
-            share, u = trio.run(lambda lay=layout, c=case: first_request_share(
-                lay, c, gap_min=args.gap_min, time_scale=args.time_scale))
+            share, u = trio.run(functools.partial(first_request_share, layout, case, gap_min=args.gap_min,
+                                                  time_scale=args.time_scale))
             cells.append(f"{share:.0%} ({u.cache_read_input_tokens}/{u.total_input})")
         print(f"| {layout} | {' | '.join(cells)} |")
     print(f"\n({time.perf_counter() - t0:.1f} s)")

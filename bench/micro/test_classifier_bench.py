@@ -19,7 +19,7 @@ def _commands() -> list[str]:
 
 
 @pytest.mark.benchmark(group="shell-classifier")
-def test_classify_corpus(benchmark) -> None:  # type: ignore[no-untyped-def]
+def test_classify_corpus(benchmark) -> None:
     commands = _commands()
 
     def run() -> int:
@@ -32,7 +32,7 @@ def test_classify_corpus(benchmark) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.benchmark(group="shell-classifier")
-def test_classify_one_pipeline(benchmark) -> None:  # type: ignore[no-untyped-def]
+def test_classify_one_pipeline(benchmark) -> None:
     command = "cd src && grep -rn TODO . | sort | uniq -c | sort -rn | head -20 > /tmp/todo.txt"
     got = benchmark(classify, command, project_root=ROOT)
     assert got.sandboxable and not got.read_only

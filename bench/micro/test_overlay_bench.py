@@ -36,7 +36,7 @@ def ov(tree: Path) -> Iterator[Overlay]:
     o.discard()
 
 
-def test_create_overlay_on_10k_files(benchmark, tree: Path) -> None:  # type: ignore[no-untyped-def]
+def test_create_overlay_on_10k_files(benchmark, tree: Path) -> None:
     made: list[Overlay] = []
     benchmark(lambda: made.append(Overlay(tree)))
     for o in made:
@@ -44,28 +44,28 @@ def test_create_overlay_on_10k_files(benchmark, tree: Path) -> None:  # type: ig
 
 
 @pytest.mark.parametrize("via", ["pathlib", "overlay"])
-def test_read(benchmark, tree: Path, ov: Overlay, via: str) -> None:  # type: ignore[no-untyped-def]
+def test_read(benchmark, tree: Path, ov: Overlay, via: str) -> None:
     rel = "pkg3/mod37/file42.py"
     read = (lambda: (tree / rel).read_bytes()) if via == "pathlib" else (lambda: ov.read_bytes(rel))
     assert benchmark(read) == (tree / rel).read_bytes()
 
 
 @pytest.mark.parametrize("via", ["pathlib", "overlay"])
-def test_stat(benchmark, tree: Path, ov: Overlay, via: str) -> None:  # type: ignore[no-untyped-def]
+def test_stat(benchmark, tree: Path, ov: Overlay, via: str) -> None:
     rel = "pkg3/mod37/file42.py"
     st = (lambda: (tree / rel).stat()) if via == "pathlib" else (lambda: ov.stat(rel))
     assert benchmark(st).st_size == 1020
 
 
 @pytest.mark.parametrize("via", ["pathlib", "overlay"])
-def test_listdir(benchmark, tree: Path, ov: Overlay, via: str) -> None:  # type: ignore[no-untyped-def]
+def test_listdir(benchmark, tree: Path, ov: Overlay, via: str) -> None:
     rel = "pkg3/mod37"
     ls = (lambda: sorted(os.listdir(tree / rel))) if via == "pathlib" else (lambda: ov.listdir(rel))
     assert len(benchmark(ls)) == 100
 
 
 @pytest.mark.parametrize("via", ["os.walk", "overlay"])
-def test_walk_10k(benchmark, tree: Path, ov: Overlay, via: str) -> None:  # type: ignore[no-untyped-def]
+def test_walk_10k(benchmark, tree: Path, ov: Overlay, via: str) -> None:
     def count() -> int:
         it = os.walk(tree) if via == "os.walk" else ov.walk()
         return sum(len(files) for _, _, files in it)
@@ -74,7 +74,7 @@ def test_walk_10k(benchmark, tree: Path, ov: Overlay, via: str) -> None:  # type
 
 
 @pytest.mark.parametrize("via", ["pathlib", "overlay"])
-def test_read_after_changes(benchmark, tree: Path, ov: Overlay, via: str) -> None:  # type: ignore[no-untyped-def]
+def test_read_after_changes(benchmark, tree: Path, ov: Overlay, via: str) -> None:
     """Reads through directories that have upper copies (merged, with whiteouts)."""
     for f in range(0, 100, 10):
         ov.write_bytes(f"pkg3/mod37/file{f}.py", b"changed\n")
@@ -84,7 +84,7 @@ def test_read_after_changes(benchmark, tree: Path, ov: Overlay, via: str) -> Non
     assert benchmark(read) == (tree / rel).read_bytes()
 
 
-def test_copy_up(benchmark, tree: Path) -> None:  # type: ignore[no-untyped-def]
+def test_copy_up(benchmark, tree: Path) -> None:
     """First write-in-place of a lower file: copy-up (copy_file_range) then the edit."""
     big = tree / "big.bin"
     big.write_bytes(os.urandom(1 << 20))
@@ -106,7 +106,7 @@ def test_copy_up(benchmark, tree: Path) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("n", [1, 10, 100])
-def test_promote(benchmark, tmp_path: Path, n: int) -> None:  # type: ignore[no-untyped-def]
+def test_promote(benchmark, tmp_path: Path, n: int) -> None:
     """Promotion of n changed files (durable: fsync'd) into a 1k-file tree; each round rewrites them."""
     root = tmp_path / "p"
     for d in range(10):

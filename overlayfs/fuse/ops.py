@@ -243,7 +243,7 @@ class OverlayOps(HandleOps):
                 raise fuse_error(errno.ENOTDIR)
         if src_dir and (not node.upper or node.lower_children):
             raise fuse_error(errno.EXDEV)  # as kernel overlayfs without redirect_dir: callers copy instead
-        p = newp
+        p: Node | None = newp
         while p is not None:  # no moving a directory into itself
             if p is node:
                 raise fuse_error(errno.EINVAL)

@@ -194,7 +194,7 @@ class Server:
         return None
 
     def _lookup(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        return self.ops.lookup(node, _name(arg), ctx).pack_entry()  # type: ignore[no-any-return]
+        return self.ops.lookup(node, _name(arg), ctx).pack_entry()
 
     def _forget(self, node: int, arg: memoryview, ctx: wire.Context) -> None:
         self.ops.forget([(node, _U64.unpack_from(arg)[0])])
@@ -205,7 +205,7 @@ class Server:
         self.ops.forget(list(zip(pairs[::2], pairs[1::2], strict=True)))
 
     def _getattr(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        return self.ops.getattr(node, ctx).pack_attr_out()  # type: ignore[no-any-return]
+        return self.ops.getattr(node, ctx).pack_attr_out()
 
     def _setattr(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         (valid, _, fh, size, _, atime, mtime, _, atimensec, mtimensec, _, mode, _, uid, gid,
@@ -219,22 +219,22 @@ class Server:
         attr.st_mtime_ns = now if valid & wire.FATTR_MTIME_NOW else mtime * 1_000_000_000 + mtimensec
         handle = fh if valid & wire.FATTR_FH and fh != 0 else None  # 0: opened without OPEN, no handle
         out = self.ops.setattr(node, attr, wire.setattr_fields(valid), handle, ctx)
-        return out.pack_attr_out()  # type: ignore[no-any-return]
+        return out.pack_attr_out()
 
     def _readlink(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        return self.ops.readlink(node, ctx)  # type: ignore[no-any-return]
+        return self.ops.readlink(node, ctx)
 
     def _symlink(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         name, target = wire.cstrings(arg, 2)
-        return self.ops.symlink(node, name, target, ctx).pack_entry()  # type: ignore[no-any-return]
+        return self.ops.symlink(node, name, target, ctx).pack_entry()
 
     def _mknod(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         mode, rdev = _TWO_U32.unpack_from(arg)
-        return self.ops.mknod(node, _name(arg[16:]), mode, rdev, ctx).pack_entry()  # type: ignore[no-any-return]
+        return self.ops.mknod(node, _name(arg[16:]), mode, rdev, ctx).pack_entry()
 
     def _mkdir(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         mode = _U32.unpack_from(arg)[0]
-        return self.ops.mkdir(node, _name(arg[8:]), mode, ctx).pack_entry()  # type: ignore[no-any-return]
+        return self.ops.mkdir(node, _name(arg[8:]), mode, ctx).pack_entry()
 
     def _unlink(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         self.ops.unlink(node, _name(arg), ctx)
@@ -257,7 +257,7 @@ class Server:
 
     def _link(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         old = _U64.unpack_from(arg)[0]
-        return self.ops.link(old, node, _name(arg[8:]), ctx).pack_entry()  # type: ignore[no-any-return]
+        return self.ops.link(old, node, _name(arg[8:]), ctx).pack_entry()
 
     def _open(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         raise FUSEError(errno.ENOSYS)  # from now on the kernel opens without asking (see above)
@@ -267,7 +267,7 @@ class Server:
 
     def _read(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         _, off, size, _ = wire.READ_IN.unpack_from(arg)
-        return self.ops.read(node, off, size)  # type: ignore[no-any-return]
+        return self.ops.read(node, off, size)
 
     def _write(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         _, off, size, _, _, _ = wire.WRITE_IN.unpack_from(arg)
@@ -275,7 +275,7 @@ class Server:
         return wire.WRITE_OUT.pack(self.ops.write(node, off, data), 0)
 
     def _statfs(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        return self.ops.statfs(ctx).pack()  # type: ignore[no-any-return]
+        return self.ops.statfs(ctx).pack()
 
     def _release(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         return b""  # no handles: the kernel sends none once OPEN, OPENDIR and CREATE are answered ENOSYS

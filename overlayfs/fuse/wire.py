@@ -123,7 +123,7 @@ class StatEntry:
 
     @property
     def st_mode(self) -> int:
-        return self.st.st_mode  # type: ignore[no-any-return]
+        return self.st.st_mode
 
     def _attr(self) -> tuple[int, ...]:
         st = self.st

@@ -129,7 +129,7 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         raise SandboxUnavailable(f"the sandbox cannot be built here: {why}")
     layer = _bounded_layer(ov, limits, mount)
     with contextlib.suppress(AttributeError):
-        ov.last_backend = chosen  # type: ignore[misc]
+        ov.last_backend = chosen  # type: ignore[attr-defined]  # not in Layers: only an Overlay keeps it
     if mount is not None:
         session, own = ViewSession(ov, chosen, mount=mount, layer_=layer), True
     else:
@@ -216,7 +216,7 @@ def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None
             make(limits.layer_bound())
         except LayerUnavailable as e:
             raise SandboxUnavailable(f"the sandbox cannot bound the upper layer here: {e}") from e
-        layer = ov.layer  # type: ignore[attr-defined]
+        layer = ov.layer  # type: ignore[attr-defined]  # an Overlay's bounded layer: not in Layers
     return layer
 
 

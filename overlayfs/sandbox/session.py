@@ -276,7 +276,7 @@ def keep_view(ov: Any, backend: str) -> ViewSession:
         raise ValueError(f"a kept view needs a mountable backend ({', '.join(MOUNTABLE)}), not {backend!r}")
     held = ov.sandbox
     if held is not None and held.backend == backend and not held.closed:
-        return held  # type: ignore[no-any-return]
+        return held
     ov.close_sandbox()
     ov.sandbox = held = ViewSession(ov, backend)
     held.prepare()

@@ -45,8 +45,9 @@ class PreToolSpecific(BaseModel):
 
 
 def _context_specific(event: str) -> type[BaseModel]:
-    return create_model(f"{event}Specific", __config__=ConfigDict(extra="forbid"),
-                        hookEventName=(Literal[event], ...), additionalContext=(str | None, None))  # type: ignore[valid-type]
+    # Fields made at run time (a Literal of the event's name) go in as (annotation, default) pairs.
+    fields: dict[str, Any] = {"hookEventName": (Literal[event], ...), "additionalContext": (str | None, None)}
+    return create_model(f"{event}Specific", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 class PreToolOutput(Common):
@@ -63,8 +64,8 @@ def _block_output(event: str, *, context: bool) -> type[Common]:
 
 
 def _context_output(event: str) -> type[Common]:
-    return create_model(f"{event}Output", __base__=Common,
-                        hookSpecificOutput=(_context_specific(event) | None, None))
+    fields: dict[str, Any] = {"hookSpecificOutput": (_context_specific(event) | None, None)}
+    return create_model(f"{event}Output", __base__=Common, **fields)
 
 
 OUTPUTS: dict[str, type[Common]] = {
@@ -114,15 +115,16 @@ def parse_output(event: str, stdout: str) -> Parsed:
     if not isinstance(raw, dict):  # pragma: no cover - a text starting with "{" that parses is an object
         return Parsed(text=text)
     model = OUTPUTS[event]
-    data, problems = copy.deepcopy(raw), []
+    data = copy.deepcopy(raw)
+    problems: list[str] = []
     for _ in range(8):  # each pass drops what failed; a few passes settle any object
         try:
             return Parsed(out=model.model_validate(data), problems=tuple(problems), raw=raw)
         except ValidationError as err:
-            for e in err.errors():
-                where = ".".join(str(p) for p in e["loc"])
-                problems.append(f"{where}: {_words(e, event)}")
-                _drop(data, e["loc"])
+            for error in err.errors():
+                where = ".".join(str(p) for p in error["loc"])
+                problems.append(f"{where}: {_words(error, event)}")
+                _drop(data, error["loc"])
     return Parsed(problems=tuple(problems), raw=raw)  # pragma: no cover
 
 

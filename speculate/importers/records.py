@@ -108,7 +108,7 @@ class OtherRecord(_Record):
 
 
 Record = UserRecord | AssistantRecord | SystemRecord | OtherRecord
-_MODELS: dict[str, type[_Record]] = {"user": UserRecord, "assistant": AssistantRecord, "system": SystemRecord}
+_MODELS: dict[str, type[UserRecord] | type[AssistantRecord] | type[SystemRecord]] = {"user": UserRecord, "assistant": AssistantRecord, "system": SystemRecord}
 
 
 def _reason(e: ValidationError) -> str:
@@ -134,7 +134,7 @@ def parse_line(text: str, *, source: str, line: int) -> Record:
         rec = model.model_validate({**raw, "line": line})
     except ValidationError as e:
         raise TranscriptError(source, line, f"{kind} record: {_reason(e)}") from None
-    return rec  # type: ignore[return-value]
+    return rec
 
 
 def read_records(path: StrPath) -> Iterator[Record]:

@@ -80,7 +80,12 @@ async def connect_servers(config: McpConfig, stack: AsyncExitStack, *,
     # server failed to connect or misbehaved later (the note points at it).
     fd, log = temp_file("mcp", ".log")
     out = McpServers(stderr_log=log)
-    stack.callback(lambda: out.notes or out.events or os.unlink(log))
+
+    def drop_quiet_log() -> None:
+        if not (out.notes or out.events):
+            os.unlink(log)
+
+    stack.callback(drop_quiet_log)
     errlog = stack.enter_context(os.fdopen(fd, "w"))
     nursery = await stack.enter_async_context(trio.open_nursery())
     stack.callback(nursery.cancel_scope.cancel)  # runs first: the connections close, then the nursery

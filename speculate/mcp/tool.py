@@ -35,8 +35,8 @@ class McpTool(Tool):
     Input: ClassVar[type[BaseModel]] = McpArgs
 
     def __init__(self, *, server: str, spec: Any, client: Any, read_only: bool = False) -> None:
-        self.name = tool_name(server, spec.name)  # type: ignore[misc]
-        self.description = spec.description or f"{spec.name} (MCP server {server})"  # type: ignore[misc]
+        self.name = tool_name(server, spec.name)
+        self.description = spec.description or f"{spec.name} (MCP server {server})"
         self.server, self.remote_name, self.client = server, spec.name, client
         self.input_schema = spec.input_schema or {"type": "object", "properties": {}}
         self.read_only = read_only

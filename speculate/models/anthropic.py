@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any
@@ -97,7 +97,7 @@ class AnthropicModel:
         await self._client.close()
 
     async def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-                     ) -> AsyncIterator[StreamUpdate]:
+                     ) -> AsyncGenerator[StreamUpdate, None]:
         body = key.request(messages, max_tokens=max_tokens)
         last_error = ""
         stalls = 0
@@ -147,7 +147,7 @@ class AnthropicModel:
     def _backoff(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
 
-    async def _attempt(self, body: dict[str, Any], attempt: int) -> AsyncIterator[StreamUpdate]:
+    async def _attempt(self, body: dict[str, Any], attempt: int) -> AsyncGenerator[StreamUpdate, None]:
         t0 = time.perf_counter()
         ttft = 0.0
         snap = Snapshot()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -162,4 +162,4 @@ class Model(Protocol):
     name: str
 
     def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-               ) -> AsyncIterator[StreamUpdate]: ...
+               ) -> AsyncGenerator[StreamUpdate, None]: ...

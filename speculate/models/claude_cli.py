@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,7 +129,7 @@ class ClaudeCliModel:
         return [*args, "--", prompt]
 
     async def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-                     ) -> AsyncIterator[StreamUpdate]:
+                     ) -> AsyncGenerator[StreamUpdate, None]:
         # max_tokens: the CLI has no output cap flag; a suggestion's cap is not applied here.
         if not messages or messages[-1]["role"] != "user":
             raise ModelError("claude-cli: the conversation must end with a user message")

@@ -202,10 +202,10 @@ def find_profile(model: str, profiles: tuple[ModelProfile, ...] = PROFILES) -> M
     for profile in profiles:
         if model == profile.name or model in profile.aliases:
             return profile
-    version = _version(model)
-    if version is None:
+    version, match = _version(model), _ID_RE.match(model)
+    if version is None or match is None:  # _version matched it too
         return None
-    family = _ID_RE.match(model).group("family")  # type: ignore[union-attr]
+    family = match.group("family")
     same = sorted((p for p in profiles if p.family == family), key=lambda p: p.version)
     exact = [p for p in same if p.version == version]
     if exact:

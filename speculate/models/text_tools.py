@@ -112,7 +112,7 @@ def extract(text: str, validators: Mapping[str, type[BaseModel] | None]) -> Extr
         if not isinstance(call, dict):
             continue
         name, inp = call.get("name"), call.get("input", call.get("arguments", {}))
-        if name not in validators:
+        if not isinstance(name, str) or name not in validators:
             out.invalid.append(f"{name!r} is not one of the offered tools ({', '.join(validators)})")
             continue
         if not isinstance(inp, dict):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import trio
 from prompt_toolkit import PromptSession, print_formatted_text
+from prompt_toolkit.application import Application
 from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
@@ -114,9 +115,7 @@ class PromptFrontend:
             app = session.app
             if app.loop is not None:
                 try:
-                    app.loop.call_soon_threadsafe(
-                        lambda app=app: app.exit(exception=EOFError()) if app.is_running and not app.is_done
-                        else None)
+                    app.loop.call_soon_threadsafe(_leave, app)
                 except RuntimeError:
                     pass  # its loop just closed
 
@@ -386,3 +385,9 @@ def repl_main(argv: Sequence[str] | None = None) -> int:
     from speculate.repl.main import run_main
 
     return run_main(argv)
+
+
+def _leave(app: Application[Any]) -> None:
+    """End ``app``'s prompt as Ctrl-D would, if it is still running (called in its loop)."""
+    if app.is_running and not app.is_done:
+        app.exit(exception=EOFError())

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -22,13 +22,16 @@ from speculate.repl.controller import MODES, Repl
 from speculate.tempfiles import clean_stale, temp_dir
 from speculate.term import visible
 
+if TYPE_CHECKING:
+    from speculate.permissions import Mode
+
 MODE_HELP = {
     "default": "asks before each edit and each command no allow rule covers (Claude Code's default)",
     "acceptEdits": "edits files in the project without asking; commands still ask",
     "bypassPermissions": "asks nothing (deny rules still refuse)",
     "plan": "read-only: refuses every edit and every command that may write",
 }
-DEMO_MODE = "acceptEdits"  # the simulator demo flows without a question per edit; said in --help and at start
+DEMO_MODE: Mode = "acceptEdits"  # the simulator demo flows without a question per edit; said in --help and at start
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -149,7 +152,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         scenarios = [*default_scenario_paths()]
         if path not in scenarios:
             scenarios.append(path)
-    mode = args.mode or (DEMO_MODE if demo is not None else "default")
+    mode: Mode = args.mode or (DEMO_MODE if demo is not None else "default")
     if args.dir is not None:
         project = Path(args.dir).expanduser().resolve()
         if demo is not None and fresh_dir:

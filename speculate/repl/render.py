@@ -16,8 +16,10 @@ from speculate.speculation.approvals import PendingApproval, distinct
 def columns() -> int:
     """The terminal's width (any of the standard streams that is one), else 80."""
     for stream in (sys.__stdout__, sys.__stdin__, sys.__stderr__):
+        if stream is None:  # closed at start-up
+            continue
         try:
-            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+            return os.get_terminal_size(stream.fileno()).columns
         except (AttributeError, OSError, ValueError):
             continue
     return 80

@@ -13,13 +13,14 @@ import argparse
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from speculate.study.recorder import StudyRecorder
+from speculate.study.recorder import Source, StudyRecorder
 
 T = TypeVar("T")
+P = ParamSpec("P")
 ACCEPT_COMMANDS = ("/accept",)  # sends the ghost text as it is (line mode's Tab line reads as /accept too)
 
 
@@ -83,12 +84,12 @@ def recorder(args: argparse.Namespace, *, plain: bool) -> StudyRecorder:
                          time_scale=args.time_scale if args.model == "sim" else 1.0)
 
 
-def timed(rec: StudyRecorder, fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+def timed(rec: StudyRecorder, fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """``fn`` (the REPL's permission or approval question), with the time the person took told to ``rec``."""
-    async def wrapper(*args: Any) -> T:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         t0 = time.monotonic()
         try:
-            return await fn(*args)
+            return await fn(*args, **kwargs)
         finally:
             rec.asked(time.monotonic() - t0)
 
@@ -113,7 +114,7 @@ class StudyFrontend:
         return getattr(self.fe, name)
 
     def push(self, prediction: str | None) -> None:
-        source = "model" if prediction is not None and prediction == self._model_suggestion() else "script"
+        source: Source = "model" if prediction is not None and prediction == self._model_suggestion() else "script"
         self.fe.push(self.rec.offer(prediction, source))
 
     def invalidate(self) -> None:

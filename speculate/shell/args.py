@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -50,7 +50,7 @@ class Parsed:
         return [v for f, v in self.opts if f in flags]
 
 
-def split(args: Args, takes_value: Iterable[str] = (), *, stop_at_operand: bool = False) -> Parsed:
+def split(args: Sequence[str | None], takes_value: Iterable[str] = (), *, stop_at_operand: bool = False) -> Parsed:
     """Split GNU-style arguments. ``takes_value`` names options with a value ("-o", "--output").
 
     Bundled short flags are expanded (-rf -> -r -f); a short option taking a value swallows the rest of
@@ -105,7 +105,7 @@ def split(args: Args, takes_value: Iterable[str] = (), *, stop_at_operand: bool 
     return out
 
 
-def is_version_query(args: Args) -> bool:
+def is_version_query(args: Sequence[str | None]) -> bool:
     return len(args) == 1 and args[0] in ("--version", "-V", "--help", "-h", "version", "help")
 
 
@@ -113,10 +113,17 @@ _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _DQ_ESCAPE = re.compile(r"\\([\\\"$`\n])")
 
 
+def source(node: tree_sitter.Node) -> bytes:
+    """The node's source text (always there: commands are parsed from bytes, not through a read callback)."""
+    if node.text is None:
+        raise ValueError(f"a {node.type} node without its source text")
+    return node.text
+
+
 def word(node: tree_sitter.Node) -> str | None:
     """The literal value of a word, or None when it depends on an expansion."""
     kind = node.type
-    text = node.text.decode(errors="replace")
+    text = source(node).decode(errors="replace")
     if kind == "word":
         return _ESCAPE.sub(r"\1", text)
     if kind == "number":
@@ -126,7 +133,7 @@ def word(node: tree_sitter.Node) -> str | None:
     if kind == "string":
         parts = node.named_children
         if all(p.type == "string_content" for p in parts):
-            return "".join(_DQ_ESCAPE.sub(r"\1", p.text.decode(errors="replace")) for p in parts)
+            return "".join(_DQ_ESCAPE.sub(r"\1", source(p).decode(errors="replace")) for p in parts)
         return None
     if kind == "concatenation":
         values = [word(p) for p in node.named_children]

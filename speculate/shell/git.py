@@ -26,7 +26,7 @@ NETWORK = frozenset(
     """.split()
 )
 # Subcommands that are read-only in some forms: (read-only subcommand words, read-only flags).
-_MIXED = {
+_MIXED: dict[str, tuple[set[str], set[str]]] = {
     "stash": ({"list", "show"}, set()),
     "notes": ({"list", "show"}, set()),
     "reflog": ({"show", "exists"}, set()),

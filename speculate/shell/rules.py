@@ -8,6 +8,7 @@ managers, find, sed, awk, tar, ...) live in :mod:`speculate.shell.tools`.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 
 from speculate.shell.args import Args, Ctx, Rule, split
 
@@ -50,7 +51,7 @@ PACKAGES = frozenset(
 _RULES: dict[str, Rule] = {}
 
 
-def rule(*names: str):  # type: ignore[no-untyped-def]
+def rule(*names: str) -> Callable[[Rule], Rule]:
     def register(fn: Rule) -> Rule:
         for name in names:
             _RULES[name] = fn

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from speculate.shell import build
 from speculate.shell.args import Args, Ctx, Rule, is_version_query, split
 from speculate.shell.git import git_rule
@@ -14,7 +16,7 @@ def lookup(name: str) -> Rule | None:
     return _TOOLS.get(name)
 
 
-def tool(*names: str):  # type: ignore[no-untyped-def]
+def tool(*names: str) -> Callable[[Rule], Rule]:
     def register(fn: Rule) -> Rule:
         for name in names:
             _TOOLS[name] = fn
@@ -42,7 +44,7 @@ def _find(ctx: Ctx, name: str, args: Args) -> None:
     while i < len(args) and (args[i] in ("-H", "-L", "-P") or (args[i] or "").startswith(("-O", "-D"))):
         i += 2 if args[i] == "-D" else 1
     roots: Args = []
-    while i < len(args) and (args[i] is None or not args[i].startswith(("-", "(", "!", ")", ","))):  # type: ignore[union-attr]
+    while i < len(args) and ((a := args[i]) is None or not a.startswith(("-", "(", "!", ")", ","))):
         roots.append(args[i])
         i += 1
     if None in roots:
@@ -319,7 +321,8 @@ def _tar(ctx: Ctx, name: str, args: Args) -> None:
     if any(":" in a.split("/", 1)[0] for a in archive):
         ctx.risky("tar archive on a remote host")
     if mode & set("crAuD"):
-        for target in archive or [None]:
+        targets: Args = [*archive] or [None]  # no -f: the default archive, unknown here
+        for target in targets:
             if target != "-":
                 ctx.write(target, "tar (archive)")
     if "x" in mode and "O" not in mode:

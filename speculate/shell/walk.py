@@ -15,7 +15,7 @@ from functools import lru_cache
 import tree_sitter
 import tree_sitter_bash
 
-from speculate.shell.args import word
+from speculate.shell.args import source, word
 from speculate.shell.context import Context, Level
 
 # Search paths that are harmless when every entry is inside the sandbox (checked per assignment).
@@ -70,7 +70,7 @@ class Walker(Context):
             self._list(node)
             return
         if node.is_missing or kind == "ERROR":
-            self.risky(f"cannot parse near {node.text.decode(errors='replace')[:40]!r}")
+            self.risky(f"cannot parse near {source(node).decode(errors='replace')[:40]!r}")
         if not node.is_named:
             return
         if kind == "command":
@@ -87,19 +87,19 @@ class Walker(Context):
         elif kind == "variable_assignment":
             self._assignment(node)
         elif kind == "declaration_command":
-            if any(c.type == "word" and c.text.startswith(b"-") and b"n" in c.text for c in node.children):
+            if any(c.type == "word" and source(c).startswith(b"-") and b"n" in source(c) for c in node.children):
                 self.risky("declares a name reference, which can set any variable")
             self._children(node)
         elif kind == "for_statement":
             variable = node.child_by_field_name("variable")
             if variable is not None:
-                self.assign(variable.text.decode())
+                self.assign(source(variable).decode())
             self._children(node)
         elif kind == "function_definition":
             name = node.child_by_field_name("name")
             body = node.child_by_field_name("body")
             if name is not None and body is not None:
-                self.functions[name.text.decode()] = body
+                self.functions[source(name).decode()] = body
             self._children(node)
         elif kind in _STRUCTURAL:
             self._children(node)
@@ -145,7 +145,7 @@ class Walker(Context):
         self.level = Level.READ_ONLY
         self.visit(node)
         if self.level > Level.READ_ONLY:
-            self.current = node.text.decode(errors="replace")
+            self.current = source(node).decode(errors="replace")
             self.risky("runs in the background, beyond the end of the command")
         self.level, self.reason = max(saved, (self.level, self.reason))
 
@@ -153,7 +153,7 @@ class Walker(Context):
         name = node.child_by_field_name("name")
         if name is not None:
             target = name.named_children[0] if name.type == "subscript" and name.named_children else name
-            var = target.text.decode()
+            var = source(target).decode()
             if not (var in _PROJECT_SEARCH_PATHS and self._search_path_inside(node)):
                 self.assign(var)
         self._children(node)
@@ -168,11 +168,11 @@ class Walker(Context):
         return all(entry and self.locate(entry) is None for entry in text.split(":"))
 
     def _command(self, node: tree_sitter.Node) -> None:
-        self.current = node.text.decode(errors="replace")
+        self.current = source(node).decode(errors="replace")
         self.parts.append(self.current)
         # Substitutions and prefix assignments run before the command itself.
         self._children(node)
-        self.current = node.text.decode(errors="replace")
+        self.current = source(node).decode(errors="replace")
         name_node = node.child_by_field_name("name")
         if name_node is None:
             return  # only assignments
@@ -182,7 +182,7 @@ class Walker(Context):
 
     def _redirect(self, node: tree_sitter.Node) -> None:
         self._children(node)
-        self.current = node.text.decode(errors="replace")
+        self.current = source(node).decode(errors="replace")
         operator = next((c.type for c in node.children if not c.is_named), "")
         destination = node.child_by_field_name("destination")
         if operator not in _WRITE_REDIRECTS or destination is None:

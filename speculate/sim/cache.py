@@ -112,9 +112,9 @@ def units_of(body: dict[str, Any]) -> list[Unit]:
 
     auto = body.get("cache_control")
     if auto is not None and raw:
-        ttl = _ttl_of(auto, "cache_control")
+        auto_ttl = _ttl_of(auto, "cache_control")
         last = raw[-1]
-        raw[-1] = (last[0], last[1], last[2] or ttl, last[3])
+        raw[-1] = (last[0], last[1], last[2] or auto_ttl, last[3])
 
     count = sum(1 for r in raw if r[2] is not None)
     if count > MAX_BREAKPOINTS:

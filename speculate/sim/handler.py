@@ -229,7 +229,7 @@ class Handler(BaseHTTPRequestHandler):
             limits = self._charge(planned, body["model"])
             if limits is None:
                 return
-            arrived += sim.realise(planned, body["model"], api_key(self.headers))  # type: ignore[arg-type]
+            arrived += sim.realise(planned, body["model"], api_key(self.headers))
             if body.get("stream"):
                 self._stream(planned, arrived, fault, limits)
             else:

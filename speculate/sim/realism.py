@@ -24,6 +24,7 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.message import Message
 
 from speculate.sim.latency import rng_for
 
@@ -31,7 +32,7 @@ from speculate.sim.latency import rng_for
 TIER1_SONNET = (50, 30_000, 8_000)  # requests, input tokens, output tokens per minute
 
 
-def api_key(headers: Mapping[str, str]) -> str:
+def api_key(headers: Mapping[str, str] | Message) -> str:
     """The request's API key: ``x-api-key``, or the token of ``Authorization: Bearer`` (which SDKs send
     too); "" if neither."""
     key = headers.get("x-api-key")
@@ -93,7 +94,7 @@ class KeyedLimiter:
     """Per (API key, model) buckets; thread-safe. ``admit`` returns the queueing delay of a request."""
 
     realism: Realism
-    _buckets: dict[tuple[str, str], tuple[_Debt, _Debt, _Debt]] = field(default_factory=dict)
+    _buckets: dict[tuple[str, str], tuple[_Debt, ...]] = field(default_factory=dict)
     _count: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     queued: int = 0  # requests that had to wait
@@ -105,7 +106,7 @@ class KeyedLimiter:
             buckets = self._buckets.get((key, model))
             if buckets is None:
                 limits = (r.requests_per_minute, r.input_tokens_per_minute, r.output_tokens_per_minute)
-                buckets = self._buckets[key, model] = tuple(_Debt(x / 60.0, float(x), float(x), now) for x in limits)  # type: ignore[assignment]
+                buckets = self._buckets[key, model] = tuple(_Debt(x / 60.0, float(x), float(x), now) for x in limits)
             wait = max(b.take(c, now) for b, c in zip(buckets, (1, input_tokens, output_tokens), strict=True))
             if wait > 0:
                 self.queued += 1

@@ -327,11 +327,13 @@ class _Parser:
 def _pause(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, *, first: bool
            ) -> float | None:
     """``pause_s``: recorded seconds from the previous answer's end to this prompt (imported sessions)."""
-    key, node = fields.get("pause_s", (None, None))
-    value = None if node is None else self.value(node)
-    if key is not None and (first or isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-        raise self.fail(node, f"{where}.pause_s must be seconds >= 0, after an answer (not on the first turn)")
-    return None if value is None else float(value)
+    hit = fields.get("pause_s")
+    if hit is None:
+        return None
+    value = self.value(hit[1])
+    if first or isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise self.fail(hit[1], f"{where}.pause_s must be seconds >= 0, after an answer (not on the first turn)")
+    return float(value)
 
 
 def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, prompt: str, steps: tuple[Step, ...], next_prompt: str | None) -> Turn:

@@ -209,7 +209,7 @@ class Script:
         label = f"scenario {scenario.name!r} turn {t + 1}"
         if conv.suggestion_mode:
             suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed, hit_rate=self.hit_rate).text
-            content = (
+            content: list[dict[str, Any]] = (
                 [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
             )
             return Reply(content, "end_turn", f"{label} suggestion")
@@ -223,7 +223,7 @@ class Script:
         if conv.steps_done >= len(steps):
             return fallback(f"{label} has {len(steps)} steps and {conv.steps_done} were already taken")
         step = steps[conv.steps_done]
-        content: list[dict[str, Any]] = []
+        content = []
         if step.thinking is not None:  # kept or dropped by the request's thinking setting (shaping.py)
             content.append({"type": "thinking", "thinking": substitute(step.thinking, conv.root)})
         if step.text is not None:

@@ -26,7 +26,7 @@ from overlayfs.conflicts import find_conflicts
 from overlayfs.policy import refusals
 from speculate.speculation.approvals import Answer, ApproveFn, PendingApproval, ask_each
 from speculate.speculation.effects import FileSummary, renames, summarize
-from speculate.speculation.events import SpecOutcome
+from speculate.speculation.events import Approval, SpecOutcome
 
 if TYPE_CHECKING:
     from speculate.speculation.authorize import MainAuthorizer
@@ -53,7 +53,8 @@ async def approve(spec: Speculation, *, policy: ApproveFn | None, main: MainAuth
         if answer == "always":
             for p in pending:
                 remember(p)
-    spec.record.approval = {"y": "approved", "always": "always", "n": "declined"}[answer]
+    approvals: dict[Answer, Approval] = {"y": "approved", "always": "always", "n": "declined"}
+    spec.record.approval = approvals[answer]
     return answer
 
 

@@ -22,6 +22,7 @@ from speculate.tools.base import Tool
 from speculate.types import Block
 
 if TYPE_CHECKING:
+    from speculate.permissions import Mode
     from speculate.speculation.approvals import Approvals
     from speculate.speculation.guard import Protection
 
@@ -33,7 +34,7 @@ FILE_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep"}
 HookDecision = Literal["allow", "ask"] | None
 
 
-def _gate(mode: str, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
+def _gate(mode: Mode, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
           ) -> Any:
     from speculate.permissions import PermissionGate
 
@@ -58,7 +59,7 @@ def always_rule(tool: str, inp: BaseModel) -> str:
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
 
-    def __init__(self, *, mode: str, allow: list[str], deny: list[str], ask: AskFn | None,
+    def __init__(self, *, mode: Mode, allow: list[str], deny: list[str], ask: AskFn | None,
                  root: Path | None = None, ask_rules: Sequence[str] = ()) -> None:
         self.mode, self.allow, self.deny, self.ask, self.root = mode, list(allow), list(deny), ask, root
         self.ask_rules = list(ask_rules)
@@ -68,7 +69,7 @@ class MainAuthorizer:
         # (the REPL shows them; ``ask`` itself gets the tool and a one-line summary).
         self.question: Question | None = None
 
-    def set_mode(self, mode: str) -> None:
+    def set_mode(self, mode: Mode) -> None:
         self.mode = mode
         self.gate = _gate(mode, self.allow, self.deny, self.root, self.ask_rules)
 
@@ -124,7 +125,7 @@ class SpecAuthorizer:
     no sandbox (:meth:`speculate.hooks.HookRunner.stops_call`).
     """
 
-    def __init__(self, *, mode: str, allow: list[str], deny: list[str], sandboxed_bash: bool,
+    def __init__(self, *, mode: Mode, allow: list[str], deny: list[str], sandboxed_bash: bool,
                  root: Path | None = None, bash_off: str = "off (no sandbox here)", ask_rules: Sequence[str] = (),
                  hook_stop: Callable[[str], str | None] | None = None, protection: Protection | None = None,
                  fs: Any = None, approvals: Approvals | None = None) -> None:

@@ -134,7 +134,7 @@ def renames(changes: Sequence[Change], lower: Path | str, upper: Path | str) -> 
     pairs: list[tuple[str, str]] = []
     for old in sorted(c.path for c in changes if c.kind == "deleted" and c.type == "file"):
         a = os.path.join(lower, old)
-        bucket = by_size.get(_size(a), [])  # type: ignore[arg-type]
+        bucket = by_size.get(size, []) if (size := _size(a)) is not None else []
         new = next((n for n in bucket if _same(a, os.path.join(upper, n))), None)
         if new is not None:
             bucket.remove(new)

@@ -183,7 +183,7 @@ class SpeculationEngine:
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
         if spec.complete:
             self._pipelined_from = spec
-            self.s._last_usage = spec.last_usage or self.s._last_usage
+            self.s.set_agent_last_usage(spec.last_usage or self.s.agent_last_usage())
             last = self.s.messages[-1]
             return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
                                time.perf_counter() - t0, True, None, rec, promotion.note)

@@ -40,7 +40,7 @@ class BoundedWrites:
 
     @property
     def root(self) -> Path:
-        return self._overlay.root  # type: ignore[no-any-return]
+        return self._overlay.root
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._overlay, name)

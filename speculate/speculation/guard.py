@@ -71,7 +71,8 @@ class Protection:
 def resolved(fs: Any, rel: str) -> str | None:
     """``rel`` with every symlink in the merged view followed (the rest lexical where it does not exist
     yet); None when a link leads out of the project or loops."""
-    parts, done, hops = [p for p in rel.split("/") if p not in ("", ".")], [], 0
+    parts, hops = [p for p in rel.split("/") if p not in ("", ".")], 0
+    done: list[str] = []
     while parts:
         here = "/".join([*done, parts[0]])
         try:

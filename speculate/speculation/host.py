@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from speculate.agent_types import AgentEvent
+    from speculate.hooks import HookTranscript
     from speculate.models.base import CacheKey, Usage
     from speculate.session import SessionConfig, TurnOutcome
     from speculate.speculation.approvals import ApproveFn
@@ -40,9 +41,12 @@ class Host(Protocol):
     events: EventLog
     turn: int
     last_error: bool
+    hook_transcript: HookTranscript | None  # a fork's hooks get a fork of it
 
     def on_event(self, event: AgentEvent | Any) -> None: ...
     def agent_last_usage(self) -> Usage | None: ...
+    def set_agent_last_usage(self, usage: Usage | None) -> None: ...
+    def near_context_limit(self) -> bool: ...
 
     async def run_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
                        spec: SpeculationRecord | None = None) -> TurnOutcome:

@@ -158,6 +158,10 @@ def _negated(e: dict[str, Any]) -> dict[str, Any]:
     return {**e, "difference": None if d is None else -d, "ci95": None if ci is None else [-ci[1], -ci[0]]}
 
 
+def _taken_is(what: str) -> Callable[[TurnRecord], bool]:
+    return lambda r: r.taken == what
+
+
 def acceptance(turns: Sequence[Turn], arms: Sequence[str], *, seed: int, resamples: int) -> dict[str, Any]:
     """What people did with the model's suggestions, by arm. The arm is not visible before the decision, so
     these should not differ; a difference would mean the arm shows through (or chance)."""
@@ -167,7 +171,7 @@ def acceptance(turns: Sequence[Turn], arms: Sequence[str], *, seed: int, resampl
     for a in arms:
         mine = [t for t in shown if t.rec.arm == a]
         if mine:
-            out[a] = {k: rate(mine, lambda r, k=k: r.taken == k, **kw) for k in ("taken", "edited", "ignored")}
+            out[a] = {k: rate(mine, _taken_is(k), **kw) for k in ("taken", "edited", "ignored")}
     if all(a in out for a in GHOST_ARMS):
         diff = estimate(shown, lambda r: 1.0 if r.taken == "taken" else 0.0, "mean", "suggest", "speculative", **kw)
         out["taken_difference"] = _negated(diff)  # speculative minus suggest
@@ -274,5 +278,5 @@ def build_report(sessions: Sequence[StudySession], *, seed: int = 0, resamples: 
     report["harm"] = harm(turns, arms, **kw)
     report["timings"] = timings(turns, arms)
     report["by_length"] = by_group(turns, length_bucket, order=LENGTH_ORDER, **kw)
-    report["by_first_word"] = by_group(turns, first_word, top=FIRST_WORDS, **kw)
+    report["by_first_word"] = by_group(turns, first_word, top=FIRST_WORDS, seed=seed, resamples=resamples)
     return report

@@ -78,8 +78,9 @@ class ToolContext:
 
 
 class Tool(ABC):
-    name: ClassVar[str]
-    description: ClassVar[str]
+    # Class attributes of the built-in tools; an MCP tool (or a name the model made up) sets its own.
+    name: str
+    description: str
     Input: ClassVar[type[BaseModel]]
     max_result_chars: ClassVar[int] = 30_000
 

@@ -54,7 +54,7 @@ def fit_results(results: Sequence[Block], ctx: ToolContext, *, budget: int = MES
     result of several blocks (an MCP tool's) counts its text blocks; cut, they become one preview block
     before its other blocks (images)."""
     out = [dict(r) for r in results]
-    sizes = {i: len(_text(r["content"])) for i, r in enumerate(out) if _text(r.get("content")) is not None}
+    sizes = {i: len(t) for i, r in enumerate(out) if (t := _text(r.get("content"))) is not None}
     total = sum(sizes.values())
     for i in sorted(sizes, key=lambda i: -sizes[i]):
         if total <= budget:
