@@ -11,6 +11,7 @@ import trio
 
 from speculate.agent import Agent
 from speculate.agent_types import AgentEvent
+from speculate.hooks import HookRan
 from speculate.models.base import Usage
 from speculate.speculation import suggest
 from speculate.speculation.approvals import Approvals
@@ -21,8 +22,11 @@ from speculate.speculation.events import Boundary, SpeculationRecord
 class Speculation:
     """One fork: its overlay, agent, timings and outcome."""
 
-    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool) -> None:
+    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool, rank: int = 0) -> None:
         self.suggestion = suggestion
+        self.rank = rank  # top-K: which candidate it runs (0: the ghost text)
+        self.scope = trio.CancelScope()  # its own, so one of K forks can be stopped while the others go on
+        self.exited = trio.Event()  # its task is over (finished, stopped or cancelled): its overlay may go
         self.prefix_len = prefix_len
         self.started = time.perf_counter()
         self.finished = trio.Event()  # the fork stopped: complete, boundary or error
@@ -37,6 +41,7 @@ class Speculation:
         self.usage = Usage()
         self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
+        self.requests = 0  # model requests it made (the policy's cost estimate learns from them)
         # What the fork showed so far (text, tool lines), replayed on acceptance; then ``live`` (the
         # session's event callback) hears the rest as it happens, as a normal turn streams.
         self.shown: list[AgentEvent] = []
@@ -50,3 +55,13 @@ class Speculation:
 
     def stop(self, boundary: Boundary, detail: str = "") -> None:
         self.record.boundary, self.record.boundary_detail = boundary, detail
+
+    def hook_ran(self, r: HookRan) -> None:
+        """One of the user's hooks ran in this fork (in its sandbox): a refusal or failure goes in the record."""
+        self.record.hooks_run += 1
+        if r.blocked and r.event == "PreToolUse":
+            self.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
+        elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
+            self.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
+                                           + ("timed out" if r.timed_out else f"exit {r.exit_code}")
+                                           + (f": {r.stderr.strip()}" if r.stderr.strip() else ""))
