@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -57,6 +58,35 @@ def _rates(s: str) -> list[float | None]:
     return out
 
 
+def _values(s: str) -> list[float | None]:
+    """``--spec-value``: λ values (dollars per second saved), ``inf`` or ``always`` for no abstention."""
+    out: list[float | None] = []
+    for x in (x.strip() for x in s.split(",")):
+        if x in ("inf", "always"):
+            out.append(None)
+        elif x:
+            try:
+                v = float(x)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"--spec-value {s!r}: {x!r} is neither a number nor 'inf'") from None
+            if not v >= 0:
+                raise argparse.ArgumentTypeError(f"--spec-value {x}: must be >= 0 (dollars per second saved)")
+            out.append(None if v == float("inf") else v)
+    if not out:
+        raise argparse.ArgumentTypeError(f"--spec-value {s!r}: expected values such as 0.002,0.01,inf")
+    return out
+
+
+def _ks(s: str) -> list[int]:
+    try:
+        ks = [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--spec-candidates {s!r}: expected comma-separated integers") from None
+    if not ks or any(not 1 <= k <= 5 for k in ks):
+        raise argparse.ArgumentTypeError(f"--spec-candidates {s!r}: each K must be between 1 and 5")
+    return ks
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="speculate bench", description="Speculative vs plain agent loop: "
                                  "paired, interleaved sessions; results in a directory per run.")
@@ -97,6 +127,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"chance the simulated user edits a file the next turn writes while thinking (default "
                     f"{USER_EDIT_PROB:g}, an assumption; 0 turns harm off)")
     ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run session groups as Ray tasks: on a local Ray (no ADDRESS) or an existing cluster "
+                    "(ray://HOST:10001 or HOST:6379); the run directory is the same as a local run's")
+    ap.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                    help="with a local --ray: CPUs Ray may use, so groups run at once (default: all)")
+    ap.add_argument("--spec-value", type=_values, default=None, metavar="λ[,λ]",
+                    help="speculation policy: fork only when value × P(accept) × expected saving > (1 − P) × "
+                    "expected cost, value in dollars per second saved; 'inf' (the default) always forks; several "
+                    "values give one condition each (the cost–latency frontier)")
+    ap.add_argument("--spec-candidates", type=_ks, default=None, metavar="K[,K]",
+                    help="top-K speculation: suggest and fork up to K candidates (default 1); several values give "
+                    "one condition each")
+    ap.add_argument("--spec-history", type=Path, default=None, metavar="FILE",
+                    help="a policy history (JSON, as `speculation.persist` keeps per project) every speculative "
+                    "session starts from, as a returning user's project would")
     return ap
 
 
@@ -144,13 +189,24 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--time-scale {scale}: must be > 0")
     if conc < 1:
         raise ValueError(f"--concurrency {conc}: must be >= 1")
+    if a.ray_workers is not None and (a.ray_workers < 1 or a.ray is None or a.ray):
+        raise ValueError(f"--ray-workers {a.ray_workers}: a positive number, with a local --ray (no address)")
     if not 0 <= a.user_edit_prob <= 1:
         raise ValueError(f"--user-edit-prob {a.user_edit_prob:g}: must be between 0 and 1")
-    conds = [Condition(think=t, accept_prob=p, model_name=m) for t in thinks for p in probs for m in models]
+    values = list(dict.fromkeys(a.spec_value)) if a.spec_value else [None]
+    ks = list(dict.fromkeys(a.spec_candidates)) if a.spec_candidates else [1]
+    conds = [Condition(think=t, accept_prob=p, model_name=m, spec_value=v, spec_k=k)
+             for t in thinks for p in probs for m in models for v in values for k in ks]
+    history = None
+    if a.spec_history is not None:
+        try:
+            history = json.loads(a.spec_history.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--spec-history {a.spec_history}: cannot be read as JSON: {e}") from None
     return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
                      backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,
                      mode=a.mode, overlay_backend=a.overlay_backend, record=a.record,
-                     user_edit_prob=a.user_edit_prob)
+                     user_edit_prob=a.user_edit_prob, spec_history=history)
 
 
 def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
@@ -162,7 +218,7 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
-                              "model_name": c.model_name,
+                              "model_name": c.model_name, "spec_value": c.spec_value, "spec_k": c.spec_k,
                               "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None}
                              for c in cfg.conditions],
         "run": {"wall_s": res.wall_s, "interrupted": res.interrupted, "sessions": len(res.sessions),
@@ -229,10 +285,24 @@ def bench_main(argv: list[str]) -> int:
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
-    res = trio.run(_run, cfg, out, toolchains)
+    ray_info = None
+    if a.ray is not None:
+        from bench.ray_runner import RayUnavailable, run_experiment_ray
+
+        try:
+            res, ray_info = run_experiment_ray(cfg, out, address=a.ray or None, workers=a.ray_workers,
+                                               progress=show_progress)
+        except RayUnavailable as e:
+            print(f"speculate bench: error: {e}", file=sys.stderr)
+            return 2
+    else:
+        res = trio.run(_run, cfg, out, toolchains)
     from bench.report import write_report
 
-    summary = write_report(out, meta_for(cfg, out, res), canary_leaks=res.canary_leaks)
+    meta = meta_for(cfg, out, res)
+    if ray_info is not None:
+        meta["ray"] = ray_info
+    summary = write_report(out, meta, canary_leaks=res.canary_leaks)
     print((out / "report.md").read_text(encoding="utf-8").split("## Per scenario")[0])
     print(f"results: {out}/ (report.md, summary.json, turns.jsonl, sessions.jsonl, events.jsonl, *.png)")
     if res.interrupted:

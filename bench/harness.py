@@ -32,7 +32,7 @@ from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
 from bench.records import SessionRecord, TurnRecord
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
-from bench.user import TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
+from bench.user import CYCLE_S, TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
@@ -60,11 +60,16 @@ class Condition:
     think: ThinkTime
     accept_prob: float | None = None
     model_name: str = DEFAULT_MODEL
+    # The speculation policy's dial λ (None: always fork) and top-K (speculate.speculation.policy, topk).
+    spec_value: float | None = None
+    spec_k: int = 1
 
     @property
     def label(self) -> str:
         acc = "natural" if self.accept_prob is None else f"p={self.accept_prob:g}"
-        return f"{self.think.label} {acc} {self.model_name}"
+        policy = (f" λ={self.spec_value:g}" if self.spec_value is not None else "") + (
+            f" K={self.spec_k}" if self.spec_k > 1 else "")
+        return f"{self.think.label} {acc} {self.model_name}{policy}"
 
 
 @dataclass(kw_only=True)
@@ -88,6 +93,7 @@ class RunConfig:
     # have asked about: "as-live" as it answers the live path's questions (yes, _approve); "decline": no,
     # so such a speculation is discarded and the turn runs live (what parity costs a cautious user).
     approval: Approval = "as-live"
+    spec_history: dict[str, Any] | None = None  # a policy history every speculative session starts from
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,8 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                            mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
                            overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
                            spill_dir=work / "spill", user_dir=work / "claude",  # not the runner's ~/.claude
-                           tool_env=toolchain.env)
+                           tool_env=toolchain.env, spec_value=job.condition.spec_value,
+                           spec_candidates=job.condition.spec_k, spec_history=cfg.spec_history)
         (work / "spill").mkdir()
         turns: list[dict[str, Any]] = []
         leaks: list[dict[str, Any]] = []
@@ -208,8 +215,11 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                                         rep=job.rep, turn=p.index)
                 await trio.sleep(think_s / 2)
                 shown = s.suggestion if spec else None
-                tab = spec and shown is not None and shown == p.text
-                input_s = (TAB_ACCEPT_S if tab else typing_s(p.text)) * scale
+                cands = s.suggestions if spec else []
+                # Top-K: the ghost text is the first candidate; each further one is a key press away.
+                rank = cands.index(p.text) if p.text in cands else None
+                tab = rank is not None
+                input_s = (TAB_ACCEPT_S + CYCLE_S * (rank or 0) if tab else typing_s(p.text)) * scale
                 await trio.sleep(input_s)
                 # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
                 now = manifest(project)
@@ -225,6 +235,8 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                                          at_submit=at_submit, leak=leak, unmet=unmet,
                                          miss_kind=offers[p.index - 1][1] if p.index > 0 else None))
                 turns[-1]["user_edit"] = edited
+                turns[-1]["candidates_shown"] = cands if len(cands) > 1 else None
+                turns[-1]["candidate_rank"] = rank
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **r.model_dump()} for r in s.events.records]
@@ -317,16 +329,18 @@ def resolve_toolchains(scenarios: list[Scenario]) -> dict[Path | None, Toolchain
 
 async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[str], None] | None = None,
                          cancel: trio.CancelScope | None = None,
-                         toolchains: dict[Path | None, Toolchain] | None = None) -> RunOutput:
+                         toolchains: dict[Path | None, Toolchain] | None = None,
+                         jobs: list[Job] | None = None) -> RunOutput:
     """Run every job; write turns/sessions/events JSONL into ``out_dir`` as sessions finish.
 
     Cancelling ``cancel`` (e.g. on Ctrl-C) stops the running sessions and returns what finished.
     ``toolchains`` are the workspaces' (:func:`resolve_toolchains`), when the caller has made them already.
+    ``jobs``: a part of :func:`plan_jobs` (a Ray task's session group, bench/ray_runner.py); default all.
     """
     if cfg.concurrency < 1:
         raise ValueError(f"--concurrency {cfg.concurrency}: must be >= 1")
     out_dir.mkdir(parents=True, exist_ok=True)
-    jobs = plan_jobs(cfg)
+    jobs = plan_jobs(cfg) if jobs is None else jobs
     res = RunOutput()
     prog = Progress(jobs, cfg.concurrency, progress)
     sources = {s.workspace for s in cfg.scenarios if s.workspace is not None}
@@ -340,7 +354,7 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     scope = cancel or trio.CancelScope()
     try:
         if toolchains is None:
-            toolchains = await trio.to_thread.run_sync(resolve_toolchains, cfg.scenarios)
+            toolchains = await trio.to_thread.run_sync(resolve_toolchains, list({j.scenario.name: j.scenario for j in jobs}.values()))
         res.toolchains = {(w.name if w else "(none)"): t.describe for w, t in toolchains.items()}
         with scope:
             async with AsyncExitStack() as stack:

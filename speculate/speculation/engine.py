@@ -124,7 +124,12 @@ class SpeculationEngine:
         (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
         question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
         that went live asks nothing more."""
-        await self._choose(prompt)
+        try:
+            await self._choose(prompt)
+        except BaseException:  # stopped while the other candidates' forks were being stopped
+            with trio.CancelScope(shield=True):
+                await self.ignore("stopped")
+            raise
         spec = self._spec
         try:
             return await self._accept(prompt, t0)
