@@ -4,7 +4,8 @@ condition, one point per λ (``--spec-value``) and K (``--spec-candidates``).
     python -m bench.frontier RUN_DIR [RUN_DIR ...] [--plot frontier.png]
 
 prints one Markdown row per condition of every run (what the policy did: forks per shown suggestion,
-abstentions; top-K coverage: the share of later turns whose prompt was among the candidates shown) and
+abstentions; top-K coverage: the share of later turns whose prompt was among the candidates the user saw
+when deciding, and among those the model offered, in time or not) and
 plots the frontier (bench/plots.py's style). The figures come from each run's summary.json (paired against
 the suggest arm of the same condition) and its events.jsonl / turns.jsonl.
 """
@@ -43,6 +44,11 @@ def rows_of(run: Path) -> list[dict[str, Any]]:
         later = [t for t in turns if t["cond"] == ci and t["arm"] == "speculative" and t["turn"] > 0]
         covered = [t for t in later if (t.get("candidate_rank") is not None
                                         or (t["suggestion_shown"] is not None and t["suggestion_shown"] == t["prompt"]))]
+        # The model's coverage, timing aside: the next prompt was among the candidates it offered (a record's
+        # `turn` N is the suggestion after the N-th prompt, so the prompt it predicts is turn N's, 0-based).
+        prompt = {(t["session"], t["turn"]): t["prompt"] for t in turns if t["cond"] == ci}
+        offered = [e for e in sugg[ci] if e["text"] and e["outcome"] != "discarded" and (e["session"], e["turn"]) in prompt]
+        hit = [e for e in offered if prompt[(e["session"], e["turn"])] in (e["candidates"] or [e["text"]])]
         out.append({
             "run": run.name, "label": block["label"], "accept_prob": block.get("accept_prob"),
             "spec_value": block.get("spec_value"), "spec_k": block.get("spec_k") or 1,
@@ -51,6 +57,7 @@ def rows_of(run: Path) -> list[dict[str, Any]]:
             "saving_s": saving.get("mean"), "saving_ci95": saving.get("ci95"),
             "acceptance": block.get("acceptance_rate"),
             "coverage": len(covered) / len(later) if later else None,
+            "model_coverage": len(hit) / len(offered) if offered else None,
             "forks_per_candidate": (sum(d["fork"] for e in decided for d in e["decisions"]) / cands) if cands else None,
             "abstained": sum(e["outcome"] == "abstained" for e in sugg[ci]),
             "suggestions": len(decided),
@@ -63,8 +70,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         return "—" if x is None else format(x, spec)
 
     lines = ["| run | acceptance condition | λ ($/s) | K | suggest $/turn | spec $/turn | cost over suggest | "
-             "saving/later turn vs suggest [CI] (s) | acceptance | coverage | forks per candidate | abstained |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "saving/later turn vs suggest [CI] (s) | acceptance | coverage (in time / offered) | forks per candidate | "
+             "abstained |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ci = r["saving_ci95"]
         acc = "natural" if r["accept_prob"] is None else f"p={r['accept_prob']:g}"
@@ -73,7 +80,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['spec_k']} | ${r['suggest_usd_per_turn']:.4f} | ${r['spec_usd_per_turn']:.4f} | "
             f"{f(r['cost_over_suggest'], '+.0%')} | {f(r['saving_s'], '.2f')} "
             f"{'[' + ', '.join(f'{c:.2f}' for c in ci) + ']' if ci else ''} | {f(r['acceptance'], '.0%')} | "
-            f"{f(r['coverage'], '.0%')} | {f(r['forks_per_candidate'], '.0%')} | "
+            f"{f(r['coverage'], '.0%')} / {f(r['model_coverage'], '.0%')} | {f(r['forks_per_candidate'], '.0%')} | "
             f"{r['abstained']}/{r['suggestions']} |")
     return "\n".join(lines)
 

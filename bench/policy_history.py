@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.records import TurnRecord, load_events, load_records
+from speculate.models.base import Usage
 from speculate.speculation.events import Decision
 from speculate.speculation.policy import SpecPolicy
 
@@ -45,6 +46,9 @@ def history(run: Path, accept_prob: float | None) -> dict[str, Any]:
                                    time_to_decision_s=e["time_to_decision_s"] or 0.0)
             spec = t["speculation"] if t["accepted"] else None
             pol.observe_turn(latency_s=t["latency_s"], time_saved_s=spec["time_saved_s"] if spec else None)
+    for e in load_events(run / "events.jsonl"):  # what whole forks cost (runs before `requests` was kept: none)
+        if e["session"] in sessions and e["kind"] == "speculation" and e["completed"] and e["requests"]:
+            pol.cost.observe(e["requests"], Usage(**{k: int(v) for k, v in e["tokens"].items()}))
     return pol.state()
 
 

@@ -314,6 +314,7 @@ class SpeculationEngine:
         end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
+        rec.requests = spec.requests
         rec.tokens = spec.usage.as_dict()
         if spec.diverged_at_tokens is not None:
             rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens

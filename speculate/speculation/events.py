@@ -101,6 +101,7 @@ class SpeculationRecord(_Record):
     promote_s: float = 0.0
     abort_s: float | None = None  # ignore() called -> fork cancelled and overlay discarded (aborted only)
     tools_run: int = 0
+    requests: int = 0  # model requests the fork made
     files_written: list[str] = []  # promoted: files and links added or modified
     files_deleted: list[str] = []  # promoted deletions (a directory once, as "dir/")
     files_renamed: list[str] = []  # "old -> new": a deletion and an addition with the same content

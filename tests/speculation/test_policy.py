@@ -163,6 +163,9 @@ def test_without_a_value_every_suggestion_forks_and_the_estimate_is_recorded(tmp
             (rec, *_) = [r for r in s.events.records if r.kind == "suggestion"]
             assert rec.outcome == "accepted" and rec.chosen == 0
             assert rec.decisions[0].fork and rec.decisions[0].value is None
+            (spec,) = [r for r in s.events.records if r.kind == "speculation"]
+            assert spec.requests == 2  # Edit, then the answer; the cost estimate learned from the whole fork
+            assert s.engine.policy.cost.requests.n == 1 and s.engine.policy.cost.requests.value == 2.5
 
     trio.run(main)
 
