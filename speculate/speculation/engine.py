@@ -5,9 +5,10 @@ suggestion (or a pipelined one) → fork on a fresh overlay → stop at complete
 pipelined next suggestion. With top-K (``speculation.candidates``) the suggestion holds K candidates, and
 the cycle forks those the policy chooses (:mod:`speculate.speculation.policy`: where the expected saving is
 worth the cost; every one by default), each on its own overlay (:mod:`speculate.speculation.topk`; one fork
-runs in :mod:`speculate.speculation.forkrun`). ``accept`` asks about the calls the fork ran that the live
-path would have asked about, then promotes and injects; ``ignore`` cancels the cycle and discards the overlay. Nothing but
-``accept`` writes the real tree. See docs/speculation.md for the state machine.
+runs in :mod:`speculate.speculation.forkrun`). ``accept`` keeps the fork of the candidate sent (discarding
+the others), asks about the calls it ran that the live path would have asked about, then promotes and
+injects; ``ignore`` cancels the cycle and discards the overlays. Nothing but ``accept`` writes the real
+tree. See docs/speculation.md for the state machine.
 """
 
 from __future__ import annotations
@@ -124,12 +125,7 @@ class SpeculationEngine:
         (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
         question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
         that went live asks nothing more."""
-        try:
-            await self._choose(prompt)
-        except BaseException:  # stopped while the other candidates' forks were being stopped
-            with trio.CancelScope(shield=True):
-                await self.ignore("stopped")
-            raise
+        await self._choose(prompt)
         spec = self._spec
         try:
             return await self._accept(prompt, t0)
@@ -204,11 +200,12 @@ class SpeculationEngine:
         chosen, others = self.forks.choose(prompt)
         if chosen is None and not others:
             return
-        for other in others:
-            other.scope.cancel()
-            await other.exited.wait()
-            self._close(other, "aborted", "other_candidate")
         self._spec = chosen
+        with trio.CancelScope(shield=True):  # short (a cancelled fork stops at its next checkpoint), and each
+            for other in others:            # stopped fork must be closed, its overlay discarded
+                other.scope.cancel()
+                await other.exited.wait()
+                self._close(other, "aborted", "other_candidate")
 
     def turn_done(self, latency_s: float, spec: Any) -> None:
         """A finished turn (what a right fork saved, or would have: the policy's expected saving)."""

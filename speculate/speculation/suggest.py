@@ -11,8 +11,8 @@ from speculate.prompts import suggestion_instruction
 from speculate.speculation import filters
 from speculate.types import Message, text_of, tool_uses, user
 
-# Short output cap: a suggestion is at most 12 words. CacheKey.request keeps max_tokens when thinking is
-# on, so the cap never changes the thinking budget (which would break the cache).
+# Short output cap: a suggestion is at most 12 words (top-K: K times that). CacheKey.request keeps
+# max_tokens when thinking is on, so the cap never changes the thinking budget (which would break the cache).
 SUGGESTION_MAX_TOKENS = 64
 # A parent turn that added more uncached tokens than this makes a fork pay for them again: suppress.
 COLD_CACHE_TOKENS = 10_000
@@ -56,7 +56,7 @@ async def generate(model: Model, key: CacheKey, messages: list[Message], *, k: i
     t0 = time.perf_counter()
     req: list[Message] = [*messages, user(suggestion_instruction(k))]
     resp = None
-    async with aclosing(model.stream(key, req, max_tokens=SUGGESTION_MAX_TOKENS)) as stream:
+    async with aclosing(model.stream(key, req, max_tokens=SUGGESTION_MAX_TOKENS * max(1, k))) as stream:
         async for update in stream:
             if isinstance(update, Done):
                 resp = update.response

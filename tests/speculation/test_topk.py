@@ -144,3 +144,32 @@ def test_the_shared_token_budget_stops_the_lowest_rank_first(tmp_path: Path) -> 
                     assert out.error == "" and out.accepted
 
     trio.run(main)
+
+
+def test_the_cpu_budget_runs_the_forks_commands_one_at_a_time() -> None:
+    from speculate import ShellResult
+    from speculate.speculation.topk import ForkSet
+
+    running, peak = 0, 0
+
+    class Slow:
+        async def run(self, command: str, *, timeout: float) -> ShellResult:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            await trio.sleep(0.05)
+            running -= 1
+            return ShellResult(command, "", 0)
+
+    async def main(cpus: int | None) -> int:
+        nonlocal peak
+        peak = 0
+        forks = ForkSet(cpus=cpus)
+        shells = [forks.wrap_shell(Slow()) for _ in range(3)]
+        async with trio.open_nursery() as n:
+            for sh in shells:
+                n.start_soon(lambda sh=sh: sh.run("true", timeout=1))
+        return peak
+
+    assert trio.run(main, 1) == 1
+    assert trio.run(main, None) == 3  # no budget: as before
