@@ -85,17 +85,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], path: Path, series: dict[str, str] | None = None) -> None:
+    """One line per (series, acceptance condition, K); a run's series is its name unless ``series`` maps it
+    (runs that belong together, e.g. a baseline run and a λ sweep, share a line)."""
     from bench.plots import _finish, plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    by: dict[tuple[Any, int], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, Any, int], list[dict[str, Any]]] = defaultdict(list)
+    names = series or {}
     for r in rows:
         if r["cost_over_suggest"] is not None and r["saving_s"] is not None:
-            by[(r["accept_prob"], r["spec_k"])].append(r)
-    for (acc, k), pts in sorted(by.items(), key=lambda kv: str(kv[0])):
+            by[(names.get(r["run"], r["run"]), r["accept_prob"], r["spec_k"])].append(r)
+    for (label, acc, k), pts in sorted(by.items(), key=lambda kv: str(kv[0])):
         pts.sort(key=lambda r: r["cost_over_suggest"])
-        name = ("natural" if acc is None else f"p={acc:g}") + (f", K={k}" if k > 1 else "")
+        name = f"{label}: " + ("natural" if acc is None else f"p={acc:g}") + (f", K={k}" if k > 1 else "")
         xs = [100 * r["cost_over_suggest"] for r in pts]
         ys = [r["saving_s"] for r in pts]
         line = ax.plot(xs, ys, marker="o", label=name)[0]
@@ -105,13 +108,15 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.axhline(0, color="black", lw=0.6)
     ax.axvline(0, color="black", lw=0.6)
     _finish(fig, ax, path, "cost per turn over suggest-only (%)", "mean saving per later turn vs suggest (s)",
-            "Cost–latency frontier over λ (points: λ, $ per second saved)")
+            "Cost–latency frontier over λ (points: λ, $ per second saved)", legend={"fontsize": 7, "loc": "center right"})
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.frontier", description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--plot", type=Path, default=None, metavar="PNG")
+    ap.add_argument("--series", action="append", default=[], metavar="RUN=LABEL",
+                    help="plot run RUN (its directory name) under LABEL; runs with one label share a line")
     a = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for run in a.runs:
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     print(table(rows))
     if a.plot is not None:
-        plot(rows, a.plot)
+        plot(rows, a.plot, dict(x.split("=", 1) for x in a.series if "=" in x))
         print(f"\nplot: {a.plot}")
     return 0
 
