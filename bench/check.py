@@ -2,44 +2,80 @@
 
 Loading reports format errors as ``file:line: reason``. The replay runs every turn once in the plain arm
 (think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
-tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result expectations, model errors
-and simulator fallbacks (a turn the script could not answer). Candidates other than the intent are
-validated but not replayed (their steps run only when a user takes them).
+tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result
+expectations, model errors and simulator fallbacks (a turn the script could not answer). Candidates other
+than the intent are validated but not replayed (their steps run only when a user takes them) unless
+``--misses``: then the speculative arm runs once more with every suggestion wrong (forced acceptance 0)
+and a long think time, so each turn's wrong suggestion is forked, runs to its end in the sandbox, and its
+tool results are checked against the candidate's expectations (bench/forkcheck.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import shutil
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
 import trio
 
-from bench.harness import Condition, RunConfig, resolve_toolchains, run_experiment
-from bench.toolchain import ToolchainError
+from bench.harness import Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink
-from speculate.sim.scenario import ScenarioError
+from speculate.sim.scenario import Scenario, ScenarioError
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.tempfiles import temp_dir
 from speculate.term import visible
 
 CHECK_TIME_SCALE = 0.02
+MISS_THINK_S = 300.0  # simulated; at the check's time scale 6 s of wall time for a fork's real commands
+
+Toolchains = dict[Path | None, Toolchain]
 
 
-def check_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="speculate sim check", description="Validate and replay scenario files.")
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate sim check`` (on the command tree of :mod:`speculate.cli`)."""
+    ap.description = ("Validate scenario files (format errors as file:line: reason), then replay each once "
+                      "through the real agent loop and tools, and list every turn's unmet expectations, model "
+                      "errors and simulator fallbacks. The replay runs on a fresh copy of the scenario's "
+                      "workspace with the workspace's own toolchain, or, with --project DIR, on a copy of DIR "
+                      "with your PATH, as `speculate repl DIR --scenario FILE` would.")
     ap.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
     ap.add_argument("--time-scale", type=float, default=CHECK_TIME_SCALE,
                     help=f"clock speed of the replay (default {CHECK_TIME_SCALE})")
     ap.add_argument("--no-replay", action="store_true", help="only validate the files")
-    a = ap.parse_args(argv)
+    ap.add_argument("--misses", action="store_true", help="also fork every turn's wrong suggestion (forced "
+                    "acceptance 0, the speculative arm) and check its tool results")
+    ap.add_argument("--project", type=Path, default=None, metavar="DIR",
+                    help="replay on a copy of DIR (never DIR itself) with this shell's PATH, instead of the "
+                         "scenario's workspace and toolchain")
+    ap.set_defaults(run=check_run)
+
+
+def check_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="speculate sim check")
+    configure(ap)
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return check_run(a)
+
+
+def check_run(a: argparse.Namespace) -> int:
+    if a.project is not None and not a.project.is_dir():
+        print(f"speculate sim check: --project {str(a.project)!r} is not a directory", file=sys.stderr)
+        return 2
     try:
         scenarios = [load_scenario(p) for p in a.scenarios]
     except ScenarioError as e:
         print(f"speculate sim check: {e}", file=sys.stderr)
         return 2
+    if a.project is not None:  # a copy of the project as it is, as `repl DIR --scenario` uses DIR itself
+        scenarios = [dataclasses.replace(s, workspace=a.project.resolve(), files={}) for s in scenarios]
     for s in scenarios:
         n_exp = sum(st.expect is not None for t in s.turns for st in t.steps)
         print(f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
@@ -47,28 +83,61 @@ def check_main(argv: list[str]) -> int:
     if a.no_replay:
         return 0
     try:
-        toolchains = resolve_toolchains(scenarios)
+        toolchains = ({a.project.resolve(): Toolchain(os.environ.get("PATH", ""), "the caller's PATH")}
+                      if a.project is not None else resolve_toolchains(scenarios))
     except ToolchainError as e:
         print(f"speculate sim check: {e}", file=sys.stderr)
         return 2
     bad = 0
     for s, path in zip(scenarios, a.scenarios, strict=True):
-        out = Path(tempfile.mkdtemp(prefix="speculate-check-"))
-        cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
-                        time_scale=a.time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
-        try:
-            res = trio.run(partial(run_experiment, cfg, out, toolchains=toolchains))
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
-        for f in res.failures:
-            print(visible(f"{path}: session failed: {f['error']}"))
-            bad += 1
-        for t in sorted(res.turns, key=lambda t: t["turn"]):
-            problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
-                [t["error"]] if t["error"] else [])
-            status = "ok" if not problems else "; ".join(problems)
-            bad += bool(problems)
-            print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
+        bad += _replay(s, path, toolchains, a.time_scale)
+        if a.misses:
+            bad += _misses(s, path, toolchains, a.time_scale)
     print("speculate sim check: " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
     return 1 if bad else 0
 
+
+def _run(cfg: RunConfig, toolchains: Toolchains) -> RunOutput:
+    out = temp_dir("check")
+    try:
+        return trio.run(partial(run_experiment, cfg, out, toolchains=toolchains))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
+    """Every turn once in the plain arm; the problems found."""
+    cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
+                    time_scale=time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
+    res = _run(cfg, toolchains)
+    for f in res.failures:
+        print(visible(f"{path}: session failed: {f['error']}"))
+    bad = len(res.failures)
+    for t in sorted(res.turns, key=lambda t: t["turn"]):
+        problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
+            [t["error"]] if t["error"] else [])
+        status = "ok" if not problems else "; ".join(problems)
+        bad += bool(problems)
+        print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
+    return bad
+
+
+def _misses(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
+    """Fork each turn's wrong suggestion to its end and check its tool results; the problems found."""
+    cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(MISS_THINK_S), accept_prob=0.0)],
+                    reps=1, arms=("speculative",), time_scale=time_scale, scenario_paths=[path], concurrency=1,
+                    user_edit_prob=0.0)
+    res = _run(cfg, toolchains)
+    for f in res.failures:
+        print(visible(f"{path}: misses: session failed: {f['error']}"))
+    bad = len(res.failures)
+    for t in sorted(res.turns, key=lambda t: t["turn"]):
+        if t["turn"] == 0:
+            continue
+        problems = [u for u in t["unmet_expectations"] if u.startswith("miss fork:")]
+        if t["fork_checked"] == 0 and not problems:
+            problems = ["the fork ran no checked tool (it did not start, or stopped at a boundary)"]
+        bad += bool(problems)
+        status = "; ".join(problems) if problems else f"ok, {t['fork_checked']} tool result(s) checked"
+        print(visible(f"{path}: miss before turn {t['turn'] + 1} ({(t['suggestion_scripted'] or '')[:40]!r}): {status}"))
+    return bad

@@ -8,18 +8,29 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import trio
 
+from bench import provenance
 from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.thinkfit import resolve_think
 from bench.toolchain import Toolchain, ToolchainError
-from bench.user import FixedThink, ThinkTime, parse_think
+from bench.user import (
+    LOGNORMAL_SIGMA,
+    TAB_ACCEPT_S,
+    TYPING_CHARS_PER_S,
+    FixedThink,
+    LogNormalThink,
+    ThinkTime,
+)
 from overlayfs import recover_all
 from speculate.models.profiles import DEFAULT_MODEL
-from speculate.sim.scenario import Scenario, default_scenario_paths
+from speculate.sim.scenario import Scenario, check_unique, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.tempfiles import clean_stale
 from speculate.term import visible
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
@@ -88,18 +99,30 @@ def _ks(s: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="speculate bench", description="Speculative vs plain agent loop: "
-                                 "paired, interleaved sessions; results in a directory per run.")
+    ap = argparse.ArgumentParser(prog="speculate bench")
+    configure(ap)
+    return ap
+
+
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate bench`` (on the command tree of :mod:`speculate.cli`)."""
+    ap.description = ("Speculative vs suggest vs plain agent loop: paired, interleaved sessions on the embedded "
+                      "simulator (or a real backend); results in a directory per run. "
+                      "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table.")
     ap.add_argument("--quick", action="store_true", help=f"every scenario once (1 rep: one cluster each), "
                     f"time scale {QUICK_TIME_SCALE}")
-    ap.add_argument("--scenario", action="append", nargs="+", default=[], metavar="NAME",
-                    help="bundled scenario name or path to a scenario YAML (repeatable; default: all bundled)")
+    ap.add_argument("--scenario", "--scenarios", action="append", nargs="+", default=[], metavar="NAME",
+                    help="bundled scenario name, path to a scenario YAML or a directory of them (repeatable; "
+                    "default: all bundled)")
     ap.add_argument("--reps", type=int, default=None, help=f"repetitions per scenario (default {DEFAULT_REPS})")
     ap.add_argument("--seed", type=int, default=0,
                     help="base seed; rep r uses a seed hashed from (seed, r): runs with different seeds share "
                     "no rep (default 0)")
-    ap.add_argument("--think-time", default="lognormal", metavar="lognormal|fixed:SECONDS|file:PATH",
-                    help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s)")
+    ap.add_argument("--think-time", default="lognormal",
+                    metavar="lognormal|fixed:SECONDS|file:PATH|recorded|fit[:PATH,...]",
+                    help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s); recorded: each "
+                    "imported turn's own; fit: a log-normal fitted to the scenarios' recorded think times (or to "
+                    "those of the scenarios or transcripts at PATH), parameters printed (docs/transcripts.md)")
     ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
                     metavar="0,2,5,10", help="also run fixed think times (seconds), for the break-even curve")
     ap.add_argument("--accept-prob", type=_rates, default=None, metavar="P[,P]",
@@ -108,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "several values give a sweep, e.g. natural,0,0.25,0.5,0.75,1")
     ap.add_argument("--profile", default=None, metavar="MODEL[,MODEL]",
                     help=f"simulated model(s), i.e. latency/price profile(s) (default {DEFAULT_MODEL})")
+    ap.add_argument("--typing-cps", type=lambda s: _floats(s, "--typing-cps"), default=None, metavar="CPS[,CPS]",
+                    help=f"the simulated user's typing speed, characters per second (default {TYPING_CHARS_PER_S:g}; "
+                    "several values give one condition each)")
+    ap.add_argument("--tab-s", type=lambda s: _floats(s, "--tab-s"), default=None, metavar="S[,S]",
+                    help=f"seconds to take a suggestion with Tab and Enter (default {TAB_ACCEPT_S:g})")
+    ap.add_argument("--sim", default="ideal", metavar="ideal|realistic[,...]",
+                    help="the simulator: ideal (default), or realistic: per-key rate limits enforced by queueing, "
+                    "heavy-tailed TTFT, draws not shared between arms (docs/simulator.md)")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="one condition per assumption varied from the base (think-time median 2 and 10 s, "
+                    "another profile, slow and fast typing, a slow Tab, the realistic simulator): the README's "
+                    "sensitivity table")
     ap.add_argument("--time-scale", type=float, default=None, help="simulated time per real second "
                     "(1.0 = real time; think and typing times are scaled too)")
     ap.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim",
@@ -142,35 +177,46 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--spec-history", type=Path, default=None, metavar="FILE",
                     help="a policy history (JSON, as `speculation.persist` keeps per project) every speculative "
                     "session starts from, as a returning user's project would")
-    return ap
+    ap.set_defaults(run=bench_run)
 
 
 def resolve_scenarios(names: list[str]) -> tuple[list[Scenario], list[Path]]:
-    """Scenarios to run and the files the simulator serves (all bundled ones plus any extra paths)."""
+    """Scenarios to run and the files the simulator serves (the chosen ones)."""
     bundled_paths = default_scenario_paths()
     bundled = {s.name: s for s in map(load_scenario, bundled_paths)}
     names = names or sorted(bundled)
     chosen: list[Scenario] = []
-    extra: list[Path] = []
-    for n in names:
+    for n in [x for name in names for x in _expand(name)]:
         if n in bundled:
             chosen.append(bundled[n])
         elif n.endswith((".yaml", ".yml")) and Path(n).is_file():
-            sc = load_scenario(n)
-            chosen.append(sc)
-            if sc.name not in bundled:
-                extra.append(Path(n))
+            chosen.append(load_scenario(n))
         else:
             raise ValueError(f"--scenario {n!r}: no such bundled scenario or YAML file "
                              f"(bundled: {', '.join(sorted(bundled)) or 'none'})")
     if not chosen:
         raise ValueError("no scenarios to run: bench/scenarios has no *.yaml and no --scenario was given")
-    return chosen, [*bundled_paths, *extra]
+    # Only the chosen scenarios are served: a session is answered from its own script even when another
+    # scenario (an imported copy of a bundled one) has the same prompts.
+    check_unique({s.source: s for s in chosen}.values())
+    served = list(dict.fromkeys(Path(s.source) for s in chosen))
+    return chosen, served
+
+
+def _expand(name: str) -> list[str]:
+    """A directory names the scenario files in it."""
+    p = Path(name)
+    if p.is_dir():
+        found = sorted(str(x) for x in (*p.glob("*.yaml"), *p.glob("*.yml")))
+        if not found:
+            raise ValueError(f"--scenario {name}: no *.yaml in this directory")
+        return found
+    return [name]
 
 
 def build_config(a: argparse.Namespace) -> RunConfig:
     scenarios, paths = resolve_scenarios([n for group in a.scenario for n in group])
-    base: ThinkTime = parse_think(a.think_time)
+    base: ThinkTime = resolve_think(a.think_time, scenarios, say=lambda s: print(s, file=sys.stderr))
     thinks: list[ThinkTime] = [base, *(FixedThink(x) for x in (a.sweep_think or []))]
     probs: list[float | None] = list(dict.fromkeys(a.accept_prob)) if a.accept_prob else [None]
     models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]
@@ -195,8 +241,27 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--user-edit-prob {a.user_edit_prob:g}: must be between 0 and 1")
     values = list(dict.fromkeys(a.spec_value)) if a.spec_value else [None]
     ks = list(dict.fromkeys(a.spec_candidates)) if a.spec_candidates else [1]
-    conds = [Condition(think=t, accept_prob=p, model_name=m, spec_value=v, spec_k=k)
-             for t in thinks for p in probs for m in models for v in values for k in ks]
+    typing = a.typing_cps or [TYPING_CHARS_PER_S]
+    tabs = a.tab_s or [TAB_ACCEPT_S]
+    sims = [x.strip() for x in a.sim.split(",") if x.strip()]
+    if not sims or set(sims) - {"ideal", "realistic"}:
+        raise ValueError(f"--sim {a.sim!r}: expected ideal, realistic or both, comma-separated")
+    if any(x <= 0 for x in typing):
+        raise ValueError("--typing-cps: must be > 0")
+    if a.sensitivity:
+        if (len(thinks) > 1 or len(probs) > 1 or len(models) > 1 or len(typing) > 1 or len(tabs) > 1
+                or len(sims) > 1 or len(values) > 1 or len(ks) > 1):
+            raise ValueError("--sensitivity varies one assumption at a time from one base condition: give at most "
+                             "one value of --think-time, --accept-prob, --profile, --typing-cps, --tab-s, --sim, "
+                             "--spec-value, --spec-candidates and no --sweep-think")
+        conds = sensitivity_conditions(Condition(think=base, accept_prob=probs[0], model_name=models[0],
+                                                 typing_cps=typing[0], tab_s=tabs[0], sim=sims[0],  # type: ignore[arg-type]
+                                                 spec_value=values[0], spec_k=ks[0]))
+    else:
+        conds = [Condition(think=t, accept_prob=p, model_name=m, typing_cps=c, tab_s=ts, sim=k,  # type: ignore[arg-type]
+                           spec_value=v, spec_k=kk)
+                 for t in thinks for p in probs for m in models for c in typing for ts in tabs for k in sims
+                 for v in values for kk in ks]
     history = None
     if a.spec_history is not None:
         try:
@@ -209,16 +274,52 @@ def build_config(a: argparse.Namespace) -> RunConfig:
                      user_edit_prob=a.user_edit_prob, spec_history=history)
 
 
-def meta_for(cfg: RunConfig, out: Path, res: RunOutput) -> dict[str, object]:
+# The sensitivity table's variations (each from the base condition, one at a time). Think time: the base
+# median halved-ish and doubled; typing: the mean of 168,000 volunteers' transcription typing (52 wpm,
+# Dhakal et al., CHI 2018) minus and plus one standard deviation (20 wpm), at 5 characters a word.
+SENSITIVITY_THINK_MEDIANS = (2.0, 10.0)
+SENSITIVITY_TYPING_CPS = (2.6, 6.0)
+SENSITIVITY_TAB_S = 1.0  # reading the suggestion before taking it
+SENSITIVITY_OTHER_PROFILE = {"claude-sonnet-4-6": "claude-haiku-4-5"}
+
+
+def sensitivity_conditions(base: Condition) -> list[Condition]:
+    """The base, then one condition per assumption varied (``--sensitivity``)."""
+    sigma = base.think.sigma if isinstance(base.think, LogNormalThink) else LOGNORMAL_SIGMA
+    out = [base]
+    out += [replace(base, think=LogNormalThink(m, sigma, label=f"lognormal:{m:g},{sigma:g}"))
+            for m in SENSITIVITY_THINK_MEDIANS]
+    other = SENSITIVITY_OTHER_PROFILE.get(base.model_name, "claude-sonnet-4-6")
+    out.append(replace(base, model_name=other if other != base.model_name else "claude-haiku-4-5"))
+    out += [replace(base, typing_cps=c) for c in SENSITIVITY_TYPING_CPS]
+    out.append(replace(base, tab_s=SENSITIVITY_TAB_S))
+    out.append(replace(base, sim="realistic" if base.sim == "ideal" else "ideal"))
+    return out
+
+
+def _think_median(t: ThinkTime) -> float | None:
+    if isinstance(t, LogNormalThink):
+        return t.median_s
+    if isinstance(t, FixedThink):
+        return t.seconds
+    return None
+
+
+def meta_for(cfg: RunConfig, out: Path, res: RunOutput, prov: dict[str, object] | None = None
+             ) -> dict[str, object]:
     return {
+        "provenance": prov,
         "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
         "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
         "cpus": os.cpu_count(), "toolchains": res.toolchains, "arms": list(cfg.arms), "mode": cfg.mode,
         "overlay_backend": cfg.overlay_backend, "user_edit_prob": cfg.user_edit_prob,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
+        "sensitivity": len(cfg.conditions) > 1 and cfg.conditions == sensitivity_conditions(cfg.conditions[0]),
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
-                              "model_name": c.model_name, "spec_value": c.spec_value, "spec_k": c.spec_k,
+                              "model_name": c.model_name, "think_median_s": _think_median(c.think),
+                              "typing_cps": c.typing_cps, "tab_s": c.tab_s, "sim": c.sim,
+                              "spec_value": c.spec_value, "spec_k": c.spec_k,
                               "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None}
                              for c in cfg.conditions],
         "run": {"wall_s": res.wall_s, "interrupted": res.interrupted, "sessions": len(res.sessions),
@@ -256,11 +357,20 @@ def threading_is_main() -> bool:
 
 
 def bench_main(argv: list[str]) -> int:
+    if argv[:1] == ["export"]:
+        from bench.export import export_main
+
+        return export_main(argv[1:])
     ap = build_parser()
     try:
         a = ap.parse_args(argv)
     except SystemExit as e:  # argparse has printed the error naming the option
         return int(e.code or 0)
+    a.command_line = ["bench", *argv]
+    return bench_run(a)
+
+
+def bench_run(a: argparse.Namespace) -> int:
     if a.compare:
         from bench.compare import compare_main
 
@@ -276,6 +386,9 @@ def bench_main(argv: list[str]) -> int:
         return 2
     for rec in recover_all():  # acceptances a killed process left (and state of removed temp projects)
         print(rec.line(), file=sys.stderr)
+    cleaned = clean_stale()  # project copies and spill directories of a killed run
+    if cleaned:
+        print(cleaned.line(), file=sys.stderr)
     try:  # each workspace's interpreter and test dependencies, made now so a failure is one clear line
         toolchains = resolve_toolchains(cfg.scenarios)
     except ToolchainError as e:
@@ -285,6 +398,8 @@ def bench_main(argv: list[str]) -> int:
     print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
           f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
+    typed = getattr(a, "command_line", None) or ["bench", *sys.argv[1:]]
+    prov = provenance.start(typed[1:], cfg)  # the options after "bench"
     ray_info = None
     if a.ray is not None:
         from bench.ray_runner import RayUnavailable, run_experiment_ray
@@ -299,7 +414,7 @@ def bench_main(argv: list[str]) -> int:
         res = trio.run(_run, cfg, out, toolchains)
     from bench.report import write_report
 
-    meta = meta_for(cfg, out, res)
+    meta = meta_for(cfg, out, res, provenance.finish(prov))
     if ray_info is not None:
         meta["ray"] = ray_info
     summary = write_report(out, meta, canary_leaks=res.canary_leaks)

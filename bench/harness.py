@@ -30,27 +30,45 @@ import trio
 
 from bench.edits import USER_EDIT_PROB, maybe_edit
 from bench.expect import check_turn
+from bench.forkcheck import ForkWatch, check_fork, miss_for, wrong_suggestion
+from bench.keys import session_model
+from bench.progress import Progress
 from bench.records import SessionRecord, TurnRecord
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
-from bench.user import CYCLE_S, TAB_ACCEPT_S, PlannedTurn, ThinkTime, plan_turns, typing_s
+from bench.user import (
+    CYCLE_S,
+    TAB_ACCEPT_S,
+    TYPING_CHARS_PER_S,
+    PlannedTurn,
+    ThinkTime,
+    plan_turns,
+    recorded_thinks,
+    typing_s,
+)
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.backends import BackendConfig, open_model
 from speculate.models.base import Model, Usage
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.session import SessionConfig, TurnOutcome, open_session
 from speculate.sim.draw import draw
+from speculate.sim.realism import Realism
 from speculate.sim.scenario import Scenario
 from speculate.sim.script import FALLBACK_PREFIX
 from speculate.speculation.approvals import ApproveFn, PendingApproval
+from speculate.tempfiles import temp_dir
 
 Arm = Literal["plain", "suggest", "speculative"]
 Approval = Literal["as-live", "decline"]
 ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
 
 
+SimKind = Literal["ideal", "realistic"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Condition:
-    """One cell of the sweep: think-time model, forced acceptance, model (latency profile).
+    """One cell of the sweep: think-time model, forced acceptance, model (latency profile), how fast the user
+    types and takes a suggestion, and which simulator (ideal, or the less ideal API of speculate.sim.realism).
 
     ``accept_prob`` forces the share of suggestions that are the user's next prompt (the simulator's hit
     rate, speculate.sim.draw); the user still takes only a suggestion equal to the prompt, so acceptance
@@ -63,13 +81,19 @@ class Condition:
     # The speculation policy's dial λ (None: always fork) and top-K (speculate.speculation.policy, topk).
     spec_value: float | None = None
     spec_k: int = 1
+    typing_cps: float = TYPING_CHARS_PER_S
+    tab_s: float = TAB_ACCEPT_S
+    sim: SimKind = "ideal"
 
     @property
     def label(self) -> str:
         acc = "natural" if self.accept_prob is None else f"p={self.accept_prob:g}"
         policy = (f" λ={self.spec_value:g}" if self.spec_value is not None else "") + (
             f" K={self.spec_k}" if self.spec_k > 1 else "")
-        return f"{self.think.label} {acc} {self.model_name}{policy}"
+        extra = "".join([f" typing:{self.typing_cps:g}cps" if self.typing_cps != TYPING_CHARS_PER_S else "",
+                         f" tab:{self.tab_s:g}s" if self.tab_s != TAB_ACCEPT_S else "",
+                         f" sim:{self.sim}" if self.sim != "ideal" else ""])
+        return f"{self.think.label} {acc} {self.model_name}{extra}{policy}"
 
 
 @dataclass(kw_only=True)
@@ -191,9 +215,11 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
         offers = [draw(job.scenario, i, seed=job.seed, hit_rate=job.condition.accept_prob)
                   for i in range(len(job.scenario.turns))]
         plan = plan_turns([t.prompt for t in job.scenario.turns], [c.text for c, _ in offers],
-                          think=job.condition.think, seed=job.seed, scenario=job.scenario.name, rep=job.rep)
+                          think=job.condition.think, seed=job.seed, scenario=job.scenario.name, rep=job.rep,
+                          recorded=recorded_thinks(job.scenario))
         spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
-        sc = SessionConfig(project=project, model=model, model_name=job.condition.model_name,
+        watch = ForkWatch(model)  # a wrong suggestion's fork: its tool results are checked too
+        sc = SessionConfig(project=project, model=watch, model_name=job.condition.model_name,
                            mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
                            overlay_backend=cfg.overlay_backend,  # type: ignore[arg-type]
                            spill_dir=work / "spill", user_dir=work / "claude",  # not the runner's ~/.claude
@@ -219,7 +245,8 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                 # Top-K: the ghost text is the first candidate; each further one is a key press away.
                 rank = cands.index(p.text) if p.text in cands else None
                 tab = rank is not None
-                input_s = (TAB_ACCEPT_S + CYCLE_S * (rank or 0) if tab else typing_s(p.text)) * scale
+                cond = job.condition
+                input_s = (cond.tab_s + CYCLE_S * (rank or 0) if tab else typing_s(p.text, cond.typing_cps)) * scale
                 await trio.sleep(input_s)
                 # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
                 now = manifest(project)
@@ -231,12 +258,18 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                 o = await s.submit(p.text)
                 last = manifest(project)
                 unmet = check_turn(job.scenario.turns[p.index].steps, s.messages[n_msgs:])
+                checked = 0
+                if p.index > 0 and job.arm == "speculative" and (miss := miss_for(job.scenario, offers, p.index)):
+                    fork_unmet, checked = check_fork(miss, watch.seen)
+                    unmet += fork_unmet
+                watch.watch(wrong_suggestion(job.scenario, offers, p.index))  # the next fork, if it is a miss
                 turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
                                          at_submit=at_submit, leak=leak, unmet=unmet,
                                          miss_kind=offers[p.index - 1][1] if p.index > 0 else None))
                 turns[-1]["user_edit"] = edited
                 turns[-1]["candidates_shown"] = cands if len(cands) > 1 else None
                 turns[-1]["candidate_rank"] = rank
+                turns[-1]["fork_checked"] = checked
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **r.model_dump()} for r in s.events.records]
@@ -257,42 +290,6 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
         return turns, sess, events
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-class Progress:
-    """Per-arm counts and ETA on stderr (one line per finished session, at most every ``every`` s)."""
-
-    def __init__(self, jobs: list[Job], concurrency: int, write: Callable[[str], None] | None) -> None:
-        self.arms = [a for a in ARMS if any(j.arm == a for j in jobs)]
-        self.total = {a: sum(j.arm == a for j in jobs) for a in self.arms}
-        self.done: dict[str, list[float]] = {a: [] for a in self.arms}
-        self.concurrency = concurrency
-        self.write = write
-        self.t0 = time.perf_counter()
-
-    def finished(self, job: Job, seconds: float) -> None:
-        self.done[job.arm].append(seconds)
-        if self.write is not None:
-            self.write(self.line())
-
-    def line(self) -> str:
-        parts = []
-        remaining_work = 0.0
-        for a in self.arms:
-            d = self.done[a]
-            left = self.total[a] - len(d)
-            avg = sum(d) / len(d) if d else None
-            eta = "?" if avg is None else _mmss(left * avg / max(1, self.concurrency / len(self.arms)))
-            remaining_work += left * (avg or 0.0)
-            parts.append(f"{a} {len(d)}/{self.total[a]} (ETA {eta})")
-        total_eta = _mmss(remaining_work / max(1, self.concurrency))
-        return (f"[bench {_mmss(time.perf_counter() - self.t0)}] " + " · ".join(parts)
-                + f" · overall ETA {total_eta}")
-
-
-def _mmss(s: float) -> str:
-    s = max(0, round(s))
-    return f"{s // 60}:{s % 60:02d}"
 
 
 @dataclass
@@ -321,6 +318,10 @@ def _append(path: Path, recs: list[dict[str, Any]]) -> None:
             f.write(json.dumps(r, default=str) + "\n")
 
 
+def _model_key(job: Job) -> tuple[int, float | None, str]:
+    return job.seed, job.condition.accept_prob, job.condition.sim
+
+
 def resolve_toolchains(scenarios: list[Scenario]) -> dict[Path | None, Toolchain]:
     """Each workspace's toolchain, made (once, cached) before any session starts; a ToolchainError names the
     workspace that cannot have one."""
@@ -345,7 +346,7 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     prog = Progress(jobs, cfg.concurrency, progress)
     sources = {s.workspace for s in cfg.scenarios if s.workspace is not None}
     before = {p: manifest(p) for p in sources}
-    tmp_root = Path(tempfile.mkdtemp(prefix="speculate-bench-"))
+    tmp_root = temp_dir("bench")  # a killed bench's copies go at the next start (speculate.tempfiles)
     t_start = time.perf_counter()
     saved_env = {k: os.environ.get(k) for k in (*DROPPED_ENV, "PATH")}
     for k in DROPPED_ENV:
@@ -358,15 +359,16 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
         res.toolchains = {(w.name if w else "(none)"): t.describe for w, t in toolchains.items()}
         with scope:
             async with AsyncExitStack() as stack:
-                # One simulator per (seed, forced hit rate): both are part of what it draws.
-                models: dict[tuple[int, float | None], Model] = {}
-                keys = sorted({(j.seed, j.condition.accept_prob) for j in jobs}, key=str)
+                # One simulator per (seed, forced hit rate, kind): each is part of what it draws or how.
+                models: dict[tuple[int, float | None, str], Model] = {}
+                keys = sorted({_model_key(j) for j in jobs}, key=str)
                 simulated = cfg.backend == "sim" or (cfg.backend == "claude-cli" and cfg.base_url is None)
-                for seed, hit in keys if simulated else [(cfg.seed, None)]:
+                for seed, hit, kind in keys if simulated else [(cfg.seed, None, "ideal")]:
                     bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed, hit_rate=hit,
                                        time_scale=cfg.time_scale, scenarios=cfg.scenario_paths,
-                                       record=cfg.record, simulate=simulated and cfg.backend == "claude-cli")
-                    models[seed, hit] = await stack.enter_async_context(open_model(bc))
+                                       record=cfg.record, simulate=simulated and cfg.backend == "claude-cli",
+                                       realism=Realism() if kind == "realistic" else None)
+                    models[seed, hit, kind] = await stack.enter_async_context(open_model(bc))
                 send, recv = trio.open_memory_channel[Job](len(jobs))
                 for j in jobs:
                     send.send_nowait(j)
@@ -374,11 +376,12 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
 
                 async def worker() -> None:
                     async for job in recv:
-                        model = models.get((job.seed, job.condition.accept_prob)) or next(iter(models.values()))
+                        model = models.get(_model_key(job)) or next(iter(models.values()))
                         t = time.perf_counter()
                         try:
-                            turns, sess, events = await run_session(job, model, cfg, tmp_root,
-                                                                     toolchains[job.scenario.workspace])
+                            async with session_model(model, job.session_id, own_key=job.condition.sim == "realistic") as m:
+                                turns, sess, events = await run_session(job, m, cfg, tmp_root,
+                                                                         toolchains[job.scenario.workspace])
                         except Exception as e:  # one broken session must not lose the others' results
                             res.failures.append({"session": job.session_id, "error": _describe(e),
                                                  "traceback": "".join(traceback.format_exception(e))})

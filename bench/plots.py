@@ -10,7 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): the backend must be chosen first
 
-from bench.summary import paired_turns
+from bench.pairs import Records, paired_turns, user_saving
+from bench.records import SessionRecord, TurnRecord
 
 COLORS = {"plain": "#4c72b0", "suggest": "#8172b3", "speculative": "#dd8452"}
 PLOTS = ("latency_cdf.png", "time_saved_vs_think.png", "cost_vs_latency.png")
@@ -29,10 +30,10 @@ def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str,
     plt.close(fig)
 
 
-def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
+def latency_cdf(turns: list[TurnRecord], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for arm, color in COLORS.items():
-        xs = sorted(t["latency_s"] for t in turns if t["arm"] == arm)
+        xs = sorted(t.latency_s for t in turns if t.arm == arm)
         if xs:
             ys = [(i + 1) / len(xs) for i in range(len(xs))]
             ax.step(xs, ys, where="post", color=color, label=f"{arm} (n={len(xs)})")
@@ -41,20 +42,18 @@ def latency_cdf(turns: list[dict[str, Any]], path: Path) -> None:
             "User-perceived turn latency (CDF)", legend={"loc": "lower right"})
 
 
-def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float]], path: Path, *,
+def time_saved_vs_think(turns: list[TurnRecord], curve: list[dict[str, float]], path: Path, *,
                         time_scale: float = 1.0, condition: str = "") -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     acc_x, acc_y, oth_x, oth_y = [], [], [], []
     # Against suggest when it ran: Tab is on both sides, so the points show what the fork bought.
-    base = "suggest" if any(t["arm"] == "suggest" for t in turns) else "plain"
+    base = "suggest" if any(t.arm == "suggest" for t in turns) else "plain"
     for p, s in paired_turns(turns, base):
-        if s["turn"] == 0:
+        if s.turn == 0:
             continue
         # x: think time, as the sweep curve's x (both wall seconds at the run's time scale); y: includes input
-        x = s["think_s"]
-        y = p["latency_s"] + p.get("input_s", 0.0) - s["latency_s"] - s.get("input_s", 0.0)
-        (acc_x if s["accepted"] else oth_x).append(x)
-        (acc_y if s["accepted"] else oth_y).append(y)
+        (acc_x if s.accepted else oth_x).append(s.think_s)
+        (acc_y if s.accepted else oth_y).append(user_saving(p, s))
     ax.scatter(oth_x, oth_y, s=14, color="#999999", alpha=0.6, label="not accepted")
     ax.scatter(acc_x, acc_y, s=18, color=COLORS["speculative"], alpha=0.8, label="accepted")
     xs = acc_x + oth_x + [c["think_s"] for c in curve]
@@ -70,14 +69,14 @@ def time_saved_vs_think(turns: list[dict[str, Any]], curve: list[dict[str, float
             f"Time saved vs think time ({condition})" if condition else "Time saved vs think time")
 
 
-def cost_vs_latency(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], path: Path) -> None:
+def cost_vs_latency(turns: list[TurnRecord], sessions: list[SessionRecord], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     lat: dict[str, list[float]] = {}
     for t in turns:
-        lat.setdefault(t["session"], []).append(t["latency_s"])
+        lat.setdefault(t.session, []).append(t.latency_s)
     for arm, color in COLORS.items():
-        pts = [(sum(lat[s["session"]]) / len(lat[s["session"]]), s["cost_usd"] / max(1, s["turns"]))
-               for s in sessions if s["arm"] == arm and lat.get(s["session"])]
+        pts = [(sum(lat[s.session]) / len(lat[s.session]), s.cost_usd / max(1, s.turns))
+               for s in sessions if s.arm == arm and lat.get(s.session)]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, alpha=0.6, color=color,
                        label=f"{arm} sessions")
@@ -125,19 +124,16 @@ def _sweep_condition(pts: list[tuple[float, dict[str, Any]]]) -> str:
     return f"think {', '.join(thinks)}, {', '.join(models)}"
 
 
-def write_plots(out: Path, turns: list[dict[str, Any]], sessions: list[dict[str, Any]],
-                summary: dict[str, Any]) -> list[Path]:
+def write_plots(out: Path, records: Records, summary: dict[str, Any]) -> list[Path]:
     """The three figures for the primary condition (plus the sweep curve); returns the paths written."""
-    first = min((s["cond"] for s in sessions), default=0)
-    ids = {s["session"] for s in sessions if s["cond"] == first}
-    t1 = [t for t in turns if t["session"] in ids]
-    s1 = [s for s in sessions if s["session"] in ids]
+    first = min((s.cond for s in records.sessions), default=0)
+    primary = records.only(s for s in records.sessions if s.cond == first)
     paths = [out / name for name in PLOTS]
-    latency_cdf(t1, paths[0])
-    time_saved_vs_think(t1, summary.get("break_even_think_s", {}).get("curve", []), paths[1],
+    latency_cdf(primary.turns, paths[0])
+    time_saved_vs_think(primary.turns, summary.get("break_even_think_s", {}).get("curve", []), paths[1],
                         time_scale=float(summary.get("time_scale", 1.0)),
                         condition=str(summary.get("primary_condition") or ""))
-    cost_vs_latency(t1, s1, paths[2])
+    cost_vs_latency(primary.turns, primary.sessions, paths[2])
     if saving_vs_acceptance(summary, out / "saving_vs_acceptance.png"):
         paths.append(out / "saving_vs_acceptance.png")
     return paths

@@ -4,9 +4,10 @@ validates each record before appending it) and reading (the report validates eac
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -48,6 +49,9 @@ class TurnRecord(_SessionKey):
     latency_s: float
     error: str
     unmet_expectations: list[str] = []
+    # The wrong suggestion's fork before this turn (a miss): its tool results checked against the candidate's
+    # steps like the main turn's (bench/forkcheck.py); how many were checked. Unmet ones are turn errors too.
+    fork_checked: int = 0
     note: str
     fallback: bool = False
     stop: str | None
@@ -73,20 +77,29 @@ class SessionRecord(_SessionKey):
     statistics: Any = None
 
 
-def load_records(path: Path, model: type[_Record]) -> list[dict[str, Any]]:
+R = TypeVar("R", bound=BaseModel)
+
+
+def load_records(path: Path, model: type[R]) -> list[R]:
     """Validated records of a JSONL file ([] if absent); ValueError naming ``file:line`` on a bad one."""
     return _load(path, model.model_validate_json, model.__name__)
 
 
-def _load(path: Path, validate: Callable[[bytes], BaseModel], what: str) -> list[dict[str, Any]]:
-    if not path.exists():
+def _load(path: Path, validate: Callable[[bytes], R], what: str) -> list[R]:
+    """A JSONL file, or its gzipped copy (``NAME.gz``, as a kept headline holds them) when it is absent."""
+    gz = path.with_name(path.name + ".gz")
+    if not path.exists() and gz.exists():
+        data, path = gzip.decompress(gz.read_bytes()), gz
+    elif path.exists():
+        data = path.read_bytes()
+    else:
         return []
-    out: list[dict[str, Any]] = []
+    out: list[R] = []
     # Bytes, so that a line that is not UTF-8 is named like any other bad line.
-    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+    for n, line in enumerate(data.splitlines(), 1):
         if line.strip():
             try:
-                out.append(validate(line).model_dump())
+                out.append(validate(line))
             except ValidationError as e:
                 raise ValueError(f"{path}:{n}: not a valid {what}: {validation_reason(e)}") from None
     return out
@@ -104,10 +117,10 @@ class BenchSpeculationEvent(SpeculationRecord):
     arm: Literal["plain", "suggest", "speculative"]
 
 
-_EVENT: TypeAdapter[BenchSuggestionEvent | BenchSpeculationEvent] = TypeAdapter(
-    Annotated[BenchSuggestionEvent | BenchSpeculationEvent, Field(discriminator="kind")])
+BenchEvent = BenchSuggestionEvent | BenchSpeculationEvent
+_EVENT: TypeAdapter[BenchEvent] = TypeAdapter(Annotated[BenchEvent, Field(discriminator="kind")])
 
 
-def load_events(path: Path) -> list[dict[str, Any]]:
+def load_events(path: Path) -> list[BenchEvent]:
     """events.jsonl validated with the engine's record schema ([] if absent); ValueError naming ``file:line``."""
     return _load(path, _EVENT.validate_json, "engine record")

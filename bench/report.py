@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.pairs import Records
 from bench.plots import write_plots
 from bench.records import SessionRecord, TurnRecord, load_events, load_records
 from bench.summary import build_summary
@@ -47,6 +48,7 @@ MIN_CLUSTERS = 10  # below this, the report says the cluster-bootstrap CIs are r
 
 def acceptance_table(s: dict[str, Any]) -> list[str]:
     """Saving against acceptance, one row per condition of a sweep (the natural condition marked)."""
+    legacy = "ci_method" not in s  # made before issue #24: pair-level CIs, no fork costs
     rows = []
     blocks = sorted(s["conditions_detail"], key=lambda b: (b["accept_prob"] is not None, b["accept_prob"] or 0))
     for b in blocks:
@@ -54,12 +56,64 @@ def acceptance_table(s: dict[str, Any]) -> list[str]:
                 else f"forced: {100 * b['accept_prob']:.0f}% of suggestions are the next prompt")
         vs = b.get("vs", {}).get("suggest") or {}
         acc = vs.get("saved_per_accepted_turn_s") or {}
-        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]), f(vs.get("clusters")),
+        clusters = f(vs.get("clusters")) if legacy else f"{f(vs.get('scenarios'))} / {f(vs.get('clusters'))}"
+        cost = [usd(b["arms"]["speculative"]["cost_per_turn_usd"])]
+        if not legacy:
+            cost.append(pct((b.get("fork_cost") or {}).get("miss_to_hit")))
+        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]), clusters,
                      f"{f(acc.get('median'))} {ci(acc.get('ci95'))}", _later(b, "suggest"), _later(b, "plain"),
-                     usd(b["arms"]["speculative"]["cost_per_turn_usd"]), _misses(b)])
-    return _table(["condition", "acceptance", "coverage", "clusters", "saved per accepted turn vs suggest, "
-                   "median [CI] (s)", "saved per later turn vs suggest, mean [CI] (s)", "vs plain [CI] (s)",
-                   "speculative $/turn", "misses (candidate / later turn / unscripted)"], rows)
+                     *cost, _misses(b)])
+    header = ["condition", "acceptance", "coverage", "clusters" if legacy else "scenarios / pairs",
+              "saved per accepted turn vs suggest, median [CI] (s)", "saved per later turn vs suggest, mean [CI] "
+              "(s)", "vs plain [CI] (s)", "speculative $/turn", *([] if legacy else ["miss fork cost / hit"]),
+              "misses (candidate / later turn / unscripted)"]
+    return _table(header, rows) + ([] if legacy else [*_pooled_fork_cost(blocks), CI_NOTE, ""])
+
+
+def _pooled_fork_cost(blocks: list[dict[str, Any]]) -> list[str]:
+    """Hits and misses of every condition together: is a thrown-away fork as costly as a used one?"""
+    pooled = {}
+    for kind in ("hit", "miss", "miss_completed"):
+        parts = [(b["fork_cost"][kind]["n"], b["fork_cost"][kind]["mean_usd"]) for b in blocks
+                 if b.get("fork_cost") and b["fork_cost"][kind]["n"]]
+        n = sum(k for k, _ in parts)
+        pooled[kind] = (n, sum(k * m for k, m in parts) / n if n else None)
+    (nh, h), (nm, m), (nc, c) = pooled["hit"], pooled["miss"], pooled["miss_completed"]
+    if not nh or not nm:
+        return []
+    return [f"Fork cost over all conditions: a hit {usd(h)} (n={nh}), a miss {usd(m)} (n={nm}, "
+            f"{pct(m / h)} of a hit; billed as the API bills, cut requests included), a miss that had finished "
+            f"{usd(c)} (n={nc}).", ""]
+
+
+SENSITIVITY_ROWS = (("think_median_s", "think time median", "s"), ("model_name", "model profile", ""),
+                    ("typing_cps", "typing speed", " chars/s"), ("tab_s", "Tab to accept", " s"),
+                    ("sim", "simulator", ""))
+
+
+def sensitivity_table(s: dict[str, Any]) -> list[str]:
+    """One row per condition of a ``--sensitivity`` run: the assumption it changes from the first (base)
+    condition, the saving per later turn against suggest and plain, and the cost against plain."""
+    blocks = s.get("conditions_detail") or []
+    if not blocks:
+        return []
+    base = blocks[0]
+    rows = []
+    for b in blocks:
+        changed = [f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) != base.get(k)]
+        arms = b["arms"]
+        plain, spec = arms.get("plain", {}).get("cost_per_turn_usd"), arms.get("speculative", {}).get("cost_per_turn_usd")
+        extra = f"{100 * (spec - plain) / plain:+.0f}%" if plain and spec is not None else "—"
+        rows.append(["base: " + _base_label(b) if b is base else ", ".join(changed) or "(same as base)",
+                     pct(b["acceptance_rate"]), _later(b, "suggest"), _later(b, "plain"),
+                     f"{usd(spec)} ({extra})", pct((b.get("fork_cost") or {}).get("miss_to_hit"))])
+    header = ["condition (what differs from the base)", "acceptance", "saved per later turn vs suggest, mean [CI] "
+              "(s)", "vs plain [CI] (s)", "speculative $/turn (vs plain)", "miss fork cost / hit"]
+    return [*_table(header, rows), CI_NOTE, ""]
+
+
+def _base_label(b: dict[str, Any]) -> str:
+    return ", ".join(f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) is not None)
 
 
 def headline_table(s: dict[str, Any]) -> list[str]:
@@ -92,6 +146,7 @@ def headline_table(s: dict[str, Any]) -> list[str]:
         ["fork input read from cache", pct(s["fork_cache_read_share"])],
         ["wasted tokens (ignored speculations)", f(s["wasted_tokens"])],
         ["extra cost / cost per second saved", f"{usd(s['extra_cost_usd'])} / {usd(s['cost_per_second_saved_usd'])}"],
+        *fork_cost_line(s),
         ["leaks into the real tree", f(s["leaks"])],
     ])
     return lines
@@ -104,6 +159,29 @@ def versus_table(s: dict[str, Any]) -> list[str]:
         blocks.append(("suggest vs plain (Tab alone)", s["suggest_vs_plain"]))
     if not blocks:
         return []
+    if not any("scenarios" in v for _, v in blocks):
+        return _legacy_versus_table(blocks)
+    rows = []
+    for name, v in blocks:
+        acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
+        rows.append([name, f"{f(v['scenarios'])} / {f(v['clusters'])}",
+                     f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})", ci(later.get("ci95_pairs")),
+                     f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                     pct(v["session_wall_reduction"])])
+    lines = _table(["paired comparison", "scenarios / pairs", "saved per accepted turn, median [95% CI] (s)",
+                    "saved per later turn, mean [95% CI] (s)", "same, pair-level CI", "turns slower than base",
+                    "session wall saved"], rows)
+    lines += [CI_NOTE, ""]
+    few = min(v["scenarios"] for _, v in blocks)
+    if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of scenarios understates the uncertainty
+        lines += [f"**These CIs rest on {few} scenarios (fewer than {MIN_CLUSTERS}): read them as rough.** "
+                  "Run more scenarios for a result.", ""]
+    return lines
+
+
+def _legacy_versus_table(blocks: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """A summary made before issue #24: its CIs resample pairs only, and the table says so."""
     rows = []
     for name, v in blocks:
         acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
@@ -115,10 +193,26 @@ def versus_table(s: dict[str, Any]) -> list[str]:
                     "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
                    rows)
     few = min(v["clusters"] for _, v in blocks)
-    if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of sessions understates the uncertainty
+    if few < MIN_CLUSTERS:
         lines[-1:-1] = [f"**These CIs rest on {few} session clusters (fewer than {MIN_CLUSTERS}): read them as "
                         "rough.** Run more reps or scenarios for a result.", ""]
     return lines
+
+
+CI_NOTE = ("CIs: 95% percentile bootstrap resampling scenarios, then reps within each (the hierarchical CI); "
+           "the pair-level CI resamples reps only and treats the reps of a scenario as independent, which "
+           "they are not (it is narrower, shown for comparison with runs before issue #24).")
+
+
+def fork_cost_line(s: dict[str, Any]) -> list[str]:
+    """Mean cost of a fork that was used (hit) and of one thrown away (miss): misses must not be cheap."""
+    fc = s.get("fork_cost")
+    if not fc:
+        return []
+    h, m, mc = fc["hit"], fc["miss"], fc["miss_completed"]
+    return [["fork cost per hit / per miss (ratio); misses that had finished",
+             f"{usd(h['mean_usd'])} (n={h['n']}) / {usd(m['mean_usd'])} (n={m['n']}) ({pct(fc['miss_to_hit'])}); "
+             f"{usd(mc['mean_usd'])} (n={mc['n']})"]]
 
 
 def _misses(b: dict[str, Any]) -> str:
@@ -136,8 +230,9 @@ def render_markdown(s: dict[str, Any]) -> str:
              + (", **interrupted** (partial results)" if run["interrupted"] else "")
              + (f", {len(run['failures'])} failed" if run["failures"] else "") + ".", "",
              f"Primary condition: `{s['primary_condition']}`. All times are wall-clock seconds"
-             + (f" (the simulator and the simulated user run at {s['time_scale']:g}× real time)."
-                if s["time_scale"] != 1 else "."), "",
+             + (f" (the simulator and the simulated user run at {s['time_scale']:g}× real time, tool commands at "
+                "real speed: these are not user seconds, see docs/experiments.md, Design)."
+                if s["time_scale"] != 1 else ", a user's seconds."), "",
              "## Headline", "", *headline_table(s)]
 
     lines += ["## Per scenario", ""]
@@ -184,6 +279,8 @@ def render_markdown(s: dict[str, Any]) -> str:
               f"(suggestion + fork start + promotion); from the think sweep {sweep} s "
               f"{ci(be.get('ci95'))} (interpolated; 95% CI by resampling sessions per swept think time).", ""]
 
+    if s.get("sensitivity"):
+        lines += ["## Sensitivity", "", *sensitivity_table(s)]
     if len(s["conditions_detail"]) > 1:
         lines += ["## Sweep", ""]
         rows = []
@@ -220,14 +317,18 @@ def render_markdown(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def load_run(out: Path) -> Records:
+    """A run's validated records (turns, sessions, events), from its directory."""
+    return Records(load_records(out / "turns.jsonl", TurnRecord), load_records(out / "sessions.jsonl", SessionRecord),
+                   load_events(out / "events.jsonl"))
+
+
 def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | None = None) -> dict[str, Any]:
     """Read the run's JSONL files in ``out`` and write summary.json, report.md and the plots."""
-    turns = load_records(out / "turns.jsonl", TurnRecord)
-    sessions = load_records(out / "sessions.jsonl", SessionRecord)
-    events = load_events(out / "events.jsonl")
-    summary = build_summary(turns=turns, sessions=sessions, events=events, meta=meta, canary_leaks=canary_leaks)
+    records = load_run(out)
+    summary = build_summary(records=records, meta=meta, canary_leaks=canary_leaks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_markdown(summary), encoding="utf-8")
-    if turns:
-        write_plots(out, turns, sessions, summary)
+    if records.turns:
+        write_plots(out, records, summary)
     return summary

@@ -3,6 +3,9 @@
 - :func:`percentile`: linear interpolation between closest ranks (numpy's default method).
 - :func:`bootstrap_ci`: percentile bootstrap that resamples whole sessions (clusters), because turns of one
   session share a conversation, a workspace and a server and are not independent.
+- :func:`hierarchical_bootstrap_ci`: the same, two-stage: scenarios first, then reps (sessions) within each
+  drawn scenario, because the reps of one scenario share its script and workspace and are not independent
+  either. Every CI in the reports and the README is this one; the one-stage CI over pairs is shown beside it.
 - :func:`efficiency`: measured saving / ideal saving, ideal = min(speculation duration, time available).
 - :func:`break_even`: where a curve of mean saving against think time first crosses zero.
 """
@@ -70,6 +73,49 @@ def bootstrap_ci(clusters: Sequence[Sequence[float]], stat: Callable[[Sequence[f
     return percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha))
 
 
+Nested = Sequence[Sequence[Sequence[float]]]  # scenario -> rep (pair) -> values
+
+
+def hierarchical_bootstrap_ci(groups: Nested, stat: Callable[[Sequence[float]], float] = median, *,
+                              level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+                              ) -> tuple[float, float] | None:
+    """Percentile-bootstrap CI of ``stat`` over the pooled values, resampling in two stages.
+
+    ``groups[i][j]`` are the values of rep ``j`` of scenario ``i``. Each resample draws as many scenarios
+    as there are, with replacement, and then, within each drawn scenario, as many of its reps as it has,
+    with replacement (the two-stage bootstrap of Davison & Hinkley 1997, §3.8). Empty reps and scenarios
+    are dropped first. Returns None with fewer than two reps in all: with one scenario it is the one-stage
+    bootstrap over its reps; with one rep per scenario, the one-stage bootstrap over scenarios.
+    """
+    gs = [g for g in ([list(r) for r in grp if len(r)] for grp in groups) if g]
+    if sum(len(g) for g in gs) < 2:
+        return None
+    if not 0 < level < 1:
+        raise ValueError(f"bootstrap level {level}: must be within (0, 1)")
+    rng = random.Random(seed)
+    k = len(gs)
+    stats: list[float] = []
+    for _ in range(n_resamples):
+        pooled: list[float] = []
+        for _ in range(k):
+            pooled.extend(_two_stage(gs, rng))
+        stats.append(stat(pooled))
+    alpha = (1 - level) / 2
+    return percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha))
+
+
+def _one(n: int, rng: random.Random) -> int:
+    # No draw from a single choice: with one scenario (or one rep each) the resamples are exactly the
+    # one-stage bootstrap's, for the same seed.
+    return rng.randrange(n) if n > 1 else 0
+
+
+def _two_stage(groups: list[list[list[float]]], rng: random.Random) -> list[float]:
+    """One drawn scenario's values: the scenario, then as many of its reps as it has, with replacement."""
+    reps = groups[_one(len(groups), rng)]
+    return [x for _ in reps for x in reps[_one(len(reps), rng)]]
+
+
 def efficiency(saving_s: float, duration_s: float, available_s: float) -> float | None:
     """Measured saving over the ideal min(duration, available), capped at 1 (a saving beyond what the fork
     ran or the user gave it is jitter, not speculation); None when the ideal is zero."""
@@ -106,21 +152,24 @@ def break_even(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return None
 
 
-def break_even_ci(xs: Sequence[float], clusters: Sequence[Sequence[Sequence[float]]], *, level: float = 0.95,
+def break_even_ci(xs: Sequence[float], clusters: Sequence[Nested], *, level: float = 0.95,
                   n_resamples: int = 1000, seed: int = 0) -> tuple[float, float] | None:
-    """Bootstrap CI of :func:`break_even` over a curve of means: ``clusters[i]`` are the sessions' values at
-    ``xs[i]``, resampled independently per point. A resample whose curve never reaches 0 counts as +inf
-    (the upper bound is then inf); one already >= 0 at the first x counts as that x (a bound, not a value).
+    """Bootstrap CI of :func:`break_even` over a curve of means: ``clusters[i]`` are the values at ``xs[i]``
+    nested as scenario -> rep -> values, resampled in two stages (scenarios, then reps) independently per
+    point. A resample whose curve never reaches 0 counts as +inf (the upper bound is then inf); one already
+    >= 0 at the first x counts as that x (a bound, not a value).
     """
-    groups = [[list(c) for c in cs if len(c)] for cs in clusters]
-    if len(xs) < 2 or any(len(g) < 2 for g in groups):
+    groups = [[g for g in ([list(r) for r in grp if len(r)] for grp in cs) if g] for cs in clusters]
+    if len(xs) < 2 or any(sum(len(g) for g in gs) < 2 for gs in groups):
         return None
     rng = random.Random(seed)
     vals: list[float] = []
     for _ in range(n_resamples):
         ys = []
-        for g in groups:
-            pooled = [v for _ in g for v in g[rng.randrange(len(g))]]
+        for gs in groups:
+            pooled: list[float] = []
+            for _ in gs:
+                pooled.extend(_two_stage(gs, rng))
             ys.append(mean(pooled))
         b = break_even(xs, ys)
         vals.append(math.inf if b is None else b)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from speculate.sim.latency import rng_for
+from speculate.sim.scenario import Scenario
 
 LOGNORMAL_MEDIAN_S = 5.0
 LOGNORMAL_SIGMA = 0.9
@@ -94,6 +95,62 @@ def load_empirical(path: Path) -> EmpiricalThink:
     return EmpiricalThink(tuple(values), label=f"empirical:{path.name}")
 
 
+@dataclass(frozen=True)
+class RecordedThink:
+    """The think time each turn recorded (imported sessions, :func:`recorded_thinks`); a turn without one
+    draws from ``fallback``."""
+
+    fallback: ThinkTime = LogNormalThink()
+    label: str = "recorded"
+
+    def draw(self, rng: random.Random) -> float:
+        return self.fallback.draw(rng)
+
+
+def recorded_think_s(pause_s: float, prompt: str, *, tab: bool) -> float:
+    """Think time from a recorded pause (end of answer to prompt): the pause less the time entering the
+    prompt takes as the user entered it (Tab or typing), capped like the log-normal (a longer pause is a
+    break, not thinking)."""
+    return min(LOGNORMAL_CAP_S, max(0.0, pause_s - (TAB_ACCEPT_S if tab else typing_s(prompt))))
+
+
+def recorded_thinks(scenario: Scenario) -> list[float | None]:
+    """Each turn's recorded think time (None where the scenario recorded no pause; always None for turn 0).
+    A turn was entered with Tab when its prompt is the previous turn's suggestion, which is how an import
+    writes a prompt the user took from Claude Code's suggestion."""
+    out: list[float | None] = [None]
+    for prev, turn in zip(scenario.turns, scenario.turns[1:], strict=False):
+        tab = any(c.text == turn.prompt and c.weight > 0 for c in prev.options)
+        out.append(None if turn.pause_s is None else recorded_think_s(turn.pause_s, turn.prompt, tab=tab))
+    return out
+
+
+@dataclass(frozen=True)
+class LogNormalFit:
+    mu: float  # of log seconds (maximum likelihood)
+    sigma: float
+    n: int  # think times fitted
+    left_out: int  # zero think times (no log): prompts entered as soon as the answer ended
+
+    @property
+    def median_s(self) -> float:
+        return math.exp(self.mu)
+
+    def think(self) -> LogNormalThink:
+        return LogNormalThink(self.median_s, self.sigma, label=f"lognormal-fit(mu={self.mu:.3f},"
+                              f"sigma={self.sigma:.3f},median={self.median_s:.3g}s,n={self.n})")
+
+
+def fit_lognormal(samples: Sequence[float]) -> LogNormalFit:
+    """Maximum-likelihood log-normal of positive think times (seconds)."""
+    logs = [math.log(x) for x in samples if x > 0]
+    if len(logs) < 2:
+        raise ValueError(f"--think-time fit: {len(logs)} positive think time(s); at least 2 are needed")
+    mu = sum(logs) / len(logs)
+    sigma = math.sqrt(sum((x - mu) ** 2 for x in logs) / len(logs))
+    return LogNormalFit(mu, sigma, len(logs), len(samples) - len(logs))
+
+
 def parse_think(spec: str) -> ThinkTime:
     """``lognormal`` | ``lognormal:MEDIAN,SIGMA`` | ``fixed:SECONDS`` | ``file:PATH``."""
     kind, _, arg = spec.partition(":")
@@ -141,13 +198,17 @@ class PlannedTurn:
 
 
 def plan_turns(prompts: Sequence[str], suggestions: Sequence[str | None], *, think: ThinkTime, seed: int,
-               scenario: str, rep: int) -> list[PlannedTurn]:
+               scenario: str, rep: int, recorded: Sequence[float | None] = ()) -> list[PlannedTurn]:
     """The prompt sequence both arms of a pair send, with think times.
 
     ``suggestions[i]`` is the suggestion drawn after turn ``i``; the user accepts it when it equals the
-    next prompt. Think times come from a private RNG per (seed, scenario, rep), so the arms draw the same.
+    next prompt. Think times come from a private RNG per (seed, scenario, rep), so the arms draw the same;
+    under :class:`RecordedThink` a turn's ``recorded`` think time, where it has one.
     """
     think_rng = rng_for(seed, scenario, rep, "think")
-    return [PlannedTurn(i, prompt, think.draw(think_rng) if i > 0 else 0.0,  # nothing to speculate before turn 0
-                        suggestions[i - 1] if i > 0 else None)
-            for i, prompt in enumerate(prompts)]
+    out = []
+    for i, prompt in enumerate(prompts):
+        drawn = think.draw(think_rng) if i > 0 else 0.0  # nothing to speculate before turn 0
+        own = recorded[i] if isinstance(think, RecordedThink) and i < len(recorded) else None
+        out.append(PlannedTurn(i, prompt, drawn if own is None else own, suggestions[i - 1] if i > 0 else None))
+    return out

@@ -5,6 +5,13 @@ a kernel session snapshots the lower tree's metadata (one lstat walk) before it 
 (a) a base, taken from the snapshot, for every path the session changed in the upper layer and (b) every
 regular file of the snapshot as read: promotion then conflicts if anything in the project changed during
 the speculation. Conservative, and its cost grows with the size of the project (see docs/overlay.md).
+
+The mount stays without ``redirect_dir``, so renaming a directory that has lower content answers EXDEV
+(``mv`` and ``shutil.move`` then copy, as across file systems; the FUSE view answers the same way). With
+``redirect_dir=on`` the kernel would record the move as a ``trusted.overlay.redirect`` xattr that this
+package's reader of the upper layer (changes, promotion) does not follow, and a mount in a user namespace
+(``userxattr``) cannot enable it at all. A speculative command that fails on such a rename stops at a
+boundary instead (speculate.speculation.sandbox_shell).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 Control flow uses small exceptions (:mod:`speculate.agent_types`): :class:`ToolDenied` becomes an
 ``is_error`` result, :class:`BoundaryReached` (a speculative fork must stop before this call) propagates out
 of ``run``, and so does :class:`MaxTurnsReached`. Tool failures go back to the model; our own bugs
-propagate. The user's hooks (:class:`Hooks`, :mod:`speculate.hooks`) run on the prompt, around each call,
-and when the turn would end.
+propagate. The user's hooks (:class:`Hooks`, :mod:`speculate.hooks`) run on the prompt, before each call's
+permission check (their decision feeds it, as in Claude Code), after it, and when the turn would end; what
+they say for the model goes in a ``<system-reminder>`` block after the prompt or the tool results, and a
+hook's ``continue: false`` ends the turn (``TurnResult.hook_stopped``).
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from speculate.agent_types import (
     TurnResult,
     summarize,
 )
+from speculate.hooks.events import NO_RESPONSE, prompt_stopped, reminder, stop_feedback
+from speculate.hooks.runner import elapsed_ms
 from speculate.instructions import nested_for_calls
 from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
 from speculate.tools.budget import MESSAGE_RESULT_BUDGET, fit_results
-from speculate.types import Block, Message, add_text, text_of, text_of_result, tool_result, tool_uses, user
+from speculate.types import Block, Message, text, text_of, text_of_result, tool_result, tool_uses, user
 
 # The loop's vocabulary stays importable from here, as it was before agent_types.py.
 __all__ = [
@@ -90,17 +94,30 @@ class Agent:
         self.on_event = on_event or (lambda e: None)
         self.repair_on_interrupt = repair_on_interrupt
         self.hooks = hooks
+        if hooks is not None:
+            hooks.attach(self.messages)  # the transcript a hook reads (transcript_path) is this conversation
+        self._inputs: dict[str, Block] = {}  # a call's input as a PreToolUse hook changed it (updatedInput)
+        self._notes: dict[str, list[str]] = {}  # per call: what its hooks said for the model
+        self._stop: str | None = None  # a hook said continue: false in this step
         self.result_budget = result_budget  # characters of tool results per message (tools/budget.py)
 
     # -- the loop -------------------------------------------------------------------------------------
     async def run(self, prompt: str) -> TurnResult:
         """Add the user's prompt and run until a response has no tool calls."""
-        context = await self.hooks.prompt(prompt) if self.hooks is not None else []
+        pre = await self.hooks.prompt(prompt) if self.hooks is not None else None
+        blocks = [prompt, *([reminder(pre.context)] if pre is not None and pre.context else [])]
+        if pre is not None and pre.stop is not None:
+            blocks.append(prompt_stopped(pre.stop))
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == "user":
-            last["content"] += user(prompt, *context)["content"]  # after an interrupted turn
+            last["content"] += user(*blocks)["content"]  # after an interrupted turn
         else:
-            self.messages.append(user(prompt, *context))
+            self.messages.append(user(*blocks))
+        if pre is not None and pre.stop is not None:  # continue: false: no request, as Claude Code records it
+            self.messages.append({"role": "assistant", "content": [text(NO_RESPONSE)]})
+            result = TurnResult(stop="hook", hook_stopped=pre.stop)
+            result.finished = time.perf_counter()
+            return result
         return await self.resume()
 
     async def resume(self) -> TurnResult:
@@ -155,16 +172,32 @@ class Agent:
             if resp.stop_reason == "max_tokens" and len(result.responses) < 4:
                 self.messages.append(user(MAX_TOKENS_CONTINUE))
                 return False
-            if self.hooks is not None and (go_on := await self.hooks.stop(result.stop_hooks_blocked > 0)):
-                result.stop_hooks_blocked += 1
-                self.messages.append(user(go_on))
-                return False
-            return True
+            return await self._stop_hooks(result)
         results = await self.execute(uses, early, done, result)
         # A subdirectory's CLAUDE.md, the first time a file there is read or written: after the results, as
         # Claude Code sends it (the system prompt, and so the cache key, stay as they were).
         nested = nested_for_calls(self.ctx.fs, uses, results, self.messages)
-        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget), *nested))
+        notes = [n for b in uses for n in self._notes.get(b["id"], [])] + ([self._stop] if self._stop else [])
+        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget), *nested,
+                                  *([reminder(notes)] if notes else [])))
+        result.hook_stopped = self._stop or ""
+        return self._stop is not None
+
+    async def _stop_hooks(self, result: TurnResult) -> bool:
+        """The Stop hooks, when the turn would end: True if it ends, False if it goes on with their feedback."""
+        if self.hooks is None:
+            return True
+        out = await self.hooks.stop(result.stop_hooks_blocked > 0, result.text)
+        if out.stop is not None:  # continue: false: the turn ends, and the next request sees why
+            said = [stop_feedback(out.feedback)] if out.feedback else []
+            self.messages.append(user(*said, reminder([f"Stop hook stopped continuation: {out.stop}"])))
+            self.messages.append({"role": "assistant", "content": [text(NO_RESPONSE)]})
+            result.hook_stopped = out.stop
+            return True
+        if out.feedback is None:
+            return True
+        result.stop_hooks_blocked += 1
+        self.messages.append(user(stop_feedback(out.feedback)))
         return False
 
     async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]
@@ -190,6 +223,7 @@ class Agent:
                       result: TurnResult) -> list[Block]:
         """Run the calls: consecutive concurrency-safe calls in parallel, others serially, in call order."""
         self._pending = done
+        self._inputs, self._notes, self._stop = {}, {}, None
         try:
             i = 0
             while i < len(uses):
@@ -242,6 +276,8 @@ class Agent:
             inp = tool.parse(block["input"])
         except ToolError:
             return False
+        if self.hooks is not None and self.hooks.would_run("PreToolUse", tool.name):
+            return False  # its hooks decide first, in call order (execute)
         return tool.is_concurrency_safe(inp) and self.authorizer.preauthorized(tool, inp)
 
     async def _authorize(self, block: Block, done: dict[str, Block]) -> None:
@@ -255,7 +291,27 @@ class Agent:
             return
         try:
             inp = tool.parse(block["input"])
-            await self.authorizer.authorize(tool, inp, block)
+            await self.authorizer.before_hooks(tool, inp, block)
+            if self.hooks is None:
+                await self.authorizer.authorize(tool, inp, block)
+                return
+            pre = await self.hooks.pre_tool(block)
+            self._notes[block["id"]] = list(pre.context)
+            self._stop = self._stop or pre.stop
+            if pre.refusal is not None:
+                self._refuse(block, done, pre.refusal)
+                return
+            run = block
+            if pre.updated_input is not None:  # the changed input is what is gated and run
+                run = self._inputs[block["id"]] = {**block, "input": pre.updated_input}
+                try:
+                    inp = tool.parse(pre.updated_input)
+                except ToolError as e:
+                    raise ToolError(f"PreToolUse hook for {tool.name} returned updatedInput that is not valid "
+                                    f"for the tool: {e}") from None
+                await self.authorizer.before_hooks(tool, inp, run)
+            hook = pre.decision if pre.decision in ("allow", "ask") else None
+            await self.authorizer.authorize(tool, inp, run, hook=hook, hook_reason=pre.reason)
         except ToolError as e:
             self._refuse(block, done, str(e))
         except ToolDenied as e:
@@ -265,7 +321,7 @@ class Agent:
         """A call that does not run: an is_error result for the model, and a line for the person."""
         done[block["id"]] = tool_result(block["id"], why, is_error=True)
         self.on_event(ToolFinished(block["id"], block["name"], summarize(block["name"], block.get("input", {})),
-                                   True, 0.0, why, denied=True))
+                                   True, 0.0, why, denied=True, input=block.get("input", {})))
 
     async def _run_one_into(self, block: Block, done: dict[str, Block], ev: trio.Event | None) -> None:
         try:
@@ -279,17 +335,23 @@ class Agent:
         summary = summarize(block["name"], block.get("input", {}))
         self.on_event(ToolStarted(block["id"], block["name"], summary))
         t0 = time.perf_counter()
+        run = self._inputs.get(block["id"], block)
         try:
-            refused = await self.hooks.pre_tool(block) if self.hooks is not None else None
-            res = ToolResult(refused, is_error=True) if refused is not None else await self._call(tool, block)
+            before = await self.hooks.capture(run, self.ctx.fs) if self.hooks is not None else None
+            res = await self._call(tool, run)
             out = tool_result(block["id"], res.content, is_error=res.is_error)
-            if self.hooks is not None and not res.is_error and (fb := await self.hooks.post_tool(block, out)):
-                out["content"] = add_text(out["content"], fb)
+            if self.hooks is not None:
+                ms = elapsed_ms(t0)
+                post = await (self.hooks.post_tool_failure(run, out, duration_ms=ms) if res.is_error else
+                              self.hooks.post_tool(run, out, fs=self.ctx.fs, before=before, duration_ms=ms))
+                self._notes.setdefault(block["id"], []).extend(post.context)
+                self._stop = self._stop or post.stop
         except BoundaryReached as b:  # a sandbox bound crossed or its backend died; a hook the fork cannot run
             b.tool_use_id = b.tool_use_id or block["id"]
             raise
         self.on_event(ToolFinished(block["id"], block["name"], summary, res.is_error,
-                                   time.perf_counter() - t0, text_of_result(out["content"])))
+                                   time.perf_counter() - t0, text_of_result(out["content"]),
+                                   input=block.get("input", {})))
         if res.written:
             out["_written"] = res.written
         return out

@@ -49,25 +49,35 @@ class MaxTurnsReached(Exception):
 
 
 class Authorizer(Protocol):
-    """Decides each tool call. Raise ToolDenied to refuse, BoundaryReached to stop a fork."""
+    """Decides each tool call. Raise ToolDenied to refuse, BoundaryReached to stop a fork.
+
+    A call goes ``before_hooks`` (refusals that come before the PreToolUse hooks: Claude Code refuses a file
+    tool's path that a deny rule covers without running them), then the PreToolUse hooks, then
+    ``authorize`` with their decision (``allow`` skips the permission prompt but not a deny or ask rule;
+    ``ask`` asks even where the rules allow; a ``deny`` never gets here) and the input they left."""
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         """May this call start now, without asking anyone (used to start reads while streaming)?"""
         ...
 
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
+    async def before_hooks(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block, *,
+                        hook: Literal["allow", "ask"] | None = None, hook_reason: str = "") -> None: ...
 
 
 class Hooks(Protocol):
-    """The user's hooks (:class:`speculate.hooks.HookRunner`): ``prompt`` returns context to add (or raises
-    to refuse the prompt); ``pre_tool`` None or the is_error result replacing the call; ``post_tool`` None or
-    feedback added to the result; ``stop`` None (the turn ends) or the message it goes on with. In a fork any
-    of them may raise BoundaryReached."""
+    """The user's hooks (:class:`speculate.hooks.HookRunner`); outcomes in :mod:`speculate.hooks.events`.
+    ``prompt`` raises PromptBlocked to refuse the prompt. In a fork any of them may raise BoundaryReached."""
 
-    async def prompt(self, prompt: str) -> list[str]: ...
-    async def pre_tool(self, block: Block) -> str | None: ...
-    async def post_tool(self, block: Block, result: Block) -> str | None: ...
-    async def stop(self, active: bool) -> str | None: ...
+    def attach(self, messages: list[Any]) -> None: ...
+    def would_run(self, event: str, target: str | None = None) -> bool: ...
+    async def prompt(self, prompt: str) -> Any: ...
+    async def pre_tool(self, block: Block) -> Any: ...
+    async def capture(self, block: Block, fs: Any) -> str | None: ...
+    async def post_tool(self, block: Block, result: Block, *, fs: Any, before: str | None, duration_ms: int) -> Any: ...
+    async def post_tool_failure(self, block: Block, result: Block, *, duration_ms: int) -> Any: ...
+    async def stop(self, active: bool, last_message: str = "") -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,7 @@ class ToolFinished:
     duration_s: float
     result: str = field(repr=False, default="")
     denied: bool = False  # refused before it ran (permission, invalid input, no such tool)
+    input: dict[str, Any] = field(repr=False, default_factory=dict)  # the call's arguments (the REPL's diffs)
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,7 @@ class TurnResult:
     responses: list[ModelResponse] = field(default_factory=list)
     tools_run: int = 0
     stop_hooks_blocked: int = 0
+    hook_stopped: str = ""  # a hook said ``continue: false``: the turn ended there (what it said)
     written: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     finished: float = 0.0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from speculate.models.anthropic import AnthropicModel
+from speculate.models.anthropic import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, STALL_ATTEMPTS, AnthropicModel
 
 
 @dataclass(kw_only=True)
@@ -25,12 +25,24 @@ class BackendConfig:
     hit_rate: float | None = None  # sim: forced share of suggestions that are the user's next intent
     time_scale: float = 1.0  # sim: 1.0 = real time
     faults: Any = None  # sim: speculate.sim FaultConfig
+    realism: Any = None  # sim: speculate.sim.realism Realism (a less ideal API), None for the ideal one
     record: Path | None = None  # anthropic: save every request/response with timings (a replayable trace)
     trace: Path | None = None  # sim: serve a recorded trace
     claude_binary: Path | None = None  # claude-cli: the executable (None: `claude` on PATH, else ours)
     # claude-cli: run the CLI against the embedded simulator (scenarios, seed, hit rate and time scale as for
     # sim) with a scratch HOME, removed on exit; what `speculate bench --model claude-cli` does.
     simulate: bool = False
+    # Every backend: seconds to connect, seconds without a byte, tries of a request that stalls
+    # (speculate.models.anthropic; the claude-cli backend passes them to the CLI as API_TIMEOUT_MS and
+    # CLAUDE_CODE_MAX_RETRIES); ``on_notice`` hears each retry.
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    read_timeout_s: float = READ_TIMEOUT_S
+    stall_attempts: int = STALL_ATTEMPTS
+    on_notice: Any = None
+
+    def timeouts(self) -> dict[str, Any]:
+        return {"connect_timeout_s": self.connect_timeout_s, "read_timeout_s": self.read_timeout_s,
+                "stall_attempts": self.stall_attempts, "on_notice": self.on_notice}
 
 
 @asynccontextmanager
@@ -44,8 +56,10 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
             kwargs["scenarios"] = sources  # .yaml scenarios and .jsonl recorded traces
         if cfg.faults is not None:
             kwargs["faults"] = cfg.faults
+        if cfg.realism is not None:
+            kwargs["realism"] = cfg.realism
         with SimServer(**kwargs) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim") as m:
+            async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim", **cfg.timeouts()) as m:
                 yield m
     elif cfg.backend == "anthropic":
         key = cfg.api_key or os.environ.get("ANTHROPIC_API_KEY")
@@ -62,7 +76,7 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
                     writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
 
             async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
-                                      name="anthropic") as m:
+                                      name="anthropic", **cfg.timeouts()) as m:
                 yield m
     elif cfg.backend == "claude-cli" and cfg.simulate:
         async with _claude_cli_on_sim(cfg) as m:
@@ -76,11 +90,11 @@ async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
 @asynccontextmanager
 async def _claude_cli_on_sim(cfg: BackendConfig) -> AsyncIterator[Any]:
     import shutil
-    import tempfile
 
     from speculate.models.claude_cli import ClaudeCliModel
     from speculate.sim.claude_code import ClaudeCode
     from speculate.sim.server import SimServer
+    from speculate.tempfiles import temp_dir
 
     binary: Path | str = cfg.claude_binary or ClaudeCode.locate()  # ours first: the pinned version
     if isinstance(binary, str):
@@ -88,13 +102,14 @@ async def _claude_cli_on_sim(cfg: BackendConfig) -> AsyncIterator[Any]:
     kwargs: dict[str, Any] = {"seed": cfg.seed, "hit_rate": cfg.hit_rate, "time_scale": cfg.time_scale}
     if cfg.scenarios:
         kwargs["scenarios"] = list(cfg.scenarios)
-    scratch = Path(tempfile.mkdtemp(prefix="speculate-claude-cli-"))
+    scratch = temp_dir("claude-cli")
     try:
         (scratch / "home").mkdir()
         (scratch / "cwd").mkdir()
         with SimServer(**kwargs) as sim:
             env = ClaudeCode(binary, home=scratch / "home").env(sim.base_url)
-            yield ClaudeCliModel(binary=binary, env=env, cwd=scratch / "cwd")
+            yield ClaudeCliModel(binary=binary, env=env, cwd=scratch / "cwd", read_timeout_s=cfg.read_timeout_s,
+                                 stall_attempts=cfg.stall_attempts)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -115,4 +130,5 @@ def _claude_cli(cfg: BackendConfig) -> Any:
         env = {**os.environ, "ANTHROPIC_BASE_URL": cfg.base_url}
     cwd = Path.home() / ".cache" / "speculate" / "claude-cli"  # the CLI keeps its sessions per directory
     cwd.mkdir(parents=True, exist_ok=True)
-    return ClaudeCliModel(binary=binary, env=env, cwd=cwd)
+    return ClaudeCliModel(binary=binary, env=env, cwd=cwd, read_timeout_s=cfg.read_timeout_s,
+                          stall_attempts=cfg.stall_attempts)

@@ -1,131 +1,151 @@
-"""The ``speculate`` command: subcommands dispatch lazily to the part that owns them."""
+"""The ``speculate`` command: one argparse tree for every subcommand, with generated help and "did you
+mean" for a mistyped subcommand at any level.
+
+Each subcommand's module owns its options: a ``configure(parser)`` function adds them and sets
+``run`` (``parser.set_defaults(run=fn)``, ``fn(namespace) -> exit status``). A subcommand's module is
+imported only when its name is on the command line, so ``speculate`` (the REPL) does not import the
+benchmark. ``speculate [DIR] [options]`` with no subcommand is ``speculate repl``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import sys
-from collections.abc import Callable
-
-USAGE = """usage: speculate [repl] [DIR] [options]      the interactive REPL (default)
-       speculate bench [--quick] [options]     speculative vs plain benchmark (README's main job)
-       speculate sim serve [--port 0] ...      the embedded Messages-API simulator
-       speculate sim check SCENARIO.yaml       validate a scenario and replay it (unmet expectations)
-       speculate check-bash "CMD"              classify a shell command (JSON)
-       speculate sandbox run [opts] -- CMD     run CMD as speculative Bash would, in a throwaway overlay
-       speculate stats EVENTS.jsonl            summarise a session's speculation events
-       speculate recover [--abandon] [PROJECT] finish or undo an acceptance a killed process left
-       speculate --help | --version
-"""
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any, NoReturn
 
 
-def _repl(argv: list[str]) -> int:
-    from speculate.repl.app import repl_main
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose unknown subcommand reads ``unknown subcommand 'chek' (did you mean
+    'check'?)``, and which raises :class:`UsageError` instead of exiting (``main`` returns its status)."""
 
-    return repl_main(argv)
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            names = list(action.choices)
+            near = difflib.get_close_matches(str(value), names, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise argparse.ArgumentError(None, f"unknown subcommand {value!r}{hint}; choose from "
+                                               + ", ".join(names))
+        super()._check_value(action, value)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            self._print_message(message, sys.stderr)
+        raise UsageError(status)
 
 
-def _bench(argv: list[str]) -> int:
-    from bench.cli import bench_main
+class UsageError(Exception):
+    """argparse finished (help printed, or a usage error named): the exit status."""
 
-    return bench_main(argv)
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
-def _sim(argv: list[str]) -> int:
-    if argv and argv[0] == "check":
-        from bench.check import check_main
+@dataclass(frozen=True)
+class Command:
+    name: str
+    summary: str
+    configure: str = ""  # "module:function" that adds the options and sets run; "" for a group
+    children: tuple[Command, ...] = ()
 
-        return check_main(argv[1:])
-    if not argv or argv[0] != "serve":
-        print("usage: speculate sim serve [--port 0] [--scenario PATH ...] [--seed N] [--time-scale X]\n"
-              "       speculate sim check SCENARIO.yaml ...", file=sys.stderr)
+
+COMMANDS: tuple[Command, ...] = (
+    Command("repl", "the interactive REPL (the default: `speculate [DIR] [options]`)",
+            "speculate.repl.main:configure"),
+    Command("bench", "speculative vs suggest vs plain benchmark (the README's main job)", "bench.cli:configure"),
+    Command("sim", "the embedded Messages-API simulator", children=(
+        Command("serve", "serve the simulator until interrupted", "speculate.sim.cli:configure"),
+        Command("check", "validate scenario files and replay them (unmet expectations)", "bench.check:configure"),
+    )),
+    Command("check-bash", "classify a shell command as speculative Bash would (JSON)", "speculate.shell.cli:configure"),
+    Command("sandbox", "the speculation sandbox", children=(
+        Command("run", "run a command as speculative Bash would, in a throwaway overlay (JSON summary)",
+                "speculate.cli:configure_sandbox_run"),
+    )),
+    Command("stats", "summarise a session's speculation records (JSON)", "speculate.speculation.stats:configure"),
+    Command("import", "other agents' sessions as scenarios", children=(
+        Command("claude-code", "Claude Code session transcripts as scenario files (docs/transcripts.md)",
+                "speculate.importers.claude_code:configure"),
+    )),
+    Command("recover", "finish or undo an acceptance a killed process left", "speculate.cli:configure_recover"),
+)
+NAMES = tuple(c.name for c in COMMANDS)
+
+
+def build_parser(argv: Sequence[str] = ()) -> Parser:
+    """The whole tree; the options of a subcommand named in ``argv`` (or of all, with ``argv=None``-like
+    ``("*",)``) are filled in."""
+    root = Parser(prog="speculate", description="Speculative execution for LLM coding agents. "
+                  "`speculate [DIR] [options]` runs the REPL (`speculate repl --help`); with no DIR on the "
+                  "simulator it is the bundled demo.",
+                  epilog="`speculate COMMAND --help` describes each command's options.")
+    root.add_argument("--version", action="store_true", help="print the version and exit")
+    _add(root, COMMANDS, set(argv), prefix="speculate")
+    return root
+
+
+def _add(parser: argparse.ArgumentParser, commands: Sequence[Command], words: set[str], *, prefix: str) -> None:
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", dest=f"{prefix.replace(' ', '_')}_cmd",
+                                parser_class=Parser)
+    for c in commands:
+        p = sub.add_parser(c.name, help=c.summary, description=c.summary[:1].upper() + c.summary[1:] + ".",
+                           prog=f"{prefix} {c.name}")
+        if c.children:
+            p.set_defaults(run=_group_help(p))
+            _add(p, c.children, words, prefix=f"{prefix} {c.name}")
+        elif c.name in words or "*" in words:
+            module, _, fn = c.configure.partition(":")
+            getattr(import_module(module), fn)(p)
+
+
+def _group_help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """A group named without its subcommand (``speculate sim``): its help, and a usage error."""
+    def run(_: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
         return 2
-    from speculate.sim import serve_main
 
-    return serve_main(argv[1:])
-
-
-def _check_bash(argv: list[str]) -> int:
-    from speculate.shell import check_bash_main
-
-    return check_bash_main(argv)
+    return run
 
 
-def _sandbox(argv: list[str]) -> int:
-    from overlayfs.sandbox.cli import sandbox_main
-    from speculate.settings import load_settings
-    from speculate.term import visible
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:2] == ["bench", "export"]:  # a subcommand of a command that otherwise takes only options
+        from bench.export import export_main
 
-    return sandbox_main(argv, show=visible, settings_env=lambda project: load_settings(project).env)
-
-
-def _stats(argv: list[str]) -> int:
-    from speculate.speculation.stats import stats_main
-
-    return stats_main(argv)
-
-
-def _recover(argv: list[str]) -> int:
-    import argparse
-    from pathlib import Path
-
-    from overlayfs import abandon_project, recover_project
-
-    ap = argparse.ArgumentParser(prog="speculate recover", description="Finish (roll forward) or undo (roll "
-                                 "back) an acceptance that a killed speculate process left in PROJECT, and "
-                                 "remove its speculation overlays. The REPL, the benchmark and every session "
-                                 "do this by themselves when they start; when it cannot be done there (a "
-                                 "read-only filesystem, say), they say so and this command settles it later.")
-    ap.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="project directory (default: .)")
-    ap.add_argument("--abandon", action="store_true", help="neither finish nor undo it: keep the real tree as "
-                    "it is, forget the interrupted acceptance and remove its temporary *.ovl-tmp names")
-    a = ap.parse_args(argv)
+        return export_main(args[2:])
+    if args[:1] == ["help"]:  # `speculate help bench` is `speculate bench --help`
+        args = [*args[1:], "--help"] if args[1:] else ["--help"]
+    if not args or (args[0] not in NAMES and args[0] not in ("-h", "--help", "--version")):
+        if args and _looks_like_a_command(args[0]):
+            near = difflib.get_close_matches(args[0], [*NAMES, "help"], n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            print(f"speculate: unknown command {args[0]!r}{hint}; commands: {', '.join(NAMES)}. A new project "
+                  f"directory of that name: speculate repl {args[0]}", file=sys.stderr)
+            return 2
+        args = ["repl", *args]
+    parser = build_parser(args)
     try:
-        rec = abandon_project(a.project) if a.abandon else recover_project(a.project)
-    except (FileNotFoundError, NotADirectoryError) as e:
-        print(f"speculate recover: {e.strerror}: {e.filename}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as e:
-        print(f"speculate recover: {e}", file=sys.stderr)
-        return 1
-    from speculate.term import visible
-
-    if rec is not None and not rec.ok:
-        print(f"speculate recover: {visible(rec.line())}", file=sys.stderr)
-        return 1
-    if rec is None or (rec.action is None and not rec.overlays_removed):
-        print(visible(f"nothing pending for {Path(a.project).resolve()}"))
-    else:
-        print(visible(rec.line()))
-    return 0
-
-
-COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "repl": _repl, "bench": _bench, "sim": _sim, "check-bash": _check_bash, "stats": _stats,
-    "sandbox": _sandbox,
-    "recover": _recover,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0
-    if args and args[0] == "--version":
+        ns = parser.parse_args(args)
+    except UsageError as e:
+        return e.status
+    if ns.version:
         from speculate import __version__
 
         print(f"speculate {__version__}")
         return 0
-    if args and args[0] in COMMANDS:
-        return COMMANDS[args[0]](args[1:])
-    if args and _looks_like_a_command(args[0]):
-        import difflib
-
-        near = difflib.get_close_matches(args[0], [*COMMANDS, "help"], n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        print(f"speculate: unknown command {args[0]!r}{hint}; commands: {', '.join(COMMANDS)}. A new project "
-              f"directory of that name: speculate repl {args[0]}", file=sys.stderr)
-        return 2
-    return _repl(args)
+    ns.command_line = args  # as typed (less "speculate"): what a run records as its provenance
+    run = getattr(ns, "run", None)
+    if run is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(run(ns))
+    except UsageError as e:  # a run function's own ArgumentParser.error()
+        return e.status
 
 
 def _looks_like_a_command(word: str) -> bool:
@@ -134,6 +154,62 @@ def _looks_like_a_command(word: str) -> bool:
     from pathlib import Path
 
     return not word.startswith(("-", ".", "~", "/")) and "/" not in word and not Path(word).exists()
+
+
+# -- the two small commands that live here -----------------------------------------------------------------
+def configure_sandbox_run(p: argparse.ArgumentParser) -> None:
+    from overlayfs.sandbox.cli import configure
+
+    configure(p)
+    p.set_defaults(run=_sandbox_run)
+
+
+def _sandbox_run(ns: argparse.Namespace) -> int:
+    from overlayfs.sandbox.cli import run
+    from speculate.settings import load_settings
+    from speculate.term import visible
+
+    return run(ns, show=visible, settings_env=lambda project: load_settings(project).env)
+
+
+def configure_recover(p: argparse.ArgumentParser) -> None:
+    p.description = ("Finish (roll forward) or undo (roll back) an acceptance that a killed speculate process "
+                     "left in PROJECT, and remove its speculation overlays and the temporary files of speculate "
+                     "processes that are gone. The REPL, the benchmark and every session do this by themselves "
+                     "when they start; when it cannot be done there (a read-only filesystem, say), they say so "
+                     "and this command settles it later.")
+    p.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="project directory (default: .)")
+    p.add_argument("--abandon", action="store_true", help="neither finish nor undo it: keep the real tree as "
+                   "it is, forget the interrupted acceptance and remove its temporary *.ovl-tmp names")
+    p.set_defaults(run=_recover)
+
+
+def _recover(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from overlayfs import abandon_project, recover_project
+    from speculate.tempfiles import clean_stale
+    from speculate.term import visible
+
+    try:
+        rec = abandon_project(a.project) if a.abandon else recover_project(a.project)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        print(f"speculate recover: {e.strerror}: {e.filename}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:
+        print(f"speculate recover: {e}", file=sys.stderr)
+        return 1
+    if rec is not None and not rec.ok:
+        print(f"speculate recover: {visible(rec.line())}", file=sys.stderr)
+        return 1
+    if rec is None or (rec.action is None and not rec.overlays_removed):
+        print(visible(f"nothing pending for {Path(a.project).resolve()}"))
+    else:
+        print(visible(rec.line()))
+    cleaned = clean_stale()
+    if cleaned:
+        print(visible(cleaned.line()))
+    return 0
 
 
 if __name__ == "__main__":

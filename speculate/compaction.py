@@ -7,21 +7,29 @@ joins that message. After :data:`MAX_FAILURES` consecutive failures (the API rej
 already too large) the circuit breaker opens: no more automatic tries, and the session says so. ``/compact``
 (:meth:`Compactor.compact` with ``force``) runs it on demand, breaker or not.
 
-Only the session's main conversation compacts, between turns. A speculative fork never does: the engine
-suppresses speculation whose fork would cross the threshold (suppression reason ``context_limit``).
+Only the session's main conversation compacts, between turns, and *reactively*: a request the API refuses
+with "prompt is too long" (a turn whose tool results outgrew the window) compacts once and is retried
+(:meth:`speculate.session.Session.run_turn`). Such a conversation cannot be sent whole even to be
+summarised, so the summary request sees a copy cut to :func:`shrunk` (its largest blocks first). A
+speculative fork never compacts: the engine suppresses speculation whose fork would cross the threshold
+(suppression reason ``context_limit``).
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Any
 
 from speculate.models.base import CacheKey, Done, Model, ModelError, ModelResponse, Usage
 from speculate.types import Message, text_of, user
 
 COMPACT_MARGIN = 13_000  # tokens below the window where automatic compaction starts (seed 004)
+SHRUNK_BLOCK = 2_000  # characters a block keeps when a conversation is cut down to be summarised
+CHARS_PER_TOKEN = 4  # a conservative estimate, for cutting to a token budget
 MAX_FAILURES = 3
 DEFAULT_WINDOW = 200_000
 COMPACT_INSTRUCTION = (
@@ -38,6 +46,37 @@ CONTINUATION = (
 
 class CompactionFailed(Exception):
     """The summary request failed or returned nothing; the conversation is unchanged."""
+
+
+def too_long(error: BaseException) -> bool:
+    """Is this the API refusing a request over the context window?"""
+    return "prompt is too long" in str(error).lower()
+
+
+def shrunk(messages: Sequence[Message], budget_chars: int) -> list[Message]:
+    """A copy of ``messages`` whose text blocks and tool results add up to at most ``budget_chars``
+    characters where cutting can get there: the largest first, each to :data:`SHRUNK_BLOCK` characters
+    and a note. The originals are not changed."""
+    out = copy.deepcopy(list(messages))
+    spots: list[tuple[int, dict[str, Any], str]] = []  # (size, holder, key) of every long text
+    for m in out:
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b.get("type") == "text":
+                spots.append((len(b["text"]), b, "text"))
+            elif b.get("type") == "tool_result":
+                if isinstance(b.get("content"), str):
+                    spots.append((len(b["content"]), b, "content"))
+                else:
+                    spots += [(len(x.get("text", "")), x, "text") for x in b.get("content") or []
+                              if x.get("type") == "text"]
+    total = sum(size for size, _, _ in spots)
+    for size, holder, key in sorted(spots, key=lambda s: -s[0]):
+        if total <= budget_chars or size <= SHRUNK_BLOCK:
+            break
+        holder[key] = (holder[key][:SHRUNK_BLOCK] + f"\n[cut from {size:,} characters to summarise a "
+                       "conversation over the context window]")
+        total -= size - len(holder[key])
+    return out
 
 
 @dataclass
@@ -86,8 +125,10 @@ class Compactor:
         return tokens > 0 and tokens + headroom >= self.threshold
 
     async def compact(self, key: CacheKey, messages: list[Message], *, turn: int, trigger: str = "auto",
-                      tokens: int = 0) -> CompactionRecord:
-        """Summarise ``messages`` and replace them, in place, by the continuation message.
+                      tokens: int = 0, instructions: str = "", shrink: bool = False) -> CompactionRecord:
+        """Summarise ``messages`` and replace them, in place, by the continuation message (``instructions``:
+        the user's own, ``/compact TEXT`` in Claude Code, added to the request). ``shrink``: the conversation
+        is over the window; the summary request sees it cut to half the window (:func:`shrunk`).
 
         Raises CompactionFailed (after counting the failure) when the model call fails or is empty.
         """
@@ -98,7 +139,8 @@ class Compactor:
         self.records.append(rec)
         t0 = time.perf_counter()
         try:
-            resp = await _summary(self.model, key, messages)
+            seen = shrunk(messages, self.window * CHARS_PER_TOKEN // 2) if shrink else messages
+            resp = await _summary(self.model, key, seen, instructions)
             rec.usage = resp.usage
             summary = text_of(resp.message).strip()
             if not summary:
@@ -114,12 +156,13 @@ class Compactor:
         return rec
 
 
-async def _summary(model: Model, key: CacheKey, messages: Sequence[Message]) -> ModelResponse:
+async def _summary(model: Model, key: CacheKey, messages: Sequence[Message], instructions: str = ""
+                   ) -> ModelResponse:
+    ask = COMPACT_INSTRUCTION + (f"\n\nAdditional instructions from the user: {instructions}" if instructions else "")
     if messages and messages[-1]["role"] == "user":  # an interrupted turn: the instruction joins it
-        req = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"],
-                                                            *user(COMPACT_INSTRUCTION)["content"]]}]
+        req = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"], *user(ask)["content"]]}]
     else:
-        req = [*messages, user(COMPACT_INSTRUCTION)]
+        req = [*messages, user(ask)]
     async with aclosing(model.stream(key, req)) as stream:
         async for update in stream:
             if isinstance(update, Done):

@@ -19,7 +19,6 @@ Background work (suggestion, speculation) runs in the session's own nursery and 
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -41,11 +40,13 @@ from speculate.compaction import (
     CompactionRecord,
     Compactor,
     context_tokens,
+    too_long,
 )
-from speculate.hooks import PromptBlocked
+from speculate.hooks import CompactBlocked, HookTranscript, PromptBlocked
 from speculate.models.base import CacheKey, Model, ModelError, Usage
 from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
+from speculate.tempfiles import temp_dir
 from speculate.transcript import Transcript
 from speculate.workspace import Workspace, open_workspace
 
@@ -70,6 +71,9 @@ class SessionConfig:
     deny: list[str] = field(default_factory=list)
     events_path: Path | None = None
     transcript_path: Path | None = None
+    # Where the Claude Code-shaped transcript a hook reads (transcript_path) is written, for a session with
+    # hooks; None: the default (speculate.hooks.transcript.default_dir()).
+    hook_transcript_dir: Path | None = None
     spill_dir: Path | None = None
     max_tokens: int = 8192
     sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
@@ -78,6 +82,9 @@ class SessionConfig:
     context_window: int = DEFAULT_WINDOW  # the model's, in tokens (speculate.compaction)
     compact_margin: int = COMPACT_MARGIN  # auto-compaction at context_window - compact_margin
     auto_compact: bool = True
+    # A request refused as over the window compacts (its copy cut down to be summarisable) and is retried
+    # once; needs auto_compact too.
+    reactive_compact: bool = True
     # Environment overrides for every command the session runs (Bash, hooks; main loop and sandboxed
     # fork alike): the bench pins PATH to the workspace's toolchain (bench/toolchain.py).
     tool_env: dict[str, str] | None = None
@@ -88,6 +95,7 @@ class SessionConfig:
     spec_value: float | None = None  # λ, dollars per second saved; inf: always fork
     spec_candidates: int | None = None  # top-K
     spec_history: dict[str, Any] | None = None
+    keep_accepted_diff: bool = False  # keep the diff of the last accepted speculation (the REPL's /diff)
 
 
 @dataclass
@@ -101,6 +109,7 @@ class TurnOutcome:
     note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
     error: str = ""  # the model failed (retries exhausted)
     blocked: str = ""  # a UserPromptSubmit hook refused the prompt (its reason); nothing was sent
+    stopped: str = ""  # a hook said continue: false and the turn ended there (what it said)
 
 
 class Session:
@@ -129,16 +138,17 @@ class Session:
         # once, here, since the tools are part of the cache key.
         self.tools = self.authorizer.gate.offered([*default_tools(), *self.workspace.tools])
         self.key = self._build_key()
-        self.session_id = uuid.uuid4().hex
+        self.session_id = str(uuid.uuid4())
+        self.hook_transcript = self._new_hook_transcript()
         self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
                                           mode=lambda: self.cfg.mode, on_event=self.on_event,  # type: ignore[arg-type]
-                                          transcript_path=str(cfg.transcript_path or ""))
+                                          transcript=self.hook_transcript)
         self.events = EventLog(cfg.events_path)
         self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
         # Outputs over a tool's limit are saved here; a directory we made is removed with the session. Made
         # after everything that can fail on bad input (a malformed rule), so a failed Session() leaks none.
         self._own_spill = cfg.spill_dir is None
-        self.spill_dir = cfg.spill_dir or Path(tempfile.mkdtemp(prefix="speculate-spill-"))
+        self.spill_dir = cfg.spill_dir or temp_dir("spill")
         self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project, env=cfg.tool_env),
                                spill_dir=self.spill_dir)
         self.messages: list[dict[str, Any]] = []
@@ -187,7 +197,7 @@ class Session:
         self.outcomes.append(outcome)
         self.engine.turn_done(outcome.latency_s, outcome.speculation if outcome.accepted else None)
         self._log_turn(outcome)
-        if self.cfg.speculate and not outcome.error and not outcome.blocked:
+        if self.cfg.speculate and not outcome.error and not outcome.blocked and not outcome.stopped:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
 
@@ -195,32 +205,64 @@ class Session:
                        spec: SpeculationRecord | None = None) -> TurnOutcome:
         """A normal turn (the engine's :class:`~speculate.speculation.host.Host` interface): ``resume`` goes on
         from injected speculative messages. Model errors and the turn's limit end it with ``error`` set."""
+        before = len(self.messages)
         try:
-            result = await (self.agent.resume() if resume else self.agent.run(prompt))
+            try:
+                result = await (self.agent.resume() if resume else self.agent.run(prompt))
+            except ModelError as e:
+                if not too_long(e) or not (self.cfg.auto_compact and self.cfg.reactive_compact):
+                    raise
+                note = "; ".join(n for n in (note, await self._compact_reactively(e)) if n)
+                result = await self.agent.resume()  # once: the same turn, on the summary
         except PromptBlocked as e:
             return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
                                blocked=str(e))
-        except (ModelError, MaxTurnsReached) as e:  # the turn ends with a message; the session goes on
+        except (ModelError, CompactionFailed, MaxTurnsReached) as e:  # the turn ends with a message; the session goes on
             self.last_error = True
             what = f"the turn stopped at its limit: {e}" if isinstance(e, MaxTurnsReached) else str(e)
+            if too_long(e) and len(self.messages) >= before and not resume:
+                # Never a poisoned session: what this turn added would make every later request too long too.
+                del self.messages[before:]
+                self.agent.repair()
+                what += "; this turn was taken back out of the conversation, so the next prompt starts from before it"
             return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
                                error=what)
         self.last_error = False
         if result.responses:
             self._last_usage = result.responses[-1].usage
-        return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note)
+        return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note,
+                           stopped=result.hook_stopped)
 
-    async def compact(self, *, trigger: str = "manual") -> CompactionRecord:
+    async def compact(self, *, trigger: str = "manual", instructions: str = "", shrink: bool = False
+                      ) -> CompactionRecord:
         """Summarise the conversation now (``/compact``; raises CompactionFailed). The speculation on the old
-        prefix is dropped; the next suggestion and fork share the new prefix's cache."""
+        prefix is dropped; the next suggestion and fork share the new prefix's cache. The PreCompact hooks
+        run first (exit 2 refuses: not a failure of the summary), the SessionStart ``compact`` ones after."""
         await self.engine.ignore("compacted")
+        try:
+            # Claude Code's PreCompact triggers are "manual" and "auto": a compaction the API's refusal forced
+            # is an automatic one to a hook.
+            await self.hooks.pre_compact("auto" if trigger == "reactive" else trigger, instructions)
+        except CompactBlocked as e:
+            raise CompactionFailed(f"compaction blocked by a PreCompact hook: {e}") from None
         rec = await self.compactor.compact(self.key, self.messages, turn=self.turn, trigger=trigger,
-                                           tokens=context_tokens(self._last_usage))
+                                           tokens=context_tokens(self._last_usage), instructions=instructions,
+                                           shrink=shrink)
+        await self.hooks.session_start("compact")
         self._last_usage, self._logged = None, 0  # the transcript logs the continuation message
         if self.transcript is not None:
             self.transcript.write("compaction", turn=self.turn, trigger=trigger, tokens_before=rec.tokens_before,
                                   messages_before=rec.messages_before, usage=rec.usage.as_dict())
         return rec
+
+    async def _compact_reactively(self, error: ModelError) -> str:
+        """A request over the context window: summarise the conversation (cut down to be summarisable) and
+        go on from the summary; raises CompactionFailed (naming the refusal) when that fails too."""
+        try:
+            rec = await self.compact(trigger="reactive", shrink=True)
+        except CompactionFailed as e:
+            raise CompactionFailed(f"{error}; compacting it failed too: {e}") from None
+        return f"the request was over the context window: conversation compacted ({rec.messages_before} messages -> a summary) and retried"
 
     async def _auto_compact(self) -> str:
         """Compact before a turn when the context reached the threshold; a note for the outcome, or ""."""
@@ -281,17 +323,33 @@ class Session:
             await self.engine.ignore()
 
     async def clear(self) -> None:
+        """Forget the conversation. As in Claude Code this ends the session for the hooks (SessionEnd
+        ``clear``) and starts another, with a new id and transcript (SessionStart ``clear``)."""
         await self.engine.ignore()
+        await self.hooks.session_end("clear")
         self.messages.clear()
         self._logged, self._last_usage = 0, None
         self.turn = 0
+        self.session_id = self.hooks.session_id = str(uuid.uuid4())
+        self.hook_transcript = self.hooks.transcript = self._new_hook_transcript()
+        await self.hooks.session_start("clear")
+
+    def _new_hook_transcript(self) -> HookTranscript | None:
+        if not self.workspace.settings.hooks:
+            return None  # only hooks read it
+        return HookTranscript.for_session(self.project, self.session_id, base=self.cfg.hook_transcript_dir)
 
     def _remove_spill(self) -> None:
         if self._own_spill:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def diff(self) -> str:
+        """What the current speculation would change (a unified diff), or ""."""
         return self.engine.diff()
+
+    def accepted_diff(self) -> str:
+        """What the last accepted speculation changed (with ``keep_accepted_diff``), or ""."""
+        return self.engine.accepted_diff
 
     def statistics(self) -> dict[str, Any]:
         stats = self.events.statistics()
@@ -315,10 +373,14 @@ async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
                 trio.open_nursery() as nursery:
             s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws, approve=approve)
             try:
+                await s.hooks.session_start("startup")
                 yield s
             finally:
                 with trio.CancelScope(shield=True):
                     await s.engine.shutdown()
+                    await s.hooks.session_end("other")
+                if s.hook_transcript is not None:
+                    s.hook_transcript.remove_forks()
                 nursery.cancel_scope.cancel()
                 if s.transcript is not None:
                     s.transcript.close()

@@ -42,8 +42,12 @@ from pydantic import (
 
 from speculate.instructions import user_dir
 
-EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop")
-TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})  # the events whose matcher names a tool
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
+          "PreCompact", "SessionEnd")
+TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})  # the matcher names a tool
+# Events whose matcher names something else: SessionStart's source (startup, clear, compact; Claude Code also
+# has resume), PreCompact's trigger (manual, auto). The others have no matcher (it is ignored).
+MATCHED_EVENTS = TOOL_EVENTS | {"SessionStart", "PreCompact"}
 DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default per hook command
 
 
@@ -157,16 +161,17 @@ class Hook:
     timeout: float
     source: Path
 
-    def matches(self, tool: str | None) -> bool:
-        """Claude Code's matcher rule: empty or ``*`` matches every tool; a plain name (or ``A|B``) matches
-        exactly; anything else is a regular expression searched in the tool name."""
-        if self.event not in TOOL_EVENTS or self.matcher in ("", "*"):
+    def matches(self, target: str | None) -> bool:
+        """Claude Code's matcher rule: empty or ``*`` matches everything; a plain name (or ``A|B``) matches
+        exactly; anything else is a regular expression searched in the name. ``target`` is the tool name
+        (tool events), the source (SessionStart) or the trigger (PreCompact); other events ignore it."""
+        if self.event not in MATCHED_EVENTS or self.matcher in ("", "*"):
             return True
-        if tool is None:
+        if target is None:
             return False
         if re.fullmatch(r"[\w|-]+", self.matcher):
-            return tool in self.matcher.split("|")
-        return re.search(self.matcher, tool) is not None
+            return target in self.matcher.split("|")
+        return re.search(self.matcher, target) is not None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculate.hooks import HookRan, HookRunner, HookShell
+from speculate.hooks import HookRan, HookRunner, HookShell, HookTranscript
 from speculate.instructions import Instructions, load_instructions
 from speculate.prompts import system_parts
 from speculate.settings import Settings, load_settings
@@ -53,11 +53,11 @@ class Workspace:
         self.instructions = new
         return changed
 
-    def hooks(self, *, shell: HookShell, session_id: str, mode: Callable[[], str], transcript_path: str = "",
-              sandboxed: bool = False, boundary: str | None = None,
+    def hooks(self, *, shell: HookShell, session_id: str, mode: Callable[[], str],
+              transcript: HookTranscript | None = None, sandboxed: bool = False, boundary: str | None = None,
               on_event: Callable[[HookRan], None] | None = None) -> HookRunner:
         return HookRunner(self.settings.hooks, shell=shell, project=self.project, session_id=session_id,
-                          mode=mode, transcript_path=transcript_path, sandboxed=sandboxed, boundary=boundary,
+                          mode=mode, transcript=transcript, sandboxed=sandboxed, boundary=boundary,
                           on_event=on_event)
 
 

@@ -11,6 +11,7 @@ import pytest
 from overlayfs.state import ENV, remove_tree, wait_disposals
 
 _STATE: Path | None = None
+_DATA: Path | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -19,12 +20,18 @@ def pytest_configure(config: pytest.Config) -> None:
     global _STATE
     _STATE = Path(tempfile.mkdtemp(prefix="speculate-test-state-"))
     os.environ[ENV] = str(_STATE)
+    # The transcripts hooks read (speculate.hooks.transcript) go to $XDG_DATA_HOME: never the real home's.
+    global _DATA
+    _DATA = Path(tempfile.mkdtemp(prefix="speculate-test-data-"))
+    os.environ["XDG_DATA_HOME"] = str(_DATA)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _STATE is not None:
         wait_disposals()
         remove_tree(_STATE)
+    if _DATA is not None:
+        remove_tree(_DATA)
 
 
 @pytest.fixture

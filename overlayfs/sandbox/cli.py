@@ -19,18 +19,36 @@ from pathlib import Path
 USAGE = "speculate sandbox run [--backend auto|kernel|fuse|fuse-overlayfs] [--project DIR] [--timeout S] -- CMD"
 
 
+DESCRIPTION = ("Run CMD exactly as speculative Bash would: in the sandbox (bubblewrap, user namespace, seccomp, "
+               "Landlock, cgroup and rlimit bounds) on a fresh copy-on-write overlay of the project. Prints the "
+               "command's output and a JSON summary (exit status, backend, limits hit, the environment variables "
+               "passed, the overlay's changes), then discards the overlay: the project itself never changes.")
+
+
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate sandbox run`` (``speculate.cli`` sets what runs them)."""
+    ap.description = DESCRIPTION
+    ap.add_argument("--backend", default="auto", choices=["auto", "kernel", "fuse", "fuse-overlayfs"],
+                    help="mount backend of the overlay (default auto: kernel, else fuse)")
+    ap.add_argument("--project", type=Path, default=Path.cwd(), help="the project (default: the current directory)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    ap.add_argument("--upper-bytes", type=int, default=None, help="bound on the overlay's writes (default 1 GiB)")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="the shell command, after --")
+    ap.set_defaults(parser=ap)
+
+
 def sandbox_main(argv: list[str], *, show: Callable[[str], str],
                  settings_env: Callable[[Path], Sequence[str]]) -> int:
     if not argv or argv[0] != "run":
         print(f"usage: {USAGE}", file=sys.stderr)
         return 2
-    ap = argparse.ArgumentParser(prog="speculate sandbox run", description=__doc__)
-    ap.add_argument("--backend", default="auto", choices=["auto", "kernel", "fuse", "fuse-overlayfs"])
-    ap.add_argument("--project", type=Path, default=Path.cwd(), help="the project (default: the current directory)")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
-    ap.add_argument("--upper-bytes", type=int, default=None, help="bound on the overlay's writes (default 1 GiB)")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="the shell command, after --")
-    a = ap.parse_args(argv[1:])
+    ap = argparse.ArgumentParser(prog="speculate sandbox run")
+    configure(ap)
+    return run(ap.parse_args(argv[1:]), show=show, settings_env=settings_env)
+
+
+def run(a: argparse.Namespace, *, show: Callable[[str], str], settings_env: Callable[[Path], Sequence[str]]) -> int:
+    ap: argparse.ArgumentParser = a.parser
     words = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not words:
         ap.error("no command given: speculate sandbox run -- CMD")

@@ -9,7 +9,6 @@ note; the others are used.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import AsyncIterator, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import trio
 from speculate.mcp.config import HttpServer, McpConfig, StdioServer
 from speculate.mcp.connection import McpConnection, watched
 from speculate.mcp.tool import McpTool
+from speculate.tempfiles import temp_file
 
 INSTRUCTIONS_CAP = 2048  # characters per server, as Claude Code caps them
 REQUEST_TIMEOUT_S = 30.0  # the handshake and tools/list
@@ -78,7 +78,7 @@ async def connect_servers(config: McpConfig, stack: AsyncExitStack, *,
 
     # The servers' stderr goes to a file, not the terminal; it is kept after the session only when a
     # server failed to connect or misbehaved later (the note points at it).
-    fd, log = tempfile.mkstemp(prefix="speculate-mcp-", suffix=".log")
+    fd, log = temp_file("mcp", ".log")
     out = McpServers(stderr_log=log)
     stack.callback(lambda: out.notes or out.events or os.unlink(log))
     errlog = stack.enter_context(os.fdopen(fd, "w"))

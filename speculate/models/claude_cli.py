@@ -11,6 +11,11 @@ Every resume adds ``--fork-session``: the run branches into a new session id and
 changes, so the main loop's next turn, the suggestion and a speculative fork can all continue the same point
 (in any order, at once) and all read its cache. (A plain ``--resume`` would append to the session: a
 suggestion run first would then sit in the history of the next turn.)
+
+Timeouts: the CLI retries a failed request ten times by default, silently (175 s on a dead endpoint).
+Unless the environment sets them, each run gets ``API_TIMEOUT_MS`` (``read_timeout_s``, default 60 s) and
+``CLAUDE_CODE_MAX_RETRIES`` (``stall_attempts - 1``, default 1), and the whole run is bounded by
+``timeout_s``; a failure names them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 import trio
 from pydantic import BaseModel
 
+from speculate.models.anthropic import READ_TIMEOUT_S, STALL_ATTEMPTS
 from speculate.models.base import (
     BlockDone,
     CacheKey,
@@ -74,8 +80,14 @@ class ClaudeCliModel:
 
     def __init__(self, *, binary: str | os.PathLike[str] = "claude", env: Mapping[str, str] | None = None,
                  cwd: str | os.PathLike[str] | None = None,
-                 validators: Mapping[str, type[BaseModel] | None] | None = None, timeout_s: float = 600.0) -> None:
-        self.binary, self.env, self.timeout_s = str(binary), dict(env) if env is not None else None, timeout_s
+                 validators: Mapping[str, type[BaseModel] | None] | None = None, timeout_s: float = 600.0,
+                 read_timeout_s: float = READ_TIMEOUT_S, stall_attempts: int = STALL_ATTEMPTS) -> None:
+        self.binary, self.timeout_s = str(binary), timeout_s
+        base = dict(env) if env is not None else dict(os.environ)
+        # The user's own values win; ours bound a dead or silent endpoint.
+        self.limits = {"API_TIMEOUT_MS": base.get("API_TIMEOUT_MS") or str(int(read_timeout_s * 1000)),
+                       "CLAUDE_CODE_MAX_RETRIES": base.get("CLAUDE_CODE_MAX_RETRIES") or str(max(stall_attempts - 1, 0))}
+        self.env = {**base, **self.limits}
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         if validators is None:
             from speculate.tools import default_tools
@@ -90,6 +102,9 @@ class ClaudeCliModel:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+    def _limits_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.limits.items())
 
     def _resume_point(self, key: CacheKey, messages: Sequence[Message]) -> tuple[int, _Session | None]:
         for k in range(len(messages) - 1, 0, -1):
@@ -129,7 +144,7 @@ class ClaudeCliModel:
             except OSError as e:  # not installed, not executable, cwd gone
                 raise ModelError(f"claude-cli: cannot run {self.binary!r} in {self.cwd}: {e}") from None
         if scope.cancelled_caught:
-            raise ModelError(f"claude-cli: no answer within {self.timeout_s:.0f} s")
+            raise ModelError(f"claude-cli: no answer within {self.timeout_s:.0f} s ({self._limits_text()})")
         events = _events(proc.stdout.decode(errors="replace"))
         # Calls are checked against the tools this key offers (MCP tools included, wholly denied ones not).
         offered = {json.loads(t)["name"]: None for t in key.tools_json}
@@ -148,7 +163,7 @@ class ClaudeCliModel:
         result = next((e for e in events if e.get("type") == "result"), None)
         if result is None or result.get("is_error") or proc.returncode != 0:
             why = (result or {}).get("result") or proc.stderr.decode()[-500:].strip() or f"exit {proc.returncode}"
-            raise ModelError(f"claude-cli failed: {why}")
+            raise ModelError(f"claude-cli failed: {why} ({self._limits_text()})")
         answer = "".join(b.get("text", "") for e in events if e.get("type") == "assistant"
                          for b in e["message"].get("content") or [] if b.get("type") == "text")
         got = extract(answer, validators)

@@ -213,3 +213,9 @@ def find_profile(model: str, profiles: tuple[ModelProfile, ...] = PROFILES) -> M
     if same and version > same[-1].version:
         return same[-1]
     return None
+
+
+def cost_usd(model: str, usage: Any) -> float:
+    """What ``usage`` (a :class:`speculate.models.base.Usage`) cost on ``model``; 0 for an unknown model."""
+    p = find_profile(model)
+    return p.cost_usd(usage.as_dict()) if p else 0.0

@@ -28,6 +28,7 @@ from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.key_processor import KeyPress
+from prompt_toolkit.keys import Keys
 
 from speculate.repl.answers import BadAnswer, choose
 from speculate.term import visible
@@ -76,6 +77,7 @@ class PromptFrontend:
         self.policy = policy
         self.message = message
         self.typeahead = ""  # keys typed while a turn ran; the next prompt gets them first
+        self._held = False  # the turn they were typed in was cancelled: their Enter sends nothing
         self.session: PromptSession[str] = PromptSession(
             history=history or InMemoryHistory(), auto_suggest=PredictionSuggest(self.prediction),
             key_bindings=self._bindings(), bottom_toolbar=toolbar, refresh_interval=0.5,
@@ -196,6 +198,11 @@ class PromptFrontend:
             event.current_buffer.delete_before_cursor(1)
             event.current_buffer.insert_text("\n")
 
+        @kb.add("c-o", filter=line_empty)
+        def _expand(event: KeyPressEvent) -> None:
+            """Ctrl-O on an empty line: the last collapsed tool result, whole (``/last``)."""
+            event.app.exit(result="/last")
+
         @kb.add("c-c", filter=Condition(lambda: self.running()))
         def _stop(event: KeyPressEvent) -> None:
             """Ctrl-C with a speculation in flight stops it (the line stays); the next Ctrl-C clears the line."""
@@ -213,17 +220,25 @@ class PromptFrontend:
             raise EOFError
         return self.session.prompt(self.message, pre_run=self._pre_run)
 
+    def hold_typeahead(self) -> None:
+        """The turn was cancelled: what was typed during it stays in the next prompt, but its Enter keys do
+        not send it (a trailing one is dropped, others become newlines); only a fresh Enter does."""
+        self._held = True
+
     def _pre_run(self) -> None:
         if self._closed:  # aborted between the check above and the prompt starting
             self.session.app.exit(exception=EOFError())
             return
         self._apply()
         ahead, self.typeahead = self.typeahead, ""
+        held, self._held = self._held, False
         if ahead:  # keys typed during the turn, Enter included, as if typed now (once the prompt runs)
             presses: list[KeyPress] = []
             parser = Vt100Parser(presses.append)
             parser.feed(ahead)
             parser.flush()
+            if held:
+                presses = unsent(presses)
             app = self.session.app
 
             def replay() -> None:
@@ -236,10 +251,12 @@ class PromptFrontend:
     async def read(self) -> str:
         return await trio.to_thread.run_sync(self.prompt_blocking)
 
-    async def keys_during_turn(self, on_escape: Callable[[], None]) -> None:
+    async def keys_during_turn(self, on_escape: Callable[[], None],
+                               on_expand: Callable[[], None] | None = None) -> None:
         """While a turn streams (no prompt running): read the terminal without echo, so Esc interrupts the
-        turn instead of printing ``^[`` and eating the next key; other keys are kept for the next prompt.
-        Ctrl-C stays SIGINT. Returns at once when stdin is not a terminal; cancel it to stop."""
+        turn instead of printing ``^[`` and eating the next key; Ctrl-O shows the last collapsed result
+        whole; other keys are kept for the next prompt (and shown on the turn's live line). Ctrl-C stays
+        SIGINT. Returns at once when stdin is not a terminal; cancel it to stop."""
         fd = _tty_fd(self._io["input"])
         if fd is None:
             await trio.sleep_forever()
@@ -258,30 +275,77 @@ class PromptFrontend:
                     return
                 if data == b"\x1b":  # a lone Esc (arrows and other sequences arrive whole: b"\x1b[A")
                     on_escape()
+                elif data == b"\x0f" and on_expand is not None:
+                    on_expand()
                 else:
                     self.typeahead += data.decode(errors="ignore")
         finally:
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
     async def ask(self, question: str, choices: Sequence[str]) -> str:
-        """A one-off question (permission prompt) answered by one of ``choices`` or a unique prefix."""
-        ps: PromptSession[str] = PromptSession(**self._io)
+        """A one-off question (permission prompt) answered by one of ``choices`` or a unique prefix; Esc
+        answers no (``n``, the last-but-one choice of y/n/always)."""
+        kb = KeyBindings()
+        no = "n" if "n" in choices else choices[-1]
+
+        @kb.add("escape", eager=True)
+        def _no(event: KeyPressEvent) -> None:
+            event.current_buffer.text = no  # shown as typed, so the screen says what was answered
+            event.current_buffer.validate_and_handle()
+
+        ps: PromptSession[str] = PromptSession(key_bindings=kb, **self._io)
+        withdrawn = threading.Event()  # the turn was cancelled (Ctrl-C before the prompt took the terminal)
+
+        def leave_if_withdrawn() -> None:
+            if withdrawn.is_set():
+                ps.app.exit(exception=KeyboardInterrupt())
 
         def blocking() -> str:
             while True:
                 if self._closed:
                     raise EOFError
-                raw = ps.prompt(f"{visible(question)} [{'/'.join(choices)}] ")
+                raw = ps.prompt(f"{visible(question)} [{'/'.join(choices)}] ", pre_run=leave_if_withdrawn)
                 try:
                     return choose(raw, choices)
                 except BadAnswer as e:
                     print_formatted_text(f"  {visible(str(e))}", output=self._io["output"])
 
+        async def withdraw_on_cancel() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:  # cancelled: end the question, so the worker thread returns
+                withdrawn.set()
+                loop = ps.app.loop
+                if loop is not None and ps.app.is_running:
+                    try:
+                        loop.call_soon_threadsafe(leave_if_withdrawn)
+                    except RuntimeError:
+                        pass  # its loop just closed: the thread is returning anyway
+
         self._asking = ps
+        failure: BaseException | None = None  # raised bare, not wrapped in the nursery's group
+        answer = no
         try:
-            return await trio.to_thread.run_sync(blocking)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(withdraw_on_cancel)
+                try:
+                    answer = await trio.to_thread.run_sync(blocking)
+                except (KeyboardInterrupt, EOFError) as e:
+                    failure = e
+                nursery.cancel_scope.cancel()
         finally:
             self._asking = None
+        if failure is not None:
+            raise failure
+        return answer
+
+
+def unsent(presses: list[KeyPress]) -> list[KeyPress]:
+    """Keys typed ahead during a cancelled turn, minus what would send them: trailing Enters dropped, the
+    others turned into newlines (Ctrl-J), so the text waits in the prompt for a fresh Enter."""
+    while presses and presses[-1].key == Keys.ControlM:
+        presses.pop()
+    return [KeyPress(Keys.ControlJ, "\n") if p.key == Keys.ControlM else p for p in presses]
 
 
 @contextmanager

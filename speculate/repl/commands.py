@@ -13,22 +13,27 @@ HELP = """commands:
   /help                 this list
   /spec on|off          turn speculation on or off
   /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
-  /diff                 what the current speculation would change, as a diff
+  /diff [last]          what the running speculation would change (else, or with last: what the last
+                        accepted speculation changed in the project), coloured
+  /last                 the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)
   /stats                acceptance, time saved, tokens and cost wasted
   /model                the model backend in use
   /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
   /mcp                  the MCP servers and their tools
+  /hooks                the hooks loaded from the settings files, by event
   /clear                forget the conversation (the project is untouched)
   /compact              replace the conversation by a model-written summary (frees the context window)
   /accept               submit the predicted prompt (waits for it; handy in line mode)
   /quit                 leave (Ctrl-D does the same)
 keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or a trailing \\ start a new line;
   Esc or Ctrl-C stops the running turn; at the prompt Ctrl-C stops a running speculation, again clears the line;
-  Ctrl-R searches the history. Typing over the prediction hides it; edit back and it returns."""
+  Esc at a question answers no; Ctrl-R searches the history. Typing over the prediction hides it; edit back
+  and it returns. Keys typed during a turn wait in the next prompt (sent by their Enter, unless the turn was
+  cancelled: then only a fresh Enter sends them)."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = ("/help", "/diff", "/stats", "/memory", "/context", "/mcp", "/model", "/clear", "/compact", "/accept",
-           "/quit", "/exit")
+NO_ARGS = ("/help", "/last", "/stats", "/memory", "/context", "/mcp", "/hooks", "/model", "/clear", "/compact",
+           "/accept", "/quit", "/exit")
 
 
 class Quit(Exception):
@@ -65,9 +70,14 @@ async def run_command(r: Repl, text: str) -> None:
         r.status.mode = arg
         r._line(f"permission mode {arg}")
     elif name == "/diff":
-        r._line(r.s.diff() or "(the current speculation changes nothing)")
+        if arg not in ("", "last"):
+            r._line(f"/diff takes no arguments (got {arg!r}); /diff last shows the last accepted change")
+            return
+        show_diff(r, last=arg == "last")
+    elif name == "/last":
+        r.show_last()
     elif name == "/stats":
-        r._line(format_stats(r.s.statistics()))
+        r._line(format_stats(r.s.statistics(), scripted=r.scripted_offered))
     elif name in ("/memory", "/context"):
         from speculate.repl.info import format_memory
 
@@ -76,6 +86,8 @@ async def run_command(r: Repl, text: str) -> None:
         from speculate.repl.info import format_mcp
 
         r._line(format_mcp(r.s))
+    elif name == "/hooks":
+        r._line(r.s.hooks.listing())
     elif name == "/model":
         r._line(f"model: {r.s.cfg.model_name} via {r.model_label or r.s.cfg.model.name}")
     elif name == "/clear":
@@ -110,9 +122,32 @@ async def run_command(r: Repl, text: str) -> None:
         r._line(f"unknown command {name!r}; /help lists them")
 
 
-def format_stats(st: dict[str, Any]) -> str:
+def show_diff(r: Repl, *, last: bool = False) -> None:
+    """``/diff``: the running speculation's changes, else (or with ``last``) the last accepted speculation's,
+    coloured."""
+    from speculate.repl.toolview import coloured_diff
+
+    assert r.s is not None
+    diff = "" if last else r.s.diff()
+    accepted = r.s.accepted_diff()
+    if diff:
+        r._line(r._c("1", "what the running speculation would change (nothing of it is in the project yet):"))
+        r._lines(coloured_diff(diff))
+        if accepted:
+            r._line(r._c("2", "(/diff last: what the last accepted speculation changed)"))
+    elif accepted:
+        r._line(r._c("1", "what the last accepted speculation changed in the project:"))
+        r._lines(coloured_diff(accepted))
+    elif last:
+        r._line("(no speculation was accepted yet)")
+    else:
+        r._line("(the current speculation changes nothing)")
+
+
+def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
     """The session's figures under one set of names: counts as integers, rates as percentages, times in
-    seconds, costs in dollars."""
+    seconds, costs in dollars. ``scripted``: the demo's scripted prompts offered as ghost text, which are
+    not the model's suggestions and not counted as such."""
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])) or "none"
 
@@ -130,6 +165,9 @@ def format_stats(st: dict[str, Any]) -> str:
     ]
     if st.get("suppressed_reasons"):
         rows.insert(3, ("not shown", counts(st["suppressed_reasons"])))
+    if scripted:
+        rows.insert(2, ("demo script", f"{scripted} scripted prompt{'s' * (scripted != 1)} offered as ghost text "
+                                       "where the model had no suggestion (not counted above)"))
     if st.get("compactions") or st.get("compaction_failures"):
         rows.append(("compactions", f"{st.get('compactions', 0)}" + (
             f" ({st['compaction_failures']} failed)" if st.get("compaction_failures") else "")))

@@ -1,16 +1,16 @@
 """The REPL's trio side: the read → submit loop, slash commands, streaming output, permission prompts,
 Ctrl-C, and feeding predictions and speculation state to whichever front end holds the terminal.
 
-Everything the REPL writes goes through :meth:`Repl._write`, which renders it with :func:`speculate.term.render`:
-model text, tool and hook output, file names and diffs are untrusted, so their control characters are shown,
-never interpreted; our colours come from the fragments' styles (:meth:`Repl._c`), added after.
+Everything the REPL writes goes through :meth:`speculate.repl.output.Output._write`, which renders it with
+:func:`speculate.term.render` (untrusted text shown, never interpreted); a running turn has a live line under
+it (:mod:`speculate.repl.turnline`).
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
@@ -19,13 +19,23 @@ from speculate.agent_types import AgentEvent, ResponseDone, ToolFinished, ToolSt
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
-from speculate.repl.render import accepted_line, approval_lines, columns, tool_line
+from speculate.repl.output import Output
+from speculate.repl.render import (
+    accepted_line,
+    approval_lines,
+    cancelled_line,
+    columns,
+    hook_lines,
+    tool_line,
+)
 from speculate.repl.status import Status
+from speculate.repl.toolview import Body, body_lines, question_lines, small_text, tool_body
+from speculate.repl.turnline import TurnLine
 from speculate.session import Session, TurnOutcome
 from speculate.speculation.approvals import PendingApproval
 from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
-from speculate.term import Fragments, render, visible
+from speculate.term import visible
 
 
 class Frontend(Protocol):
@@ -38,7 +48,7 @@ class Frontend(Protocol):
     async def ask(self, question: str, choices: Sequence[str]) -> str: ...
 
 
-class Repl:
+class Repl(Output):
     """Owns one REPL run: bind a front end with :meth:`attach`, then ``await run(session)``.
 
     ``fallback_prediction`` offers a prompt when the engine has none (the simulator demo's next scripted
@@ -49,7 +59,7 @@ class Repl:
                  fallback_prediction: Callable[[], str | None] | None = None,
                  on_submitted: Callable[[str], None] | None = None,
                  on_cleared: Callable[[], None] | None = None, policy: str = "keep") -> None:
-        self.out = out or sys.stdout
+        super().__init__(out)
         self.model_label = model_label
         self.fallback = fallback_prediction or (lambda: None)
         self.on_submitted = on_submitted or (lambda p: None)
@@ -61,13 +71,15 @@ class Repl:
         self._turn_scope: trio.CancelScope | None = None
         self._predict_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
-        self._at_line_start = True
         self._response_text = ""
         self._last_response_text = ""
         self.policy = policy  # typing off the prediction: keep the speculation, or abort it
         self._keys_scope: trio.CancelScope | None = None
         self._keys_stopped = trio.Event()
         self.signal: int | None = None  # SIGHUP or SIGTERM ended the run (the caller exits 128 + it)
+        self.scripted_offered = 0  # the demo's scripted prompts shown where the model had no suggestion
+        self.last_body: tuple[str, Body] | None = None  # the last call whose result was collapsed (/last)
+        self.turn_edits: list[str] = []  # files the live path edited this turn (a cancelled turn names them)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
@@ -81,36 +93,65 @@ class Repl:
             return
         if not self.status.busy:
             return  # nothing of the main loop runs between turns; be safe anyway
+        line = self.turn_line
         if isinstance(ev, TextDelta):
-            self._write(ev.text)
+            self._stream(ev.text)
             self._response_text += ev.text
+            if line is not None:
+                line.text(ev.text)
         elif isinstance(ev, ResponseDone):
+            self._flush_word()
             self._last_response_text, self._response_text = self._response_text, ""
+            if line is not None:
+                line.response_done(ev.response.usage.output_tokens)
         elif isinstance(ev, ToolFinished):
-            self._line(tool_line(ev))
-        elif isinstance(ev, ToolStarted):
-            pass  # one line per call, written when it finishes (with its status)
+            self._tool_finished(ev)
+        elif isinstance(ev, ToolStarted):  # its line comes when it finishes (with its status); the live line names it
+            self._newline()
+            if line is not None:
+                line.tool_started(ev.summary)
         elif isinstance(ev, HookRan):
-            self._hook_line(ev)
+            for shown in hook_lines(ev):
+                self._line(shown)
 
-    def _hook_line(self, ev: HookRan) -> None:
-        """A hook's output: what it printed (exit 0), what it refused (exit 2), or a warning."""
-        first = lambda text: text.strip().splitlines()[0][:100] if text.strip() else ""  # noqa: E731
-        on = f" on {ev.tool}" if ev.tool else ""
-        if ev.timed_out:
-            self._line(self._c("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} timed out and was killed"))
-        elif ev.failed:
-            self._line(self._c("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
-                                     + (f": {first(ev.stderr)}" if first(ev.stderr) else "")))
-        elif ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
-            what = {"PreToolUse": "refused the call", "Stop": "keeps the turn going"}.get(ev.event, "feedback")
-            self._line(self._c("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.stderr)}"))
-        elif ev.exit_code == 0 and first(ev.stdout) and ev.event != "UserPromptSubmit":
-            self._line(self._c("2", f"  ↪ {ev.event} hook{on}: {first(ev.stdout)}"))
+    def _tool_finished(self, ev: ToolFinished) -> None:
+        self._line(tool_line(ev))
+        body = tool_body(ev)
+        self._lines(body_lines(body))
+        if body.hidden > 0:
+            self.last_body = (ev.summary, body)
+        if self.turn_line is not None:
+            self.turn_line.tool_finished()
+        landing = self.s.engine.landing if self.s is not None else None
+        live = landing is None or landing.promoted or bool(landing.dropped)  # else: a speculation replayed
+        if live and ev.name in ("Write", "Edit") and not ev.is_error and ev.input.get("file_path"):
+            self.turn_edits.append(str(ev.input["file_path"]))
+
+    def show_last(self) -> None:
+        """``/last`` (or ctrl+o): the whole result of the last call shown collapsed."""
+        if self.last_body is None:
+            self._line("nothing collapsed yet: every result so far was shown whole")
+            return
+        summary, body = self.last_body
+        self._line(self._c("1", f"{summary}: all {len(body.full)} lines"))
+        self._lines([[("", "  "), *ln] for ln in body.full])
+
+    def notice(self, text: str) -> None:
+        """A model backend retrying (a stalled endpoint): said while a turn runs, so it never looks hung."""
+        if self.status.busy:
+            self._line(self._c("33", f"  ⚠ {text}"))
 
     async def ask(self, tool: str, summary: str) -> Literal["y", "n", "always"]:
-        """Permission prompt (default mode). Ctrl-C here answers no and cancels the turn."""
+        """Permission prompt (default mode): the call with all its arguments, a Write's or Edit's diff, what
+        ``always`` allows. Esc or Ctrl-C here answers no (Ctrl-C also cancels the turn)."""
+        q = self.s.authorizer.question if self.s is not None else None
+        if q is not None:
+            self._newline()
+            self._lines(question_lines(q.tool, q.input, q.rule, self._read_for_diff))
         return await self._question(f"allow {visible(summary)}?")
+
+    def _read_for_diff(self, path: str) -> str | None:
+        return small_text(Path(path) if Path(path).is_absolute() or self.s is None else self.s.project / path)
 
     async def approve(self, pending: Sequence[PendingApproval]) -> Literal["y", "n", "always"]:
         """On accepting a speculation that ran calls the live path would have asked about: show them with
@@ -122,6 +163,7 @@ class Repl:
     async def _question(self, text: str) -> Literal["y", "n", "always"]:
         assert self.fe is not None
         self._newline()
+        self._pause_turn_line(True)
         await self._stop_keys()  # the question reads the terminal itself
         try:
             answer = await self.fe.ask(text, ("y", "n", "always"))
@@ -131,6 +173,7 @@ class Repl:
             return "n"
         finally:
             self._at_line_start = True
+            self._pause_turn_line(False)
             self._start_keys()
         return cast(Literal["y", "n", "always"], answer)
 
@@ -232,7 +275,12 @@ class Repl:
         self.on_submitted(prompt)
         self.status.busy = True
         self._response_text = self._last_response_text = ""
+        self.turn_edits = []
+        self.s.engine.landing = None
         outcome: TurnOutcome | None = None
+        line_scope = trio.CancelScope()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_turn_line, line_scope)
         with trio.CancelScope() as scope:
             self._turn_scope = scope
             self._start_keys()
@@ -243,10 +291,15 @@ class Repl:
             finally:
                 self._turn_scope = None
                 self.status.busy = False
+                line_scope.cancel()
+                self._erase_turn_line()
                 with trio.CancelScope(shield=True):
                     await self._stop_keys()
         if scope.cancelled_caught:
-            self._line(self._c("33", "turn cancelled; the session goes on"))
+            self._line(self._c("33", cancelled_line(self.s.engine.landing, self.turn_edits)))
+            hold = getattr(self.fe, "hold_typeahead", None)
+            if hold is not None:  # keys typed during a cancelled turn: kept, but sent only by a fresh Enter
+                hold()
         elif outcome is not None:
             self._report(outcome)
         self.status.saved_s = float(self.s.statistics().get("time_saved_s", self.status.saved_s))
@@ -270,6 +323,10 @@ class Repl:
         self._newline()
         self._line(self._c("2", f"({o.latency_s:.1f}s)"))
 
+    async def _run_turn_line(self, scope: trio.CancelScope) -> None:
+        with scope:
+            await self._turn_line_task(TurnLine())
+
     # -- keys while a turn runs ---------------------------------------------------------------------------
     def _start_keys(self) -> None:
         """Watch the terminal while the turn runs (Esc interrupts it), if the front end can."""
@@ -282,7 +339,7 @@ class Repl:
         async def run() -> None:
             try:
                 with scope:
-                    await watch(self._escape)
+                    await watch(self._escape, self.show_last)
             finally:
                 stopped.set()
 
@@ -311,7 +368,9 @@ class Repl:
         assert self.s is not None and self.fe is not None
         with scope:
             text = await self.s.wait_suggestion() if self.s.cfg.speculate else None
-            self.fe.push(text or self.fallback())
+            if not text and (text := self.fallback()):
+                self.scripted_offered += 1
+            self.fe.push(text)
 
     async def wait_prediction(self) -> str | None:
         assert self.s is not None
@@ -340,24 +399,3 @@ class Repl:
         from speculate.repl.commands import run_command
 
         await run_command(self, text)
-
-    # -- output ---------------------------------------------------------------------------------------------
-    def _c(self, code: str, text: str) -> list[tuple[str, str]]:
-        """``text`` in colour ``code`` (SGR parameters), when the front end shows colours."""
-        return [(code, text)]
-
-    def _write(self, text: Fragments) -> None:
-        shown = render(text, color=self.fe is not None and self.fe.color)
-        if shown:
-            self.out.write(shown)
-            self.out.flush()
-            self._at_line_start = shown.endswith("\n")
-
-    def _newline(self) -> None:
-        if not self._at_line_start:
-            self._write("\n")
-
-    def _line(self, text: Fragments) -> None:
-        self._newline()
-        self._write(text)
-        self._write("\n")

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -18,26 +17,50 @@ from typing import Any
 import trio
 
 from overlayfs import ProjectLocked, PromoteError, recover_project
+from speculate.models.anthropic import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, STALL_ATTEMPTS
 from speculate.repl.controller import MODES, Repl
+from speculate.tempfiles import clean_stale, temp_dir
 from speculate.term import visible
 
+MODE_HELP = {
+    "default": "asks before each edit and each command no allow rule covers (Claude Code's default)",
+    "acceptEdits": "edits files in the project without asking; commands still ask",
+    "bypassPermissions": "asks nothing (deny rules still refuse)",
+    "plan": "read-only: refuses every edit and every command that may write",
+}
+DEMO_MODE = "acceptEdits"  # the simulator demo flows without a question per edit; said in --help and at start
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="speculate repl", description="Interactive coding agent with "
-                                "speculative execution: Tab takes the predicted next prompt.")
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """The options of ``speculate repl`` (on the command tree of :mod:`speculate.cli`)."""
+    p.description = ("Interactive coding agent with speculative execution: after each answer it predicts "
+                     "your next prompt (grey ghost text) and runs it ahead in a sandboxed copy-on-write "
+                     "overlay; Tab takes the prediction, Enter sends it, and a finished speculation answers "
+                     "at once.")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = ("permission modes (--mode, /mode):\n" + "\n".join(f"  {m:<18} {h}" for m, h in MODE_HELP.items())
+                + f"\nThe default is `default`; the simulator demo (no DIR, or --scenario) starts in {DEMO_MODE} "
+                "so that it flows.")
     p.add_argument("dir", nargs="?", metavar="DIR",
                    help="project directory (default: with --model sim, a temporary copy of the demo "
                         "scenario's project; otherwise the current directory). A new or empty DIR gets the "
                         "demo project; an existing one is used as it is")
-    p.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim", help="model backend")
+    p.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim",
+                   help="model backend (default sim: the embedded simulator)")
     p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic, or claude-cli: the CLI's ANTHROPIC_BASE_URL)")
     p.add_argument("--model-name", default=None, help="model id sent in requests")
     p.add_argument("--scenario", default=None, metavar="NAME|FILE",
                    help="simulator demo scenario: a bundled name or a .yaml file (default: fix-pagination)")
-    p.add_argument("--mode", choices=MODES, default="acceptEdits", help="permission mode")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help=f"permission mode (default: default; the demo: {DEMO_MODE}); see below")
     p.add_argument("--no-spec", action="store_true", help="start with speculation off")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                    help="simulator speed: 1.0 is real time, 0.1 ten times faster")
+    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="S",
+                   help=f"seconds to wait for the model endpoint to accept a connection (default {CONNECT_TIMEOUT_S:g})")
+    p.add_argument("--read-timeout", type=float, default=READ_TIMEOUT_S, metavar="S",
+                   help=f"seconds without a byte from the model (before its headers, or mid-stream) before the "
+                        f"request is retried, at most {STALL_ATTEMPTS} tries in all (default {READ_TIMEOUT_S:g})")
     p.add_argument("--events", type=Path, default=None, help="write speculation records (JSONL) here")
     p.add_argument("--record", type=Path, default=None, metavar="FILE",
                    help="with --model anthropic: save every request/response with timings (a replayable trace)")
@@ -52,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "dollars per second saved ('inf': always, the default; settings: speculation.value)")
     p.add_argument("--spec-candidates", type=int, choices=range(1, 6), default=None, metavar="K",
                    help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)")
+    p.set_defaults(run=run_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from speculate.cli import Parser
+
+    p = Parser(prog="speculate repl")
+    configure(p)
     return p
 
 
@@ -75,12 +106,23 @@ def history_path() -> Path:
 
 
 def run_main(argv: Sequence[str] | None = None) -> int:
+    from speculate.cli import UsageError
+
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as e:
+        return e.status
+    return run_args(args)
+
+
+def run_args(args: argparse.Namespace) -> int:
     from speculate.repl.demo import DemoError
 
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if not args.time_scale > 0:
-        print(f"speculate repl: --time-scale must be > 0, not {args.time_scale}", file=sys.stderr)
-        return 2
+    for name in ("time_scale", "connect_timeout", "read_timeout"):
+        if not getattr(args, name) > 0:
+            print(f"speculate repl: --{name.replace('_', '-')} must be > 0, not {getattr(args, name)}",
+                  file=sys.stderr)
+            return 2
     try:
         return trio.run(_run, args)
     except (DemoError, ValueError, FileNotFoundError, NotADirectoryError) as e:
@@ -116,6 +158,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         scenarios = [*default_scenario_paths()]
         if path not in scenarios:
             scenarios.append(path)
+    mode = args.mode or (DEMO_MODE if demo is not None else "default")
     if args.dir is not None:
         project = Path(args.dir).expanduser().resolve()
         if demo is not None and fresh_dir:
@@ -125,13 +168,16 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         elif not project.is_dir():
             raise NotADirectoryError(f"project directory {args.dir!r} does not exist")
     elif demo is not None:
-        temp = Path(tempfile.mkdtemp(prefix="speculate-demo-"))
+        temp = temp_dir("demo")
         project = prepare_project(demo.scenario, temp / "project")
     else:
         project = Path.cwd()
     recovered = recover_project(project)  # before anything else touches the project
     if recovered is not None:
         print(visible(recovered.line()))
+    cleaned = clean_stale()  # what killed speculate processes left in $TMPDIR
+    if cleaned:
+        print(visible(cleaned.line()))
 
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
     repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
@@ -156,14 +202,17 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         from prompt_toolkit.application import get_app
 
         def toolbar() -> FormattedText:
-            return FormattedText([("", " " + repl.status.line(width=get_app().output.get_size().columns - 2))])
+            text = repl.status.line(width=get_app().output.get_size().columns - 2)
+            return FormattedText([("", " " + text.replace("\n", "\n "))])
 
         repl.attach(PromptFrontend(toolbar=toolbar,
                                    on_diverge=repl.diverged, history=FileHistory(str(hist)),
                                    policy=args.on_diverge, on_stop=repl.stop_speculation,
                                    running=repl.speculation_running))
     print(visible(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
-                  + f"; model {args.model}; mode {args.mode}; speculation {'off' if args.no_spec else 'on'}"))
+                  + f"; model {args.model}; mode {mode}"
+                  + (" (the demo's; --mode default asks before edits)" if demo is not None and args.mode is None else "")
+                  + f"; speculation {'off' if args.no_spec else 'on'}"))
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why
         from speculate.speculation.sandbox_shell import bash_sandbox
 
@@ -175,14 +224,16 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
               "(ANTHROPIC_API_KEY set, or --base-url URL).")
     print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")
     bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
-                         time_scale=args.time_scale, record=args.record, trace=args.trace)
+                         time_scale=args.time_scale, record=args.record, trace=args.trace,
+                         connect_timeout_s=args.connect_timeout, read_timeout_s=args.read_timeout,
+                         on_notice=repl.notice)
     scfg_extra = {"model_name": args.model_name} if args.model_name else {}
-    spill = Path(tempfile.mkdtemp(prefix="speculate-repl-spill-"))  # long tool outputs; gone at exit
+    spill = temp_dir("repl-spill")  # long tool outputs; gone at exit (or at the next start, after a kill)
     try:
         async with open_model(bcfg) as model, open_session(
-                SessionConfig(project=project, model=model, mode=args.mode, speculate=not args.no_spec,
-                              events_path=args.events, spill_dir=spill, spec_value=args.spec_value,
-                              spec_candidates=args.spec_candidates, **scfg_extra),
+                SessionConfig(project=project, model=model, mode=mode, speculate=not args.no_spec,
+                              events_path=args.events, spill_dir=spill, keep_accepted_diff=True,
+                              spec_value=args.spec_value, spec_candidates=args.spec_candidates, **scfg_extra),
                 ask=repl.ask, on_event=repl.on_event, approve=repl.approve) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(visible(f"note: {note}"))

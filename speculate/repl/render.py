@@ -1,5 +1,5 @@
-"""Pure renderers of the REPL's lines: one line per tool call, the accepted-speculation line, and the
-approval question's list; and the terminal's width."""
+"""Pure renderers of the REPL's lines: one line per tool call, a hook's line, the accepted-speculation line,
+the approval question's list, what a cancelled turn left; and the terminal's width."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from speculate.agent_types import ToolFinished
+from speculate.hooks import HookRan
+from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import PendingApproval, distinct
 
 
@@ -25,13 +27,11 @@ def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int
                   deleted: Sequence[str] = (), renamed: Sequence[str] = ()) -> str:
     """``⚡ speculation accepted: …`` in one line of ``width``: what happened to the person's files, as what
     it is (``deleted build/``, ``renamed a.py → b.py``, ``wrote c.py``; as many names as fit), tool caches
-    (.pytest_cache, __pycache__, any dot or SKIP_DIRS directory) summarised as a count."""
-    from speculate.tools.common import SKIP_DIRS
-
+    (.pytest_cache, __pycache__, node_modules, .benchmarks: :func:`is_cache_dir`) summarised as a count.
+    Any other file is named, a hidden one too (a hook's ``.audit/log.jsonl`` is no cache)."""
     def cache(path: str) -> str | None:
         parts = path.rstrip("/").split("/")
-        return next((d for d in parts[:-1] if d.startswith(".") or d in SKIP_DIRS),
-                    parts[-1] if parts[-1] in SKIP_DIRS else None)
+        return next((d for d in parts[:-1] if is_cache_dir(d)), parts[-1] if is_cache_dir(parts[-1]) else None)
 
     dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
     written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
@@ -49,6 +49,17 @@ def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int
         if complete or (tail == tails[-2] and any(names for _, names, _ in parts)) or tail == tails[-1]:
             break
     return head + "".join(_group_text(verb, names, total) for verb, names, total in parts) + tail
+
+
+CACHE_NAMES = frozenset({".benchmarks", ".hypothesis", ".nox", ".eggs", ".gradle", ".next", ".turbo"})
+
+
+def is_cache_dir(name: str) -> bool:
+    """A directory tools fill by themselves: the SKIP_DIRS ones, any ``*cache*``, a few known others."""
+    from speculate.tools.common import SKIP_DIRS
+
+    return (name in SKIP_DIRS and name not in (".git", ".hg", ".svn")) or "cache" in name.lower() \
+        or name in CACHE_NAMES
 
 
 def _group_text(verb: str, names: list[str], total: int) -> str:
@@ -84,18 +95,64 @@ def approval_lines(pending: Sequence[PendingApproval]) -> list[str]:
     call changed in the overlay."""
     calls = distinct(pending)
     n = len(calls)
+    rules = ", ".join(dict.fromkeys(p.rule for p in calls))
     return [f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
             *(f"  {p.summary} → {p.effect()}" for p in calls),
-            "n: discard it and run the prompt normally (asking as usual); always: also allow "
-            + ("this command" if n == 1 else "these commands") + " from now on"]
+            "n or Esc: discard it and run the prompt normally (asking as usual); always: also allow "
+            + ("this command" if n == 1 else "these commands") + f" for the rest of this session ({rules})"]
 
 
 def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
-    """One line per call: ✓ ran, ✗ failed (its first line), ✗ … denied (why); (colour, text) fragments."""
-    first = ev.result.strip().splitlines()[0][:100] if ev.is_error and ev.result.strip() else ""
+    """One line per call: ✓ ran, ✗ failed, ✗ … denied; (colour, text) fragments. What it printed or why it
+    was refused follows under it (:mod:`speculate.repl.toolview`)."""
     if ev.denied:
-        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied"),
-                *([("", " "), ("2", first)] if first else [])]
+        return [("", "  "), ("31", "✗"), ("", f" {ev.summary} "), ("31", "denied")]
     mark = ("31", "✗") if ev.is_error else ("32", "✓")
-    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s"),
-            *([("", " "), ("31", first)] if first else [])]
+    return [("", "  "), mark, ("", f" {ev.summary} "), ("2", f"{ev.duration_s:.2f}s")]
+
+
+def hook_lines(ev: HookRan) -> list[list[tuple[str, str]]]:
+    """A hook's lines: what it shows (its ``systemMessage`` or plain stdout), what it refused, a warning, output
+    speculate cannot read, a stopped turn; none when there is nothing to say."""
+    def first(text: str) -> str:
+        return text.strip().splitlines()[0][:100] if text.strip() else ""
+
+    on = f" on {ev.tool}" if ev.tool else ""
+    out: list[list[tuple[str, str]]] = []
+    if ev.timed_out:
+        out.append([("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} timed out and was killed")])
+    elif ev.failed:
+        out.append([("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
+                           + (f": {first(ev.stderr)}" if first(ev.stderr) else ""))])
+    if ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
+        what = {"PreToolUse": "refused the call", "Stop": "keeps the turn going"}.get(ev.event, "feedback")
+        out.append([("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.reason)}")])
+    elif first(ev.shown) and (ev.parsed.get("systemMessage") or (ev.exit_code == 0
+                              and ev.event != "UserPromptSubmit")):  # a prompt's stdout is the model's context
+        out.append([("2", f"  ↪ {ev.event} hook{on}: {first(ev.shown)}")])
+    if ev.parsed.problems:
+        out.append([("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} printed output speculate cannot read: "
+                           f"{ev.parsed.problems[0][:120]}")])
+    if ev.stop_reason is not None:
+        out.append([("35", f"  ⛔ {ev.event} hook stopped the turn{on}: {first(ev.stop_reason)}")])
+    return out
+
+
+def cancelled_line(landing: Landing | None, edits: Sequence[str]) -> str:
+    """What a cancelled turn left in the project: of an accepted speculation, whether its files landed; of
+    the live path, the files it had edited (they stay)."""
+    def names(paths: Sequence[str]) -> str:
+        shown = list(dict.fromkeys(paths))
+        return ", ".join(shown[:5]) + (f" +{len(shown) - 5} more" if len(shown) > 5 else "")
+
+    live = f"; files edited before the cancel stay as they are: {names(edits)}" if edits else ""
+    if landing is None:
+        return f"turn cancelled{live}; the session goes on"
+    if landing.promoted:
+        landed = landing.files.words() or "nothing"
+        return (f"turn cancelled: the accepted speculation had landed ({landed}); what came after it was "
+                f"stopped{live}; the session goes on")
+    if landing.dropped:
+        return f"turn cancelled: the speculation was discarded, nothing of it was applied{live}; the session goes on"
+    return ("turn cancelled: nothing of the accepted speculation was applied (what it showed above was "
+            "discarded; the project is as it was); the session goes on")

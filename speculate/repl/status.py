@@ -66,7 +66,8 @@ class Status:
 
     def line(self, now: float | None = None, width: int | None = None) -> str:
         """The toolbar text, e.g. ``speculating (3 tools, 2.1s) │ saved 4.2s │ acceptEdits``, fitted to
-        ``width``: paths shortened to their last parts first, then the state cut with an ellipsis."""
+        ``width``: paths shortened to their last parts first, then the state (a stop reason) wrapped onto
+        a second line at a space, and only what is still too long cut with an ellipsis."""
         tools = f"{self.tools_run} tool{'s' if self.tools_run != 1 else ''}"
         if not self.spec_on:
             what = "speculation off"
@@ -92,9 +93,17 @@ class Status:
             return text
         what = _PATH.sub(lambda m: "…/" + "/".join(m.group(0).rstrip("/").split("/")[-2:]), what)
         room = width - len(" │ ".join([*head, "", *tail]))
-        if len(what) > room:
-            what = what[: max(room - 1, 0)] + "…"
-        return " │ ".join([*head, what, *tail])[:width]
+        if len(what) <= room:
+            return " │ ".join([*head, what, *tail])[:width]
+        first_room = width - len(" │ ".join([*head, ""]))
+        cut = what.rfind(" ", 0, first_room + 1)
+        if cut > 0 and len(what) - cut - 1 <= room:  # two lines: the state, then the rest and the tail
+            return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([what[cut + 1:], *tail])
+        if cut > 0:
+            rest = what[cut + 1:]
+            rest = rest[: max(room - 1, 0)] + "…"
+            return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([rest, *tail])[:width]
+        return " │ ".join([*head, what[: max(room - 1, 0)] + "…", *tail])[:width]
 
 
 _PATH = re.compile(r"(?:/[^\s/:()]+){3,}")  # an absolute path of three parts or more

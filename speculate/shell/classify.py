@@ -9,10 +9,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tree_sitter
+
 from speculate.shell.context import Level, Stop
 from speculate.shell.walk import Walker, parse
 
 __all__ = ["Classification", "Level", "classify"]
+
+MAX_DEPTH = 256  # syntax-tree levels: a chain of 250 `&&` parts, or ~80 nested `$(...)`
+
+
+def syntax_depth(tree: tree_sitter.Tree) -> int:
+    """The deepest node's depth, walked without recursion."""
+    cursor, depth, best = tree.walk(), 0, 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            best = max(best, depth)
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return best
+            depth -= 1
 
 
 @dataclass(frozen=True)
@@ -49,12 +67,18 @@ def classify(command: str, *, project_root: str | None = None, full_sandbox: boo
     if not command.strip():
         return Classification(True, True, "empty command")
     tree = parse(command)
+    depth = syntax_depth(tree)
+    if depth > MAX_DEPTH:  # the walk recurses per level: refuse to read it rather than overflow the stack
+        return Classification(False, False, f"risky: the command is nested {depth} levels deep (syntax tree); "
+                                            f"deeper than {MAX_DEPTH} is not read")
     try:
         if tree.root_node.has_error:
             walker.risky("the command cannot be parsed")
         walker.visit(tree.root_node)
     except Stop:
         pass
+    except RecursionError:  # a backstop: a shape the depth bound did not foresee
+        return Classification(False, False, "risky: the command is nested too deeply to read")
     level = walker.level
     reason = walker.reason
     if level is Level.READ_ONLY:

@@ -12,14 +12,35 @@ from pathlib import Path
 from speculate.sim.clients import DEFAULT_SUGGESTION_PATTERNS, ClientConventions
 from speculate.sim.faults import FaultConfig
 from speculate.sim.ratelimit import RateLimits
+from speculate.sim.realism import Realism
 from speculate.sim.replay import TraceError
 from speculate.sim.scenario import ScenarioError, default_scenario_paths
 from speculate.sim.server import SimServer
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="speculate sim serve", description="Serve the Messages API simulator.")
-    p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: pick a free one)")
+    p = argparse.ArgumentParser(prog="speculate sim serve")
+    configure(p)
+    return p
+
+
+def port(text: str) -> int:
+    """A TCP port: 0 (pick a free one) to 65535."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{n} is out of range: a port is 0 to 65535 (0 picks a free one)")
+    return n
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """The options of ``speculate sim serve`` (on the command tree of :mod:`speculate.cli`)."""
+    p.description = ("Serve the Messages-API simulator on 127.0.0.1 in the foreground until interrupted "
+                     "(SIGINT or SIGTERM): scripted scenarios, recorded traces, prompt caching, latencies, "
+                     "rate limits and injected faults, for any client (docs/simulator.md).")
+    p.add_argument("--port", type=port, default=0, help="TCP port on 127.0.0.1, 0 to 65535 (0: pick a free one)")
     p.add_argument(
         "--scenario",
         action="append",
@@ -48,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--enforce-rate-limits", action="store_true",
         help="answer 429 when a request does not fit the rate-limit buckets (headers are always sent)",
     )  # fmt: skip
+    p.add_argument(
+        "--realistic", action="store_true",
+        help="a less ideal API: per-key rate limits enforced by queueing (Tier 1), heavy-tailed TTFT, draws not "
+        "shared between API keys (speculate/sim/realism.py)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--hit-rate", type=float, default=None, metavar="P",
@@ -63,12 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="total rate of injected faults, split evenly over 529, 429, drop, stall and in-stream error",
     )
-    return p
+    p.set_defaults(run=serve_run)
 
 
 def serve_main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``speculate sim serve``; prints the base URL, serves until SIGINT/SIGTERM."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return serve_run(args)
+
+
+def serve_run(args: argparse.Namespace) -> int:
     scenarios = list(args.scenario) if args.scenario is not None else default_scenario_paths()
     try:
         faults = FaultConfig.spread(args.fault_rate)
@@ -77,7 +110,8 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         sim = SimServer([*scenarios, *args.trace], seed=args.seed, hit_rate=args.hit_rate,
                         time_scale=args.time_scale, faults=faults,
                         port=args.port, conventions=conventions, record=args.record,
-                        rate_limits=RateLimits(enforce=args.enforce_rate_limits))  # fmt: skip
+                        rate_limits=RateLimits(enforce=args.enforce_rate_limits),
+                        realism=Realism() if args.realistic else None)  # fmt: skip
     except (ScenarioError, TraceError, ValueError) as exc:
         print(f"speculate sim serve: {exc}", file=sys.stderr)
         return 2

@@ -17,9 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from speculate.nesting import TooDeep, loads_json
 from speculate.sim.engine import Planned
 from speculate.sim.profiles import ModelProfile, find_profile
 from speculate.sim.ratelimit import RateLimited
+from speculate.sim.realism import api_key
 from speculate.sim.script import stable_id
 from speculate.sim.sse import Event, events
 from speculate.sim.validate import RequestError
@@ -38,6 +40,9 @@ class Aborted(Exception):
 class HTTPServer(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins handler threads: nothing outlives the SimServer
     block_on_close = True
+    # socketserver's default listen backlog is 5: a burst of clients (a bench at high concurrency, 200
+    # connections at once) overflowed it and the kernel reset the rest. The kernel caps it at somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], sim: SimServer) -> None:
         self.sim = sim
@@ -107,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
     timeout = 120  # an idle keep-alive connection frees its thread after this
     disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
     request_id = ""
+    _streaming: tuple[Planned, list[Event]] | None = None  # the stream being sent, and how many events went out
+    _sent = 0
 
     def setup(self) -> None:
         super().setup()
@@ -159,7 +166,9 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
-            return json.loads(raw or b"null")
+            return loads_json(raw or b"null", what="body")
+        except TooDeep as exc:  # parsing and validation recurse per level
+            raise RequestError(str(exc)) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RequestError(f"body: request body is not valid JSON: {exc}") from None
 
@@ -190,6 +199,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         sim = self.server.sim
         self.request_id = stable_id("req_", time.monotonic_ns(), id(self))
+        self._streaming = None  # a keep-alive connection serves several requests
         path = urlsplit(self.path).path.rstrip("/")
         try:
             body = self._read_json()
@@ -218,6 +228,7 @@ class Handler(BaseHTTPRequestHandler):
             limits = self._charge(planned, body["model"])
             if limits is None:
                 return
+            arrived += sim.realise(planned, body["model"], api_key(self.headers))  # type: ignore[arg-type]
             if body.get("stream"):
                 self._stream(planned, arrived, fault, limits)
             else:
@@ -229,6 +240,8 @@ class Handler(BaseHTTPRequestHandler):
             self._drop()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+            if self._streaming is not None:  # the client hung up mid-stream: what it is billed for
+                sim.cancelled(self._streaming[0], self._streaming[1], self._sent)
 
     def _charge(self, planned: Planned, model: str) -> dict[str, str] | None:
         """Take the request from the rate limiter: its headers, or None once a 429 went out."""
@@ -270,6 +283,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         evs = events(planned.message)
+        self._streaming, self._sent = (planned, evs), 0
         cut = max(3, len(evs) // 2)  # where an injected fault strikes: after message_start and some content
         decode_s = planned.total_s - planned.ttft_s
         for i, ev in enumerate(evs):
@@ -287,5 +301,6 @@ class Handler(BaseHTTPRequestHandler):
             if i == 0:
                 planned.started()
             self._chunk(ev.encode())
+            self._sent = i + 1
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

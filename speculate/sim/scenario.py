@@ -67,6 +67,7 @@ class Turn:
     suggestion: str | None = None  # old format, or the heaviest candidate (for readers that show one)
     suggestion_steps: tuple[Step, ...] | None = None
     candidates: tuple[Candidate, ...] = ()  # ``suggestions:``; empty: the one ``suggestion``
+    pause_s: float | None = None  # recorded: end of the previous answer to this prompt (imported sessions)
 
     @property
     def options(self) -> tuple[Candidate, ...]:

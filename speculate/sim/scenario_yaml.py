@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from speculate import StrPath
+from speculate.nesting import MAX_YAML_DEPTH, yaml_too_deep
 from speculate.sim.scenario import (
     TOOL_CALL_MODES,
     Candidate,
@@ -38,7 +40,7 @@ INTENTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 # Tools the real model may call although the agent does not offer them (a speculation stops at them with a
 # denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
-OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "TodoWrite", "NotebookEdit")
+OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "Agent", "TodoWrite", "NotebookEdit")
 MCP_PREFIX = "mcp__"  # MCP server tools (mcp__<server>__<tool>): inputs as for OTHER_TOOLS
 
 
@@ -266,7 +268,7 @@ class _Parser:
                     turn_node,
                     self.mapping(
                         turn_node, f"turns[{i}]",
-                        ("prompt", "steps", "suggestion", "suggestion_steps", "suggestions"),
+                        ("prompt", "pause_s", "steps", "suggestion", "suggestion_steps", "suggestions"),
                     ),
                 )
             )
@@ -279,8 +281,10 @@ class _Parser:
             where = f"turns[{i}]"
             steps = self.steps(self.require(fields, turn_node, where, "steps"), f"{where}.steps")
             next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
+            pause = _pause(self, fields, where, first=i == 0)
             if "suggestions" in fields:
-                turns.append(_candidates(self, fields, where, str(prompts[i]), steps, next_prompt))
+                turns.append(replace(_candidates(self, fields, where, str(prompts[i]), steps, next_prompt),
+                                     pause_s=pause))
                 continue
             suggestion = None
             if "suggestion" in fields:
@@ -306,6 +310,7 @@ class _Parser:
                     steps=steps,
                     suggestion=suggestion,
                     suggestion_steps=suggestion_steps,
+                    pause_s=pause,
                 )
             )
         return Scenario(
@@ -317,6 +322,16 @@ class _Parser:
             source=self.source,
             tool_calls=tool_calls,
         )
+
+
+def _pause(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, *, first: bool
+           ) -> float | None:
+    """``pause_s``: recorded seconds from the previous answer's end to this prompt (imported sessions)."""
+    key, node = fields.get("pause_s", (None, None))
+    value = None if node is None else self.value(node)
+    if key is not None and (first or isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+        raise self.fail(node, f"{where}.pause_s must be seconds >= 0, after an answer (not on the first turn)")
+    return None if value is None else float(value)
 
 
 def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, prompt: str, steps: tuple[Step, ...], next_prompt: str | None) -> Turn:
@@ -356,6 +371,8 @@ def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], w
 
 def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
     """Parse and validate scenario YAML; ``base_dir`` is where ``workspaces/`` is looked up."""
+    if (line := yaml_too_deep(text)) is not None:  # the loader recurses per level
+        raise ScenarioError(source, line, f"nested more than {MAX_YAML_DEPTH} levels deep; not read")
     loader = yaml.SafeLoader(text)
     try:
         try:

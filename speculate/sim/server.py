@@ -20,11 +20,13 @@ from speculate.sim.clients import ClientConventions
 from speculate.sim.engine import Engine, EngineStatistics, Planned
 from speculate.sim.faults import FAULT_KINDS, FaultConfig
 from speculate.sim.handler import HTTPServer
-from speculate.sim.profiles import PROFILES, ModelProfile
+from speculate.sim.profiles import PROFILES, ModelProfile, find_profile
 from speculate.sim.ratelimit import RateLimiter, RateLimits
+from speculate.sim.realism import KeyedLimiter, Realism
 from speculate.sim.replay import Replay, TraceWriter
 from speculate.sim.scenario import Scenario, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
+from speculate.sim.sse import Event, streamed_output_tokens
 
 __all__ = ["FAULT_KINDS", "FaultConfig", "SimServer", "SimStatistics"]
 
@@ -36,6 +38,11 @@ class SimStatistics:
     cache_hits: int
     cache_misses: int
     faults: dict[str, int] = field(default_factory=dict)
+    # Streams the client cut: what they had sent (input as planned, output up to the cut) and its price.
+    # ``engine.cost_usd`` prices every answer in full; a cut stream's bill is this one's share instead.
+    cancelled: dict[str, Any] = field(default_factory=dict)
+    # With realism: requests that waited for their key's rate limits, and the simulated seconds waited.
+    queued: dict[str, Any] = field(default_factory=dict)
 
 
 ScenarioSource = StrPath | Scenario | Replay
@@ -65,6 +72,7 @@ class SimServer:
         rate_limits: RateLimits | None = None,
         conventions: ClientConventions | None = None,
         record: StrPath | None = None,
+        realism: Realism | None = None,
     ) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
@@ -90,8 +98,11 @@ class SimServer:
             clock=lambda: (time.monotonic() - self._epoch) / self.time_scale,
         )  # fmt: skip
         self.limiter = RateLimiter(rate_limits or RateLimits())
+        self.realism = realism
+        self._keyed = KeyedLimiter(realism) if realism is not None else None
         self._fault_rng = random.Random(seed)
         self._fault_counts = dict.fromkeys(FAULT_KINDS, 0)
+        self._cancelled: dict[str, Any] = {}
         self._fault_lock = threading.Lock()
         self._record_path = Path(record) if record is not None else None
         self._recorder: TraceWriter | None = None
@@ -106,6 +117,44 @@ class SimServer:
                 served={"arrived_s": arrived - self._epoch, "finished_s": finished - self._epoch,
                         "source": planned.source},
             )  # fmt: skip
+
+    def realise(self, planned: Planned, model: str, api_key: str) -> float:
+        """With ``realism``: draw the response's TTFT with its heavy tail (``planned`` is changed) and return
+        how long it queues for its key's rate limits, in wall seconds; 0 (and nothing changed) without."""
+        if self._keyed is None or self.realism is None:
+            return 0.0
+        usage = planned.message["usage"]
+        wait = self._keyed.admit(api_key, model, input_tokens=usage["input_tokens"]
+                                 + usage["cache_creation_input_tokens"], output_tokens=usage["output_tokens"],
+                                 now=self.engine.clock())
+        profile = find_profile(model, self.profiles)
+        factor = self.realism.ttft_factor(base_sigma=profile.jitter if profile else 0.0, seed=self.engine.seed,
+                                          key=api_key, n=self._keyed.next_index(api_key))
+        decode = planned.total_s - planned.ttft_s
+        planned.ttft_s *= factor
+        planned.total_s = planned.ttft_s + decode
+        return wait * self.time_scale
+
+    def cancelled(self, planned: Planned, evs: list[Event], sent: int) -> None:
+        """The client hung up after ``sent`` events of this stream: bill its input and the output streamed
+        (nothing before ``message_start`` went out)."""
+        usage = planned.message["usage"]
+        streamed = streamed_output_tokens(evs, sent, usage["output_tokens"])
+        if sent == 0:
+            return
+        profile = find_profile(planned.message["model"], self.profiles)
+        billed = {k: usage.get(k, 0) for k in ("input_tokens", "cache_creation_input_tokens",
+                                               "cache_read_input_tokens")}
+        billed["output_tokens"] = streamed
+        cost = profile.cost_usd(billed) if profile is not None else 0.0
+        with self._fault_lock:
+            c = self._cancelled
+            c["streams"] = c.get("streams", 0) + 1
+            for k, v in billed.items():
+                c[k] = c.get(k, 0) + v
+            c["output_tokens_not_streamed"] = c.get("output_tokens_not_streamed", 0) + usage["output_tokens"] - streamed
+            c["cost_usd"] = c.get("cost_usd", 0.0) + cost
+            c.setdefault("each", []).append({"source": planned.source, "events_sent": sent, **billed})
 
     def draw_fault(self) -> str | None:
         with self._fault_lock:
@@ -165,7 +214,10 @@ class SimServer:
         cache = self.engine.cache.statistics()
         with self._fault_lock:
             faults = dict(self._fault_counts)
-        return SimStatistics(self.engine.statistics(), cache.entries, cache.hits, cache.misses, faults)
+            cancelled = {k: (list(v) if isinstance(v, list) else v) for k, v in self._cancelled.items()}
+        queued = {"requests": self._keyed.queued, "waited_s": self._keyed.waited_s} if self._keyed else {}
+        return SimStatistics(self.engine.statistics(), cache.entries, cache.hits, cache.misses, faults, cancelled,
+                             queued)
 
     def __enter__(self) -> SimServer:
         return self.start()

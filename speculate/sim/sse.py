@@ -9,6 +9,7 @@ message_delta (stop_reason, cumulative usage) -> message_stop; another ping ever
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,3 +115,16 @@ def events(message: dict[str, Any], *, chunk_chars: int = CHUNK_CHARS) -> list[E
     )
     out.append(Event("message_stop", {"type": "message_stop"}, 1.0))
     return out
+
+
+def streamed_output_tokens(evs: list[Event], sent: int, output_tokens: int) -> int:
+    """Output tokens a stream had delivered once its first ``sent`` events went out: the answer's tokens in
+    proportion to the characters sent (what a client that cancels there is billed for), at least 1 once
+    ``message_start`` was sent (its usage reports one)."""
+    if sent <= 0:
+        return 0
+    if sent >= len(evs):
+        return output_tokens
+    # An event's fraction is the share generated before it is due; after it went out, the next one's.
+    fraction = evs[sent].fraction
+    return max(1, math.ceil(fraction * output_tokens))

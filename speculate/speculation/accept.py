@@ -5,19 +5,25 @@ The engine (:meth:`speculate.speculation.engine.SpeculationEngine.accept`) runs 
 1. :func:`approve`: the calls the fork ran that the live path would have asked about
    (:mod:`speculate.speculation.approvals`) are put to the session's approval policy, before anything is
    replayed or promoted. No: the speculation is discarded and the turn runs live, asking as usual.
-2. :func:`replay`: what the fork showed so far goes to the session's event callback; a fork still running
+2. :func:`check`: a dry run of promotion's conflict check (and whether the overlay still exists), so that
+   a speculation that will be discarded shows nothing of its transcript: the turn runs live at once, and
+   says why.
+3. :func:`replay`: what the fork showed so far goes to the session's event callback; a fork still running
    streams the rest live (and from now on asks at the call, as the live path does).
-3. :func:`promote`: the overlay lands in the real tree (conflict-checked, all or nothing), and the record
-   names what landed as files written, deleted and renamed.
+4. :func:`promote`: the overlay lands in the real tree (conflict-checked again, under the project's lock,
+   all or nothing), and the record names what landed as files written, deleted and renamed. What the
+   person sees of the outcome (:class:`Landing`) says, when the turn is cancelled, whether it landed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from overlayfs.conflicts import find_conflicts
+from overlayfs.policy import refusals
 from speculate.speculation.approvals import Answer, ApproveFn, PendingApproval, ask_each
 from speculate.speculation.effects import FileSummary, renames, summarize
 from speculate.speculation.events import SpecOutcome
@@ -51,18 +57,56 @@ async def approve(spec: Speculation, *, policy: ApproveFn | None, main: MainAuth
     return answer
 
 
-def replay(spec: Speculation, on_event: Callable[[Any], None]) -> None:
-    """What the fork already did, then the rest live."""
-    for e in spec.shown:
-        on_event(e)
-    spec.live = on_event
-
-
 @dataclass
 class Promotion:
     ok: bool
     outcome: SpecOutcome = "accepted"
     note: str = ""
+
+
+@dataclass
+class Landing:
+    """An accepted speculation, as far as the real tree is concerned: ``promoted`` once its files landed
+    (``files`` names them); until then nothing of it has (a cancelled turn says which)."""
+
+    suggestion: str
+    promoted: bool = False
+    files: FileSummary = field(default_factory=FileSummary)
+    diff: str = ""  # what it changed, as a unified diff (kept when the session asks for it: /diff)
+    dropped: str = ""  # why it was discarded after all (the turn then ran live)
+
+
+def check(spec: Speculation) -> Promotion | None:
+    """Before anything of it is shown: would promotion discard it? The same conflict check promotion runs
+    (which runs it again under the project's lock), without writing anything; None when it would land so
+    far. A fork already finished without an overlay (a boundary that holds its cause) is discarded too."""
+    ov = spec.overlay
+    if ov is None:
+        if spec.finished.is_set():
+            return Promotion(False, "aborted", "speculation discarded: it stopped at a boundary "
+                             f"({spec.record.boundary}); running normally")
+        return None
+    bases = ov.bases()
+    changes = ov.changes()
+    conflicts, _ = find_conflicts(ov.lower, {c.path for c in changes} | set(bases), bases, ov.reads())
+    conflicts += refusals(str(ov.lower), str(ov.upper), changes)
+    return Promotion(False, "conflict", conflict_note(sorted(conflicts, key=lambda c: c.path))) if conflicts \
+        else None
+
+
+def conflict_note(conflicts: Any) -> str:
+    """Each path with its own reason: the user changed a file, or acceptance never lands what stands there
+    (overlayfs.policy: a FIFO, a link out of the project)."""
+    return ("speculation discarded, nothing of it landed: "
+            + "; ".join(f"{c.path}: {c.reason}" if hasattr(c, "reason") else str(c) for c in conflicts)
+            + "; running normally")
+
+
+def replay(spec: Speculation, on_event: Callable[[Any], None]) -> None:
+    """What the fork already did, then the rest live."""
+    for e in spec.shown:
+        on_event(e)
+    spec.live = on_event
 
 
 def promote(spec: Speculation) -> Promotion:
@@ -80,10 +124,7 @@ def promote(spec: Speculation) -> Promotion:
         return Promotion(False, "error", f"speculation discarded: accepting it failed ({e}); running normally")
     rec.promote_s = time.perf_counter() - tp
     if result.conflicts:
-        # Each with its own reason: the user changed a file, or acceptance never lands what stands there
-        # (overlayfs.policy: a FIFO, a link out of the project).
-        return Promotion(False, "conflict", "speculation discarded, nothing of it landed: "
-                         + "; ".join(f"{c.path}: {c.reason}" for c in result.conflicts) + "; running normally")
+        return Promotion(False, "conflict", conflict_note(result.conflicts))
     files = summarize(result.promoted, pairs)
     rec.files_written, rec.files_deleted, rec.files_renamed = files.written, files.deleted, files.renamed
     # Everything landed, but some of our temporary names could not be removed yet (the next start does it).

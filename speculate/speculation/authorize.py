@@ -1,10 +1,16 @@
 """Authorizers: the main loop's (permission gate + asking the user) and a speculative fork's, which puts
 every call through the same gate and, where the live path would ask, either stops the fork before the
-call (a boundary) or, for a sandboxed Bash command, runs it and records it for approval on acceptance."""
+call (a boundary) or, for a sandboxed Bash command, runs it and records it for approval on acceptance.
+
+Both take the PreToolUse hooks' decision (:class:`speculate.agent_types.Authorizer`): ``allow`` answers the
+permission prompt (a deny or an ask rule still applies, as in Claude Code), ``ask`` asks even where the
+rules allow, and in a fork is a gate ``ask`` like any other: a sandboxed Bash command's approval on
+acceptance, a boundary before an edit or any other call."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,6 +28,9 @@ if TYPE_CHECKING:
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
 SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
 WRITE_TOOLS = {"Write", "Edit"}
+# Claude Code refuses a path a deny rule covers while checking these tools' input, before any hook runs.
+FILE_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep"}
+HookDecision = Literal["allow", "ask"] | None
 
 
 def _gate(mode: str, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
@@ -29,6 +38,21 @@ def _gate(mode: str, allow: Sequence[str], deny: Sequence[str], root: Path | Non
     from speculate.permissions import PermissionGate
 
     return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), ask=list(ask), root=root)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A call the live path asks about: the tool, its full arguments, and the allow rule an ``always``
+    answer adds for the rest of the session (``Bash(CMD)`` for a command, else the tool's name)."""
+
+    tool: str
+    input: dict[str, Any]
+    rule: str
+
+
+def always_rule(tool: str, inp: BaseModel) -> str:
+    cmd = getattr(inp, "command", None)
+    return f"Bash({cmd})" if tool == "Bash" and cmd else tool
 
 
 class MainAuthorizer:
@@ -40,6 +64,9 @@ class MainAuthorizer:
         self.ask_rules = list(ask_rules)
         self.gate = _gate(mode, self.allow, self.deny, root, self.ask_rules)
         self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
+        # The call being asked about, while ``ask`` runs: its full arguments and the rule ``always`` adds
+        # (the REPL shows them; ``ask`` itself gets the tool and a one-line summary).
+        self.question: Question | None = None
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -48,24 +75,32 @@ class MainAuthorizer:
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self.gate.check(tool, inp).behavior == "allow"
 
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None:
+    async def before_hooks(self, tool: Tool, inp: BaseModel, block: Block) -> None:
+        if tool.name in FILE_TOOLS and (d := self.gate.check(tool, inp)).behavior == "deny":
+            raise ToolDenied(d.reason)
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None,
+                        hook_reason: str = "") -> None:
         d = self.gate.check(tool, inp)
-        if d.behavior == "allow":
-            return
         if d.behavior == "deny":
             raise ToolDenied(d.reason)
+        if hook == "allow" and not (d.behavior == "ask" and d.rule is not None):
+            return  # the hook answered the prompt; an ask rule still asks
+        if hook != "ask" and d.behavior == "allow":
+            return
+        reason = (hook_reason or "a PreToolUse hook asks") if hook == "ask" else d.reason
         if self.ask is None:
-            raise ToolDenied(f"{d.reason} (no one to ask in this session)")
+            raise ToolDenied(f"{reason} (no one to ask in this session)")
         self.pending_ask = True
+        self.question = Question(tool.name, dict(block.get("input", {})), always_rule(tool.name, inp))
         try:
             answer = await self.ask(tool.name, summarize(tool.name, block.get("input", {})))
         finally:
-            self.pending_ask = False
+            self.pending_ask, self.question = False, None
         if answer == "n":
             raise ToolDenied("the user declined this call")
         if answer == "always":
-            cmd = getattr(inp, "command", None)
-            self.remember(f"Bash({cmd})" if tool.name == "Bash" and cmd else tool.name)
+            self.remember(always_rule(tool.name, inp))
 
     def remember(self, rule: str) -> None:
         """An ``always`` answer: from now on the gate allows this call (``Bash(CMD)`` or the tool)."""
@@ -109,7 +144,10 @@ class SpecAuthorizer:
     def go_live(self, main: MainAuthorizer) -> None:
         self.live = main
 
-    def _boundary(self, tool: Tool, inp: BaseModel) -> tuple[BoundaryKind, str] | None:
+    def _boundary(self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = "", *,
+                  early: bool = False) -> tuple[BoundaryKind, str] | None:
+        """Where the fork must stop before this call. ``early``: before its PreToolUse hooks, only what no hook
+        decision changes (a deny, what the sandbox cannot hold, protected paths)."""
         is_mcp = tool.name.startswith("mcp__")
         if tool.name not in SPEC_TOOLS and not is_mcp:
             return "denied_tool", f"{tool.name} is not allowed while speculating"
@@ -129,7 +167,9 @@ class SpecAuthorizer:
                 return "protected", (f"{tool.name} {path}: it configures what runs later (git, editor, Claude "
                                      "Code, direnv, or speculation.protectedPaths); it lands only through a "
                                      "normal turn")
-            if d.behavior == "ask":
+            if not early and hook == "ask":
+                return "edit", f"{tool.name} {path}: a PreToolUse hook asks ({hook_reason or 'no reason given'})"
+            if not early and d.behavior == "ask" and not (hook == "allow" and d.rule is None):
                 return "edit", f"{tool.name} {path} needs permission"
         elif tool.name == "Bash":
             cmd = getattr(inp, "command", "")
@@ -145,6 +185,10 @@ class SpecAuthorizer:
             if not c.sandboxable:
                 return "bash", f"{cmd!r}: {c.reason}"
             # A command the gate would ask about runs in the sandbox; authorize() records it for approval.
+        elif early:
+            pass
+        elif hook == "ask":
+            return "hook", f"{tool.name}: a PreToolUse hook asks before it ({hook_reason or 'no reason given'})"
         elif d.behavior == "ask" and d.rule is not None:  # an explicit ask rule: the user would be asked
             return "denied_tool", d.reason
         why = self.hook_stop(tool.name)
@@ -161,26 +205,34 @@ class SpecAuthorizer:
             return None
         return self.protection.of_write(self.fs, rel) if self.fs is not None else self.protection.kind(rel)
 
-    def _asks(self, tool: Tool, inp: BaseModel) -> str | None:
+    def _asks(self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = "") -> str | None:
         """Why the live path would ask before this call (a sandboxed Bash command), or None."""
         if tool.name != "Bash":
             return None
+        if hook == "ask":
+            return f"a PreToolUse hook asks ({hook_reason or 'no reason given'})"
         d = self.gate.check(tool, inp)
-        return d.reason if d.behavior == "ask" else None
+        return d.reason if d.behavior == "ask" and not (hook == "allow" and d.rule is None) else None
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self._boundary(tool, inp) is None and self._asks(tool, inp) is None
 
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block) -> None:
-        b = self._boundary(tool, inp)
+    async def before_hooks(self, tool: Tool, inp: BaseModel, block: Block) -> None:
+        b = self._boundary(tool, inp, early=True)
         if b is not None:
             raise BoundaryReached(b[0], b[1], block.get("id"))
-        why = self._asks(tool, inp)
+
+    async def authorize(self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None,
+                        hook_reason: str = "") -> None:
+        b = self._boundary(tool, inp, hook, hook_reason)
+        if b is not None:
+            raise BoundaryReached(b[0], b[1], block.get("id"))
+        why = self._asks(tool, inp, hook, hook_reason)
         if why is None:
             return
         if self.live is not None:  # accepted: the user is asked at the call, as live (ToolDenied on "n")
             async with self.asking:
-                await self.live.authorize(tool, inp, block)
+                await self.live.authorize(tool, inp, block, hook=hook, hook_reason=hook_reason)
             return
         if self.approvals is None:
             raise BoundaryReached("bash", f"{getattr(inp, 'command', '')!r}: {why}", block.get("id"))

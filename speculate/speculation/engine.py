@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from speculate.compaction import context_tokens
-from speculate.models.base import ModelError, Usage
+from speculate.models.base import ModelError
+from speculate.models.billing import Meter, billed_to
+from speculate.models.profiles import cost_usd
 from speculate.speculation import policy, suggest, topk
+from speculate.speculation.accept import Landing
 from speculate.speculation.events import SpecEvent, SpecOutcome, State, SuggestionOutcome, SuggestionRecord
 from speculate.speculation.fork import Speculation
 from speculate.speculation.forkrun import ForkRunner
@@ -31,13 +34,6 @@ from speculate.types import Message, text_of
 
 if TYPE_CHECKING:
     from speculate.session import TurnOutcome
-
-
-def cost_usd(model: str, usage: Usage) -> float:
-    from speculate.models.profiles import find_profile
-
-    p = find_profile(model)
-    return p.cost_usd(usage.as_dict()) if p else 0.0
 
 
 class SpeculationEngine:
@@ -60,6 +56,8 @@ class SpeculationEngine:
         self.forks = topk.ForkSet(token_budget=self.opts.budget_tokens, cpus=self.opts.budget_cpus)
         self.state: State = "idle"
         self.runner = ForkRunner(session=session, forks=self.forks, emit=self._emit_for, k=self.opts.candidates)
+        self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
+        self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)
 
     # -- driven by the session -----------------------------------------------------------------------
     def after_turn(self, *, pipelined: bool) -> None:
@@ -121,12 +119,13 @@ class SpeculationEngine:
         policy.persist(self.policy, self.s, self.opts)
 
     async def accept(self, prompt: str, t0: float) -> TurnOutcome:
-        """Use the speculation for ``prompt`` (the current suggestion): approve, replay, promote, inject
-        (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
+        """Use the speculation for ``prompt`` (the current suggestion): approve, check, replay, promote,
+        inject (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
         question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
-        that went live asks nothing more."""
+        that went live asks nothing more; :attr:`landing` says whether it had landed."""
         await self._choose(prompt)
         spec = self._spec
+        self.landing = Landing(prompt) if spec is not None and spec.overlay is not None else None
         try:
             return await self._accept(prompt, t0)
         except BaseException:
@@ -145,13 +144,18 @@ class SpeculationEngine:
             await self.ignore("no_speculation")
             return await self.s.run_turn(prompt, t0)
         assert spec.authorizer is not None
+        early: step.Promotion | None = None
         async with spec.authorizer.asking:  # the fork asks nothing itself while this question is open
             spec.authorizer.go_live(self.s.authorizer)  # from now on it asks at the call, as live
             answer = await step.approve(spec, policy=self.s.approve, main=self.s.authorizer)
-            if answer != "n":
-                step.replay(spec, self.s.on_event)
+            if answer != "n":  # nothing of a speculation that will be discarded is shown
+                early = step.check(spec)
+                if early is None:
+                    step.replay(spec, self.s.on_event)
         if answer == "n":
             return await self._drop(spec, prompt, t0, "declined", step.DECLINED)
+        if early is not None:
+            return await self._drop(spec, prompt, t0, early.outcome, early.note)
         if not spec.finished.is_set():
             if self.s.cfg.accept_running == "wait":
                 await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
@@ -166,10 +170,18 @@ class SpeculationEngine:
         rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
         if spec.overlay is None:  # discarded while the user waited (a boundary that holds its cause)
             return await self._drop(spec, prompt, t0, "aborted", "speculation discarded: it stopped at a "
-                                    f"boundary ({rec.boundary}); running normally")
+                                    f"boundary ({rec.boundary}); nothing of what it showed was applied; "
+                                    "running normally")
+        landing = self.landing
+        assert landing is not None
+        if self.s.cfg.keep_accepted_diff:
+            landing.diff = spec.overlay.diff()  # the upper layer is spent by promotion
         promotion = step.promote(spec)
         if not promotion.ok:
-            return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note)
+            return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note + (
+                "; nothing of what it showed was applied" if spec.shown else ""))
+        landing.promoted, landing.files = True, step.summary_of(rec)
+        self.accepted_diff = landing.diff
         assert spec.agent is not None
         assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
@@ -189,6 +201,8 @@ class SpeculationEngine:
                     ) -> TurnOutcome:
         """The speculation is not used after all: discard it (and a pipelined suggestion built on it) and run
         the turn normally, saying why."""
+        if self.landing is not None:
+            self.landing.dropped = note
         self._spec = None
         await self._cancel_cycle()
         self._close(spec, outcome, note, saved=False)
@@ -249,8 +263,13 @@ class SpeculationEngine:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
             return None
         self._emit("generating", None)
+        meter = Meter()
         try:
-            out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot, k=self.opts.candidates)
+            with billed_to(meter):
+                out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot, k=self.opts.candidates)
+        except trio.Cancelled:
+            self._cancelled_suggestion(meter, turn, pipelined=False)
+            raise
         except ModelError as e:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=f"error: {e}"))
             return None
@@ -312,10 +331,11 @@ class SpeculationEngine:
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
         rec.requests = spec.requests
-        rec.tokens = spec.usage.as_dict()
+        usage = spec.usage.add(spec.meter.usage)  # a request cut mid-stream is billed too
+        rec.tokens = usage.as_dict()
         if spec.diverged_at_tokens is not None:
             rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens
-        rec.cost_usd = cost_usd(self.s.cfg.model_name, spec.usage)
+        rec.cost_usd = cost_usd(self.s.cfg.model_name, usage)
         if spec.record.completed:  # what a whole fork costs, for the policy's next estimate
             self.policy.cost.observe(spec.requests, spec.usage)
         if outcome != "accepted" or not saved:
@@ -330,6 +350,15 @@ class SpeculationEngine:
             dead = self._suggestion_record(spec.next, rec.turn, pipelined=True)
             dead.outcome, dead.reason = "discarded", f"speculation {outcome}"
             self.s.events.write(dead)
+        elif spec.next is None:  # its pipelined suggestion was cut mid-request: billed all the same
+            self._cancelled_suggestion(spec.next_meter, rec.turn, pipelined=True)
+
+    def _cancelled_suggestion(self, meter: Meter, turn: int, *, pipelined: bool) -> None:
+        """A suggestion request cut mid-stream: recorded as discarded, with what the API bills for it."""
+        if meter.cancelled:
+            self.s.events.write(SuggestionRecord(
+                turn=turn, outcome="discarded", reason="cancelled mid-request", pipelined=pipelined,
+                tokens=meter.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, meter.usage)))
 
     def _emit_for(self, spec: Speculation, state: State, suggestion: str | None, **detail: Any) -> None:
         if spec is self._spec:  # top-K: the toolbar follows the lowest-ranked fork

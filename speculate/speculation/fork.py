@@ -13,6 +13,7 @@ from speculate.agent import Agent
 from speculate.agent_types import AgentEvent
 from speculate.hooks import HookRan
 from speculate.models.base import Usage
+from speculate.models.billing import Meter
 from speculate.speculation import suggest
 from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
@@ -39,6 +40,8 @@ class Speculation:
         self.approvals: Approvals | None = None  # calls the live path would have asked about, run here
         self.renames: list[tuple[str, str]] | None = None  # (deleted, added) same content, once it finished
         self.usage = Usage()
+        # Requests cut mid-stream (the fork thrown away, its pipelined suggestion abandoned): what the API bills.
+        self.meter, self.next_meter = Meter(), Meter()
         self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
         self.requests = 0  # model requests it made (the policy's cost estimate learns from them)
@@ -57,10 +60,10 @@ class Speculation:
         self.record.boundary, self.record.boundary_detail = boundary, detail
 
     def hook_ran(self, r: HookRan) -> None:
-        """One of the user's hooks ran in this fork (in its sandbox): a refusal or failure goes in the record."""
+        """One of its hooks ran: counted, and a refusal or failure goes in the record."""
         self.record.hooks_run += 1
         if r.blocked and r.event == "PreToolUse":
-            self.record.hook_denials.append(f"{r.tool}: {r.stderr.strip() or r.command}")
+            self.record.hook_denials.append(f"{r.tool}: {r.reason or r.command}")
         elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
             self.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
                                            + ("timed out" if r.timed_out else f"exit {r.exit_code}")

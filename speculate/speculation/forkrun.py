@@ -23,6 +23,7 @@ from speculate.agent_types import (
 )
 from speculate.hooks import PromptBlocked
 from speculate.models.base import ModelError
+from speculate.models.billing import billed_to
 from speculate.speculation import suggest
 from speculate.speculation.approvals import Approvals
 from speculate.speculation.authorize import SpecAuthorizer
@@ -64,7 +65,8 @@ class ForkRunner:
         hooks = self.s.workspace.hooks(
             shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
             boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
-            on_event=spec.hook_ran)
+            on_event=spec.hook_ran,
+            transcript=self.s.hook_transcript.fork() if self.s.hook_transcript is not None else None)
         spec.approvals = Approvals(spec.overlay)
         authorizer = spec.authorizer = SpecAuthorizer(
             mode=self.s.cfg.mode, allow=self.s.authorizer.allow, deny=self.s.authorizer.deny,
@@ -79,7 +81,8 @@ class ForkRunner:
         spec.record.fork_start_s = time.perf_counter() - spec.started
         self.emit(spec, "speculating", text, tools_run=0, elapsed_s=0.0)
         try:
-            await spec.agent.run(text)
+            with billed_to(spec.meter):
+                await spec.agent.run(text)
             spec.stop("complete")
         except BoundaryReached as b:
             spec.stop(b.kind, b.detail)
@@ -109,8 +112,9 @@ class ForkRunner:
             self.emit(spec, "ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
                            approvals=approvals)
             try:
-                spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages,
-                                                   k=self.k)
+                with billed_to(spec.next_meter):
+                    spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages,
+                                                       k=self.k)
             except ModelError:
                 spec.next = None
             finally:

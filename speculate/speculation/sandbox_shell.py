@@ -1,7 +1,19 @@
 """The Bash shell of a speculative fork (and where its hooks run): every command in the sandbox
 (:mod:`overlayfs.sandbox`), never on the real tree. Where the sandbox cannot be built (no mount backend, no bubblewrap, no user namespaces,
 no seccomp) there is no speculative Bash at all: :func:`bash_sandbox` says why, and the fork's gate
-stops at every Bash call."""
+stops at every Bash call.
+
+A command that crosses a bound stops the fork at a ``resource`` boundary, never as a failed command the
+model would go on from: the upper layer's bound (the sandbox kills it), and the file size bound
+(RLIMIT_FSIZE, the same number): a process writing past it gets SIGXFSZ (bash reports exit 153) or, if it
+ignores the signal as Python does, EFBIG ("File too large") from the write (:func:`file_size_hit`).
+
+A directory rename answers EXDEV on every mounted backend (kernel overlayfs without ``redirect_dir``, and
+the FUSE view and fuse-overlayfs the same way): ``mv`` and ``shutil.move`` copy instead, as they do across
+file systems, but a bare ``rename(2)`` fails where the live path's would have worked. Such a failure stops
+the fork at a ``bash`` boundary (its overlay discarded), so the model never goes on from an error the live
+path would not have met (:func:`rename_refused`); accepting runs the prompt normally.
+"""
 
 from __future__ import annotations
 
@@ -81,7 +93,7 @@ class SandboxShell:
     async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> ShellResult:
         from overlayfs.mount import MountError
-        from overlayfs.sandbox import CancelToken, run_in_overlay, sandbox_env
+        from overlayfs.sandbox import CancelToken, SandboxLimits, run_in_overlay, sandbox_env
 
         token = CancelToken()
 
@@ -108,6 +120,14 @@ class SandboxShell:
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e
         if out.limit is not None:
             raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
+        fsize = (self.limits.upper_bytes if self.limits is not None else SandboxLimits().upper_bytes)
+        if file_size_hit(out.exit_code, out.stdout + out.stderr):
+            big = _largest_file(self.overlay.upper, fsize)
+            raise BoundaryReached("resource", f"{command!r}: a file reached the file size bound of {fsize} bytes "
+                                  "(RLIMIT_FSIZE)" + (f": {big}" if big else ""), discard=True)
+        if rename_refused(out.exit_code, out.stdout + out.stderr):
+            raise BoundaryReached("bash", f"{command!r}: a directory rename the speculation's overlay answers with "
+                                  "EXDEV (mv copies instead; rename(2) fails): the live path runs it", discard=True)
         if out.backend_failed is not None:
             raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
         if self.protection is not None:
@@ -119,6 +139,33 @@ class SandboxShell:
         from speculate.shell import classify
 
         return classify(command, project_root=str(self.overlay.lower)).read_only
+
+
+SIGXFSZ_EXIT = 128 + 25  # bash's status for a child killed by SIGXFSZ
+
+
+def file_size_hit(exit_code: int, output: str) -> bool:
+    """Did the command meet RLIMIT_FSIZE: killed by SIGXFSZ, or a write refused with EFBIG?"""
+    return exit_code == SIGXFSZ_EXIT or "File too large" in output or "File size limit exceeded" in output
+
+
+def rename_refused(exit_code: int, output: str) -> bool:
+    """Did the command fail on a rename the overlay refused with EXDEV (and the live path would not)?"""
+    return exit_code != 0 and "Invalid cross-device link" in output
+
+
+def _largest_file(upper: Any, bound: int) -> str | None:
+    """A file in the upper layer at (or over) ``bound`` bytes, relative to it."""
+    root = os.fspath(upper)
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            try:
+                if os.lstat(path).st_size >= bound:
+                    return os.path.relpath(path, root)
+            except OSError:
+                continue
+    return None
 
 
 class NoShell:

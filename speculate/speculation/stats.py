@@ -4,6 +4,7 @@ the JSON summary escapes it, and every other line is made :func:`speculate.term.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -12,11 +13,25 @@ from speculate.speculation.events import RecordError, read_records, summarize_re
 from speculate.term import visible
 
 
+def configure(p: argparse.ArgumentParser) -> None:
+    """The options of ``speculate stats`` (on the command tree of :mod:`speculate.cli`)."""
+    p.description = ("Summarise a session's suggestion and speculation records (the JSONL file `speculate repl "
+                     "--events FILE` writes) as JSON: acceptance, time saved, boundaries, tokens and cost wasted.")
+    p.add_argument("events", type=Path, metavar="EVENTS.jsonl", help="the records file")
+    p.set_defaults(run=lambda ns: summarize_file(ns.events))
+
+
 def stats_main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: speculate stats EVENTS.jsonl", file=sys.stderr)
-        return 2
-    path = Path(argv[0])
+    p = argparse.ArgumentParser(prog="speculate stats")
+    configure(p)
+    try:
+        ns = p.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return summarize_file(ns.events)
+
+
+def summarize_file(path: Path) -> int:
     try:
         recs = read_records(path)
     except OSError as e:

@@ -5,79 +5,11 @@ Each hook appends the JSON it read on stdin to a log outside the project, so a t
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import trio
 
-from speculate.hooks import HookRan
-from speculate.models.anthropic import AnthropicModel
-from speculate.session import Session, SessionConfig, open_session
-from speculate.sim.scenario_yaml import parse_scenario
-from speculate.sim.server import SimServer
-
-# Two scenarios: the simulator picks one by the conversation's first prompt.
-WRITE = """
-name: hooks-write
-description: a write, then a read, that the user's hooks see
-turns:
-  - prompt: "write the secret"
-    steps:
-      - tools:
-          - Write: {file_path: "{root}/secret.txt", content: "s3cret\\n"}
-      - text: "Tried to write."
-    suggestion: null
-  - prompt: "read a"
-    steps:
-      - tools:
-          - Read: {file_path: "{root}/a.txt"}
-      - text: "a says alpha."
-    suggestion: null
-"""
-READ = """
-name: hooks-read
-description: a read that the user's hooks see
-turns:
-  - prompt: "read a"
-    steps:
-      - tools:
-          - Read: {file_path: "{root}/a.txt"}
-      - text: "a says alpha."
-    suggestion: null
-"""
-
-
-def logged(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def project(tmp: Path, hooks: dict[str, list[dict[str, Any]]]) -> tuple[Path, Path]:
-    root = tmp / "proj"
-    (root / ".claude").mkdir(parents=True)
-    (root / "a.txt").write_text("alpha\n")
-    (root / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
-    return root, tmp / "hook.log"
-
-
-def command(log: Path, then: str) -> dict[str, Any]:
-    """A hook command that logs its stdin (one JSON line) and then runs ``then``."""
-    return {"type": "command", "command": f"(cat; echo) >> {log}; {then}"}
-
-
-@asynccontextmanager
-async def session(root: Path, events: list) -> AsyncIterator[tuple[Session, SimServer]]:
-    with SimServer([parse_scenario(WRITE), parse_scenario(READ)], time_scale=0.01) as sim:
-        async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
-            cfg = SessionConfig(project=root, model=model, speculate=False, mode="acceptEdits")
-            async with open_session(cfg, on_event=events.append) as s:
-                yield s, sim
-
-
-def hook_events(events: list) -> list[HookRan]:
-    return [e for e in events if isinstance(e, HookRan)]
+from .hook_kit import command, hook_events, logged, project, session
 
 
 def test_pre_tool_use_exit_2_refuses_the_call_and_tells_the_model_why(tmp_path: Path) -> None:
@@ -93,7 +25,9 @@ def test_pre_tool_use_exit_2_refuses_the_call_and_tells_the_model_why(tmp_path: 
             await s.submit("write the secret")
             assert not (root / "secret.txt").exists()
             (result,) = s.messages[2]["content"]
-            assert result["is_error"] and "writes are frozen today" in result["content"]
+            assert result["is_error"]  # the model sees Claude Code's words: the tool, the command, its stderr
+            cmd = f"printf '%s\\n' \"$(cat)\" >> {log}; echo \"writes are frozen today\" >&2; exit 2"
+            assert result["content"] == f"PreToolUse:Write hook error: [{cmd}]: writes are frozen today"
             await s.submit("read a")  # the Read hook allows (exit 0): the call runs
             assert "alpha" in s.messages[-2]["content"][0]["content"]
 
@@ -125,10 +59,12 @@ def test_post_tool_use_feedback_warnings_and_timeouts(tmp_path: Path) -> None:
     async def main() -> None:
         async with session(root, events) as (s, _):
             await s.submit("read a")
-            result = s.messages[2]["content"][0]
-            assert not result.get("is_error")  # the call ran; feedback is added to its result
-            assert result["content"].startswith("     1\talpha")
-            assert result["content"].endswith("PostToolUse hook feedback: a.txt is generated: edit a.in instead")
+            result, note = s.messages[2]["content"]
+            assert not result.get("is_error") and result["content"] == "     1\talpha"  # the call ran, as it was
+            # The feedback follows the results, as Claude Code sends it (there: a system message).
+            cmd = f"printf '%s\\n' \"$(cat)\" >> {log}; echo \"a.txt is generated: edit a.in instead\" >&2; exit 2"
+            assert note["text"] == ("<system-reminder>\nPostToolUse:Read hook blocking error from command: "
+                                    f'"{cmd}": [{cmd}]: a.txt is generated: edit a.in instead\n</system-reminder>')
 
     trio.run(main)
     ran = hook_events(events)
@@ -136,7 +72,8 @@ def test_post_tool_use_feedback_warnings_and_timeouts(tmp_path: Path) -> None:
         (True, False, False), (False, True, False), (False, True, True)]  # exit 2, exit 1, killed at 0.3 s
     assert ran[1].stderr.strip() == "broken"
     (sent,) = logged(log)[:1]
-    assert sent["hook_event_name"] == "PostToolUse" and "alpha" in sent["tool_response"]["content"]
+    assert sent["hook_event_name"] == "PostToolUse"
+    assert sent["tool_response"]["file"]["content"] == "alpha\n"
 
 
 def test_user_prompt_submit_adds_context_or_blocks_the_prompt(tmp_path: Path) -> None:
@@ -150,7 +87,11 @@ def test_user_prompt_submit_adds_context_or_blocks_the_prompt(tmp_path: Path) ->
         async with session(root, events) as (s, sim):
             out = await s.submit("read a")
             assert not out.blocked
-            assert [b["text"] for b in s.messages[0]["content"]] == ["read a", "branch: main"]
+            # The context is its own block after the prompt, not part of the prompt's text; the simulator
+            # reads past it and stays on its script.
+            assert [b["text"] for b in s.messages[0]["content"]] == [
+                "read a", "<system-reminder>\nUserPromptSubmit hook success: branch: main\n</system-reminder>"]
+            assert sim.statistics().engine.fallbacks == 0
             before, requests = len(s.messages), sim.statistics().engine.requests
             out = await s.submit("write the secret")
             assert out.blocked == "no secrets here" and out.result is None
@@ -172,8 +113,9 @@ def test_stop_hook_exit_2_keeps_the_turn_going_once(tmp_path: Path) -> None:
         async with session(root, []) as (s, _):
             out = await s.submit("read a")
             assert out.result is not None and len(out.result.responses) == 3  # tool call, answer, one more
-            texts = [b.get("text") for m in s.messages for b in m["content"] if m["role"] == "user"]
-            assert "Stop hook feedback: run the tests before you stop" in texts
+            texts = [b.get("text", "") for m in s.messages for b in m["content"] if m["role"] == "user"]
+            assert sum(t.startswith("<system-reminder>\n") and "Stop hook feedback:\n[" in t
+                       and t.endswith("]: run the tests before you stop\n</system-reminder>") for t in texts) == 1
 
     trio.run(main)
     assert [e["stop_hook_active"] for e in logged(log)] == [False, True]

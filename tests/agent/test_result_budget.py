@@ -62,8 +62,21 @@ def test_the_largest_results_become_previews_until_the_message_fits(tmp_path: Pa
     assert sum(len(b["content"]) for b in (big, mid, small)) <= 20_000
 
 
-def test_results_that_fit_are_unchanged_and_lists_are_left_alone(tmp_path: Path) -> None:
+def test_results_that_fit_are_unchanged(tmp_path: Path) -> None:
     ctx = ToolContext(fs=LocalFS(tmp_path), shell=LocalShell(tmp_path), spill_dir=tmp_path / "spill")
     results = [tool_result("a", "x" * 50), tool_result("b", [{"type": "text", "text": "y" * 500}])]
-    assert fit_results(results, ctx, budget=100) == results
+    assert fit_results(results, ctx, budget=600) == results
     assert not (tmp_path / "spill").exists()
+
+
+def test_a_result_of_several_blocks_counts_and_is_cut_keeping_its_images(tmp_path: Path) -> None:
+    """An MCP tool's result is a list of blocks, each under its own limit: together they count."""
+    ctx = ToolContext(fs=LocalFS(tmp_path), shell=LocalShell(tmp_path), spill_dir=tmp_path / "spill")
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    blocks = [{"type": "text", "text": f"block {i}\n" + "z" * 9_000} for i in range(10)]
+    (out,) = fit_results([tool_result("m", [*blocks, image])], ctx, budget=20_000)
+    text, kept = out["content"]
+    assert text["text"].startswith("Showing first 20 lines of 20 (90089 chars") and kept == image
+    assert len(text["text"]) < 20_000
+    (saved,) = (tmp_path / "spill").iterdir()
+    assert saved.read_text().startswith("block 0\n")

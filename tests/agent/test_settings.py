@@ -79,15 +79,15 @@ def test_a_malformed_file_is_an_error_naming_the_file_and_key(tmp_path: Path, co
 
 def test_what_speculate_does_not_run_is_a_note_not_an_error(tmp_path: Path) -> None:
     path = write(tmp_path / "proj" / ".claude" / "settings.json", {
-        "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "x"}]}],
+        "hooks": {"Notification": [{"hooks": [{"type": "command", "command": "x"}]}],
                   "Stop": [{"hooks": [{"type": "prompt", "prompt": "are we done?"},
                                       {"type": "command", "command": "true"}]}]},
         "permissions": {"allow": ["WebFetch(domain:example.com)", "Read(src/**)"]}})
     s = load_settings(tmp_path / "proj")
     assert [h.command for h in s.hooks] == ["true"] and s.allow == ("Read(src/**)",)
     assert s.notes == (
-        f"{path}: hooks.SessionStart: speculate runs only PreToolUse, PostToolUse, UserPromptSubmit, Stop hooks; "
-        "ignored",
+        f"{path}: hooks.Notification: speculate runs only SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, "
+        "PostToolUseFailure, Stop, PreCompact, SessionEnd hooks; ignored",
         f"{path}: hooks.Stop[0].hooks[0]: type 'prompt' is not run here (only 'command' hooks are); ignored",
         f"{path}: permissions.allow[0]: speculate has no tool 'WebFetch'; rule ignored",
     )

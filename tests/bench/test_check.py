@@ -40,3 +40,45 @@ def test_a_block_scalar_indentation_error_names_file_and_line(tmp_path: Path,
     assert main(["sim", "check", "--no-replay", str(p)]) == 2
     err = capsys.readouterr().err
     assert f"{p}:" in err and "YAML syntax error" in err and "text block opened on line 5" in err
+
+
+MISS = """\
+name: check-my-miss
+files:
+  a.txt: "alpha\\n"
+turns:
+  - prompt: "show a"
+    steps:
+      - tools:
+          - Read: {file_path: "{root}/a.txt"}
+      - text: "a.txt holds alpha."
+    suggestions:
+      - {text: "show b", weight: 1}
+      - text: "rewrite a"
+        weight: 0
+        steps:
+          - tools:
+              - Write: {file_path: "{root}/a.txt", content: "beta\\n"}
+          - tools:
+              - Bash: {command: "cat a.txt"}
+            expect: {exit_code: 0, contains: "WANT"}
+          - text: "Rewritten."
+  - prompt: "show b"
+    steps:
+      - text: "There is no b."
+"""
+
+
+@pytest.mark.slow
+def test_misses_forks_each_wrong_suggestion_and_checks_its_tool_results(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "miss.yaml"
+    p.write_text(MISS)
+    assert main(["sim", "check", str(p)]) == 0  # the main turns are fine: the candidate is not replayed
+    capsys.readouterr()
+    assert main(["sim", "check", "--misses", str(p)]) == 1  # forked, in the sandbox, and checked
+    out = capsys.readouterr().out
+    assert "miss before turn 2 ('rewrite a'): miss fork: step 2 tool 1: output lacks 'WANT'" in out
+    p.write_text(MISS.replace("WANT", "beta"))
+    assert main(["sim", "check", "--misses", str(p)]) == 0
+    assert "miss before turn 2 ('rewrite a'): ok, 1 tool result(s) checked" in capsys.readouterr().out

@@ -73,7 +73,10 @@ def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
     assert s["time_saved_s"]["median"] > 0  # a read-only fork that had 1 s (scaled) to run saved time
     spec_recs = [e for e in events if e["kind"] == "speculation"]
     assert sum(e["outcome"] == "accepted" for e in spec_recs) == len(accepted)
-    assert sum(s["boundaries"].values()) == len(spec_recs)
+    # A fork either stopped (complete or at a boundary) or was thrown away while it ran: the wrong
+    # candidate's fork runs pytest at real speed, which 1 s of scaled think time may not cover.
+    assert sum(s["boundaries"].values()) == sum(bool(e["boundary"]) for e in spec_recs)
+    assert all(e["boundary"] or e["outcome"] == "aborted" for e in spec_recs)
     assert 0.5 < s["fork_cache_read_share"] <= 1.0  # the fork reads the parent's prompt cache
     assert s["cost_usd"]["speculative"] > s["cost_usd"]["plain"] > 0
     assert s["wasted_tokens"] > 0  # the ignored suggestion's fork

@@ -32,8 +32,9 @@ def test_a_turn_s_speculation_is_the_engine_s_record(tmp_path: Path) -> None:
     p = tmp_path / "turns.jsonl"
     p.write_text(json.dumps(_turn({"kind": "speculation", "outcome": "accepted", "time_saved_s": 2}))
                  + "\n" + json.dumps(_turn(None)) + "\n")
-    spec, none = (r["speculation"] for r in load_records(p, TurnRecord))
-    assert none is None and spec["time_saved_s"] == 2.0 and spec["tokens_after_divergence"] == 0  # defaults
+    spec, none = (r.speculation for r in load_records(p, TurnRecord))
+    assert none is None and spec is not None
+    assert spec.time_saved_s == 2.0 and spec.tokens_after_divergence == 0  # defaults
     p.write_text(json.dumps(_turn({"kind": "speculation", "time_saved": 2})) + "\n")  # a misspelt field
     with pytest.raises(ValueError, match=r"^\S*turns\.jsonl:1: not a valid TurnRecord: speculation\.time_saved: Extra inputs are not permitted$"):
         load_records(p, TurnRecord)
@@ -44,7 +45,7 @@ def test_events_are_validated_with_the_engine_schema(tmp_path: Path) -> None:
     good = {"kind": "speculation", "session": "s", "arm": "speculative", "outcome": "aborted"}
     p.write_text(json.dumps(good) + "\n" + json.dumps({"kind": "suggestion", "session": "s", "arm": "suggest"}) + "\n")
     spec, sugg = load_events(p)
-    assert spec["outcome"] == "aborted" and spec["tokens"] == {} and sugg["kind"] == "suggestion"
+    assert spec.outcome == "aborted" and spec.tokens == {} and sugg.kind == "suggestion"
     p.write_text(json.dumps(good) + "\n" + json.dumps({**good, "arm": "fork"}) + "\n")
     with pytest.raises(ValueError, match=r"events\.jsonl:2: not a valid engine record: speculation\.arm"):
         load_events(p)

@@ -100,7 +100,51 @@ def test_efficiency_never_exceeds_one() -> None:
 def test_break_even_ci_brackets_the_crossing() -> None:
     xs = [0.0, 2.0, 4.0]
     # Sessions at each x: below zero at 0 s, around zero at 2 s, clearly above at 4 s.
-    clusters = [[[-1.0], [-1.2], [-0.8]], [[-0.2], [0.2], [0.1], [-0.1]], [[1.0], [1.1], [0.9]]]
+    sessions = [[[-1.0], [-1.2], [-0.8]], [[-0.2], [0.2], [0.1], [-0.1]], [[1.0], [1.1], [0.9]]]
+    clusters = [[[s] for s in point] for point in sessions]  # each session its own scenario
     lo, hi = stats.break_even_ci(xs, clusters, seed=1)
     assert 1.0 < lo <= 2.0 <= hi < 3.0
-    assert stats.break_even_ci(xs, [[[1.0]], [[1.0]], [[1.0]]]) is None  # one session per point
+    assert stats.break_even_ci(xs, [[[[1.0]]], [[[1.0]]], [[[1.0]]]]) is None  # one session per point
+
+
+def correlated(n_scenarios: int, reps: int, *, between: float, within: float, seed: int) -> list[list[list[float]]]:
+    """Savings of ``reps`` reps (4 turns each) of each scenario: a scenario effect (sd ``between``) shared
+    by all its reps, plus rep noise (sd ``within``)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_scenarios):
+        level = rng.gauss(3.0, between)
+        out.append([[level + rng.gauss(0, within) for _ in range(4)] for _ in range(reps)])
+    return out
+
+
+def test_hierarchical_ci_is_wider_than_the_pair_ci_when_reps_of_a_scenario_are_correlated() -> None:
+    data = correlated(8, 5, between=1.0, within=0.1, seed=3)
+    hier = stats.hierarchical_bootstrap_ci(data, stats.mean, seed=0)
+    pairs = stats.bootstrap_ci([rep for scn in data for rep in scn], stats.mean, seed=0)
+    assert hier is not None and pairs is not None
+    # 5 near-identical reps per scenario carry about one rep's information: the pair-level bootstrap
+    # counts 40 clusters where there are 8, and its interval is about sqrt(5) too narrow.
+    assert hier[1] - hier[0] > 1.8 * (pairs[1] - pairs[0])
+    assert hier[0] < stats.mean([x for s in data for r in s for x in r]) < hier[1]
+
+
+def test_hierarchical_ci_is_close_to_the_pair_ci_when_reps_are_independent() -> None:
+    data = correlated(8, 5, between=0.0, within=1.0, seed=3)
+    hier = stats.hierarchical_bootstrap_ci(data, stats.mean, seed=0)
+    pairs = stats.bootstrap_ci([rep for scn in data for rep in scn], stats.mean, seed=0)
+    assert hier is not None and pairs is not None
+    # The two-stage bootstrap adds the reps' own variance once more (a known, conservative bias), no more.
+    assert 0.8 < (hier[1] - hier[0]) / (pairs[1] - pairs[0]) < 1.5
+
+
+def test_hierarchical_ci_degenerate_cases_fall_back_to_one_stage() -> None:
+    assert stats.hierarchical_bootstrap_ci([]) is None
+    assert stats.hierarchical_bootstrap_ci([[[1.0, 2.0]]]) is None  # one rep of one scenario
+    one_scenario = [[[1.0, 2.0], [5.0], [3.0, 4.0]]]  # then it resamples the reps
+    assert stats.hierarchical_bootstrap_ci(one_scenario, seed=2) == stats.bootstrap_ci(one_scenario[0], seed=2)
+    one_rep_each = [[[1.0, 2.0]], [[5.0]], [[3.0, 4.0]], []]  # then the scenarios
+    assert stats.hierarchical_bootstrap_ci(one_rep_each, seed=2) == stats.bootstrap_ci(
+        [g[0] for g in one_rep_each if g], seed=2)
+    with pytest.raises(ValueError, match="level"):
+        stats.hierarchical_bootstrap_ci([[[1.0]], [[2.0]]], level=0)

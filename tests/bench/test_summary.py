@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from bench.compare import compare_markdown
+from bench.pairs import Records
+from bench.records import _EVENT, SessionRecord, TurnRecord
 from bench.report import render_markdown
 from bench.summary import build_summary
 
@@ -43,6 +45,26 @@ def sugg_event(pair: str, outcome: str) -> dict[str, Any]:
             "reason": "", "generation_s": 0.5, "cost_usd": 0.001, "tokens": dict(TOK)}
 
 
+TURN = {"rep": 0, "seed": 0, "cond": 0, "condition": "c", "think_model": "fixed:4", "accept_prob": None,
+        "model_name": "m", "prompt": "p", "suggestion_matched": False, "suggestion_at_submit": None, "note": "",
+        "stop": None, "ttft_s": None, "requests": 1, "cost_usd": 0.0, "leak": []}
+SESSION = {"rep": 0, "seed": 0, "condition": "c", "accepted": 0, "errors": 0}
+
+
+def as_records(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events: list[dict[str, Any]]
+               ) -> Records:
+    """The dicts above as the validated records the summary reads (the fields they leave out defaulted)."""
+    scn = {s["pair"]: s["scenario"] for s in sessions}
+    return Records([TurnRecord.model_validate({**TURN, "scenario": scn.get(t["pair"], "a"), **t}) for t in turns],
+                   [SessionRecord.model_validate({**SESSION, **s}) for s in sessions],
+                   [_EVENT.validate_python(e) for e in events])
+
+
+def summarize(turns: list[dict[str, Any]], sessions: list[dict[str, Any]], events: list[dict[str, Any]],
+              meta: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+    return build_summary(records=as_records(turns, sessions, events), meta=meta or META, **kw)
+
+
 def records() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     turns, sessions, events = [], [], []
     # Pair A: turn 1 accepted (saves 3 s of 5), turn 2 suggestion ignored (0.2 s slower).
@@ -69,7 +91,7 @@ META = {"run_id": "test", "backend": "sim", "seed": 0, "time_scale": 1.0, "reps"
 
 def test_summary_figures_on_constructed_records() -> None:
     turns, sessions, events = records()
-    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    s = summarize(turns, sessions, events)
     assert s["arms"]["plain"]["turn_latency_s"]["p50"] == pytest.approx(2.0)
     assert s["arms"]["speculative"]["session_wall_s"]["p50"] == 16.0
     assert s["accepted"] == 2
@@ -96,7 +118,7 @@ def test_summary_figures_on_constructed_records() -> None:
 def test_leaks_are_counted_and_reported() -> None:
     turns, sessions, events = records()
     sessions[1]["leaks"] = [{"turn": 1, "when": "before submit", "paths": ["src/x.py"]}]
-    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META, canary_leaks=["ws/a.py"])
+    s = summarize(turns, sessions, events, canary_leaks=["ws/a.py"])
     assert s["leaks"] == 2
     assert {"canary": "ws/a.py"} in s["leak_details"]
     assert "Leaks into a real tree outside acceptance: **2**" in render_markdown(s)
@@ -104,7 +126,7 @@ def test_leaks_are_counted_and_reported() -> None:
 
 def test_report_and_compare_render_the_figures() -> None:
     turns, sessions, events = records()
-    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    s = summarize(turns, sessions, events)
     md = render_markdown(s)
     assert "| turn latency p50 (s) | 2.00 | 2.00 | +0% |" in md
     assert "| submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s) | 2.00 [1.00, 3.00] |" in md
@@ -119,7 +141,7 @@ def test_a_suggestion_that_appeared_while_typing_counts_as_offered() -> None:
     turns, sessions, events = records()
     late = next(t for t in turns if t["pair"] == "B" and t["arm"] == "speculative" and t["turn"] == 2)
     late["suggestion_at_submit"] = "something else"  # arrived during typing, differed from what was typed
-    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    s = summarize(turns, sessions, events)
     assert s["suggestion_coverage"] == 1.0
     assert s["acceptance_rate"] == pytest.approx(2 / 4)
 
@@ -140,7 +162,7 @@ def three_arm_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
 
 def test_speculative_is_compared_with_suggest_and_with_plain() -> None:
     turns, sessions, events = three_arm_records()
-    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    s = summarize(turns, sessions, events)
     assert set(s["arms"]) == {"plain", "suggest", "speculative"}
     vs_s, vs_p = s["vs"]["suggest"], s["vs"]["plain"]
     # Against suggest, Tab is on both sides: only the fork's saving is left (3 and 1 s).
@@ -162,7 +184,7 @@ def test_compare_refuses_runs_with_different_settings_unless_forced(tmp_path, ca
     from bench.compare import compare_main
 
     turns, sessions, events = records()
-    s = build_summary(turns=turns, sessions=sessions, events=events, meta=META)
+    s = summarize(turns, sessions, events)
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     import json
 
@@ -187,3 +209,29 @@ def test_saving_vs_acceptance_plots_each_condition_and_marks_the_natural_rate(tm
     assert saving_vs_acceptance(s, tmp_path / "a.png")
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
     assert not saving_vs_acceptance({"conditions_detail": [block(0.8, None, 0.6)]}, tmp_path / "b.png")
+
+
+def test_fork_cost_compares_a_used_fork_with_one_thrown_away() -> None:
+    turns, sessions, events = records()
+    for e in events:
+        if e["kind"] == "speculation" and e["outcome"] == "aborted":
+            e.update(reason="typed", cost_usd=0.008, completed=False)
+    events.append({**spec_event("B", "aborted", "complete", read=10, fresh=1), "reason": "shutdown"})
+    s = summarize(turns, sessions, events)
+    fc = s["fork_cost"]
+    assert fc["hit"]["n"] == 2 and fc["hit"]["mean_usd"] == pytest.approx(0.01)
+    # Only a fork thrown away because the user typed their own prompt is a miss (not one cut at shutdown).
+    assert fc["miss"]["n"] == 1 and fc["miss"]["mean_usd"] == pytest.approx(0.008)
+    assert fc["miss_to_hit"] == pytest.approx(0.8) and fc["miss_completed"]["n"] == 0
+    assert "| fork cost per hit / per miss (ratio); misses that had finished | $0.0100 (n=2) / $0.0080 (n=1) (80%)" \
+        in render_markdown(s)
+
+
+def test_every_ci_is_hierarchical_with_the_pair_level_one_beside_it() -> None:
+    turns, sessions, events = records()
+    s = summarize(turns, sessions, events)
+    later = s["vs"]["plain"]["saved_per_later_turn_s"]
+    assert s["vs"]["plain"]["scenarios"] == 1 and s["vs"]["plain"]["clusters"] == 2
+    assert later["ci95"] is not None and later["ci95_pairs"] is not None  # one scenario: the reps resampled
+    assert "two-stage: scenarios" in s["ci_method"]
+    assert "scenarios / pairs" in render_markdown(s) and "1 / 2" in render_markdown(s)

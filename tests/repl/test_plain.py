@@ -89,14 +89,14 @@ def test_line_mode_shows_instructions_and_hook_output(project: Path, tmp_path: P
     (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
         "PreToolUse": [{"matcher": "Grep", "hooks": [{"type": "command", "command": "echo searching the code"}]},
                        {"matcher": "Read", "hooks": [{"type": "command", "command": "echo no >&2; exit 3"}]}],
-        "SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]}}))
+        "Notification": [{"hooks": [{"type": "command", "command": "true"}]}]}}))
     r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--no-spec",
              stdin="/memory\n/mcp\n\t\n/quit\n", tmp=tmp_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "instructions: 1 file, ~10 tokens" in out and f"project  ~    10 tokens  {project}/CLAUDE.md" in out
     assert "system prompt: static ~" in out and "6 tools" in out and "no MCP servers (.mcp.json)" in out
-    assert "note: " in out and "hooks.SessionStart: speculate runs only" in out
+    assert "note: " in out and "hooks.Notification: speculate runs only" in out
     assert "↪ PreToolUse hook on Grep: searching the code" in out
     assert "⚠ PreToolUse hook `echo no >&2; exit 3` on Read failed (exit 3): no" in out
     assert "✓ Read(" in out  # a failing hook (not exit 2) does not stop the call

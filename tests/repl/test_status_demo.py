@@ -54,8 +54,13 @@ def test_toolbar_fits_the_width_and_shortens_paths() -> None:
     st = Status(state="boundary", boundary="edit: Edit /tmp/a/b/proj/tests/test_pager.py needs permission")
     full = st.line()
     assert "/tmp/a/b/proj/tests/test_pager.py" in full and len(full) > 60
-    short = st.line(width=60)
-    assert len(short) <= 60 and short.endswith("saved 0.0s │ acceptEdits") and "…" in short
+    short = st.line(width=60)  # the path shortened, then the stop reason wrapped onto a second line, whole
+    first, second = short.split("\n")
+    assert short == ("stopped at boundary (edit: Edit …/tests/test_pager.py needs\n"
+                     "permission) │ saved 0.0s │ acceptEdits")
+    assert len(first) <= 60 and len(second) <= 60
+    tiny = st.line(width=30)  # only what fits in no two lines is cut
+    assert all(len(ln) <= 30 for ln in tiny.split("\n")) and "…" in tiny and tiny.endswith("acceptEdits")
     assert "tests/test_pager.py" in st.line(width=90) and "/tmp/a" not in st.line(width=90)
     st.set_speculation(True)
     assert st.line() == "idle │ saved 0.0s │ acceptEdits"  # not the last speculation's state
@@ -169,3 +174,10 @@ def test_the_toolbar_says_how_many_calls_accepting_will_ask_about() -> None:
     s.update(SpecEvent("generating", None))
     s.update(SpecEvent("boundary", "x", {"boundary": "edit", "detail": "Edit a", "approvals": 2}))
     assert "stopped at boundary (edit: Edit a); 2 to approve" in s.line()
+
+
+def test_a_hooks_audit_log_is_named_not_counted_as_a_cache() -> None:
+    from speculate.repl.render import accepted_line
+
+    line = accepted_line(["src/a.py", ".audit/hook.log", ".pytest_cache/v/x"], 2, 1.0, 160)
+    assert line.endswith("wrote .audit/hook.log, src/a.py; 1 in caches (.pytest_cache)"), line

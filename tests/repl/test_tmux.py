@@ -179,7 +179,7 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     term.keys("Right", "Enter")
     # Its pytest runs are what the live path asks about in acceptEdits: shown with what they changed, asked once.
     asked = term.answer_until(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
-    assert asked == ["accept the speculation with what it ran?"], asked
+    assert asked == ["accept the speculation with what it ran?"], (asked, term.scrollback())
     assert "  Bash(python -m pytest -q) → wrote " in term.scrollback()
     term.wait(lambda: "Full suite" in term.scrollback(), "the final answer")
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
@@ -273,7 +273,9 @@ def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_v
         t.type("n")
         t.keys("Enter")
         t.wait(lambda: "✗ Edit(" in t.screen() and "denied" in t.screen(), "the denial line")
-        t.wait(lambda: "allow Edit(" in t.screen().split("denied")[-1] or "(" in t.toolbar(), "the turn going on")
+        # The turn goes on: its next question, or the prompt back (the live line under a running turn has
+        # a "(" too, so the toolbar's "saved" marks the prompt).
+        t.wait(lambda: "allow " in t.screen().split("denied")[-1] or "saved" in t.toolbar(), "the turn going on")
         t.keys("C-c")
         t.wait(lambda: "turn cancelled" in t.scrollback() or "saved" in t.toolbar(), "the prompt back")
         assert tree_hash(project) == h0
@@ -352,10 +354,12 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
             t.wait(lambda cmd=cmd: f"{cmd.split()[0]} takes no arguments (got '{cmd.split()[1]}')" in t.scrollback(),
                    f"{cmd} refused")
         t.keys("Tab", "Enter")
-        # The fork stops at its first edit (default mode); the toolbar fits 60 columns, path shortened.
-        t.wait(lambda: "stopped at boundary" in t.toolbar(), "the boundary in the toolbar")
-        bar = t.toolbar()
-        assert bar.rstrip().endswith("default") and "…" in bar and len(bar.rstrip()) <= 60, bar
+        # The fork stops at its first edit (default mode); the toolbar fits 60 columns: the path shortened,
+        # the stop reason wrapped onto a second line, not cut.
+        t.wait(lambda: "needs permission)" in t.toolbar(), "the boundary in the toolbar")
+        above, bar = [ln for ln in t.screen().splitlines() if ln.strip()][-2:]
+        assert above.strip().startswith("stopped at boundary (edit: Edit …/") and len(above.rstrip()) <= 60, above
+        assert bar.rstrip().endswith("│ default") and len(bar.rstrip()) <= 60, bar
         t.type("/spec off")
         t.keys("Enter")
         t.type("/spec on")  # typed ahead while /spec off may still be handled: its Enter must still send it

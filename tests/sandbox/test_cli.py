@@ -59,7 +59,7 @@ def test_limits_hit_are_reported(tmp_path: Path) -> None:
     (["run", "--timeout", "0", "--", "true"], "--timeout"),
     (["run", "--upper-bytes", "0", "--", "true"], "upper_bytes"),
     (["run"], "no command given"),
-    (["go"], "usage: speculate sandbox run"),
+    (["go"], "unknown subcommand 'go'; choose from run"),
 ])
 def test_bad_input_is_named(args: list[str], message: str, tmp_path: Path) -> None:
     r = _run(*args, cwd=tmp_path)

@@ -78,16 +78,28 @@ def _subst(value: Any, root: Path) -> Any:
     return value
 
 
-def _bash_commands(scenario: dict[str, Any]) -> list[tuple[int, str, bool]]:
-    """(turn index, command, is_from_suggestion_steps) for every Bash call in the scenario."""
+def _candidate_steps(turn: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(text, steps) of every suggestion with steps of its own: the old single form's suggestion_steps or
+    each weighted candidate's."""
+    if turn.get("suggestion_steps"):
+        return [(turn["suggestion"], turn["suggestion_steps"])]
+    return [(c["text"], c["steps"]) for c in turn.get("suggestions") or [] if c.get("steps")]
+
+
+def _bash_steps(scenario: dict[str, Any]) -> list[tuple[int, dict[str, Any], bool]]:
+    """(turn index, step, is_from_a_suggestion) for every step of the scenario that runs Bash."""
     out = []
     for i, turn in enumerate(scenario["turns"]):
-        for steps, spec in ((turn["steps"], False), (turn.get("suggestion_steps") or [], True)):
-            for step in steps:
-                for call in step.get("tools") or []:
-                    if "Bash" in call:
-                        out.append((i, call["Bash"]["command"], spec))
+        groups = [(turn["steps"], False)] + [(steps, True) for _, steps in _candidate_steps(turn)]
+        for steps, spec in groups:
+            out += [(i, step, spec) for step in steps if any("Bash" in c for c in step.get("tools") or [])]
     return out
+
+
+def _bash_commands(scenario: dict[str, Any]) -> list[tuple[int, str, bool]]:
+    """(turn index, command, is_from_suggestion_steps) for every Bash call in the scenario."""
+    return [(i, call["Bash"]["command"], spec) for i, step, spec in _bash_steps(scenario)
+            for call in step["tools"] if "Bash" in call]
 
 
 def _needs_git(scenario: dict[str, Any]) -> bool:
@@ -301,12 +313,12 @@ def test_scenario_replays_for_real(stem: str, tmp_path: Path) -> None:
     rp = make(root, scenario["name"])
     for t, turn in enumerate(scenario["turns"]):
         _replay_steps(rp, turn["steps"], f"{stem} turn {t}")
-        if turn.get("suggestion_steps"):
+        for c, (text, steps) in enumerate(_candidate_steps(turn)):
             # What the agent would do had the suggestion been run: from this state, in a throwaway copy.
-            fork = Path(shutil.copytree(root, tmp_path / f"fork{t}", symlinks=True))
+            fork = Path(shutil.copytree(root, tmp_path / f"fork{t}-{c}", symlinks=True))
             fork_rp = make(fork, scenario["name"])
             fork_rp.read = {fork / p.relative_to(root) for p in rp.read}
-            _replay_steps(fork_rp, turn["suggestion_steps"], f"{stem} turn {t} suggestion_steps")
+            _replay_steps(fork_rp, steps, f"{stem} turn {t} suggestion {text!r}")
 
 
 @pytest.mark.parametrize("stem", sorted(SCENARIOS))
@@ -328,6 +340,51 @@ def test_scenario_shape(stem: str) -> None:
         assert bool(turn.get("suggestion_steps")) == needs_steps, f"turn {i}: suggestion_steps vs suggestion"
     if _needs_git(scenario):
         assert "git" in scenario["description"], "a scenario that runs git says so in its description"
+
+
+EDITS = ("Edit", "Write", "edit", "write")
+
+
+def _tools(steps: list[dict[str, Any]]) -> list[str]:
+    return [name for step in steps for call in step.get("tools") or [] for name in call]
+
+
+@pytest.mark.parametrize("stem", sorted(SCENARIOS))
+def test_every_miss_does_comparable_checked_work(stem: str) -> None:
+    """Every turn that has a next turn has a wrong candidate, and every wrong candidate does work like the
+    turn it stands in for: a checked command run, files changed where that turn changes files, and about
+    as many model requests (a one-`git show` miss would make a forced miss cheap)."""
+    turns = SCENARIOS[stem]["turns"]
+    for i, turn in enumerate(turns[:-1]):
+        hit = turns[i + 1]
+        wrong = [(text, steps) for text, steps in _candidate_steps(turn) if text != hit["prompt"]]
+        assert wrong, f"{stem} turn {i}: no wrong candidate with steps"
+        for text, steps in wrong:
+            where = f"{stem} turn {i} candidate {text!r}"
+            assert any("Bash" in c for step in steps for c in step.get("tools") or [] if step.get("expect")), (
+                f"{where}: runs no checked command")
+            if any(t in EDITS for t in _tools(hit["steps"])):
+                assert any(t in EDITS for t in _tools(steps)), f"{where}: changes no file, the turn it misses does"
+            assert len(steps) >= min(3, len(hit["steps"])), f"{where}: {len(steps)} requests vs {len(hit['steps'])}"
+
+
+@pytest.mark.parametrize("stem", sorted(SCENARIOS))
+def test_every_suggestion_passes_the_engines_filter(stem: str) -> None:
+    """A suggestion the engine filters out is never shown or forked: its candidate would never run."""
+    from speculate.speculation import filters
+
+    for i, turn in enumerate(SCENARIOS[stem]["turns"]):
+        texts = [c["text"] for c in turn.get("suggestions") or [] if c.get("text")] + (
+            [turn["suggestion"]] if turn.get("suggestion") else [])
+        for text in texts:
+            verdict = filters.check(text)
+            assert verdict.ok, f"{stem} turn {i}: {text!r} is filtered ({verdict.reason})"
+
+
+@pytest.mark.parametrize("stem", sorted(SCENARIOS))
+def test_every_bash_step_is_checked(stem: str) -> None:
+    for i, step, spec in _bash_steps(SCENARIOS[stem]):
+        assert step.get("expect"), f"{stem} turn {i}{' (a suggestion)' if spec else ''}: Bash step without expect"
 
 
 def test_suite_invariants() -> None:

@@ -163,7 +163,8 @@ def test_without_a_sandbox_a_prompt_hook_stops_the_fork_before_its_prompt(tmp_pa
             n = len(s.messages)
             out = await s.submit("edit a")  # runs as a normal turn, prompt hook included
             assert not out.accepted and out.result is not None
-            assert [b["text"] for b in s.messages[n]["content"]] == ["edit a", "context"]
+            assert [b["text"] for b in s.messages[n]["content"]] == [
+                "edit a", "<system-reminder>\nUserPromptSubmit hook success: context\n</system-reminder>"]
 
     trio.run(main)
 

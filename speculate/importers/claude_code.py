@@ -1,0 +1,279 @@
+"""``speculate import claude-code PATH... [--out DIR]``: Claude Code sessions as scenario files.
+
+PATH is a session file, a project directory under ``~/.claude/projects`` or that directory itself (the
+default): every ``*.jsonl`` in it and in its project directories, subagent transcripts counted but not
+imported. Each session becomes ``OUT/<name>.yaml`` (docs/transcripts.md), validated by the scenario parser
+before it is written; with ``--repo DIR --rev REV`` the project's starting tree is that revision, exported to
+``OUT/workspaces/``. A transcript that is not one gives a ``file:line: reason`` error and exit status 2; what
+an import sets aside (unknown record types, sidechains, compactions, ...) is counted in the printed summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from speculate.importers import checks
+from speculate.importers.records import BOOKKEEPING, OtherRecord, Record, TranscriptError, read_records
+from speculate.importers.redact import Redactor
+from speculate.importers.render import render_turns
+from speculate.importers.sessions import Counts, RecordedSession, sessions
+from speculate.importers.tree import Replayed, RepoError, export, reconstruct, repo_reader
+from speculate.sim.scenario import ScenarioError
+from speculate.sim.scenario_yaml import parse_scenario
+
+DEFAULT_PROJECTS = Path.home() / ".claude" / "projects"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportConfig:
+    paths: tuple[Path, ...] = ()  # default: ~/.claude/projects
+    out: Path = Path("imported")
+    repo: Path | None = None
+    rev: str | None = None
+    redact: bool = False
+    redact_key: str = ""
+
+
+@dataclass
+class Imported:
+    written: list[Path] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
+    lines: list[str] = field(default_factory=list)  # one per scenario written, for the summary
+
+
+def discover(paths: Iterable[Path], counts: Counts) -> list[Path]:
+    """Session files under ``paths`` (a file, a project directory, or the projects directory)."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_file():
+            files.append(p)
+        elif p.is_dir():
+            files += sorted(p.glob("*.jsonl")) + sorted(p.glob("*/*.jsonl"))
+            subagents = list(p.glob("*/subagents/*.jsonl")) + list(p.glob("*/*/subagents/*.jsonl"))
+            if subagents:
+                counts["subagent transcripts (sidechains, not replayed)"] += len(subagents)
+        else:
+            raise TranscriptError(str(p), 0, "no such file or directory")
+    return list(dict.fromkeys(files))
+
+
+def load(path: Path, counts: Counts) -> list[Record]:
+    """All records of one file; a torn last line (a session killed while writing) is counted, not fatal."""
+    records: list[Record] = []
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TranscriptError(str(path), 0, f"cannot read: {e.strerror or e}") from None
+    torn, last = bool(data) and not data.endswith(b"\n"), data.count(b"\n") + 1
+    try:
+        for r in read_records(path):
+            records.append(r)
+    except TranscriptError as e:
+        if not (torn and e.line == last):
+            raise
+        counts["torn last lines (skipped)"] += 1
+    for r in records:
+        counts["records"] += 1
+        if isinstance(r, OtherRecord) and r.type not in BOOKKEEPING:
+            counts[f"unknown record types ({r.type}, skipped)"] += 1
+    return records
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "project"
+
+
+class _Literal(yaml.SafeDumper):
+    """Multi-line strings as ``|`` blocks (when YAML allows one), so prompts and answers stay readable."""
+
+
+def _str(dumper: yaml.SafeDumper, s: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+
+
+_Literal.add_representer(str, _str)
+
+
+def dump(doc: dict[str, Any]) -> str:
+    return yaml.dump(doc, Dumper=_Literal, sort_keys=False, allow_unicode=True, width=110)
+
+
+def redacted(session: RecordedSession, r: Redactor) -> None:
+    """Redact a session in place: prompts, answers, tool inputs and recorded results."""
+    r.learn(_strings(session))
+    for turn in session.turns:
+        turn.prompt = r.text(turn.prompt)
+        for step in turn.steps:
+            step.text = [r.text(t) for t in step.text]
+            step.thinking = [r.text(t) for t in step.thinking]
+            for use in step.tools:
+                old, new = use.input.get("old_string"), use.input.get("new_string")
+                inside = use.name == "Edit" and isinstance(old, str) and r.inside_literal(old)
+                use.input = r.value(use.input)
+                if inside and isinstance(new, str):  # new text inside the same quotes: a literal too
+                    use.input["new_string"] = r.literal(new)
+                if use.result is not None:
+                    use.result.text = r.text(use.result.text)
+                    use.result.structured = r.value(use.result.structured)
+
+
+def _strings(session: RecordedSession) -> Iterable[str]:
+    def walk(v: Any) -> Iterable[str]:
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            for x in v.values():
+                yield from walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from walk(x)
+
+    for turn in session.turns:
+        yield turn.prompt
+        for step in turn.steps:
+            yield from step.text
+            yield from step.thinking
+            for use in step.tools:
+                yield from walk(use.input)
+                if use.result is not None:
+                    yield use.result.text
+                    yield from walk(use.result.structured)
+
+
+def scenario_doc(session: RecordedSession, cfg: ImportConfig, workspace: tuple[str, Path] | None,
+                 counts: Counts, redactor: Redactor | None) -> dict[str, Any]:
+    project = Path(session.cwd or "project").name
+    if redactor is not None:
+        redacted(session, redactor)
+        project = redactor.component(project)
+    name = f"cc-{slug(project)}-{slug(session.session_id)[:8]}" + (f"-{session.part}" if session.part > 1 else "")
+    if workspace is not None:
+        start = repo_reader(workspace[1])
+    else:
+        tree = reconstruct(session.turns, session.cwd, counts)
+        start = tree.state
+    ctx = checks.Context(tree_complete=workspace is not None, redacted=redactor is not None, root=session.cwd)
+    turns = render_turns(session, Replayed(start, session.cwd), ctx, counts)
+    when = next((t.at for t in session.turns if t.at is not None), None)
+    desc = (f"Claude Code {session.version or '?'} session {session.session_id} in {project}"
+            f"{when.strftime(' on %Y-%m-%d') if when else ''} (model {session.model or '?'}); "
+            "imported by speculate import claude-code")
+    doc: dict[str, Any] = {"name": name, "description": desc}
+    if workspace is not None:
+        doc["workspace"] = workspace[0]
+    else:
+        files = {rel: content for rel, content in sorted(tree.files.items()) if content is not None}
+        if files:
+            doc["files"] = files
+    doc["turns"] = turns
+    return doc
+
+
+def import_sessions(cfg: ImportConfig) -> Imported:
+    """Import every session under ``cfg.paths`` into ``cfg.out``; TranscriptError or RepoError on bad input."""
+    res = Imported()
+    counts = res.counts
+    if cfg.redact and cfg.repo is not None:
+        raise RepoError("--redact with --repo: the exported tree would hold the repository unredacted; "
+                        "redact imports without --repo (the tree the transcript shows)")
+    files = discover(cfg.paths or (DEFAULT_PROJECTS,), counts)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    workspace: tuple[str, Path] | None = None
+    if cfg.repo is not None:
+        ws = f"{slug(cfg.repo.resolve().name)}-{slug(cfg.rev or 'HEAD')[:12]}"
+        commit = export(cfg.repo, cfg.rev or "HEAD", cfg.out / "workspaces" / ws)
+        workspace = (ws, cfg.out / "workspaces" / ws)
+        res.lines.append(f"workspace {cfg.out / 'workspaces' / ws}: {cfg.repo} at {commit[:12]}")
+    for path in files:
+        records = load(path, counts)
+        found = sessions(path, records, counts)
+        if not found:
+            counts["files with no conversation (empty, or a subagent's)"] += 1
+        for s in found:
+            redactor = Redactor(key=cfg.redact_key, root=s.cwd) if cfg.redact else None
+            doc = scenario_doc(s, cfg, workspace, counts, redactor)
+            if not doc["turns"]:
+                counts["sessions with no turn to replay"] += 1
+                continue
+            text = dump(doc)
+            target = cfg.out / f"{doc['name']}.yaml"
+            try:
+                sc = parse_scenario(text, source=str(target), base_dir=cfg.out)
+            except ScenarioError as e:  # an importer bug: say so, keep going
+                counts["sessions the importer could not write (a bug: please report)"] += 1
+                res.lines.append(f"{path}: not written: {e}")
+                continue
+            target.write_text(text, encoding="utf-8")
+            res.written.append(target)
+            taken = sum(t.suggestion is not None for t in sc.turns)
+            n_exp = sum(st.expect is not None for t in sc.turns for st in t.steps)
+            res.lines.append(f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions), "
+                             f"{n_exp} expectations, {len(sc.files)} files" + (f", workspace {sc.workspace.name}"
+                                                                               if sc.workspace else ""))
+    return res
+
+
+def configure(ap: argparse.ArgumentParser) -> None:
+    """The options of ``speculate import claude-code`` (on the command tree of :mod:`speculate.cli`)."""
+    ap.description = "Claude Code session transcripts as scenario files (docs/transcripts.md)."
+    ap.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                    help=f"a session .jsonl, a project directory, or the projects directory (default "
+                    f"{DEFAULT_PROJECTS})")
+    ap.add_argument("--out", type=Path, default=Path("imported"), help="where the scenarios go (default ./imported)")
+    ap.add_argument("--repo", type=Path, default=None, metavar="DIR",
+                    help="the project's git repository: its --rev is the starting tree (default: the files the "
+                    "transcript shows)")
+    ap.add_argument("--rev", default=None, metavar="REV", help="with --repo: the revision the sessions started "
+                    "from (default HEAD)")
+    ap.add_argument("--redact", action="store_true",
+                    help="replace string literals and paths by stable placeholders")
+    ap.add_argument("--redact-key", default="", metavar="KEY",
+                    help="with --redact: a secret mixed into the placeholders, so names cannot be confirmed by "
+                    "guessing")
+    ap.set_defaults(run=import_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="speculate import claude-code")
+    configure(ap)
+    return ap
+
+
+def summary(res: Imported) -> str:
+    lines = [*res.lines, f"{len(res.written)} scenario(s) written"]
+    noticed = sorted((k, v) for k, v in res.counts.items() if k != "records")
+    lines.append(f"read {res.counts['records']} records" + ("; set aside or noticed:" if noticed else ""))
+    lines += [f"  {v:>6}  {k}" for k, v in noticed]
+    return "\n".join(lines)
+
+
+def import_main(argv: list[str]) -> int:
+    """``speculate import claude-code ...`` outside the command tree (``argv`` starts with "claude-code")."""
+    if not argv or argv[0] != "claude-code":
+        print("usage: speculate import claude-code [PATH ...] [--out DIR] [--repo DIR [--rev REV]] [--redact]",
+              file=sys.stderr)
+        return 2
+    return import_run(build_parser().parse_args(argv[1:]))
+
+
+def import_run(a: argparse.Namespace) -> int:
+    if a.rev is not None and a.repo is None:
+        print("speculate import: --rev needs --repo DIR", file=sys.stderr)
+        return 2
+    cfg = ImportConfig(paths=tuple(a.paths), out=a.out, repo=a.repo, rev=a.rev, redact=a.redact,
+                       redact_key=a.redact_key)
+    try:
+        res = import_sessions(cfg)
+    except (TranscriptError, RepoError) as e:
+        print(f"speculate import: {e}", file=sys.stderr)
+        return 2
+    print(summary(res))
+    return 0 if res.written else 1
