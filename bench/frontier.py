@@ -19,13 +19,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.records import TurnRecord, load_events, load_records
+from bench.records import TurnRecord, dicts, load_events, load_records
 
 
 def rows_of(run: Path) -> list[dict[str, Any]]:
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-    turns = load_records(run / "turns.jsonl", TurnRecord)
-    events = load_events(run / "events.jsonl")
+    turns = dicts(load_records(run / "turns.jsonl", TurnRecord))
+    events = dicts(load_events(run / "events.jsonl"))
     cond_of = {s: t["cond"] for t in turns for s in [t["session"]]}
     sugg: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for e in events:

@@ -17,20 +17,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.records import TurnRecord, load_events, load_records
+from bench.records import TurnRecord, dicts, load_events, load_records
 from speculate.models.base import Usage
 from speculate.speculation.events import Decision
 from speculate.speculation.policy import SpecPolicy
 
 
 def history(run: Path, accept_prob: float | None) -> dict[str, Any]:
-    turns = [t for t in load_records(run / "turns.jsonl", TurnRecord)
+    turns = [t for t in dicts(load_records(run / "turns.jsonl", TurnRecord))
              if t["arm"] == "speculative" and t["accept_prob"] == accept_prob]
     if not turns:
         raise ValueError(f"{run}: no speculative turns with accept_prob {accept_prob}")
     sessions = {t["session"] for t in turns}
     sugg: dict[tuple[str, int], dict[str, Any]] = {}
-    for e in load_events(run / "events.jsonl"):
+    for e in dicts(load_events(run / "events.jsonl")):
         if e["session"] in sessions and e["kind"] == "suggestion" and e["decisions"]:
             sugg[(e["session"], e["turn"])] = e
     pol = SpecPolicy()
@@ -46,7 +46,7 @@ def history(run: Path, accept_prob: float | None) -> dict[str, Any]:
                                    time_to_decision_s=e["time_to_decision_s"] or 0.0)
             spec = t["speculation"] if t["accepted"] else None
             pol.observe_turn(latency_s=t["latency_s"], time_saved_s=spec["time_saved_s"] if spec else None)
-    for e in load_events(run / "events.jsonl"):  # what whole forks cost (runs before `requests` was kept: none)
+    for e in dicts(load_events(run / "events.jsonl")):  # what whole forks cost (runs before `requests` was kept: none)
         if e["session"] in sessions and e["kind"] == "speculation" and e["completed"] and e["requests"]:
             pol.cost.observe(e["requests"], Usage(**{k: int(v) for k, v in e["tokens"].items()}))
     return pol.state()

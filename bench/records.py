@@ -124,3 +124,8 @@ _EVENT: TypeAdapter[BenchEvent] = TypeAdapter(Annotated[BenchEvent, Field(discri
 def load_events(path: Path) -> list[BenchEvent]:
     """events.jsonl validated with the engine's record schema ([] if absent); ValueError naming ``file:line``."""
     return _load(path, _EVENT.validate_json, "engine record")
+
+
+def dicts(records: list[BaseModel]) -> list[dict[str, Any]]:
+    """Validated records as plain dicts (for code that reads them by field name, as JSON)."""
+    return [r.model_dump() for r in records]
