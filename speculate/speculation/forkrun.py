@@ -110,7 +110,7 @@ class ForkRunner:
         approvals = len(spec.approvals.pending) if spec.overlay is not None else 0
         if spec.complete:
             self.emit(spec, "ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
-                           approvals=approvals)
+                      approvals=approvals)
             try:
                 with billed_to(spec.next_meter):
                     spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages,
@@ -122,8 +122,7 @@ class ForkRunner:
         else:
             spec.next_ready.set()
             self.emit(spec, "boundary", text, boundary=spec.record.boundary, detail=spec.record.boundary_detail,
-                           tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started, approvals=approvals)
-
+                      tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started, approvals=approvals)
 
     def _shell_for(self, overlay: Any, protection: Protection) -> tuple[Any, bool, str]:
         from speculate.speculation.sandbox_shell import NoShell, SandboxShell, bash_sandbox
@@ -153,5 +152,5 @@ class ForkRunner:
                 spec.approvals.finish(e.id)
             spec.tools_run += 1
             self.emit(spec, "speculating", spec.suggestion, tools_run=spec.tools_run,
-                           elapsed_s=time.perf_counter() - spec.started)
+                      elapsed_s=time.perf_counter() - spec.started)
 
