@@ -13,7 +13,7 @@ from pathlib import Path
 
 import trio
 
-from bench import provenance
+from bench import option_values, provenance
 from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
 from bench.thinkfit import resolve_think
@@ -37,65 +37,6 @@ from speculate.term import visible
 DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
 DEFAULT_CONCURRENCY = 6
 QUICK_TIME_SCALE = 0.2
-
-
-def _floats(s: str, what: str) -> list[float]:
-    try:
-        vals = [float(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what} {s!r}: expected comma-separated numbers") from None
-    if not vals or any(v < 0 for v in vals):
-        raise argparse.ArgumentTypeError(f"{what} {s!r}: expected non-negative numbers")
-    return vals
-
-
-def _rates(s: str) -> list[float | None]:
-    """``--accept-prob``: forced rates between 0 and 1, and ``natural`` for the scenarios' own weights."""
-    out: list[float | None] = []
-    for x in (x.strip() for x in s.split(",")):
-        if x == "natural":
-            out.append(None)
-        elif x:
-            try:
-                v = float(x)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: {x!r} is neither a number nor "
-                                                 "'natural'") from None
-            if not 0 <= v <= 1:
-                raise argparse.ArgumentTypeError(f"--accept-prob {x}: must be between 0 and 1")
-            out.append(v)
-    if not out:
-        raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: expected rates such as natural,0,0.5,1")
-    return out
-
-
-def _values(s: str) -> list[float | None]:
-    """``--spec-value``: λ values (dollars per second saved), ``inf`` or ``always`` for no abstention."""
-    out: list[float | None] = []
-    for x in (x.strip() for x in s.split(",")):
-        if x in ("inf", "always"):
-            out.append(None)
-        elif x:
-            try:
-                v = float(x)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"--spec-value {s!r}: {x!r} is neither a number nor 'inf'") from None
-            if not v >= 0:
-                raise argparse.ArgumentTypeError(f"--spec-value {x}: must be >= 0 (dollars per second saved)")
-            out.append(None if v == float("inf") else v)
-    if not out:
-        raise argparse.ArgumentTypeError(f"--spec-value {s!r}: expected values such as 0.002,0.01,inf")
-    return out
-
-
-def _ks(s: str) -> list[int]:
-    try:
-        ks = [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--spec-candidates {s!r}: expected comma-separated integers") from None
-    if not ks or any(not 1 <= k <= 5 for k in ks):
-        raise argparse.ArgumentTypeError(f"--spec-candidates {s!r}: each K must be between 1 and 5")
-    return ks
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,18 +64,18 @@ def configure(ap: argparse.ArgumentParser) -> None:
                     help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s); recorded: each "
                     "imported turn's own; fit: a log-normal fitted to the scenarios' recorded think times (or to "
                     "those of the scenarios or transcripts at PATH), parameters printed (docs/transcripts.md)")
-    ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
+    ap.add_argument("--sweep-think", type=lambda s: option_values.floats(s, "--sweep-think"), default=None,
                     metavar="0,2,5,10", help="also run fixed think times (seconds), for the break-even curve")
-    ap.add_argument("--accept-prob", type=_rates, default=None, metavar="P[,P]",
+    ap.add_argument("--accept-prob", type=option_values.rates, default=None, metavar="P[,P]",
                     help="acceptance sweep: the simulated model suggests the user's next prompt with probability "
                     "P (else a wrong suggestion with work behind it); 'natural' is the scenarios' own weights; "
                     "several values give a sweep, e.g. natural,0,0.25,0.5,0.75,1")
     ap.add_argument("--profile", default=None, metavar="MODEL[,MODEL]",
                     help=f"simulated model(s), i.e. latency/price profile(s) (default {DEFAULT_MODEL})")
-    ap.add_argument("--typing-cps", type=lambda s: _floats(s, "--typing-cps"), default=None, metavar="CPS[,CPS]",
+    ap.add_argument("--typing-cps", type=lambda s: option_values.floats(s, "--typing-cps"), default=None, metavar="CPS[,CPS]",
                     help=f"the simulated user's typing speed, characters per second (default {TYPING_CHARS_PER_S:g}; "
                     "several values give one condition each)")
-    ap.add_argument("--tab-s", type=lambda s: _floats(s, "--tab-s"), default=None, metavar="S[,S]",
+    ap.add_argument("--tab-s", type=lambda s: option_values.floats(s, "--tab-s"), default=None, metavar="S[,S]",
                     help=f"seconds to take a suggestion with Tab and Enter (default {TAB_ACCEPT_S:g})")
     ap.add_argument("--sim", default="ideal", metavar="ideal|realistic[,...]",
                     help="the simulator: ideal (default), or realistic: per-key rate limits enforced by queueing, "
@@ -167,11 +108,11 @@ def configure(ap: argparse.ArgumentParser) -> None:
                     "(ray://HOST:10001 or HOST:6379); the run directory is the same as a local run's")
     ap.add_argument("--ray-workers", type=int, default=None, metavar="N",
                     help="with a local --ray: CPUs Ray may use, so groups run at once (default: all)")
-    ap.add_argument("--spec-value", type=_values, default=None, metavar="λ[,λ]",
+    ap.add_argument("--spec-value", type=option_values.values, default=None, metavar="λ[,λ]",
                     help="speculation policy: fork only when value × P(accept) × expected saving > (1 − P) × "
                     "expected cost, value in dollars per second saved; 'inf' (the default) always forks; several "
                     "values give one condition each (the cost–latency frontier)")
-    ap.add_argument("--spec-candidates", type=_ks, default=None, metavar="K[,K]",
+    ap.add_argument("--spec-candidates", type=option_values.ks, default=None, metavar="K[,K]",
                     help="top-K speculation: suggest and fork up to K candidates (default 1); several values give "
                     "one condition each")
     ap.add_argument("--spec-history", type=Path, default=None, metavar="FILE",
