@@ -22,12 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from speculate.errors import SpeculateError
 from speculate.sim.claude_code import ALLOWED_TOOLS, ClaudeCode
 
 PROMPT_MARK = "\u276f"  # the input line's marker
 
 
-class DriveError(RuntimeError):
+class DriveError(SpeculateError, RuntimeError):
     """The terminal did not get where the script waited for it to go (with the screen, for the reason)."""
 
 

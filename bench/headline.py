@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.provenance import git
 from bench.report import acceptance_table, headline_table, pct, sensitivity_table
+from speculate.errors import SpeculateError
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADLINE_DIR = ROOT / "bench" / "headline"
@@ -40,7 +41,7 @@ RAW = ("turns.jsonl", "sessions.jsonl", "events.jsonl", "failures.jsonl")
 KEPT = ("summary.json", "report.md", "saving_vs_acceptance.png")
 
 
-class Refused(Exception):
+class Refused(SpeculateError):
     """The run cannot be kept as a headline: the reasons, one per line."""
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from bench.pairs import Records
-from bench.plots import write_plots
 from bench.records import SessionRecord, TurnRecord, load_events, load_records
 from bench.summary import build_summary
 
@@ -330,5 +330,10 @@ def write_report(out: Path, meta: dict[str, Any], *, canary_leaks: list[str] | N
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_markdown(summary), encoding="utf-8")
     if records.turns:
-        write_plots(out, records, summary)
+        try:  # plotting is an optional extra (`.[plot]`, installed by scripts/setup.sh): the figures stand alone
+            from bench.plots import write_plots
+        except ImportError as e:
+            print(f"bench: no plots written to {out}: {e} (pip install -e '.[plot]')", file=sys.stderr)
+        else:
+            write_plots(out, records, summary)
     return summary

@@ -16,6 +16,9 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -76,8 +79,9 @@ def bootstrap_ci(clusters: Sequence[Sequence[float]], stat: Callable[[Sequence[f
 Nested = Sequence[Sequence[Sequence[float]]]  # scenario -> rep (pair) -> values
 
 
-def hierarchical_bootstrap_ci(groups: Nested, stat: Callable[[Sequence[float]], float] = median, *,
-                              level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+def hierarchical_bootstrap_ci(groups: Sequence[Sequence[Sequence[T]]],
+                              stat: Callable[[Sequence[T]], float] = median, *, level: float = 0.95,
+                              n_resamples: int = 2000, seed: int = 0, max_undefined: float = 0.1
                               ) -> tuple[float, float] | None:
     """Percentile-bootstrap CI of ``stat`` over the pooled values, resampling in two stages.
 
@@ -86,6 +90,11 @@ def hierarchical_bootstrap_ci(groups: Nested, stat: Callable[[Sequence[float]], 
     with replacement (the two-stage bootstrap of Davison & Hinkley 1997, §3.8). Empty reps and scenarios
     are dropped first. Returns None with fewer than two reps in all: with one scenario it is the one-stage
     bootstrap over its reps; with one rep per scenario, the one-stage bootstrap over scenarios.
+
+    Values need not be numbers: the study's report (:mod:`speculate.study.report`, users then sessions)
+    passes ``(arm, value)`` pairs and a ``stat`` contrasting two arms, which is NaN on a resample that drew
+    no value of one of them. Such resamples are left out; when they are more than ``max_undefined`` of all,
+    the CI is None (too few clusters hold both sides).
     """
     gs = [g for g in ([list(r) for r in grp if len(r)] for grp in groups) if g]
     if sum(len(g) for g in gs) < 2:
@@ -96,10 +105,13 @@ def hierarchical_bootstrap_ci(groups: Nested, stat: Callable[[Sequence[float]], 
     k = len(gs)
     stats: list[float] = []
     for _ in range(n_resamples):
-        pooled: list[float] = []
+        pooled: list[T] = []
         for _ in range(k):
             pooled.extend(_two_stage(gs, rng))
         stats.append(stat(pooled))
+    stats = [x for x in stats if not math.isnan(x)]
+    if len(stats) < (1 - max_undefined) * n_resamples:
+        return None
     alpha = (1 - level) / 2
     return percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha))
 
@@ -110,7 +122,7 @@ def _one(n: int, rng: random.Random) -> int:
     return rng.randrange(n) if n > 1 else 0
 
 
-def _two_stage(groups: list[list[list[float]]], rng: random.Random) -> list[float]:
+def _two_stage(groups: list[list[list[Any]]], rng: random.Random) -> list[Any]:
     """One drawn scenario's values: the scenario, then as many of its reps as it has, with replacement."""
     reps = groups[_one(len(groups), rng)]
     return [x for _ in reps for x in reps[_one(len(reps), rng)]]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlayfs.sandbox.policy import TOOLCHAIN_ENV
+from speculate.errors import SpeculateError
 
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 # The caller's environment that would change which interpreter or packages a command finds: dropped (the
@@ -37,7 +38,7 @@ DROPPED_ENV = TOOLCHAIN_ENV
 TEST_EXTRA = "test"
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(SpeculateError, RuntimeError):
     """A workspace's interpreter or test dependencies cannot be provided; the message names the workspace."""
 
 

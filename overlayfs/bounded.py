@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from overlayfs.errors import OverlayError
+
 GiB, MiB = 1 << 30, 1 << 20
 HELPER = Path(__file__).with_name("_tmpfs.py")
 LAYER_DIRS = ("upper", "work", "tmp")  # the overlay's upper and work dirs, and temp files renamed into upper
 
 
-class LayerUnavailable(OSError):
+class LayerUnavailable(OverlayError, OSError):
     """No bounded filesystem can be made here (no fsopen, no user namespaces); the message says why."""
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from overlayfs.copyup import fsync_dir, write_all
+from overlayfs.errors import OverlayError
 from overlayfs.stamps import Changed
 from overlayfs.steps import Steps
 
@@ -38,7 +39,7 @@ TEMP_SUFFIX = ".ovl-tmp"
 Journal = dict[str, Any]
 
 
-class PromoteError(OSError):
+class PromoteError(OverlayError, OSError):
     """A promotion failed on one path and was rolled back: the real tree is as it was."""
 
     def __init__(self, cause: OSError, project: str, rel: str, phase: str, *, file: str | None = None,
@@ -49,7 +50,7 @@ class PromoteError(OSError):
                          f"point), the real tree is unchanged{note}", file or f"{project}/{rel}")
 
 
-class Unsettled(OSError):
+class Unsettled(OverlayError, OSError):
     """A promotion (or its recovery) could be neither finished nor undone: the journal stays pending and the
     message says what the real tree holds and what to do."""
 

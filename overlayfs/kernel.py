@@ -106,8 +106,9 @@ def snapshot(lower: Path) -> Snapshot:
     return out
 
 
-def record_session(ov: Layers, before: Snapshot) -> None:
-    """After a kernel-overlay session: bases for what it changed, the whole snapshot as the read set."""
+def record_session(ov: Layers, before: Snapshot, *, reads: bool = True) -> None:
+    """After a kernel-overlay session: bases for what it changed, the whole snapshot as the read set (unless
+    ``reads`` is False: an earlier call of the same session recorded it)."""
     metadir = Path(ov.metadir)
     based = set(layer.load_identities(metadir, layer.BASES_FILE))
     upper = os.fspath(ov.upper)
@@ -137,12 +138,10 @@ def record_session(ov: Layers, before: Snapshot) -> None:
     for r in dict.fromkeys(changed):
         if r not in based:
             layer.record_base(metadir, before.get(r, layer.Identity(r, False)))
+    if not reads:
+        return
     read = set(layer.load_identities(metadir, layer.READS_FILE))
     lines = [ident for r, ident in before.items() if ident.kind == "file" and r not in read]
     if lines:
-        import json
-        from dataclasses import asdict
-
-        data = "".join(json.dumps(asdict(i), ensure_ascii=False) + "\n" for i in lines)
         with open(metadir / layer.READS_FILE, "ab") as f:  # one append, not one per file
-            f.write(data.encode("utf-8", "surrogateescape"))
+            f.write(b"".join(layer.identity_line(i) for i in lines))

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import stat as stat_mod
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 # Where the overlay's markers live: root reads and writes the trusted namespace only; a normal user,
@@ -104,9 +104,15 @@ def listing_digest(directory: Path) -> str | None:
     return hashlib.sha256(b"\0".join(names)).hexdigest()
 
 
+def identity_line(ident: Identity) -> bytes:
+    """One JSONL record of ``ident`` (what :func:`load_identities` reads back)."""
+    # vars(), not asdict(): asdict's deep copy cost 60 µs a record, most of a first read through FUSE.
+    return (json.dumps(vars(ident), ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+
+
 def _append(metadir: Path, name: str, ident: Identity) -> None:
     # One write() of a line under O_APPEND is atomic enough for concurrent appenders on a local fs.
-    line = (json.dumps(asdict(ident), ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+    line = identity_line(ident)
     fd = os.open(metadir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         if os.write(fd, line) != len(line):  # a full disk took part of it: the operation fails (no retry,
@@ -219,12 +225,22 @@ def _set_marker(path: Path, what: str) -> None:
                   os.fspath(path))
 
 
+def fuse_overlayfs_markers(upper: str) -> bool:
+    """Whether :func:`adopt_fuse_overlayfs` would rewrite anything in ``upper`` (it only reads)."""
+    return _adopt(upper, rewrite=False)
+
+
 def adopt_fuse_overlayfs(upper: str) -> None:
     """Rewrite what fuse-overlayfs leaves in an upper layer beside the shared format: in each opaque
     directory a ``.wh..wh..opq`` file and a ``.wh..opq`` whiteout (dropped), and, unprivileged, the xattr
     ``user.fuseoverlayfs.opaque`` (made ``user.overlay.opaque``). Only the pair marks a directory, and no
     command can make the pair (fuse-overlayfs refuses ``.wh.`` names, and mknod of a 0/0 device is denied
     in the sandbox), so a user's own ``.wh..wh..opq`` file stays."""
+    _adopt(upper, rewrite=True)
+
+
+def _adopt(upper: str, *, rewrite: bool) -> bool:
+    found = False
     stack = [upper]
     while stack:
         d = stack.pop()
@@ -238,16 +254,22 @@ def adopt_fuse_overlayfs(upper: str) -> None:
                 names[e.name] = e
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
+        if OPAQUE_FILE not in names or FUSE_OVERLAYFS_OPQ not in names:
+            continue
         foreign = _fuse_overlayfs_opaque(d)
-        if not (foreign or is_opaque(d)) or OPAQUE_FILE not in names or FUSE_OVERLAYFS_OPQ not in names:
+        if not (foreign or is_opaque(d)):
             continue
         f, w = names[OPAQUE_FILE].stat(follow_symlinks=False), names[FUSE_OVERLAYFS_OPQ].stat(follow_symlinks=False)
         if not (stat_mod.S_ISREG(f.st_mode) and f.st_size == 0 and stat_mod.S_ISCHR(w.st_mode) and w.st_rdev == 0):
             continue
+        found = True
+        if not rewrite:
+            return True
         if foreign:
             make_opaque(Path(d))
         os.unlink(names[OPAQUE_FILE].path)
         os.unlink(names[FUSE_OVERLAYFS_OPQ].path)
+    return found
 
 
 def _fuse_overlayfs_opaque(d: str) -> bool:

@@ -1,9 +1,9 @@
 """Mounting an overlay's layers as a real directory: backend discovery, choice, mount and reliable unmount.
 
 Backends: ``kernel`` (kernel overlayfs; a host mount needs root, otherwise only :mod:`overlayfs.sandbox`
-can use it, inside a private namespace), ``fuse`` (our pyfuse3 server, :mod:`overlayfs.fuse`) and
+can use it, inside a private namespace), ``fuse`` (our FUSE server, :mod:`overlayfs.fuse`) and
 ``fuse-overlayfs`` (the C reference; on a bounded layer started in a private mount namespace, see
-:func:`_start_fuse_overlayfs_bounded`). ``pure`` is the in-process view: it cannot be mounted, so Bash must
+:mod:`overlayfs.fuse_overlayfs`). ``pure`` is the in-process view: it cannot be mounted, so Bash must
 stay read-only with it. ``auto`` picks kernel, then fuse, and records the choice in ``ov.last_backend``.
 
 Every mountpoint is a fresh directory named ``speculate-mnt-<owner pid>-*``: a mount whose owner has died
@@ -14,6 +14,7 @@ dies, so a crash leaves no stale mount.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import re
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlayfs import kernel, layer
+from overlayfs.errors import OverlayError
 
 log = logging.getLogger("overlayfs.mount")
 
@@ -40,7 +42,7 @@ _PKG_PARENT = os.fspath(Path(__file__).resolve().parents[1])
 READ_AHEAD_KB = 1024  # 1 MiB reads on the FUSE mount: 200 MB sequential read 110 -> 60 ms
 
 
-class MountError(OSError):
+class MountError(OverlayError, OSError):
     """A backend is unavailable here, or mounting failed; the message says which and why."""
 
 
@@ -53,12 +55,34 @@ class Mount:
     layers: kernel.Layers
     _proc: subprocess.Popen[bytes] | None = None
     _snapshot: kernel.Snapshot | None = None
+    _control: socket.socket | None = None  # our FUSE server's: told of writes made behind the mount's back
     closed: bool = field(default=False)
+
+    def invalidate(self, paths: list[str], *, timeout: float = 10.0) -> None:
+        """Tell our FUSE server that the upper layer's entries at ``paths`` (relative) changed behind its
+        back: it re-resolves them and drops what the kernel caches of them before it answers. Raises
+        OSError (MountError where this mount cannot be told)."""
+        if self._control is None or self.closed:
+            raise MountError(f"the {self.backend} mount at {self.root} cannot be told of changes")
+        import json
+
+        self._control.settimeout(timeout)
+        self._control.sendall(json.dumps(paths).encode("utf-8", "surrogateescape") + b"\n")
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = self._control.recv(64)
+            if not chunk:
+                raise MountError("the FUSE server closed its control channel")
+            answer += chunk
+        if answer.strip() != b"ok":
+            raise MountError(f"the FUSE server answered {answer.strip()!r}")
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        if self._control is not None:
+            self._control.close()
         clean = False
         try:
             clean = _unmount(self.root, self.backend)
@@ -79,6 +103,9 @@ class Mount:
                 layer.adopt_fuse_overlayfs(os.fspath(self.layers.upper))
             if self._snapshot is not None:
                 kernel.record_session(self.layers, self._snapshot)
+            forget = getattr(self.layers, "upper_changed", None)
+            if forget is not None:  # the pure view's cached lookups of what was written through the mount
+                forget()
 
 
 # -- discovery -------------------------------------------------------------------------------------
@@ -87,12 +114,8 @@ def _fuse_problem() -> str | None:
         return "/dev/fuse is missing"
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return f"/dev/fuse is not readable and writable by uid {os.geteuid()}"
-    if shutil.which("fusermount3") is None:
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
         return "fusermount3 is not installed"
-    try:
-        import pyfuse3  # noqa: F401
-    except ImportError as e:
-        return f"pyfuse3 is not importable: {e}"
     return None
 
 
@@ -105,8 +128,7 @@ def unavailable_reason(backend: str) -> str | None:
     if backend == "fuse-overlayfs":
         if shutil.which("fuse-overlayfs") is None:
             return "fuse-overlayfs is not installed"
-        p = _fuse_problem()
-        return None if p is None or "pyfuse3" in p else p
+        return _fuse_problem()
     if backend == "kernel":
         return kernel.kernel_available()
     raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)} or 'auto'")
@@ -133,8 +155,12 @@ def choose_backend(backend: str = "auto", *, need_host_mount: bool = False) -> s
 
 
 # -- mounting --------------------------------------------------------------------------------------
-def open_mount(ov: kernel.Layers, backend: str = "auto") -> Mount:
-    """Mount ``ov``'s layers at a fresh directory and return the live :class:`Mount` (close it!)."""
+def open_mount(ov: kernel.Layers, backend: str = "auto", *, snapshot: bool = True) -> Mount:
+    """Mount ``ov``'s layers at a fresh directory and return the live :class:`Mount` (close it!).
+
+    On kernel overlayfs and fuse-overlayfs, which cannot record bases themselves, the mount snapshots the
+    lower tree and records the bases of what changed as it closes; ``snapshot=False`` leaves that to the
+    caller (:mod:`overlayfs.sandbox.session`)."""
     chosen = choose_backend(backend, need_host_mount=True)
     if chosen == "pure":
         raise MountError("no mountable backend here (kernel: "
@@ -146,7 +172,7 @@ def open_mount(ov: kernel.Layers, backend: str = "auto") -> Mount:
     cleanup_stale()
     root = Path(tempfile.mkdtemp(prefix=f"{MNT_PREFIX}{os.getpid()}-"))
     try:
-        m = _mount(ov, chosen, root)
+        m = _mount(ov, chosen, root, snapshot)
     except BaseException:
         if _is_mounted(root):
             _lazy_unmount(root)
@@ -173,20 +199,22 @@ def mounted(ov: kernel.Layers, backend: str = "auto") -> Iterator[Path]:
         m.close()
 
 
-def _mount(ov: kernel.Layers, backend: str, root: Path) -> Mount:
+def _mount(ov: kernel.Layers, backend: str, root: Path, snapshot: bool = True) -> Mount:
     if backend == "kernel":
         if os.geteuid() != 0:
             raise MountError("kernel overlayfs is only mountable inside a private namespace without root: "
                              "use overlayfs.sandbox.run_in_overlay(ov, argv, ...)")
-        snap = kernel.snapshot(Path(ov.lower))
+        snap = kernel.snapshot(Path(ov.lower)) if snapshot else None
         kernel.mount_host(ov, root, owner=os.getpid())
         return Mount(root, backend, ov, _snapshot=snap)
     if backend == "fuse-overlayfs":
         work = Path(ov.workdir) / "fuse-overlayfs"
         work.mkdir(parents=True, exist_ok=True)
-        snap = kernel.snapshot(Path(ov.lower))
+        snap = kernel.snapshot(Path(ov.lower)) if snapshot else None
         if getattr(ov, "layer", None) is not None:
-            return _start_fuse_overlayfs_bounded(ov, root, snap)
+            from overlayfs.fuse_overlayfs import start_on_layer
+
+            return Mount(root, backend, ov, _proc=start_on_layer(ov, root), _snapshot=snap)
         opts = f"lowerdir={ov.lower},upperdir={ov.upper},workdir={work}"
         r = subprocess.run(["fuse-overlayfs", "-o", opts, os.fspath(root)], capture_output=True, timeout=30)
         if r.returncode != 0:
@@ -195,82 +223,24 @@ def _mount(ov: kernel.Layers, backend: str, root: Path) -> Mount:
     return _start_fuse(ov, root)
 
 
-def _start_fuse_overlayfs_bounded(ov: kernel.Layers, root: Path, snap: kernel.Snapshot) -> Mount:
-    """fuse-overlayfs on a bounded layer: it needs the layer at a real path, which only a private mount
-    namespace can give (stage one attaches it on an empty directory there); the FUSE mount itself is made
-    on the host by fusermount3 and its device descriptor handed to fuse-overlayfs (``/dev/fd/N``). The
-    namespace exists before the mount, so it holds no copy of the mount that would outlive the unmount."""
-    layer = ov.layer  # type: ignore[attr-defined]
-    at = Path(ov.metadir) / "layer"
-    at.mkdir(exist_ok=True)
-    opts = f"lowerdir={ov.lower},upperdir={at}/upper,workdir={at}/work/fuse-overlayfs"
-    spec: dict[str, object] = {"attach": {"from": layer.inherited(layer.path), "at": os.fspath(at)},
-                               "argv": ["fuse-overlayfs", "-f", "-o", opts, "/dev/fd/{fd}"], "close": [layer.fd]}
-    ours, theirs = socket.socketpair()
-    spec["handoff"] = theirs.fileno()
-    fds = [theirs.fileno(), layer.fd]
-    if layer.userns_fd is not None:
-        spec["userns"] = layer.userns_fd
-        fds.append(layer.userns_fd)
-    logf = open(Path(ov.metadir) / "fuse-server.log", "ab")
-    try:
-        proc = subprocess.Popen(kernel.nsexec_argv(spec), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=logf, pass_fds=tuple(fds), start_new_session=True, cwd="/")
-    finally:
-        logf.close()
-        theirs.close()
-    with ours:
-        try:
-            ours.settimeout(30)
-            if ours.recv(1) != b"r":
-                raise OSError(0, "it exited before it was ready")
-            fd = _fuse_device(root)
-            try:
-                socket.send_fds(ours, [b"f"], [fd])
-            finally:
-                os.close(fd)
-            os.stat(root)  # answered once fuse-overlayfs serves the mount
-        except OSError as e:
-            proc.kill()
-            _reap(proc)
-            tail = (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace").strip()
-            raise MountError(f"fuse-overlayfs did not come up on the bounded layer at {root}: {e}; {tail}") \
-                from None
-    return Mount(root, "fuse-overlayfs", ov, _proc=proc, _snapshot=snap)
-
-
-def _fuse_device(root: Path) -> int:
-    """Mount an empty FUSE filesystem at ``root`` with fusermount3 and return its /dev/fuse descriptor
-    (libfuse's protocol: fusermount3 sends it over the socket named by ``_FUSE_COMMFD``)."""
-    opts = "rw,nosuid,nodev,default_permissions,subtype=fuse-overlayfs," \
-        f"fsname=speculate-fuse-overlayfs.{os.getpid()}" + (",allow_other" if os.geteuid() == 0 else "")
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        r = subprocess.run(["fusermount3", "-o", opts, "--", os.fspath(root)], capture_output=True, timeout=30,
-                           env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())}, pass_fds=(theirs.fileno(),))
-        if r.returncode != 0:
-            raise OSError(0, f"fusermount3 failed: {r.stderr.decode(errors='replace').strip()}")
-        theirs.close()
-        ours.settimeout(10)
-        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
-    if not fds:
-        raise OSError(0, "fusermount3 handed over no FUSE descriptor")
-    return fds[0]
-
-
 def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -> Mount:
     env = dict(os.environ)
     env["PYTHONPATH"] = _PKG_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     logf = open(Path(ov.metadir) / "fuse-server.log", "ab")
+    control, theirs = socket.socketpair()
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "overlayfs.fuse", os.fspath(ov.lower), os.fspath(ov.upper),
              os.fspath(ov.metadir), os.fspath(root), "--owner-pid", str(os.getpid()),
-             "--workdir", os.fspath(ov.workdir)],
+             "--workdir", os.fspath(ov.workdir), "--control-fd", str(theirs.fileno())],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, env=env, cwd="/",
-            start_new_session=True)  # a ^C in the terminal must not kill the server under a mount
+            start_new_session=True, pass_fds=(theirs.fileno(),))  # a ^C must not kill the server under a mount
+    except BaseException:
+        control.close()
+        raise
     finally:
         logf.close()
+        theirs.close()
     assert proc.stdout is not None
     deadline = time.monotonic() + ready_timeout
     line = b""
@@ -283,11 +253,12 @@ def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -
             break
     proc.stdout.close()
     if line.strip() != b"ready":
+        control.close()
         _reap(proc)
         tail = (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace")
         raise MountError(f"FUSE server did not come up at {root}: {tail.strip() or 'no output'}")
     _set_read_ahead(root)
-    return Mount(root, "fuse", ov, _proc=proc)
+    return Mount(root, "fuse", ov, _proc=proc, _control=control)
 
 
 def _set_read_ahead(root: Path) -> None:
@@ -312,10 +283,20 @@ def _is_mounted(root: Path) -> bool:
     return os.fspath(root) in _mountpoints()
 
 
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
 def _unmount(root: Path, backend: str) -> bool:
     """Unmount ``root``; True if it was a clean (not lazy) unmount, or nothing was mounted."""
     if not _is_mounted(root):
         return True
+    if os.geteuid() == 0:  # umount(2) itself: fusermount3 -u and umount(8) are a fork and exec more
+        if _libc.umount2(os.fsencode(root), 0) == 0:
+            return True
+        log.warning("unmount of %s failed (%s); unmounting lazily", root, os.strerror(ctypes.get_errno()))
+        _lazy_unmount(root)
+        return False
     cmd = ["fusermount3", "-u", os.fspath(root)] if backend != "kernel" else ["umount", os.fspath(root)]
     r = subprocess.run(cmd, capture_output=True, timeout=30)
     if r.returncode != 0:  # busy (a process still has a cwd or fd inside): detach it lazily
@@ -326,6 +307,8 @@ def _unmount(root: Path, backend: str) -> bool:
 
 
 def _lazy_unmount(root: Path) -> None:
+    if os.geteuid() == 0 and _libc.umount2(os.fsencode(root), _MNT_DETACH) == 0:
+        return
     for cmd in (["fusermount3", "-u", "-z"], ["umount", "-l"]):
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             if subprocess.run([*cmd, os.fspath(root)], capture_output=True, timeout=30).returncode == 0:

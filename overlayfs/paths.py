@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 
+from overlayfs.errors import OverlayError
 
-class PathEscapeError(PermissionError):
+
+class PathEscapeError(OverlayError, PermissionError):
     """A path resolves outside the project root (``..``, an absolute path elsewhere, a symlink out)."""
 
     def __init__(self, path: object, root: object, why: str = "resolves outside the project root") -> None:

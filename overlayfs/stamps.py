@@ -14,6 +14,8 @@ import errno
 import os
 import stat as stat_mod
 
+from overlayfs.errors import OverlayError
+
 Stamp = list[int]
 
 
@@ -34,7 +36,7 @@ def key(s: Stamp) -> Stamp:
     return s[:5] if len(s) > 6 and s[6] > 1 else s[:6]
 
 
-class Changed(Exception):
+class Changed(OverlayError):
     """The real entry at ``rel`` is not the one the conflict check saw: the user changed it meanwhile."""
 
     def __init__(self, rel: str, reason: str) -> None:

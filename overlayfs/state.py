@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlayfs.errors import OverlayError
+
 ENV = "SPECULATE_STATE_DIR"
 LOCK_TIMEOUT = 30.0  # seconds a promotion or recovery waits for another process's promotion to end
 
@@ -42,7 +44,7 @@ def state_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "speculate"
 
 
-class ProjectLocked(TimeoutError):
+class ProjectLocked(OverlayError, TimeoutError):
     """Another process held the project's promotion lock for longer than the timeout."""
 
 

@@ -7,9 +7,10 @@ The semantics of each file operation live here; opening the layers and looking u
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
@@ -17,12 +18,26 @@ from typing import IO, Any
 from overlayfs.changes import Change, compute_changes, unified_diff
 from overlayfs.copyup import stat_mode
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, load_identities, make_opaque
-from overlayfs.merged import Node, entries, join, parent_of, step
+from overlayfs.merged import Node, entries, join, kind_of, parent_of, step
 from overlayfs.paths import check_link_target
 from overlayfs.promote import PromoteResult, promote
 from overlayfs.state import LOCK_TIMEOUT, dispose
 from overlayfs.upper import UMASK, OverlayStatistics
 from overlayfs.viewbase import StrPath, ViewBase, path_error
+
+
+def _writes(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A method that writes the upper layer: the kept mount is told first, cached lookups dropped around it."""
+
+    @functools.wraps(fn)
+    def call(self: Overlay, *args: Any, **kwargs: Any) -> Any:
+        self._before_write()
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self._lookups.clear()
+
+    return call
 
 
 class Overlay(ViewBase):
@@ -42,14 +57,22 @@ class Overlay(ViewBase):
     # -- reading -------------------------------------------------------------------------------------
 
     def read_bytes(self, path: StrPath) -> bytes:
-        node = self._need(r := self._resolve(path), path)
+        r, fresh = self._lookup(path)
+        node = self._need(r, path)
         if node.kind == "dir":
             raise path_error(errno.EISDIR, path)
         if node.kind != "file":
             raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(path))
-        with open(node.path, "rb") as f:
+        try:
+            f = open(node.path, "rb")
+        except OSError:
+            if fresh:
+                raise
+            self._lookups.clear()  # the real tree changed under a cached lookup: walk again
+            return self.read_bytes(path)
+        with f:
             data = f.read()
-            if node.upper is None:
+            if node.upper is None and r.rel not in self._up.read:
                 self._up.note_read(r.rel, os.fstat(f.fileno()), data)
         return data
 
@@ -75,8 +98,18 @@ class Overlay(ViewBase):
         return node is not None and node.kind == "symlink"
 
     def stat(self, path: StrPath, *, follow_symlinks: bool = True) -> os.stat_result:
-        node = self._need(self._resolve(path, follow=follow_symlinks), path)
-        return os.lstat(node.path) if node.rel == "." else node.st
+        r, fresh = self._lookup(path, follow=follow_symlinks)
+        node = self._need(r, path)
+        if fresh and node.rel != ".":
+            return node.st
+        try:
+            st = os.lstat(node.path)  # a cached lookup says where; what is there now is read afresh
+        except OSError:
+            st = None
+        if st is None or kind_of(st.st_mode) != node.kind:  # the real tree changed under it: walk again
+            self._lookups.clear()
+            return self.stat(path, follow_symlinks=follow_symlinks)
+        return st
 
     def lstat(self, path: StrPath) -> os.stat_result:
         return self.stat(path, follow_symlinks=False)
@@ -130,6 +163,7 @@ class Overlay(ViewBase):
 
     # -- writing -------------------------------------------------------------------------------------
 
+    @_writes
     def write_bytes(self, path: StrPath, data: bytes) -> None:
         r = self._resolve(path)  # writing through a symlink writes its target, as on a real filesystem
         node = r.node
@@ -159,6 +193,7 @@ class Overlay(ViewBase):
             return f
         if node is not None and node.kind != "file":
             raise path_error(errno.EINVAL, path)
+        self._before_write()  # and the lookups cached while the caller writes are not kept: see below
         if "x" in mode and node is not None:
             raise path_error(errno.EEXIST, path)
         if node is None and "r" in mode:
@@ -172,8 +207,11 @@ class Overlay(ViewBase):
         else:
             keep = stat_mode(node.st.st_mode) if node is not None and node.upper is None else None
             target = self._up.new_file(udir, name, keep)
-        return open(target, mode, buffering, encoding, errors, newline)
+        f = open(target, mode, buffering, encoding, errors, newline)
+        self._lookups.clear()
+        return f
 
+    @_writes
     def mkdir(self, path: StrPath, parents: bool = False, exist_ok: bool = False) -> None:
         try:
             r = self._resolve(path, follow=False)
@@ -197,6 +235,7 @@ class Overlay(ViewBase):
         if hidden:
             make_opaque(Path(target))
 
+    @_writes
     def unlink(self, path: StrPath) -> None:
         r = self._resolve(path, follow=False)
         node = self._need(r, path)
@@ -206,6 +245,7 @@ class Overlay(ViewBase):
         self._up.record_base(r.rel)
         self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
 
+    @_writes
     def rmdir(self, path: StrPath) -> None:
         r = self._resolve(path, follow=False)
         node = self._need(r, path)
@@ -217,6 +257,7 @@ class Overlay(ViewBase):
         self._up.record_base(r.rel)
         self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
 
+    @_writes
     def rmtree(self, path: StrPath) -> None:
         r = self._resolve(path, follow=False)
         node = self._need(r, path)
@@ -228,6 +269,7 @@ class Overlay(ViewBase):
         self._up.record_subtree(node)
         self._up.remove(self._up.copy_up_dir(r.parent.rel), r.parent, name)
 
+    @_writes
     def rename(self, src: StrPath, dst: StrPath) -> None:
         """Rename like ``os.rename`` (replacing a file or an empty directory); directories move whole."""
         rs = self._resolve(src, follow=False)
@@ -251,6 +293,7 @@ class Overlay(ViewBase):
             raise OSError(errno.EOPNOTSUPP, "cannot move a special file", os.fsdecode(src))
         self._up.move(rs, rd)
 
+    @_writes
     def chmod(self, path: StrPath, mode: int) -> None:
         r = self._resolve(path)
         node = self._need(r, path)
@@ -263,6 +306,7 @@ class Overlay(ViewBase):
             node = self._need(self._resolve(path), path)
         os.chmod(node.path, mode)
 
+    @_writes
     def symlink(self, target: str, path: StrPath) -> None:
         """Create symlink ``path`` -> ``target``; a target outside the project is refused."""
         r = self._resolve(path, follow=False)
@@ -295,6 +339,8 @@ class Overlay(ViewBase):
         ProjectLocked when another process holds the project's promotion lock beyond ``lock_timeout``. A
         file the user changes while it is being promoted comes back as a conflict (nothing landed)."""
         rels = None if paths is None else [self._rel(p) for p in paths]
+        if self.sandbox is not None:  # the kept mount would show the promoted layers stale
+            self.sandbox.outdated()
         try:
             return promote(self, rels, all_or_nothing=all_or_nothing, durable=durable,
                            lock_timeout=lock_timeout)
@@ -323,6 +369,7 @@ class Overlay(ViewBase):
         if self._discarded:
             return
         self._discarded = True
+        self.close_sandbox()
         if self.layer is not None:  # the bounded filesystem goes with its last holder: O(1) here
             self.layer.close()
         if self._base is not None:  # deleted on a thread: accepting or aborting need not wait for it

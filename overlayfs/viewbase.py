@@ -13,15 +13,17 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 from overlayfs.bounded import BoundedLayer, LayerBound
-from overlayfs.merged import Node, Resolved, parent_of, resolve
+from overlayfs.merged import Node, Resolved, kind_of, parent_of, resolve
 from overlayfs.paths import PathEscapeError, to_relative
 from overlayfs.recovery import Recovery, recover_journal
 from overlayfs.state import new_overlay_dir, project_state
 from overlayfs.upper import Upper
 
 StrPath = str | os.PathLike[str]
+LOOKUP_CACHE_MAX = 20_000  # cached lookups per overlay; past it the cache starts again empty
 
 
 def path_error(code: int, path: object) -> OSError:
@@ -73,14 +75,39 @@ class ViewBase:
                 raise ValueError(f"overlay layer {d} and lower {self.lower} must not contain each other")
         self._lower_s = str(self.lower)
         self.recovery: Recovery | None = recover_journal(self.lower)
+        # Lookups of existing paths, by the caller's path string and whether the last link is followed:
+        # valid until the upper layer changes (this view's writes, a sandboxed command, a mount closing: see
+        # upper_changed). What they serve is read fresh from disk (open, lstat); only the walk is skipped.
+        self._lookups: dict[tuple[str, bool], Resolved] = {}
         self._attach_upper()
         self._discarded = False
+        # The mounted view this overlay's sandboxed commands share (overlayfs.sandbox.session), told before
+        # this view writes the upper layer behind it, and closed with the overlay or before a promotion.
+        self.sandbox: Any = None
+
+    def _before_write(self) -> None:
+        """Every method that writes the upper layer calls this first (and :meth:`upper_changed` after)."""
+        self._lookups.clear()
+        if self.sandbox is not None:
+            self.sandbox.before_view_write()
+
+    def upper_changed(self) -> None:
+        """The upper layer was written by someone else (a sandboxed command, a mount): forget cached lookups.
+        A process that writes the layer through a mount it keeps open must call this before reading here."""
+        self._lookups.clear()
+
+    def close_sandbox(self) -> None:
+        """Unmount the view the sandboxed commands shared (a later command mounts afresh)."""
+        held, self.sandbox = self.sandbox, None
+        if held is not None:
+            held.close()
 
     def _open_layer(self, bound: LayerBound) -> None:
         self.layer = BoundedLayer(bound)
         self.upper, self.workdir = Path(self.layer.upper), Path(self.layer.work)
 
     def _attach_upper(self) -> None:
+        self._lookups.clear()
         self._upper_s = str(self.upper)
         self._up = Upper(self._lower_s, self._upper_s, self.metadir,
                          tmp=self.layer.tmp if self.layer is not None else None)
@@ -113,6 +140,8 @@ class ViewBase:
     def _rel(self, path: StrPath) -> str:
         if self._discarded:
             raise ValueError(f"overlay of {self.lower} was discarded")
+        if type(path) is str and _plain(path):  # the common spelling, without PurePosixPath's cost
+            return path
         try:
             return to_relative(self.lower, path)
         except PathEscapeError:
@@ -130,6 +159,21 @@ class ViewBase:
         rel = self._rel(path)  # first: it refuses a discarded overlay
         return resolve(self._root_node(), self._lower_s, rel, follow_last=follow)
 
+    def _lookup(self, path: StrPath, *, follow: bool = True) -> tuple[Resolved, bool]:
+        """:meth:`_resolve` through the cache of existing paths; also whether the walk was made just now
+        (its stat results are then fresh)."""
+        key = (path, follow) if type(path) is str else None
+        if key is not None:
+            hit = self._lookups.get(key)
+            if hit is not None:
+                return hit, False
+        r = self._resolve(path, follow=follow)
+        if key is not None and r.node is not None:
+            if len(self._lookups) >= LOOKUP_CACHE_MAX:
+                self._lookups.clear()
+            self._lookups[key] = r
+        return r, True
+
     def _need(self, r: Resolved, path: StrPath) -> Node:
         if r.node is None:
             raise path_error(errno.ENOENT, path)
@@ -143,7 +187,11 @@ class ViewBase:
     def _try_node(self, path: StrPath) -> Node | None:
         rel = self._rel(path)  # a path argument that escapes is an error, not "absent"
         try:
-            return resolve(self._root_node(), self._lower_s, rel).node
+            r, fresh = self._lookup(rel)
+            if not fresh and r.node is not None and not _still(r.node):
+                self._lookups.clear()  # the real tree changed under a cached lookup: walk again
+                r, _ = self._lookup(rel)
+            return r.node
         except (FileNotFoundError, NotADirectoryError, PathEscapeError):
             return None
         except OSError as e:
@@ -157,3 +205,22 @@ class ViewBase:
         except (OSError, ValueError):
             return False
         return node is not None and node.kind == "dir"
+
+
+def _still(node: Node) -> bool:
+    """Whether a cached node's serving entry is still there, of the same kind."""
+    try:
+        return kind_of(os.lstat(node.path).st_mode) == node.kind
+    except OSError:
+        return False
+
+
+def _plain(path: str) -> bool:
+    """Whether ``path`` is already the canonical relative form (``a/b``: no ``.``, ``..``, ``//``, no
+    leading or trailing slash)."""
+    if not path or path[0] == "/" or path[-1] == "/" or "//" in path:
+        return False
+    if "." not in path:
+        return True
+    parts = path.split("/")
+    return "." not in parts and ".." not in parts

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the whole test suite plus the linter. Extra arguments go to pytest.
+# The suite must leave the checkout exactly as it found it: `git status` is compared before and after.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check speculate overlayfs bench tests
-.venv/bin/python -m pytest "$@"
+before=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+after=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
+if [ "$before" != "$after" ]; then
+  echo "test.sh: the test suite changed the checkout (git status before and after differ):" >&2
+  diff <(echo "$before") <(echo "$after") >&2 || true
+  [ "$status" != 0 ] || status=1
+fi
+exit "$status"

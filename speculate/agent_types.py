@@ -14,12 +14,13 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from speculate.errors import SpeculateError
 from speculate.models.base import ModelResponse, TextDelta, Usage
 from speculate.tools.base import Tool
 from speculate.types import Block
 
 
-class ToolDenied(Exception):
+class ToolDenied(SpeculateError):
     """A call that must not run; the message goes back to the model as an is_error result."""
 
 
@@ -28,7 +29,7 @@ BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "protected
                        "resource", "error"]
 
 
-class BoundaryReached(Exception):
+class BoundaryReached(SpeculateError):
     """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
 
     def __init__(self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
@@ -39,7 +40,7 @@ class BoundaryReached(Exception):
         self.discard = discard  # the overlay already holds what made this a boundary: nothing may be promoted
 
 
-class MaxTurnsReached(Exception):
+class MaxTurnsReached(SpeculateError):
     """The loop's bound: ``kind`` says which (requests in this turn, or messages in the conversation)."""
 
     def __init__(self, kind: Literal["max_turns", "max_messages"], limit: int) -> None:

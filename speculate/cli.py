@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, NoReturn
 
+from speculate.errors import SpeculateError
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose unknown subcommand reads ``unknown subcommand 'chek' (did you mean
@@ -37,7 +39,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(status)
 
 
-class UsageError(Exception):
+class UsageError(SpeculateError):
     """argparse finished (help printed, or a usage error named): the exit status."""
 
     def __init__(self, status: int) -> None:
@@ -67,6 +69,10 @@ COMMANDS: tuple[Command, ...] = (
                 "speculate.cli:configure_sandbox_run"),
     )),
     Command("stats", "summarise a session's speculation records (JSON)", "speculate.speculation.stats:configure"),
+    Command("study", "the in-situ randomized study of `repl --study DIR`", children=(
+        Command("report", "pool study directories: saving, acceptance, cost and harm, CIs by person and session",
+                "speculate.study.cli:configure"),
+    )),
     Command("import", "other agents' sessions as scenarios", children=(
         Command("claude-code", "Claude Code session transcripts as scenario files (docs/transcripts.md)",
                 "speculate.importers.claude_code:configure"),

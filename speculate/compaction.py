@@ -24,6 +24,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
+from speculate.errors import SpeculateError
 from speculate.models.base import CacheKey, Done, Model, ModelError, ModelResponse, Usage
 from speculate.types import Message, text_of, user
 
@@ -44,7 +45,7 @@ CONTINUATION = (
 )
 
 
-class CompactionFailed(Exception):
+class CompactionFailed(SpeculateError):
     """The summary request failed or returned nothing; the conversation is unchanged."""
 
 

@@ -13,11 +13,13 @@ from typing import Any
 
 import yaml
 
+from speculate.errors import SpeculateError
+
 MAX_YAML_DEPTH = 64  # a scenario is a few levels deep (turns > steps > tools > input)
 MAX_JSON_DEPTH = 128  # a Messages request: messages > content > blocks > tool input, with room for the input
 
 
-class TooDeep(ValueError):
+class TooDeep(SpeculateError, ValueError):
     """Input nested deeper than its bound; the message names it (and the line, for YAML)."""
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from speculate.errors import SpeculateError
 from speculate.tools.globmatch import match_ignore_style
 
 KNOWN_TOOLS = frozenset({"Read", "Write", "Edit", "Glob", "Grep", "Bash"})
@@ -37,7 +38,7 @@ PATH_FIELDS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "
 DIRECTORY_TOOLS = frozenset({"Glob", "Grep"})  # their path names a directory to search
 
 
-class PermissionRuleError(ValueError):
+class PermissionRuleError(SpeculateError, ValueError):
     """A permission rule string that does not parse; the message names the rule."""
 
 

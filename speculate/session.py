@@ -162,6 +162,9 @@ class Session:
         self.outcomes: list[TurnOutcome] = []
         self._last_usage: Usage | None = None
         self._logged = 0
+        # Called as each turn ends, before the next cycle starts: a study (speculate.study) draws the next
+        # turn's arm here and sets ``cfg.speculate`` / ``cfg.fork`` for it.
+        self.on_turn_end: Callable[[TurnOutcome], None] | None = None
 
     # -- what the REPL and the benchmark call ----------------------------------------------------------
     @property
@@ -197,6 +200,8 @@ class Session:
         self.outcomes.append(outcome)
         self.engine.turn_done(outcome.latency_s, outcome.speculation if outcome.accepted else None)
         self._log_turn(outcome)
+        if self.on_turn_end is not None:
+            self.on_turn_end(outcome)
         if self.cfg.speculate and not outcome.error and not outcome.blocked and not outcome.stopped:
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome

@@ -40,6 +40,7 @@ from pydantic import (
     model_validator,
 )
 
+from speculate.errors import SpeculateError
 from speculate.instructions import user_dir
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
@@ -51,7 +52,7 @@ MATCHED_EVENTS = TOOL_EVENTS | {"SessionStart", "PreCompact"}
 DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default per hook command
 
 
-class SettingsError(ValueError):
+class SettingsError(SpeculateError, ValueError):
     """A settings file that cannot be used; the message names the file and the key."""
 
 

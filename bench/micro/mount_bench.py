@@ -1,6 +1,8 @@
-"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our pyfuse3 server vs fuse-overlayfs.
+"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our FUSE server vs fuse-overlayfs.
 
-Run: ``.venv/bin/python -m bench.micro.mount_bench [--reps 5] [--files 5000] [--big-mb 200]``. Each timed run
+Run: ``.venv/bin/python -m bench.micro.mount_bench [--reps 5] [--files 5000] [--big-mb 200] [--baseline-rev REV]``.
+``--baseline-rev`` adds a column for the FUSE server of that revision (its ``overlayfs`` taken with ``git
+archive``, started the same way), timed in the same rounds as the others. Each timed run
 gets a fresh overlay (empty upper) and a fresh mount, so every figure is a first pass through the mount;
 the lower tree is page-cached (one warm-up read natively). Prints a table of median ms and the ratio to
 native (copy-up: ratio to a native copy of the file). Workloads run as the tools would: shell commands (find, cat, dd, grep), Python file I/O for
@@ -10,6 +12,7 @@ creates/appends and copy-up, and the sample project's pytest suite end to end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -17,14 +20,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+from overlayfs import Overlay
 from overlayfs.mount import mounted, unavailable_reason
-from overlayfs.sandbox import run_sandboxed
+from overlayfs.sandbox import SandboxLimits, run_sandboxed
 
-SAMPLE = Path(__file__).resolve().parents[1] / "scenarios" / "workspaces" / "sample_project"
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "bench" / "scenarios" / "workspaces" / "sample_project"
 BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
 
 
@@ -106,35 +111,75 @@ def time_native(lower: Path, name: str, fn: Callable[[Path], None], reps: int) -
     return statistics.median(out) * 1000
 
 
-def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: int) -> float:
+@contextlib.contextmanager
+def old_server(ov: SimpleNamespace, code: str) -> Iterator[Path]:
+    """Another revision's FUSE server (its ``overlayfs`` package in ``code``) serving ``ov``."""
+    root = Path(tempfile.mkdtemp(prefix="mb-old-mnt-", dir=Path(ov.metadir).parent))
+    proc = subprocess.Popen([sys.executable, "-m", "overlayfs.fuse", os.fspath(ov.lower), os.fspath(ov.upper),
+                             os.fspath(ov.metadir), os.fspath(root)], stdout=subprocess.PIPE, cwd="/",
+                            env={**os.environ, "PYTHONPATH": code})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        yield root
+    finally:
+        subprocess.run(["fusermount3", "-u", os.fspath(root)], capture_output=True)
+        proc.wait()
+
+
+def _server_pids(root: Path) -> list[int]:
+    """The processes serving the FUSE mount at ``root`` (those naming it on their command line)."""
+    want = os.fsencode(root)
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            with contextlib.suppress(OSError):
+                if want in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    out.append(int(pid))
+    return out
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[tuple[str, str], list[float]] = {}  # (workload, backend) -> server CPU seconds per run
+
+
+def time_mounted(lower: Path, backend: str, fn: Callable[[Path], None], reps: int, name: str = "") -> float:
     out = []
     for _ in range(reps):
         base = Path(tempfile.mkdtemp(prefix="mb-layers-", dir=lower.parent))
         ov = SimpleNamespace(lower=lower, upper=base / "upper", workdir=base / "work", metadir=base / "meta")
         for d in (ov.upper, ov.workdir, ov.metadir):
             d.mkdir()
-        with mounted(ov, backend) as root:
-            t = time.perf_counter()
+        with old_server(ov, backend.partition("@")[2]) if "@" in backend else mounted(ov, backend) as root:
+            pids = _server_pids(root)  # none for kernel overlayfs: the kernel serves it
+            c0, t = _cpu_s(pids), time.perf_counter()
             fn(root)
             out.append(time.perf_counter() - t)
+            CPU.setdefault((name, backend), []).append(_cpu_s(pids) - c0)
         shutil.rmtree(base)
     return statistics.median(out) * 1000
 
 
 def time_sandboxed(lower: Path, backend: str, reps: int) -> float:
-    """End to end as speculative Bash runs it: namespaces, mount, pytest, unmount."""
+    """End to end as speculative Bash runs it: a bounded overlay, namespaces, mount, pytest, unmount."""
     out = []
     for _ in range(reps):
-        base = Path(tempfile.mkdtemp(prefix="mb-layers-", dir=lower.parent))
-        ov = SimpleNamespace(lower=lower, upper=base / "upper", workdir=base / "work", metadir=base / "meta")
-        for d in (ov.upper, ov.workdir, ov.metadir):
-            d.mkdir()
-        t = time.perf_counter()
-        r = run_sandboxed(ov, PYTEST, timeout=300, backend=backend)
-        out.append(time.perf_counter() - t)
+        ov = Overlay(lower, bound=SandboxLimits().layer_bound())
+        try:
+            t = time.perf_counter()
+            r = run_sandboxed(ov, PYTEST, timeout=300, backend=backend)
+            out.append(time.perf_counter() - t)
+        finally:
+            ov.discard()
         if r.exit_code != 0:
             raise RuntimeError(f"sandboxed pytest failed on {backend}: {r.stdout[-500:]} {r.stderr[-500:]}")
-        shutil.rmtree(base)
     return statistics.median(out) * 1000
 
 
@@ -144,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--big-mb", type=int, default=200)
     ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--baseline-rev", default=None, help="also time this revision's FUSE server")
     args = ap.parse_args(argv)
     backends = []
     for b in args.backends.split(","):
@@ -153,7 +199,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"# skipping {b}: {why}")
     top = Path(tempfile.mkdtemp(prefix="mount-bench-"))
+    labels = list(backends)
     try:
+        if args.baseline_rev and "fuse" in backends:
+            code = top / "old"
+            code.mkdir()
+            tar = subprocess.run(["git", "-C", os.fspath(REPO), "archive", args.baseline_rev, "overlayfs"],
+                                 capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", os.fspath(code)], input=tar, check=True)
+            backends.insert(backends.index("fuse") + 1, f"fuse@{code}")
+            labels.insert(labels.index("fuse") + 1, f"fuse ({args.baseline_rev})")
         lower = top / "lower"
         lower.mkdir()
         build_tree(lower, args.files, args.big_mb)
@@ -161,21 +216,35 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[tuple[str, float, list[float]]] = []
         for name, fn in WORKLOADS.items():
             native = time_native(lower, name, fn, args.reps)
-            rows.append((name, native, [time_mounted(lower, b, fn, args.reps) for b in backends]))
+            per: dict[str, list[float]] = {b: [] for b in backends}
+            for _ in range(args.reps):  # the backends interleaved round by round: a load spike hits all alike
+                for b in backends:
+                    per[b].append(time_mounted(lower, b, fn, 1, name))
+            rows.append((name, native, [statistics.median(per[b]) for b in backends]))
             print(f"# {name}: done", file=sys.stderr)
         native_e2e = time_native(lower, "pytest sample project", WORKLOADS["pytest sample project"], args.reps)
         rows.append(("pytest, sandboxed (ns + mount)", native_e2e,
-                     [time_sandboxed(lower, b, args.reps) for b in backends]))
+                     [time_sandboxed(lower, b, args.reps) if "@" not in b else float("nan") for b in backends]))
     finally:
         shutil.rmtree(top, ignore_errors=True)
     print(f"\nmedian of {args.reps}, ms (x native); first pass through a fresh mount; "
-          f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}")
-    header = ["workload", "native", *backends]
+          f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    header = ["workload", "native", *labels]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name, native, vals in rows:
-        cells = [f"{v:.0f} ({v / native:.1f}x)" for v in vals]
+        cells = [f"{v:.0f} ({v / native:.1f}x)" if v == v else "n/a" for v in vals]
         print(f"| {name} | {native:.0f} | " + " | ".join(cells) + " |")
+    served = [(b, label) for b, label in zip(backends, labels, strict=True) if b != "kernel"]
+    print("\nCPU time of the FUSE server process during each workload (user+sys, ms, median; steadier than "
+          "seconds on a loaded machine)")
+    print("| workload | " + " | ".join(label for _, label in served) + " |")
+    print("|---" * (len(served) + 1) + "|")
+    for name, _, _ in rows:
+        if any((name, b) in CPU for b, _ in served):
+            print(f"| {name} | " + " | ".join(f"{statistics.median(CPU[(name, b)]) * 1000:.0f}"
+                                             if (name, b) in CPU else "n/a" for b, _ in served) + " |")
     return 0
 
 

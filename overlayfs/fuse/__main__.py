@@ -3,66 +3,67 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
 import logging
 import os
+import select
 import signal
+import socket
 import sys
-from collections.abc import Callable
+import threading
 from pathlib import Path
-
-import pyfuse3
-import trio
+from types import FrameType
 
 from overlayfs.fuse.ops import OverlayOps
+from overlayfs.fuse.server import Server, mount_device, unmount_lazily
 
 FSNAME_PREFIX = "speculate-overlay"
+log = logging.getLogger("overlayfs.fuse")
 
 
-async def _watch_parent(owner: int, scope: trio.CancelScope) -> None:
-    # The owner died without unmounting (crash, SIGKILL): unmount rather than leave a mount behind.
+def _watch_owner(owner: int, mountpoint: Path) -> None:
+    """The owner died without unmounting (crash, SIGKILL): unmount, which ends the request loop."""
     try:
         fd = os.pidfd_open(owner)
     except OSError:
-        scope.cancel()
+        unmount_lazily(mountpoint)
         return
     try:
-        await trio.lowlevel.wait_readable(fd)
+        select.select([fd], [], [])
     finally:
         os.close(fd)
-    scope.cancel()
+    unmount_lazily(mountpoint)
 
 
-async def _watch_signals(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for _ in signals:
-            scope.cancel()
-            return
+def _control(server: Server, ops: OverlayOps, sock: socket.socket) -> None:
+    """The owner's messages (one JSON list of upper-layer paths per line, changed behind the mount's back by
+    the pure view): each is applied under the server's lock, the kernel told outside it, then ``ok``."""
+    buf = b""
+    with sock:
+        while True:
+            try:
+                chunk = sock.recv(1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    paths = json.loads(line.decode("utf-8", "surrogateescape"))
+                    with server.lock:
+                        notes = ops.external_changes([str(p) for p in paths])
+                    notes()
+                    answer = b"ok\n"
+                except Exception as e:  # the owner then mounts afresh; the server keeps serving
+                    log.exception("control message failed")
+                    answer = f"error {type(e).__name__}\n".encode()
+                sock.sendall(answer)
 
 
-async def _notify(fn: Callable[[], None]) -> None:
-    with contextlib.suppress(OSError):
-        await trio.to_thread.run_sync(fn)
-
-
-async def serve(ops: OverlayOps, mountpoint: str, owner: int | None) -> None:
-    options = set(pyfuse3.default_options)
-    options |= {f"fsname={FSNAME_PREFIX}.{os.getpid()}", "subtype=speculate"}
-    if os.geteuid() == 0:
-        options.add("allow_other")  # sandboxed commands may run under another uid
-    pyfuse3.init(ops, mountpoint, options)
-    try:
-        sys.stdout.write("ready\n")
-        sys.stdout.flush()
-        async with trio.open_nursery() as nursery:
-            ops.notify = lambda fn: nursery.start_soon(_notify, fn)
-            nursery.start_soon(_watch_signals, nursery.cancel_scope)
-            if owner is not None:
-                nursery.start_soon(_watch_parent, owner, nursery.cancel_scope)
-            await pyfuse3.main()
-            nursery.cancel_scope.cancel()  # unmounted from outside
-    finally:
-        pyfuse3.close(unmount=True)
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("mountpoint", type=Path)
     ap.add_argument("--owner-pid", type=int, default=None, help="unmount and exit when this process ends")
     ap.add_argument("--workdir", type=Path, default=None, help="the overlay's work dir (upper's filesystem)")
+    ap.add_argument("--control-fd", type=int, default=None,
+                    help="a unix socket on which the owner names upper-layer paths it changed itself")
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -85,7 +88,24 @@ def main(argv: list[str] | None = None) -> int:
     upper = args.upper.absolute() if args.upper.is_relative_to("/proc") else args.upper.resolve()
     work = args.workdir.absolute() if args.workdir is not None else None
     ops = OverlayOps(args.lower.resolve(), upper, args.metadir.resolve(), work)
-    trio.run(serve, ops, os.fspath(args.mountpoint), args.owner_pid)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    root = args.mountpoint
+    fd = mount_device(root, fsname=f"{FSNAME_PREFIX}.{os.getpid()}", subtype="speculate")
+    server = Server(ops, fd)
+    ops.invalidate_inode, ops.invalidate_entry = server.invalidate_inode, server.invalidate_entry
+    try:
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        if args.owner_pid is not None:
+            threading.Thread(target=_watch_owner, args=(args.owner_pid, root), daemon=True).start()
+        if args.control_fd is not None:
+            sock = socket.socket(fileno=args.control_fd)
+            threading.Thread(target=_control, args=(server, ops, sock), daemon=True).start()
+        server.serve()
+    finally:
+        unmount_lazily(root)  # a no-op once unmounted from outside
+        os.close(fd)
     return 0
 
 

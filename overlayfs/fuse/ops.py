@@ -1,14 +1,13 @@
-"""pyfuse3 request handlers on inodes and names for the merged view: thin wrappers around :class:`MergedTree`.
+"""Request handlers on inodes and names for the merged view: thin wrappers around :class:`MergedTree`.
 
 Handlers are written as plain methods doing syscalls inline (worker threads measured 2-3x slower) and
 wrapped by :func:`~overlayfs.fuse.handles.guarded` so that no exception other than FUSEError reaches
-pyfuse3. The handle tables and the requests on open handles (read, write, readdir, release) are in
+the request loop (:mod:`overlayfs.fuse.server`). The handle tables and the requests on open handles (read, write, readdir, release) are in
 :mod:`overlayfs.fuse.handles`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -16,19 +15,20 @@ import stat as stat_mod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import pyfuse3
-
 from overlayfs import layer
+from overlayfs.fuse import wire
+from overlayfs.fuse.external import external
 from overlayfs.fuse.handles import TIMEOUT, HandleOps, entry_attributes, fuse_error, guarded
 from overlayfs.fuse.tree import MergedTree, Node
+from overlayfs.fuse.wire import Context, Entry, EntryAttributes
 
 _HIDDEN_XATTR = (b"trusted.overlay.", b"user.overlay.")
 _OPEN_STRIP = os.O_CREAT | os.O_EXCL | os.O_NOCTTY | getattr(os, "O_DIRECT", 0)
 
 _HANDLERS = (
-    "lookup", "forget", "getattr", "setattr", "readlink", "opendir", "readdir", "releasedir", "mkdir",
-    "rmdir", "unlink", "symlink", "rename", "link", "open", "create", "read", "write", "flush", "release",
-    "fsync", "fsyncdir", "statfs", "getxattr", "setxattr", "listxattr", "removexattr", "access", "mknod",
+    "lookup", "forget", "getattr", "setattr", "readlink", "readdir", "mkdir", "rmdir", "unlink", "symlink",
+    "rename", "link", "read", "write", "fsync", "statfs", "getxattr", "setxattr",
+    "listxattr", "removexattr", "mknod",
 )
 
 
@@ -39,15 +39,35 @@ class OverlayOps(HandleOps):
 
     def __init__(self, lower: Path, upper: Path, metadir: Path, workdir: Path | None = None) -> None:
         super().__init__(MergedTree(lower, upper, metadir, workdir))
-        # Set by the server: run a notification to the kernel outside the handler (it may block).
-        self.notify: Callable[[Callable[[], None]], None] | None = None
+        # Set by the server: drop what the kernel caches of an inode (attributes only: True) or of a name.
+        self.invalidate_inode: Callable[[int, bool], None] | None = None
+        self.invalidate_entry: Callable[[int, bytes], None] | None = None
+
+    def external_changes(self, paths: list[str]) -> Callable[[], None]:
+        """The upper layer's entries at ``paths`` were changed by another writer (the pure view, while no
+        command ran): re-resolve them now; returns what drops the kernel's caches of them, to be run outside
+        the request loop (a notification may wait for a lock a request holds)."""
+        entries, attrs = external(self.tree, paths)
+
+        entry_fn, inode_fn = self.invalidate_entry, self.invalidate_inode
+
+        def notify() -> None:
+            if entry_fn is None or inode_fn is None:
+                return
+            for ino, name in entries:
+                entry_fn(ino, os.fsencode(name))
+            for ino in attrs:  # directories: attributes and the listing the kernel may have cached
+                inode_fn(ino, False)
+
+        return notify
 
     # -- helpers -------------------------------------------------------------------------------------
     def _stat(self, node: Node) -> os.stat_result:
         if node.parent is None and node is not self.tree.root:  # unlinked but still open
-            for fd in node.fds:
-                return os.fstat(fd)
-            raise fuse_error(errno.ENOENT)
+            fd = self.files.any(node)
+            if fd is None:
+                raise fuse_error(errno.ENOENT)
+            return os.fstat(fd)
         return os.lstat(self.tree.backing(node))
 
     def _child(self, parent_ino: int, name: bytes) -> tuple[Node, os.stat_result]:
@@ -56,19 +76,19 @@ class OverlayOps(HandleOps):
             raise fuse_error(errno.ENOENT)
         return hit
 
-    def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
+    def _entry(self, node: Node) -> Entry:
         node.lookups += 1
         return entry_attributes(node, os.lstat(self.tree.upath(node)))
 
-    def _own(self, path: str, ctx: pyfuse3.RequestContext) -> None:
+    def _own(self, path: str, ctx: Context) -> None:
         if ctx.uid != os.geteuid() or ctx.gid != os.getegid():
             os.chown(path, ctx.uid, ctx.gid, follow_symlinks=False)
 
     # -- lookup and attributes -----------------------------------------------------------------------
-    def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    def lookup(self, parent_inode: int, name: bytes, ctx: Context) -> Entry:
         hit = self.tree.child(self.tree.get(parent_inode), os.fsdecode(name))
         if hit is None:  # a cached negative entry: the kernel drops it when we create the name
-            a = pyfuse3.EntryAttributes()
+            a = EntryAttributes()
             a.st_ino = 0
             a.entry_timeout = TIMEOUT
             return a
@@ -82,23 +102,24 @@ class OverlayOps(HandleOps):
             if node is not None:
                 self.tree.forget(node, n)
 
-    def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    def getattr(self, inode: int, ctx: Context) -> Entry:
         node = self.tree.get(inode)
         return entry_attributes(node, self._stat(node))
 
-    def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
-                fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    def setattr(self, inode: int, attr: EntryAttributes, fields: wire.SetattrFields,
+                fh: int | None, ctx: Context) -> Entry:
         node = self.tree.get(inode)
         target: int | str
         if node.parent is None and node is not self.tree.root:
-            if fh is None and not node.fds:
+            kept = node.wfd if node.wfd >= 0 else self.files.any(node)
+            if kept is None:
                 raise fuse_error(errno.ENOENT)
-            target = fh if fh is not None else next(iter(node.fds))
+            target = kept
         else:
             if not node.upper:
                 self.tree.copy_up(node, data=not (fields.update_size and attr.st_size == 0))
             self.tree.touch(node)
-            target = fh if (fh is not None and fields.update_size) else self.tree.upath(node)
+            target = self.tree.upath(node)
         is_link = isinstance(target, str) and stat_mod.S_ISLNK(os.lstat(target).st_mode)
         if fields.update_size:
             os.truncate(target, attr.st_size)
@@ -118,15 +139,12 @@ class OverlayOps(HandleOps):
         st = os.fstat(target) if isinstance(target, int) else os.lstat(target)
         return entry_attributes(node, st)
 
-    def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+    def readlink(self, inode: int, ctx: Context) -> bytes:
         return os.readlink(os.fsencode(self.tree.backing(self.tree.get(inode))))
 
-    def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:
-        return True  # default_permissions: the kernel checks mode bits itself
-
-    def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+    def statfs(self, ctx: Context) -> wire.StatvfsData:
         sv = os.statvfs(self.tree.upper_s)
-        out = pyfuse3.StatvfsData()
+        out = wire.StatvfsData()
         for f in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree",
                   "f_favail", "f_namemax"):
             setattr(out, f, getattr(sv, f))
@@ -134,7 +152,7 @@ class OverlayOps(HandleOps):
 
     # -- names ---------------------------------------------------------------------------------------
     def mkdir(self, parent_inode: int, name: bytes, mode: int,
-              ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+              ctx: Context) -> Entry:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
             raise fuse_error(errno.EEXIST)
@@ -145,22 +163,23 @@ class OverlayOps(HandleOps):
         self._own(path, ctx)
         return self._entry(self.tree.new_node(parent, sname, is_dir=True, replaces_lower=replaces))
 
-    def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+    def rmdir(self, parent_inode: int, name: bytes, ctx: Context) -> None:
         node, st = self._child(parent_inode, name)
         if not stat_mod.S_ISDIR(st.st_mode):
             raise fuse_error(errno.ENOTDIR)
         if not self.tree.is_empty(node):
             raise fuse_error(errno.ENOTEMPTY)
-        self.tree.remove(node)
+        self.tree.remove(node)  # a directory: nothing to keep open
 
-    def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+    def unlink(self, parent_inode: int, name: bytes, ctx: Context) -> None:
         node, st = self._child(parent_inode, name)
         if stat_mod.S_ISDIR(st.st_mode):
             raise fuse_error(errno.EISDIR)
+        self.files.keep(node)  # open descriptors outlive the name, as on a real filesystem
         self.tree.remove(node)
 
     def symlink(self, parent_inode: int, name: bytes, target: bytes,
-                ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+                ctx: Context) -> Entry:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
             raise fuse_error(errno.EEXIST)
@@ -170,7 +189,7 @@ class OverlayOps(HandleOps):
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
     def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
-              ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+              ctx: Context) -> Entry:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
             raise fuse_error(errno.EEXIST)
@@ -182,7 +201,7 @@ class OverlayOps(HandleOps):
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
     def link(self, inode: int, new_parent_inode: int, new_name: bytes,
-             ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+             ctx: Context) -> Entry:
         node = self.tree.get(inode)
         parent, sname = self.tree.get(new_parent_inode), os.fsdecode(new_name)
         if node.is_dir:
@@ -192,18 +211,17 @@ class OverlayOps(HandleOps):
         self.tree.copy_up(node)
         path, replaces = self.tree.prepare_new(parent, sname)
         os.link(self.tree.upath(node), path, follow_symlinks=False)
-        if self.notify is not None:  # the kernel caches the old name's attributes (nlink 1): drop them
+        if self.invalidate_inode is not None:  # the kernel caches the old name's attributes (nlink 1)
             # Before replying, not from a thread later: a read through the old name right after a write
             # through the new one raced the invalidation and saw the old size. Invalidating attributes only
             # takes no lock the kernel may hold for this request (pages would), so it is safe inline.
-            with contextlib.suppress(OSError):
-                pyfuse3.invalidate_inode(node.ino, True)
+            self.invalidate_inode(node.ino, True)
         # The new name is its own inode here: hard links share data in the upper layer, not inode numbers.
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
     def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
-               flags: int, ctx: pyfuse3.RequestContext) -> None:
-        if flags & pyfuse3.RENAME_EXCHANGE:
+               flags: int, ctx: Context) -> None:
+        if flags & wire.RENAME_EXCHANGE:
             raise fuse_error(errno.EINVAL)
         tree = self.tree
         node, sst = self._child(parent_inode_old, name_old)
@@ -214,7 +232,7 @@ class OverlayOps(HandleOps):
             dnode, dst_st = dst
             if dnode is node:
                 return
-            if flags & pyfuse3.RENAME_NOREPLACE:
+            if flags & wire.RENAME_NOREPLACE:
                 raise fuse_error(errno.EEXIST)
             if stat_mod.S_ISDIR(dst_st.st_mode):
                 if not src_dir:
@@ -232,6 +250,8 @@ class OverlayOps(HandleOps):
             p = p.parent
         tree.copy_up(node)
         tree.touch(node)
+        if dst is not None:
+            self.files.keep(dst[0])  # replaced: open descriptors of it outlive the name
         new_path, dest_lower = tree.prepare_new(newp, nname)
         if dst is not None and dst[0].upper and dst[0].is_dir:
             shutil.rmtree(tree.upath(dst[0]))
@@ -245,51 +265,20 @@ class OverlayOps(HandleOps):
         tree.move(node, newp, nname, lower_at_dest=dest_lower)
 
     # -- files ---------------------------------------------------------------------------------------
-    def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        node = self.tree.get(inode)
-        flags &= ~_OPEN_STRIP
-        writes = (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC
-        if node.parent is None and node is not self.tree.root:
-            raise fuse_error(errno.ENOENT)
-        if writes:
-            if not node.upper:
-                self.tree.copy_up(node, data=not flags & os.O_TRUNC)
-            self.tree.touch(node)
-            return self._fh(node, os.open(self.tree.upath(node), flags))
-        if not node.upper:
-            fd = os.open(self.tree.lpath(node), flags)
-            st = os.fstat(fd)
-            if stat_mod.S_ISREG(st.st_mode):
-                self.tree.note_read(node, st)
-            return self._fh(node, fd, st)
-        return self._fh(node, os.open(self.tree.upath(node), flags))
-
-    def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-               ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
-        if self.tree.child(parent, sname) is not None:
-            raise fuse_error(errno.EEXIST)
-        path, replaces = self.tree.prepare_new(parent, sname)
-        fd = os.open(path, (flags & ~_OPEN_STRIP) | os.O_CREAT | os.O_EXCL, mode & ~ctx.umask)
-        self._own(path, ctx)
-        node = self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces)
-        attrs = self._entry(node)
-        return self._fh(node, fd), attrs
-
     # -- xattrs (passthrough; the overlay's own markers are hidden) -----------------------------------
-    def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+    def getxattr(self, inode: int, name: bytes, ctx: Context) -> bytes:
         if name.startswith(_HIDDEN_XATTR):
-            raise fuse_error(pyfuse3.ENOATTR)
+            raise fuse_error(wire.ENOATTR)
         try:
             return os.getxattr(self.tree.backing(self.tree.get(inode)), name, follow_symlinks=False)
         except OSError as e:
-            raise fuse_error(pyfuse3.ENOATTR if e.errno == errno.ENODATA else e.errno or errno.EIO) from None
+            raise fuse_error(wire.ENOATTR if e.errno == errno.ENODATA else e.errno or errno.EIO) from None
 
-    def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> Sequence[bytes]:
+    def listxattr(self, inode: int, ctx: Context) -> Sequence[bytes]:
         names = os.listxattr(self.tree.backing(self.tree.get(inode)), follow_symlinks=False)
         return [os.fsencode(n) for n in names if not os.fsencode(n).startswith(_HIDDEN_XATTR)]
 
-    def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+    def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Context) -> None:
         if name.startswith(_HIDDEN_XATTR):
             raise fuse_error(errno.EPERM)
         node = self.tree.get(inode)
@@ -297,9 +286,9 @@ class OverlayOps(HandleOps):
         self.tree.touch(node)
         os.setxattr(self.tree.upath(node), name, value, follow_symlinks=False)
 
-    def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+    def removexattr(self, inode: int, name: bytes, ctx: Context) -> None:
         if name.startswith(_HIDDEN_XATTR):
-            raise fuse_error(pyfuse3.ENOATTR)
+            raise fuse_error(wire.ENOATTR)
         node = self.tree.get(inode)
         self.tree.copy_up(node)
         self.tree.touch(node)

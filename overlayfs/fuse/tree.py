@@ -13,6 +13,7 @@ import fcntl
 import os
 import shutil
 import stat as stat_mod
+from collections.abc import Callable
 from pathlib import Path
 
 from overlayfs import layer
@@ -30,7 +31,8 @@ class Node:
     this path and is not hidden by a whiteout or an opaque ancestor; ``opaque``: (upper dir) lower children
     hidden."""
 
-    __slots__ = ("fds", "ino", "is_dir", "kids", "lookups", "lower", "name", "opaque", "parent", "upper")
+    __slots__ = ("ino", "is_dir", "kept", "kids", "listing", "lookups", "lower", "name", "opaque", "parent",
+                 "rfd", "rfd_upper", "upper", "wfd")
 
     def __init__(self, ino: int, parent: Node | None, name: str, *, upper: bool, lower: bool,
                  opaque: bool, is_dir: bool) -> None:
@@ -43,7 +45,11 @@ class Node:
         self.is_dir = is_dir
         self.lookups = 0
         self.kids: dict[str, Node] = {}  # children currently in the table, by name
-        self.fds: set[int] = set()  # open file handles (fds) on this node
+        # Descriptors to read and write it through (overlayfs.fuse.files), the layer the reader was opened
+        # on, and whether they are kept until the kernel forgets the node (its name was removed).
+        self.rfd = self.wfd = -1
+        self.rfd_upper = self.kept = False
+        self.listing: list[tuple[str, bool]] | None = None  # a directory's merged listing, while read
 
     @property
     def lower_children(self) -> bool:
@@ -67,9 +73,14 @@ class MergedTree:
         self.nodes: dict[int, Node] = {ROOT_INO: root}
         self.root = root
         self._next_ino = ROOT_INO + 1
+        self.on_forget: Callable[[Node], None] | None = None  # a node left the table: close its descriptors
         # First record per path wins when loading, so one record per path per server is enough.
         self._based = set(layer.load_identities(self.metadir, layer.BASES_FILE))
         self._read = set(layer.load_identities(self.metadir, layer.READS_FILE))
+        # Kept open: a first read or change costs one append, not an open, a write and a close.
+        self._reads_fd, self._bases_fd = (
+            os.open(self.metadir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            for name in (layer.READS_FILE, layer.BASES_FILE))
 
     # -- paths ---------------------------------------------------------------------------------------
     def rel(self, node: Node) -> str:
@@ -102,9 +113,9 @@ class MergedTree:
         self._maybe_drop(node)
 
     def _maybe_drop(self, node: Node) -> None:
-        # A node stays while the kernel holds it, a handle is open on it, or a child still names it.
-        while node.lookups <= 0 and not node.kids and not node.fds and node.ino != ROOT_INO:
-            self.nodes.pop(node.ino, None)
+        # A node stays while the kernel holds it or a child still names it (its descriptors go with it).
+        while node.lookups <= 0 and not node.kids and node.ino != ROOT_INO:
+            self._pop(node)
             parent = node.parent
             if parent is None:
                 return
@@ -119,10 +130,14 @@ class MergedTree:
         if parent is not None and parent.kids.get(node.name) is node:
             del parent.kids[node.name]
         node.parent = None
-        if node.lookups <= 0 and not node.fds:
-            self.nodes.pop(node.ino, None)
+        if node.lookups <= 0:
+            self._pop(node)
         if parent is not None:
             self._maybe_drop(parent)
+
+    def _pop(self, node: Node) -> None:
+        if self.nodes.pop(node.ino, None) is not None and self.on_forget is not None:
+            self.on_forget(node)
 
     def _add(self, parent: Node, name: str, *, upper: bool, lower: bool, opaque: bool, is_dir: bool) -> Node:
         node = Node(self._next_ino, parent, name, upper=upper, lower=lower, opaque=opaque, is_dir=is_dir)
@@ -132,14 +147,22 @@ class MergedTree:
         return node
 
     # -- resolution ----------------------------------------------------------------------------------
-    def child(self, parent: Node, name: str) -> tuple[Node, os.stat_result] | None:
-        """Resolve ``name`` in ``parent`` in the merged view: the node and the lstat of its backing file."""
+    def dir_paths(self, node: Node) -> tuple[str, str]:
+        """A directory's upper and lower paths (for :meth:`child` over many of its names)."""
+        rel = self.rel(node)
+        return (f"{self.upper_s}/{rel}", f"{self.lower_s}/{rel}") if rel else (self.upper_s, self.lower_s)
+
+    def child(self, parent: Node, name: str, paths: tuple[str, str] | None = None
+              ) -> tuple[Node, os.stat_result] | None:
+        """Resolve ``name`` in ``parent`` in the merged view: the node and the lstat of its backing file.
+        ``paths``: the parent's :meth:`dir_paths`, when the caller has them."""
+        upath, lpath = paths or self.dir_paths(parent)
         node = parent.kids.get(name)
         if node is not None:
-            return node, os.lstat(self.backing(node))
+            return node, os.lstat(f"{upath if node.upper else lpath}/{name}")
         ust = None
         if parent.upper:
-            up = f"{self.upath(parent)}/{name}"
+            up = f"{upath}/{name}"
             try:
                 ust = os.lstat(up)
             except FileNotFoundError:
@@ -147,17 +170,21 @@ class MergedTree:
             else:
                 if layer.is_whiteout_at(up, ust):
                     return None
-        lst = _lexists_stat(f"{self.lpath(parent)}/{name}") if parent.lower_children else None
+        lst = lexists_stat(f"{lpath}/{name}") if parent.lower_children else None
         if ust is None and lst is None:
             return None
         st = ust if ust is not None else lst
         assert st is not None
         is_dir = stat_mod.S_ISDIR(st.st_mode)
-        opaque = ust is not None and is_dir and layer.is_opaque(Path(f"{self.upath(parent)}/{name}"))
+        opaque = ust is not None and is_dir and layer.is_opaque(f"{upath}/{name}")
         # An upper non-directory over a lower entry, or an upper dir over a lower non-dir, replaces it.
         node = self._add(parent, name, upper=ust is not None, lower=lst is not None,
                          opaque=opaque or (ust is not None and lst is not None
                                            and not stat_mod.S_ISDIR(lst.st_mode)), is_dir=is_dir)
+        if ust is None and st.st_size == 0 and stat_mod.S_ISREG(st.st_mode):
+            # Read through the mount, an empty file costs no READ (the kernel knows its size): what a
+            # command can learn of it, it learns here, so it goes into the read set here.
+            self.note_read(f"{self.rel(parent)}/{name}" if parent.parent is not None else name, st)
         return node, st
 
     def listing(self, node: Node) -> list[tuple[str, bool]]:
@@ -189,16 +216,21 @@ class MergedTree:
         rel = node_or_rel if isinstance(node_or_rel, str) else self.rel(node_or_rel)
         if rel and rel not in self._based:
             self._based.add(rel)
-            layer.record_base(self.metadir, layer.Identity.of(self.lower, rel))
+            if lexists_stat(f"{self.lower_s}/{rel}") is None:  # a new name (most creates): no hash to take
+                ident = layer.Identity(rel, False)
+            else:
+                ident = layer.Identity.of(self.lower, rel)
+            os.write(self._bases_fd, layer.identity_line(ident))
 
-    def note_read(self, node: Node, st: os.stat_result) -> None:
-        """Record a lower file opened for reading. No content hash: hashing doubled the cost of a first
-        read; promotion compares (size, mtime_ns, inode) when a record has no hash."""
-        rel = self.rel(node)
+    def note_read(self, node: Node | str, st: os.stat_result) -> None:
+        """Record a lower file read (``node``, or its relative path): at its first READ (an empty one when it is
+        first looked up, since it gets no READ). No content hash: hashing
+        doubled the cost of a first read; promotion compares (size, mtime_ns, inode) when a record has none."""
+        rel = node if isinstance(node, str) else self.rel(node)
         if rel not in self._read:
             self._read.add(rel)
-            layer.record_read(self.metadir, layer.Identity(rel, True, "file", st.st_size, st.st_mtime_ns,
-                                                           st.st_ino, None))
+            os.write(self._reads_fd, layer.identity_line(layer.Identity(rel, True, "file", st.st_size,
+                                                                         st.st_mtime_ns, st.st_ino, None)))
 
     # -- copy-up -------------------------------------------------------------------------------------
     def copy_up(self, node: Node, *, data: bool = True) -> None:
@@ -227,10 +259,13 @@ class MergedTree:
         """Make room for a new upper entry ``name`` in ``parent``: returns (upper path, replaces_lower)."""
         self.copy_up(parent)
         self.touch(_join(self.rel(parent), name))
-        pup = self.upath(parent)
-        replaces = parent.lower_children and os.path.lexists(f"{self.lpath(parent)}/{name}")
-        layer.remove_whiteout(Path(pup), name)
-        return f"{pup}/{name}", replaces
+        pup, lp = self.dir_paths(parent)
+        replaces = parent.lower_children and lexists_stat(f"{lp}/{name}") is not None
+        up = f"{pup}/{name}"
+        st = lexists_stat(up)
+        if st is not None and layer.is_whiteout_at(up, st):
+            os.unlink(up)
+        return up, replaces
 
     def new_node(self, parent: Node, name: str, *, is_dir: bool, replaces_lower: bool) -> Node:
         old = parent.kids.get(name)
@@ -275,7 +310,7 @@ def _join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
 
-def _lexists_stat(path: str) -> os.stat_result | None:
+def lexists_stat(path: str) -> os.stat_result | None:
     try:
         return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):

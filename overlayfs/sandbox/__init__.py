@@ -3,8 +3,10 @@
 :func:`run_in_overlay` / :func:`run_sandboxed` run a command with the merged view of an overlay at the
 project's own path; nothing else it can write reaches the host (see docs/security.md). Parts:
 :mod:`.policy` (limits, availability, the bwrap command line), :mod:`.seccomp` (the syscall filter),
-:mod:`.limits` (cgroups, the upper layer's bound), :mod:`._inner` (rlimits and Landlock, in the sandbox),
-:mod:`.run` (the runner, cancel, backend failure).
+:mod:`.limits` (cgroups, the upper layer's bound), :mod:`._inner` (rlimits and Landlock, in the sandbox,
+where ``stage.c`` cannot be compiled),
+:mod:`.run` (the runner, cancel, backend failure), :mod:`.session` (the mounted view a fork's commands
+share, :func:`keep_view`), :mod:`overlayfs.stage` (the compiled stages, ``stage.c``).
 """
 
 from overlayfs.sandbox.policy import SandboxLimits, landlock_abi, sandbox_env, sandbox_problem
@@ -18,6 +20,7 @@ from overlayfs.sandbox.run import (
     run_in_overlay,
     run_sandboxed,
 )
+from overlayfs.sandbox.session import keep_view
 
 __all__ = [
     "BACKEND_FAILED_EXIT",
@@ -27,6 +30,7 @@ __all__ = [
     "SandboxResult",
     "SandboxSetupFailed",
     "SandboxUnavailable",
+    "keep_view",
     "landlock_abi",
     "run_in_overlay",
     "run_sandboxed",

@@ -2,7 +2,7 @@
 upper layer is full.
 
 A cgroup is made only where this process may (root with a writable cgroupfs, v1 or v2); elsewhere the
-per-process rlimits of :mod:`._inner` are the bound, and :func:`open_cgroup` says so. The upper layer's
+per-process rlimits of the inner stage are the bound, and :func:`open_cgroup` says so. The upper layer's
 bytes and inodes are bounded by its filesystem (:mod:`overlayfs.bounded`); :class:`LayerWatch` notices a
 command reaching that bound, to stop it and flag it.
 """
@@ -121,21 +121,25 @@ def _remove_cgroup(d: Path) -> None:
 
 def _sweep(own: dict[str, str]) -> None:
     """Remove leaf cgroups left busy by earlier commands of this process or by dead processes."""
+    me = str(os.getpid())
     for ctrl, path in own.items():
-        parent = (CGROUP_ROOT / ctrl if ctrl else CGROUP_ROOT) / path.lstrip("/")
+        parent = os.path.join(CGROUP_ROOT, ctrl, path.lstrip("/")) if ctrl else \
+            os.path.join(CGROUP_ROOT, path.lstrip("/"))
         try:
-            leftovers = [p for p in parent.iterdir() if p.name.startswith(PREFIX)]
+            leftovers = [n for n in os.listdir(parent) if n.startswith(PREFIX)]  # strings: this runs per command
         except OSError:
+            continue
+        if not leftovers:
             continue
         with _LIVE_LOCK:
             live = set(_LIVE)
-        for p in leftovers:
-            owner = p.name[len(PREFIX):].split("-", 1)[0]
-            if p.name in live:
+        for name in leftovers:
+            owner = name[len(PREFIX):].split("-", 1)[0]
+            if name in live:
                 continue
-            if owner == str(os.getpid()) or not os.path.exists(f"/proc/{owner}"):
+            if owner == me or not os.path.exists(f"/proc/{owner}"):
                 with contextlib.suppress(OSError):
-                    p.rmdir()
+                    os.rmdir(os.path.join(parent, name))
 
 
 class LayerWatch:

@@ -4,7 +4,8 @@ Every command runs under bubblewrap in new user, PID, IPC, UTS, cgroup and (unle
 namespaces, with no capabilities, no_new_privs, a new session, a read-only root, a fresh minimal /dev
 and /proc, private size-limited tmpfs on /tmp, /var/tmp and /run, and the merged view bound read-write
 at the project's own path. The seccomp filter (:mod:`.seccomp`) is loaded by bwrap just before the
-command; Landlock and the per-process rlimits are applied by :mod:`._inner`, the last step before exec.
+command; Landlock and the per-process rlimits are applied by the inner stage (the compiled
+:mod:`overlayfs.stage`, else :mod:`._inner`), the last step before exec.
 """
 
 from __future__ import annotations
@@ -117,10 +118,11 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def keep_paths() -> list[str]:
-    """Host paths the sandbox itself needs that a private tmpfs would hide (a venv or checkout in /tmp)."""
+def keep_paths(stage: str | None = None) -> list[str]:
+    """Host paths the sandbox itself needs that a private tmpfs would hide (a venv or checkout in /tmp, the
+    compiled ``stage`` program's directory)."""
     wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              os.fspath(INNER.resolve().parent.parent.parent)}
+              os.fspath(INNER.resolve().parent.parent.parent), *([os.path.dirname(stage)] if stage else [])}
     out = []
     for p in sorted(wanted):
         real = os.path.realpath(p)
@@ -130,8 +132,9 @@ def keep_paths() -> list[str]:
 
 
 def bwrap_argv(*, view: str, target: str, cwd: str, argv: list[str], limits: SandboxLimits,
-               network: bool, seccomp_fd: int, landlock: int) -> list[str]:
-    """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``."""
+               network: bool, seccomp_fd: int, landlock: int, stage: str | None = None) -> list[str]:
+    """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``.
+    Its command is the inner stage: the compiled ``stage`` program (:mod:`overlayfs.stage`), else ``_inner.py``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     uid, gid = os.geteuid(), os.getegid()
     a = [bwrap, "--unshare-user", "--uid", str(uid), "--gid", str(gid), "--disable-userns",
@@ -146,14 +149,19 @@ def bwrap_argv(*, view: str, target: str, cwd: str, argv: list[str], limits: San
     if os.path.isdir(state) and not any(_under(state, d) for d in PRIVATE_DIRS):
         # Other speculations' layers and the promotion journals: none of this command's business.
         a += ["--tmpfs", state]
-    for p in keep_paths():
+    for p in keep_paths(stage):
         a += ["--ro-bind", p, p]
     a += ["--bind", view, target, "--chdir", cwd, "--seccomp", str(seccomp_fd)]
-    inner = {"landlock": landlock, "writable": [target, *PRIVATE_DIRS, "/dev"],
-             "rlimits": {"NPROC": limits.processes, "DATA": limits.memory_bytes, "CPU": limits.cpu_seconds,
-                         "FSIZE": limits.upper_bytes, "NOFILE": limits.open_files, "CORE": 0}}
+    writable = [target, *PRIVATE_DIRS, "/dev"]
+    rlimits = {"NPROC": limits.processes, "DATA": limits.memory_bytes, "CPU": limits.cpu_seconds,
+               "FSIZE": limits.upper_bytes, "NOFILE": limits.open_files, "CORE": 0}
+    if stage is not None:
+        from overlayfs.stage import inner_argv
+
+        return [*a, "--", *inner_argv(stage, rlimits=rlimits, landlock=landlock, writable=writable, argv=argv)]
     import json
 
+    inner = {"landlock": landlock, "writable": writable, "rlimits": rlimits}
     return [*a, "--", sys.executable, "-I", "-S", os.fspath(INNER), json.dumps(inner), *argv]
 
 

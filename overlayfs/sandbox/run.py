@@ -1,8 +1,10 @@
 """Running a command against the merged view, contained: the sandbox primitive for speculative Bash.
 
-The view is made by the chosen backend (kernel overlayfs mounted inside a private namespace by
-:mod:`overlayfs._nsexec`, or a FUSE mount on the host) and bound at the project's own path inside the
-sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes. The upper layer lives on a bounded
+The view is made by the chosen backend (kernel overlayfs mounted inside a private namespace by stage one,
+the compiled :mod:`overlayfs.stage` or :mod:`overlayfs._nsexec`, or a FUSE mount on the host) and bound at
+the project's own path inside the sandbox that :func:`overlayfs.sandbox.policy.bwrap_argv` describes; an
+overlay kept by :func:`overlayfs.sandbox.keep_view` shares one view between its commands
+(:mod:`.session`). The upper layer lives on a bounded
 filesystem (:mod:`overlayfs.bounded`: a write past the bound fails with ENOSPC). A timeout, a cancel, or
 the upper layer reaching its bound kill the sandbox's PID namespace, and with it everything the command
 started.
@@ -21,12 +23,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from overlayfs import kernel
+from overlayfs import stage as stages
 from overlayfs.bounded import BoundedLayer, LayerUnavailable
 from overlayfs.layer import REFUSED_FILE
-from overlayfs.mount import Mount, MountError, choose_backend, open_mount
+from overlayfs.mount import Mount, MountError, choose_backend
 from overlayfs.sandbox import policy, seccomp
 from overlayfs.sandbox.limits import LayerWatch, open_cgroup
 from overlayfs.sandbox.policy import SandboxLimits
+from overlayfs.sandbox.session import Lease, ViewSession, session_for
 
 TIMEOUT_EXIT = 124
 BACKEND_FAILED_EXIT = 125
@@ -109,7 +113,8 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
     """Run ``argv`` in the sandbox with the merged view of ``ov`` at ``ov.lower``'s own path; blocks.
 
     ``cwd`` defaults to the project root and must lie inside it. ``backend`` is "auto", "kernel", "fuse"
-    or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it.
+    or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it, or keep
+    one for all of ``ov``'s commands with :func:`overlayfs.sandbox.keep_view`.
     ``env`` defaults to the allow-listed part of this process's environment (:func:`policy.sandbox_env`).
     The chosen backend is recorded as ``ov.last_backend``. Raises SandboxUnavailable where the sandbox
     cannot be built.
@@ -125,49 +130,26 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
     layer = _bounded_layer(ov, limits, mount)
     with contextlib.suppress(AttributeError):
         ov.last_backend = chosen  # type: ignore[misc]
-    with contextlib.ExitStack() as stack:
-        snap, m = None, mount
-        if m is None and chosen != "kernel":
-            m = open_mount(ov, chosen)
-            stack.callback(m.close)
-        if chosen == "kernel" and m is None:
-            Path(ov.workdir).mkdir(parents=True, exist_ok=True)
-            source = kernel.overlay_source(ov, layer)
-            view = target  # mounted over the project path in stage one's namespace
-            snap = kernel.snapshot(Path(ov.lower))
-        else:
-            assert m is not None
-            source, view = {}, os.fspath(m.root)
-        cg = stack.enter_context(open_cgroup(processes=limits.processes, memory_bytes=limits.memory_bytes))
-        fd = seccomp.filter_fd()
-        stack.callback(os.close, fd)
-        abi = policy.landlock_abi()
-        inner = policy.bwrap_argv(view=view, target=target, cwd=workdir, argv=list(argv), limits=limits,
-                                  network=network, seccomp_fd=fd, landlock=abi)
-        spec: dict[str, object] = {"cgroups": cg.procs, "target": target, "source": source, "argv": inner}
-        fds = [fd]
-        if source:  # stage one mounts the overlay on the layer, named through the inherited descriptor
-            spec["close"] = [layer.fd]
-            fds.append(layer.fd)
-            if layer.userns_fd is not None:  # a normal user's layer: mounted from within its namespace
-                spec["userns"] = layer.userns_fd
-                fds.append(layer.userns_fd)
-        token = cancel or CancelToken()
-        proc_env = policy.sandbox_env() if env is None else env
-        with LayerWatch(layer, Path(ov.metadir) / REFUSED_FILE, token.cancel) as watch:
-            out, err, code, timed_out = _run(kernel.nsexec_argv(spec), timeout=timeout, env=proc_env,
-                                             stdin=stdin, token=token, pass_fds=tuple(fds))
-        failed = _backend_failure(m) if m is not None else None
-        setup = next((ln for ln in err.splitlines() if ln.startswith(SETUP_FAILED)), None)
-        if code == BACKEND_FAILED_EXIT and setup is not None:
-            raise SandboxSetupFailed(setup)
-        if snap is not None:
-            kernel.record_session(ov, snap)
-        if m is not None and mount is None:
-            m.close()  # now, so that a FUSE server's last refusals are in before the verdict
-            watch.check()
-    enforced = {**cg.enforced, "writes": f"{layer.describe()}; RLIMIT_FSIZE={limits.upper_bytes}",
-                "landlock": f"ABI {abi}"}
+    if mount is not None:
+        session, own = ViewSession(ov, chosen, mount=mount, layer_=layer), True
+    else:
+        session, own = session_for(ov, chosen, layer_=layer)
+    token = cancel or CancelToken()
+    try:
+        lease = session.acquire()
+        try:
+            out, err, code, timed_out, watch, enforced = _contained(
+                ov, lease, layer, argv, target=target, workdir=workdir, limits=limits, network=network,
+                timeout=timeout, env=env, stdin=stdin, token=token)
+        finally:
+            failed = session.release(lease)
+    finally:
+        if own:
+            session.close()
+    setup = next((ln for ln in err.splitlines() if ln.startswith(SETUP_FAILED)), None)
+    if code == BACKEND_FAILED_EXIT and setup is not None:
+        raise SandboxSetupFailed(setup)
+    watch.check()  # the last refusals of a FUSE server are in once the command's requests are answered
     limit = watch.hit
     cancelled = token.cancelled and limit is None and not timed_out
     if failed is not None:
@@ -178,6 +160,45 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         err += (f"\nsandbox: stopped: the speculation's upper layer reached its bound of {what} "
                 "(writes past it fail with ENOSPC)\n")
     return SandboxResult(out, err, code, timed_out, chosen, limit, failed, enforced, cancelled, watch.peak)
+
+
+def _contained(ov: kernel.Layers, lease: Lease, layer: BoundedLayer, argv: list[str], *, target: str,
+               workdir: str, limits: SandboxLimits, network: bool, timeout: float, env: dict[str, str] | None,
+               stdin: bytes | None, token: CancelToken) -> tuple[str, str, int, bool, LayerWatch, dict[str, str]]:
+    """One command in the sandbox over ``lease``'s view: stage one, bubblewrap, the inner stage, the command."""
+    stage = stages.stage_program()
+    view = target if lease.source else lease.view  # kernel: mounted over the project path in stage one
+    assert view is not None
+    with contextlib.ExitStack() as stack:
+        cg = stack.enter_context(open_cgroup(processes=limits.processes, memory_bytes=limits.memory_bytes))
+        fd = seccomp.filter_fd()
+        stack.callback(os.close, fd)
+        abi = policy.landlock_abi()
+        inner = policy.bwrap_argv(view=view, target=target, cwd=workdir, argv=list(argv), limits=limits,
+                                  network=network, seccomp_fd=fd, landlock=abi, stage=stage)
+        fds, close, userns = [fd], [], None
+        if lease.source:  # stage one mounts the overlay on the layer, named through the inherited descriptor
+            close.append(layer.fd)
+            fds.append(layer.fd)
+            if layer.userns_fd is not None:  # a normal user's layer: mounted from within its namespace
+                userns = layer.userns_fd
+                fds.append(userns)
+        if stage is not None:
+            first = stages.outer_argv(stage, cgroups=cg.procs, overlay=lease.source.get("overlay"), target=target,
+                                      userns=userns, close=close, argv=inner)
+        else:
+            spec: dict[str, object] = {"cgroups": cg.procs, "target": target, "source": lease.source,
+                                       "argv": inner, "close": close}
+            if userns is not None:
+                spec["userns"] = userns
+            first = kernel.nsexec_argv(spec)
+        proc_env = policy.sandbox_env() if env is None else env
+        with LayerWatch(layer, Path(ov.metadir) / REFUSED_FILE, token.cancel) as watch:
+            out, err, code, timed_out = _run(first, timeout=timeout, env=proc_env, stdin=stdin, token=token,
+                                             pass_fds=tuple(fds))
+    enforced = {**cg.enforced, "writes": f"{layer.describe()}; RLIMIT_FSIZE={limits.upper_bytes}",
+                "landlock": f"ABI {abi}", "stages": "compiled (stage.c)" if stage else "Python"}
+    return out, err, code, timed_out, watch, enforced
 
 
 def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None) -> BoundedLayer:
@@ -211,18 +232,6 @@ def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: s
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
     return run_in_overlay(ov, [shell, "-c", command], timeout=timeout, backend=backend, cwd=cwd,
                           cancel=cancel, limits=limits, mount=mount, env=env)
-
-
-def _backend_failure(m: Mount) -> str | None:
-    """Why the mount under the command is no longer serving, or None if it is."""
-    proc = m._proc
-    if proc is not None and proc.poll() is not None:
-        return f"the FUSE server exited with status {proc.returncode}"
-    try:
-        os.stat(m.root)
-    except OSError as e:
-        return f"the mount at {m.root} does not answer: {e.strerror}"
-    return None
 
 
 def _run(argv: list[str], *, timeout: float, env: dict[str, str] | None, stdin: bytes | None,

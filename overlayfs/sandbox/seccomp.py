@@ -30,6 +30,8 @@ import socket
 import stat
 from typing import Any
 
+from overlayfs.errors import OverlayError
+
 DENIED = (
     # the mount table and the root
     "mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
@@ -58,7 +60,7 @@ SOCKETPAIR_TYPES = (socket.SOCK_STREAM, socket.SOCK_SEQPACKET)  # connected pair
 _SOCK_TYPE_MASK = 0xF  # the type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them
 
 
-class SeccompUnavailable(RuntimeError):
+class SeccompUnavailable(OverlayError, RuntimeError):
     """libseccomp (or its Python binding) is missing: the full sandbox cannot be built here."""
 
 

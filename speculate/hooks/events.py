@@ -12,18 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from speculate.errors import SpeculateError
 from speculate.hooks.output import Parsed
 from speculate.tools.budget import HOOK_OUTPUT_BUDGET, cut
 
 Decision = Literal["allow", "deny", "ask"]
 
 
-class PromptBlocked(Exception):
+class PromptBlocked(SpeculateError):
     """A UserPromptSubmit hook refused the prompt (exit 2, or ``decision: "block"``); the message is for the
     user, and the prompt is not sent."""
 
 
-class CompactBlocked(Exception):
+class CompactBlocked(SpeculateError):
     """A PreCompact hook refused the compaction (exit 2); the message (its stderr) is for the user."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from speculate import StrPath
+from speculate.errors import SpeculateError
 
 # Records that are not part of the conversation: request logs, cost and mode snapshots, file-history
 # backups, the prompt queue, titles. Known, so they are not counted as unknown.
@@ -30,7 +31,7 @@ BOOKKEEPING = frozenset({
 })  # fmt: skip
 
 
-class TranscriptError(ValueError):
+class TranscriptError(SpeculateError, ValueError):
     """A transcript cannot be read; ``str()`` is ``file:line: reason`` (``file: reason`` for line 0: the
     whole file)."""
 

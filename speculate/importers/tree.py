@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from speculate.errors import SpeculateError
 from speculate.importers.sessions import Counts, RecordedTurn, ToolUse
 
 UNKNOWN = object()  # a file state the transcript does not show
 FileState = Any  # str (content), None (absent) or UNKNOWN
 
 
-class RepoError(ValueError):
+class RepoError(SpeculateError, ValueError):
     """``--repo``/``--rev`` cannot be exported; the message names both."""
 
 

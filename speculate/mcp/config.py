@@ -18,13 +18,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from speculate.errors import SpeculateError
 from speculate.instructions import git_root
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-class McpConfigError(ValueError):
+class McpConfigError(SpeculateError, ValueError):
     """A ``.mcp.json`` that cannot be used; the message names the file and the key."""
 
 

@@ -20,6 +20,8 @@ from typing import Any, TextIO
 import anyio
 import trio
 
+from speculate.errors import SpeculateError
+
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0)  # backoff between attempts after one loss of the connection
 MAX_RESTARTS = 5  # losses per session before the server is given up
 MAX_BAD_LINES = 20  # stdout lines that are not JSON-RPC before the server is disconnected
@@ -37,7 +39,7 @@ class _NoParseTracebacks(logging.Filter):
 logging.getLogger("mcp.client.stdio").addFilter(_NoParseTracebacks())
 
 
-class ServerGone(Exception):
+class ServerGone(SpeculateError):
     """The server cannot be reached any more; the message says why (for the tool result)."""
 
 

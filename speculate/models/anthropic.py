@@ -27,6 +27,7 @@ import anthropic
 import httpx2
 import trio
 
+from speculate.errors import SpeculateError
 from speculate.models.base import (
     BlockDone,
     CacheKey,
@@ -47,7 +48,7 @@ STALL_ATTEMPTS = 2
 Recorder = Callable[[dict[str, Any], dict[str, Any], dict[str, float]], None]
 
 
-class StreamStalled(Exception):
+class StreamStalled(SpeculateError):
     pass
 
 
@@ -199,7 +200,7 @@ class AnthropicModel:
             raise
 
 
-class _StreamError(Exception):
+class _StreamError(SpeculateError):
     pass
 
 

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from speculate.errors import SpeculateError
 from speculate.types import Block, Message
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -151,7 +152,7 @@ class Done:
 StreamUpdate = TextDelta | BlockDone | Done
 
 
-class ModelError(Exception):
+class ModelError(SpeculateError):
     """The model could not answer (retries exhausted, bad request): the message says why, for a person."""
 
 

@@ -11,11 +11,12 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from speculate.errors import SpeculateError
 from speculate.models.base import Usage
 from speculate.types import Block
 
 
-class StreamProtocolError(Exception):
+class StreamProtocolError(SpeculateError):
     """The server sent an event sequence the Messages API does not allow."""
 
 

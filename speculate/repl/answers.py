@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from speculate.errors import SpeculateError
 
-class BadAnswer(ValueError):
+
+class BadAnswer(SpeculateError, ValueError):
     """An answer that picks no single choice; the message names it and says what is expected."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from speculate.errors import SpeculateError
 from speculate.session import PermissionMode
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ HELP = """commands:
                         accepted speculation changed in the project), coloured
   /last                 the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)
   /stats                acceptance, time saved, tokens and cost wasted
+  /study                in a study (repl --study DIR): the arm of each finished turn, and where it is recorded
   /model                the model backend in use
   /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
   /mcp                  the MCP servers and their tools
@@ -32,11 +34,11 @@ keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or 
   cancelled: then only a fresh Enter sends them)."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = ("/help", "/last", "/stats", "/memory", "/context", "/mcp", "/hooks", "/model", "/clear", "/compact",
+NO_ARGS = ("/help", "/last", "/stats", "/study", "/memory", "/context", "/mcp", "/hooks", "/model", "/clear", "/compact",
            "/accept", "/quit", "/exit")
 
 
-class Quit(Exception):
+class Quit(SpeculateError):
     """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
 
 
@@ -51,6 +53,10 @@ async def run_command(r: Repl, text: str) -> None:
         raise Quit
     if name == "/help":
         r._line(HELP)
+    elif name == "/spec" and r.study is not None:
+        r._line("/spec: in a study each turn's arm is drawn at random (/study lists them); it cannot be set")
+    elif name == "/study":
+        r._line(r.study.listing() if r.study is not None else "no study runs: speculate repl --study DIR starts one")
     elif name == "/spec":
         if arg not in ("on", "off"):
             r._line(f"/spec takes on or off, not {arg!r}" if arg else
@@ -72,6 +78,10 @@ async def run_command(r: Repl, text: str) -> None:
     elif name == "/diff":
         if arg not in ("", "last"):
             r._line(f"/diff takes no arguments (got {arg!r}); /diff last shows the last accepted change")
+            return
+        if r.study is not None and arg != "last":  # whether a speculation runs would tell the turn's arm
+            r._line("/diff of the running speculation is hidden during a study; /diff last shows the last "
+                    "accepted change")
             return
         show_diff(r, last=arg == "last")
     elif name == "/last":
@@ -112,6 +122,8 @@ async def run_command(r: Repl, text: str) -> None:
     elif name == "/accept":
         r._cancel_prediction()
         prediction = await r.wait_prediction()
+        if r.study is not None and r.study.arm == "plain":
+            prediction = None  # the study's plain arm shows no prediction, so none can be taken
         if prediction is None:
             r._line("no prediction to accept")
             r._predict_next()

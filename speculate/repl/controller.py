@@ -19,15 +19,8 @@ from speculate.agent_types import AgentEvent, ResponseDone, ToolFinished, ToolSt
 from speculate.hooks import HookRan
 from speculate.models.base import TextDelta
 from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
-from speculate.repl.output import Output
-from speculate.repl.render import (
-    accepted_line,
-    approval_lines,
-    cancelled_line,
-    columns,
-    hook_lines,
-    tool_line,
-)
+from speculate.repl.output import Output, columns
+from speculate.repl.render import accepted_line, approval_lines, cancelled_line, hook_lines, tool_line
 from speculate.repl.status import Status
 from speculate.repl.toolview import Body, body_lines, question_lines, small_text, tool_body
 from speculate.repl.turnline import TurnLine
@@ -80,6 +73,7 @@ class Repl(Output):
         self.scripted_offered = 0  # the demo's scripted prompts shown where the model had no suggestion
         self.last_body: tuple[str, Body] | None = None  # the last call whose result was collapsed (/last)
         self.turn_edits: list[str] = []  # files the live path edited this turn (a cancelled turn names them)
+        self.study: Any = None  # speculate.study.recorder.StudyRecorder of `repl --study DIR` (/study)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe

@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from speculate.errors import SpeculateError
 from speculate.sim.scenario import Scenario, Step, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
 from speculate.sim.script import next_turn
@@ -16,7 +17,7 @@ DEFAULT_SCENARIO = "fix-pagination"
 _GIT = re.compile(r"(^|[\s;&|(])git(\s|$)")
 
 
-class DemoError(ValueError):
+class DemoError(SpeculateError, ValueError):
     """A scenario or project directory the demo cannot use; the message names it."""
 
 

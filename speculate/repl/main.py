@@ -75,6 +75,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "dollars per second saved ('inf': always, the default; settings: speculation.value)")
     p.add_argument("--spec-candidates", type=int, choices=range(1, 6), default=None, metavar="K",
                    help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)")
+    from speculate.repl.study import add_options
+
+    add_options(p)
     p.set_defaults(run=run_args)
 
 
@@ -117,6 +120,7 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 def run_args(args: argparse.Namespace) -> int:
     from speculate.repl.demo import DemoError
+    from speculate.repl.study import prepare
 
     for name in ("time_scale", "connect_timeout", "read_timeout"):
         if not getattr(args, name) > 0:
@@ -124,6 +128,8 @@ def run_args(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     try:
+        if not prepare(args):  # a study: its consent first, before anything starts
+            return 1
         return trio.run(_run, args)
     except (DemoError, ValueError, FileNotFoundError, NotADirectoryError) as e:
         print(visible(f"speculate repl: {e}"), file=sys.stderr)
@@ -180,10 +186,29 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         print(visible(cleaned.line()))
 
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
+    study = None
+    if args.study is not None:
+        from speculate.repl.study import recorder
+
+        study = recorder(args, plain=plain)
+
+    def submitted(prompt: str) -> None:
+        if study is not None:
+            study.submitted(prompt)
+        if demo is not None:
+            demo.submitted(prompt)
+
+    def cleared() -> None:
+        if study is not None:
+            study.cleared()
+        if demo is not None:
+            demo.cleared()
+
     repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
                 fallback_prediction=demo.next_prompt if demo else None,
-                on_submitted=demo.submitted if demo else None, on_cleared=demo.cleared if demo else None,
-                policy=args.on_diverge)
+                on_submitted=submitted, on_cleared=cleared, policy=args.on_diverge)
+    repl.study = study
+    repl.status.study = study is not None
     if plain:
         from speculate.repl.plain import PlainFrontend
 
@@ -208,11 +233,17 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         repl.attach(PromptFrontend(toolbar=toolbar,
                                    on_diverge=repl.diverged, history=FileHistory(str(hist)),
                                    policy=args.on_diverge, on_stop=repl.stop_speculation,
-                                   running=repl.speculation_running))
+                                   # In a study Ctrl-C at the prompt clears the line in every arm.
+                                   running=repl.speculation_running if study is None else lambda: False))
+    if study is not None:
+        from speculate.repl.study import StudyFrontend
+
+        assert repl.fe is not None
+        repl.attach(StudyFrontend(repl.fe, study, model_suggestion=lambda: repl.s.suggestion if repl.s else None))
     print(visible(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
                   + f"; model {args.model}; mode {mode}"
                   + (" (the demo's; --mode default asks before edits)" if demo is not None and args.mode is None else "")
-                  + f"; speculation {'off' if args.no_spec else 'on'}"))
+                  + f"; speculation {'off' if args.no_spec else 'drawn per turn (study)' if study else 'on'}"))
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why
         from speculate.speculation.sandbox_shell import bash_sandbox
 
@@ -229,20 +260,37 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                          on_notice=repl.notice)
     scfg_extra = {"model_name": args.model_name} if args.model_name else {}
     spill = temp_dir("repl-spill")  # long tool outputs; gone at exit (or at the next start, after a kill)
+
+    def on_event(ev: Any) -> None:
+        if study is not None:
+            study.on_event(ev)
+        repl.on_event(ev)
+
+    ask, approve = repl.ask, repl.approve
+    if study is not None:  # the time a person takes to answer is part of a turn's latency: recorded apart
+        from speculate.repl.study import timed
+
+        ask, approve = timed(study, repl.ask), timed(study, repl.approve)
     try:
         async with open_model(bcfg) as model, open_session(
                 SessionConfig(project=project, model=model, mode=mode, speculate=not args.no_spec,
                               events_path=args.events, spill_dir=spill, keep_accepted_diff=True,
                               spec_value=args.spec_value, spec_candidates=args.spec_candidates, **scfg_extra),
-                ask=repl.ask, on_event=repl.on_event, approve=repl.approve) as session:
+                ask=ask, on_event=on_event, approve=approve) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(visible(f"note: {note}"))
+            if study is not None:
+                study.attach(session)  # draws the first turn's arm
             with terminal():
                 await repl.run(session, signals)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+        if study is not None:  # after the session: its last, undecided cycle is recorded by now
+            study.close()
+            print(visible(study.listing() if args.study_reveal else
+                          study.summary() + "; --study-reveal (or /study before leaving) lists each turn's arm"))
     if repl.signal is not None:
         return 128 + repl.signal
     print("bye")

@@ -24,6 +24,7 @@ class Status:
     mode: str = "acceptEdits"
     spec_on: bool = True
     busy: bool = False  # a turn is running
+    study: bool = False  # a study runs: the speculation's state would tell the turn's arm, so it is not shown
 
     def update(self, ev: SpecEvent) -> None:
         d = ev.detail
@@ -69,7 +70,9 @@ class Status:
         ``width``: paths shortened to their last parts first, then the state (a stop reason) wrapped onto
         a second line at a space, and only what is still too long cut with an ellipsis."""
         tools = f"{self.tools_run} tool{'s' if self.tools_run != 1 else ''}"
-        if not self.spec_on:
+        if self.study:
+            what = "study (/study: past turns' arms)"
+        elif not self.spec_on:
             what = "speculation off"
         elif self.state == "generating":
             what = "generating suggestion…"

@@ -18,6 +18,7 @@ from enum import IntEnum
 
 import tree_sitter
 
+from speculate.errors import SpeculateError
 from speculate.shell import rules
 from speculate.shell.paths import NO_ROOT, NULL_SINKS, locate, normalize
 
@@ -28,7 +29,7 @@ class Level(IntEnum):
     RISKY = 2
 
 
-class Stop(Exception):
+class Stop(SpeculateError):
     """Raised to end the walk early once a command is known to be risky."""
 
 

@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from speculate.errors import SpeculateError
 from speculate.sim.tokens import block_tokens, canonical_json
 
 MAX_BREAKPOINTS = 4
@@ -27,7 +28,7 @@ LOOKBACK_BLOCKS = 20
 TTL_S = {"5m": 300.0, "1h": 3600.0}
 
 
-class CacheControlError(ValueError):
+class CacheControlError(SpeculateError, ValueError):
     """A request's cache_control markers break the API's rules; the message names the field."""
 
 

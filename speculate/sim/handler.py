@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from speculate.errors import SpeculateError
 from speculate.nesting import TooDeep, loads_json
 from speculate.sim.engine import Planned
 from speculate.sim.profiles import ModelProfile, find_profile
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 MAX_MODELS_PAGE = 1000
 
 
-class Aborted(Exception):
+class Aborted(SpeculateError):
     """The server is stopping, or a fault ends this connection."""
 
 

@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from speculate.errors import SpeculateError
 from speculate.sim.schema import problem
 
 INTENT_OF = {"Read": "read", "Write": "write", "Edit": "edit", "Glob": "glob", "Grep": "grep", "Bash": "run"}
@@ -77,7 +78,7 @@ FIELDS: dict[str, tuple[tuple[str, tuple[str, ...], Essential], ...]] = {
 }
 
 
-class RenderError(ValueError):
+class RenderError(SpeculateError, ValueError):
     """No tool of the client can carry out the intent; the message says why."""
 
 

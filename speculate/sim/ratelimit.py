@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from speculate.errors import SpeculateError
+
 BUCKETS = ("requests", "input-tokens", "output-tokens")
 
 
@@ -32,7 +34,7 @@ class RateLimits:
             raise ValueError("RateLimits: every per-minute limit must be >= 1")
 
 
-class RateLimited(Exception):
+class RateLimited(SpeculateError):
     """The request does not fit: which bucket, and how long (simulated seconds) until it would."""
 
     def __init__(self, bucket: str, limit: int, wait_s: float, cost: int) -> None:

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from speculate import StrPath
+from speculate.errors import SpeculateError
 from speculate.sim.clients import normalize_dates, project_root
 from speculate.sim.script import Reply
 
@@ -23,7 +24,7 @@ from speculate.sim.script import Reply
 KEY_FIELDS = ("model", "system", "messages", "tools", "tool_choice", "thinking")
 
 
-class TraceError(ValueError):
+class TraceError(SpeculateError, ValueError):
     """A trace file is malformed; ``str()`` is ``file:line: reason``."""
 
 

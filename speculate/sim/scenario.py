@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from speculate import StrPath
+from speculate.errors import SpeculateError
 
 TOOL_CALL_MODES = ("api", "text")  # Scenario.tool_calls
 
 
-class ScenarioError(ValueError):
+class ScenarioError(SpeculateError, ValueError):
     """A scenario file is malformed; ``str()`` is ``file:line: reason``."""
 
     def __init__(self, source: str, line: int, reason: str) -> None:

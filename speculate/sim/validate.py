@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from speculate.errors import SpeculateError
 from speculate.sim.profiles import ALL_THINKING, ModelProfile, find_profile
 
 MESSAGE_FIELDS = frozenset(
@@ -24,7 +25,7 @@ BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result", "thinking
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 
 
-class RequestError(Exception):
+class RequestError(SpeculateError):
     """A request the API would refuse: HTTP status, error type and a message naming the field."""
 
     def __init__(self, message: str, *, status: int = 400, kind: str = "invalid_request_error") -> None:

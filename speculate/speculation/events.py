@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from speculate.agent_types import BoundaryKind
+from speculate.errors import SpeculateError
 
 # How a fork ended: its turn completed, a boundary before a call, one of its bounds, or accepted while running
 # with accept_running="stop".
@@ -124,7 +125,7 @@ EngineRecord = Annotated[SuggestionRecord | SpeculationRecord, Field(discriminat
 _ENGINE_RECORD: TypeAdapter[SuggestionRecord | SpeculationRecord] = TypeAdapter(EngineRecord)
 
 
-class RecordError(ValueError):
+class RecordError(SpeculateError, ValueError):
     """A line of an events file that is not a record: ``str()`` is one line, ``FILE:LINE: reason``."""
 
     def __init__(self, path: Path, line: int, reason: str) -> None:

@@ -89,6 +89,14 @@ class SandboxShell:
         self.backend = backend
         self.limits = limits
         self.protection = protection
+        if hasattr(overlay, "close_sandbox"):  # its commands share one mount, closed with the overlay
+            from overlayfs.mount import MountError
+            from overlayfs.sandbox import keep_view
+
+            try:
+                keep_view(overlay, backend)
+            except MountError:
+                pass  # nothing to keep: each command meets the same error and stops the fork with it
 
     async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> ShellResult:

@@ -20,6 +20,7 @@ import trio
 from pydantic import BaseModel, ValidationError
 
 from speculate import FileSystem, Shell
+from speculate.errors import SpeculateError
 
 T = TypeVar("T")
 # The benchmark's "before" (bench/micro/loop_bench.py): run file-tool I/O inline on the trio loop, as it was.
@@ -51,7 +52,7 @@ def between_files() -> None:
             time.sleep(PAUSE_S)
 
 
-class ToolError(Exception):
+class ToolError(SpeculateError):
     """A failure reported back to the model as an ``is_error`` tool_result (message = its content)."""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from speculate import __version__
 from speculate.compaction import CompactionFailed
 
 from .hook_kit import command, hook_events, logged, on, project, reminders, session
@@ -101,7 +102,7 @@ def test_the_environment_names_the_project_and_the_session(tmp_path: Path) -> No
     async def main() -> None:
         async with session(root, []) as (s, _):
             await s.submit("read a")
-            assert out.read_text().strip().split("|") == [str(root.resolve()), "1", s.session_id, "speculate_0.1.0"]
+            assert out.read_text().strip().split("|") == [str(root.resolve()), "1", s.session_id, f"speculate_{__version__}"]
 
     trio.run(main)
 

@@ -86,6 +86,23 @@ def test_fuse_records_reads_and_bases(project: Path, overlay: Overlay) -> None:
     assert "src/shop/utils.py" not in reads  # opened for writing: a base, not a read
 
 
+@pytest.mark.fuse
+def test_fuse_records_what_was_read_even_without_a_read_request(project: Path, overlay: Overlay) -> None:
+    """The kernel reads an empty file without asking the server (it knows the size) and opens files without
+    asking (OPEN is answered ENOSYS): an empty file a command looked at is a read all the same; a file only
+    listed is not."""
+    require("fuse")
+    (project / "empty.txt").write_bytes(b"")
+    (project / "docs").mkdir()
+    (project / "docs" / "listed.md").write_text("only listed\n")
+    r = run_sandboxed(overlay, "cat empty.txt; head -c 5 src/shop/cart.py; ls docs", timeout=60, backend="fuse")
+    assert r.exit_code == 0, r.stderr
+    reads = layer.load_identities(overlay.metadir, layer.READS_FILE)
+    assert reads["empty.txt"].matches(layer.Identity.of(project, "empty.txt"))
+    assert reads["src/shop/cart.py"].matches(layer.Identity.of(project, "src/shop/cart.py"))
+    assert "docs/listed.md" not in reads
+
+
 @pytest.mark.privileged
 def test_kernel_session_records_bases_and_whole_tree_reads(project: Path, overlay: Overlay) -> None:
     require("kernel")

@@ -312,3 +312,31 @@ def test_escaping_paths_touch_nothing(project: Path, ov: Overlay) -> None:
             ov.exists(bad)
     assert list(ov.upper.iterdir()) == []
     assert not (project.parent / "outside").exists()
+
+
+def test_cached_lookups_follow_the_real_tree_and_writes_made_elsewhere(project: Path, ov: Overlay) -> None:
+    """Lookups of existing paths are cached (overlayfs.viewbase): what they serve is still read from disk,
+    a real tree changed under them is walked again, and a write to the upper layer by someone else (a
+    sandboxed command, a mount) counts once upper_changed() says so."""
+    for _ in range(2):  # the second round is served from the cache
+        assert ov.read_bytes("src/app.py") == TREE["src/app.py"] and ov.exists("docs/guide.txt")
+        assert ov.stat("src/pkg/mod.py").st_size == len(TREE["src/pkg/mod.py"]) and ov.is_dir("src/pkg")
+    (project / "src/app.py").write_text("print('changed by the user')\n")
+    (project / "docs/guide.txt").unlink()
+    (project / "src/pkg/mod.py").unlink()
+    (project / "src/pkg/mod.py").mkdir()
+    assert ov.read_text("src/app.py") == "print('changed by the user')\n"
+    assert not ov.exists("docs/guide.txt") and not ov.is_file("docs/guide.txt")
+    with pytest.raises(FileNotFoundError):
+        ov.read_bytes("docs/guide.txt")
+    assert ov.is_dir("src/pkg/mod.py") and stat.S_ISDIR(ov.stat("src/pkg/mod.py").st_mode)
+    # Written behind the view's back (as a command through a mount would): a copy-up and a whiteout.
+    assert ov.read_bytes("README.md") == TREE["README.md"] and ov.exists("bin/run.sh")
+    (ov.upper / "README.md").write_bytes(b"# from a command\n")
+    (ov.upper / "bin").mkdir()
+    layer.make_whiteout(ov.upper / "bin", "run.sh")
+    ov.upper_changed()
+    assert ov.read_bytes("README.md") == b"# from a command\n" and not ov.exists("bin/run.sh")
+    # The view's own writes drop what it cached, whichever path they take.
+    ov.rmtree("src/pkg")
+    assert not ov.exists("src/pkg/__init__.py")

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from overlayfs import Overlay
-from overlayfs.sandbox import SandboxLimits, SandboxResult, run_sandboxed, sandbox_env
+from overlayfs.sandbox import SandboxLimits, SandboxResult, keep_view, run_sandboxed, sandbox_env
 from overlayfs.state import ENV, state_root
 
 OK = "ESCAPED"  # printed by an attempt whose action succeeded inside the sandbox
@@ -536,6 +536,7 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
         upper_used, entries = 0, []
     else:
         ov = Overlay(project)
+        keep_view(ov, backend)  # as a fork's shell does: the mount is kept until the overlay is discarded
         try:
             r = run_sandboxed(ov, a.command.format(**f), timeout=a.timeout, backend=backend,
                               limits=SandboxLimits(**a.limits), env=sandbox_env(env))

@@ -53,7 +53,6 @@ def test_modes(mode: Any, tool: str, inp: dict[str, Any], expected: str) -> None
 
 
 def test_read_only_bash_follows_classifier() -> None:
-    pytest.importorskip("speculate.shell.classify", reason="the bash classifier is not in this checkout")
     assert check(PermissionGate(mode="default"), "Bash", **SAFE).behavior == "allow"
     assert check(PermissionGate(mode="plan"), "Bash", **SAFE).behavior == "allow"
 

@@ -57,7 +57,6 @@ def test_big_output_is_spilled(ctx: ToolContext, call: Call) -> None:
     ],
 )
 def test_read_only_follows_classifier(command: str, read_only: bool) -> None:
-    pytest.importorskip("speculate.shell.classify", reason="the bash classifier is not in this checkout")
     bash = tools_by_name()["Bash"]
     inp = bash.parse({"command": command})
     assert bash.is_read_only(inp) is read_only

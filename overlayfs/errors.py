@@ -1,0 +1,12 @@
+"""The root of the overlay package's own exceptions (``overlayfs`` depends on nothing in ``speculate``).
+
+Every exception class defined in ``overlayfs`` derives from :class:`OverlayError` and keeps its standard
+base (``OSError`` for mount and promotion failures, ``PermissionError`` for a path that escapes the tree),
+so ``except OSError`` still matches them.
+"""
+
+from __future__ import annotations
+
+
+class OverlayError(Exception):
+    """Base of every exception the overlay package defines."""

@@ -1,0 +1,295 @@
+"""The mounted view one overlay's sandboxed commands share: mounted at the first command, closed with the
+overlay (:meth:`overlayfs.Overlay.discard`, or before a promotion).
+
+Starting a FUSE server costs 150–250 ms, so a speculation's commands share one mount instead of making one
+each. The pure view (the fork's file tools) writes the same upper layer between commands, behind the
+mount's back; what the mount caches must then be dropped before the next command:
+
+- ``fuse`` (our server): at the view's first write after a command the upper layer's entries are listed
+  with their stat (:func:`manifest`); before the next command they are listed again and every path that
+  was added, removed or changed is sent to the server, which re-resolves those paths, drops the kernel's
+  dentries for them (positive and negative) and the attributes of their directories
+  (:meth:`overlayfs.fuse.ops.OverlayOps.external_changes`), then answers. A server that cannot answer is
+  replaced by a fresh mount.
+- ``fuse-overlayfs`` cannot be told: a write by the view makes its mount stale, and the next command gets a
+  fresh one. After each command its own markers (:func:`overlayfs.layer.adopt_fuse_overlayfs`) must be
+  rewritten before anyone reads the layer, which needs its mount closed: a command that made an opaque
+  directory also ends the mount.
+- ``kernel`` overlayfs is mounted per command inside stage one's private namespace (a mount(2) of well
+  under a millisecond): a mount kept across commands could not be told of the view's writes either.
+
+Kernel overlayfs and fuse-overlayfs cannot say what a command read or changed: the lower tree's metadata
+is snapshotted once, at the first command (not per command: that walk grows with the project), and after
+each command the bases of what it changed are recorded from it, and, once, the whole snapshot as read (see
+:mod:`overlayfs.kernel`; a snapshot older than the command is only more conservative).
+
+Commands of one overlay may run at once (read-only calls run in parallel): they share the mount; the
+bookkeeping before and after each is under one lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat as stat_mod
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from overlayfs import kernel, layer
+from overlayfs.mount import MOUNTABLE, Mount, MountError, choose_backend, open_mount
+
+log = logging.getLogger("overlayfs.sandbox")
+Manifest = dict[str, tuple[int, int, int, int, int]]
+# Past this many changed paths a fresh mount is cheaper than telling the server about each.
+MAX_INVALIDATIONS = 2000
+
+
+def manifest(upper: str) -> Manifest:
+    """Every entry of the upper layer by relative path: (mode, inode, size, mtime_ns, ctime_ns). Any change
+    the view makes moves one of them (a replaced file is a new inode; a marker xattr moves ctime, which the
+    kernel takes fine-grained once it has been read, as here)."""
+    out: Manifest = {}
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            it = os.scandir(f"{upper}/{rel}" if rel else upper)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for e in it:
+                r = f"{rel}/{e.name}" if rel else e.name
+                st = e.stat(follow_symlinks=False)
+                out[r] = (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                if stat_mod.S_ISDIR(st.st_mode):
+                    stack.append(r)
+    return out
+
+
+def changed_paths(before: Manifest, after: Manifest) -> list[str]:
+    return sorted(r for r in before.keys() | after.keys() if before.get(r) != after.get(r))
+
+
+@dataclass
+class Lease:
+    """What one command gets: stage one's mount of a kernel overlay (``source``) or the host path of a
+    mounted view (``view``), and the mount it holds (released by :meth:`ViewSession.release`)."""
+
+    source: dict[str, Any]
+    view: str | None
+    mount: Mount | None
+
+
+class ViewSession:
+    """The view of ``ov`` (an :class:`overlayfs.Overlay` or any :class:`overlayfs.kernel.Layers`) that its
+    commands share on ``backend``; a ``mount`` given by the caller is used as it is and never closed."""
+
+    def __init__(self, ov: kernel.Layers, backend: str, *, mount: Mount | None = None,
+                 layer_: Any = None) -> None:
+        self.ov, self.backend, self.layer = ov, backend, layer_
+        self._given = mount
+        self._mount: Mount | None = mount
+        self._users = 0
+        self._stale = False  # the mount no longer shows the upper layer: replace it when no command uses it
+        self._baseline: Manifest | None = None  # the upper layer as our FUSE server last left it
+        self._snapshot: kernel.Snapshot | None = None
+        self._reads_recorded = False
+        self._lock = threading.Lock()
+        self._handoff_lock = threading.Lock()  # orders close() against the end of prepare()
+        self._preparing = False
+        self.closed = False
+
+    # -- around each command -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Make the view now, in a thread, so that the first command does not wait for it: a fork's first
+        command comes after at least one model request (over a second), a FUSE server starts in 0.15-0.2 s.
+        Only for an overlay already on its bounded layer (a mount made before ``make_bounded`` would show
+        the wrong layer). :meth:`acquire` and :meth:`close` wait for it (they take the same lock); a failure
+        is left for the first command to meet and report."""
+        if getattr(self.ov, "layer", None) is None or self._given is not None:
+            return
+        with self._handoff_lock:
+            self._preparing = True
+        threading.Thread(target=self._prepare, name="sandbox-view-prepare", daemon=True).start()
+
+    def _prepare(self) -> None:
+        with self._lock:
+            try:
+                if not self.closed:
+                    if self.backend in ("kernel", "fuse-overlayfs") and self._snapshot is None:
+                        self._snapshot = kernel.snapshot(Path(self.ov.lower))
+                    if self.backend != "kernel" and self._mount is None:
+                        self._current_mount()
+            except OSError as e:
+                log.info("preparing the %s view of %s failed (%s); the first command retries", self.backend,
+                         self.ov.lower, e)
+            finally:
+                with self._handoff_lock:
+                    self._preparing = False
+                    closed = self.closed
+                if closed:  # closed while this ran: close() left the unmount to it
+                    self._close_mount()
+
+    def acquire(self) -> Lease:
+        """Before a command: the view it runs in (mounted now if needed). Raises MountError."""
+        with self._lock:
+            if self.closed:
+                raise MountError(f"the sandbox view of {self.ov.lower} was closed")
+            if self.backend in ("kernel", "fuse-overlayfs") and self._given is None and self._snapshot is None:
+                self._snapshot = kernel.snapshot(Path(self.ov.lower))
+            if self.backend == "kernel" and self._given is None:
+                Path(self.ov.workdir).mkdir(parents=True, exist_ok=True)
+                self._users += 1
+                return Lease(kernel.overlay_source(self.ov, self.layer), None, None)
+            m = self._current_mount()
+            self._users += 1
+            return Lease({}, os.fspath(m.root), m)
+
+    def release(self, lease: Lease) -> str | None:
+        """After a command: why its view failed under it (None: it did not), and the bookkeeping the backend
+        cannot do itself. A failed mount is closed; the next command gets a fresh one."""
+        with self._lock:
+            self._users -= 1
+            forget = getattr(self.ov, "upper_changed", None)
+            if forget is not None:  # the pure view's cached lookups: the command may have written anything
+                forget()
+            failed = _backend_failure(lease.mount) if lease.mount is not None else None
+            if lease.mount is not None and self._given is None and lease.mount is self._mount:
+                if failed is not None:
+                    self._stale = True
+                elif self.backend == "fuse-overlayfs" and layer.fuse_overlayfs_markers(os.fspath(self.ov.upper)):
+                    self._stale = True  # its markers are rewritten as it closes
+            if self._stale and self._users == 0 and self._mount is not None:
+                self._close_mount()  # records what the command changed, once fuse-overlayfs's markers are ours
+            elif self._snapshot is not None:
+                self._record()
+            return failed
+
+    def before_view_write(self) -> None:
+        """The pure view is about to write the upper layer (called by :class:`overlayfs.Overlay`)."""
+        with self._lock:
+            if self._mount is None or self._given is not None:
+                return
+            if self.backend == "fuse":
+                if self._baseline is None and not self._stale:
+                    self._baseline = manifest(os.fspath(self.ov.upper))
+            else:
+                self._stale = True
+
+    def outdated(self) -> None:
+        """The layers changed under the view (a promotion): the next command gets a fresh mount and a fresh
+        snapshot."""
+        with self._lock:
+            self._stale, self._baseline = True, None
+            self._snapshot, self._reads_recorded = None, False
+
+    def close(self) -> None:
+        """Unmount (the overlay is discarded); idempotent. While :meth:`prepare`'s thread is still making
+        the view this returns at once and leaves the unmount to it (an abort must not wait for a mount)."""
+        with self._handoff_lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._preparing:
+                return
+        with self._lock:
+            self._close_mount()
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _current_mount(self) -> Mount:
+        m = self._mount
+        if m is not None and self._given is None:
+            if m._proc is not None and m._proc.poll() is not None:  # died between commands: a fresh one
+                log.warning("the %s server of %s exited (%s) between commands; mounting afresh", self.backend,
+                            self.ov.lower, m._proc.returncode)
+                self._stale = True
+            if self._stale and self._users == 0:
+                self._close_mount()
+                m = None
+            elif self._baseline is not None:
+                self._tell_server(m)
+        if m is None:
+            # Bases are recorded after each command here, from the session's snapshot.
+            m = self._mount = open_mount(self.ov, self.backend, snapshot=False)
+            self._stale, self._baseline = False, None
+        return m
+
+    def _tell_server(self, m: Mount) -> None:
+        assert self._baseline is not None
+        paths = changed_paths(self._baseline, manifest(os.fspath(self.ov.upper)))
+        self._baseline = None
+        if not paths:
+            return
+        try:
+            if len(paths) > MAX_INVALIDATIONS:
+                raise MountError(f"{len(paths)} paths changed")
+            m.invalidate(paths)
+        except OSError as e:  # the server cannot be trusted to show the layer: start a fresh one
+            log.warning("the FUSE server of %s was not told of the view's writes (%s); mounting afresh",
+                        self.ov.lower, e)
+            if self._users == 0:
+                self._close_mount()
+            else:
+                self._stale = True
+
+    def _close_mount(self) -> None:
+        m, self._mount = self._mount, None
+        self._baseline = None
+        if m is not None and self._given is None:
+            try:
+                m.close()  # fuse-overlayfs: its markers are adopted here
+            finally:
+                if self._snapshot is not None:
+                    self._record()
+
+    def _record(self) -> None:
+        assert self._snapshot is not None
+        kernel.record_session(self.ov, self._snapshot, reads=not self._reads_recorded)
+        self._reads_recorded = True
+
+
+def _backend_failure(m: Mount) -> str | None:
+    """Why the mount under the command is no longer serving, or None if it is."""
+    proc = m._proc
+    if proc is not None and proc.poll() is not None:
+        return f"the FUSE server exited with status {proc.returncode}"
+    try:
+        os.stat(m.root)
+    except OSError as e:
+        return f"the mount at {m.root} does not answer: {e.strerror}"
+    return None
+
+
+def keep_view(ov: Any, backend: str) -> ViewSession:
+    """Let the sandboxed commands of ``ov`` (an :class:`overlayfs.Overlay`) share one mounted view on
+    ``backend`` until ``ov.discard()`` closes it (a promotion makes the next command mount afresh): a
+    fork's shell does this, and the view is made at once in the background (:meth:`ViewSession.prepare`).
+    Without it each command mounts afresh. ``"auto"`` is the backend that
+    :func:`overlayfs.sandbox.run_in_overlay` picks; MountError where none can be mounted here."""
+    if backend == "auto":
+        backend = choose_backend(backend)
+        if backend not in MOUNTABLE:
+            raise MountError("no mountable backend here: a kept view needs one")
+    if backend not in MOUNTABLE:
+        raise ValueError(f"a kept view needs a mountable backend ({', '.join(MOUNTABLE)}), not {backend!r}")
+    held = ov.sandbox
+    if held is not None and held.backend == backend and not held.closed:
+        return held  # type: ignore[no-any-return]
+    ov.close_sandbox()
+    ov.sandbox = held = ViewSession(ov, backend)
+    held.prepare()
+    return held
+
+
+def session_for(ov: kernel.Layers, backend: str, *, layer_: Any) -> tuple[ViewSession, bool]:
+    """The view session ``ov`` keeps for its commands (:func:`keep_view`), else one for this command only,
+    and whether the caller owns it (closes it after the command)."""
+    held = getattr(ov, "sandbox", None)
+    if held is None or held.closed:
+        return ViewSession(ov, backend, layer_=layer_), True
+    if held.backend != backend:
+        held = keep_view(ov, backend)
+    held.layer = layer_
+    return held, False
