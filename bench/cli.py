@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import trio
 
-from bench import provenance
+from bench import option_values, provenance
 from bench.edits import USER_EDIT_PROB
 from bench.harness import ARMS, Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
 from bench.thinkfit import resolve_think
@@ -36,36 +37,6 @@ from speculate.term import visible
 DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
 DEFAULT_CONCURRENCY = 6
 QUICK_TIME_SCALE = 0.2
-
-
-def _floats(s: str, what: str) -> list[float]:
-    try:
-        vals = [float(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what} {s!r}: expected comma-separated numbers") from None
-    if not vals or any(v < 0 for v in vals):
-        raise argparse.ArgumentTypeError(f"{what} {s!r}: expected non-negative numbers")
-    return vals
-
-
-def _rates(s: str) -> list[float | None]:
-    """``--accept-prob``: forced rates between 0 and 1, and ``natural`` for the scenarios' own weights."""
-    out: list[float | None] = []
-    for x in (x.strip() for x in s.split(",")):
-        if x == "natural":
-            out.append(None)
-        elif x:
-            try:
-                v = float(x)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: {x!r} is neither a number nor "
-                                                 "'natural'") from None
-            if not 0 <= v <= 1:
-                raise argparse.ArgumentTypeError(f"--accept-prob {x}: must be between 0 and 1")
-            out.append(v)
-    if not out:
-        raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: expected rates such as natural,0,0.5,1")
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,18 +64,18 @@ def configure(ap: argparse.ArgumentParser) -> None:
                     help="think-time model (default lognormal: median 5 s, sigma 0.9, cap 60 s); recorded: each "
                     "imported turn's own; fit: a log-normal fitted to the scenarios' recorded think times (or to "
                     "those of the scenarios or transcripts at PATH), parameters printed (docs/transcripts.md)")
-    ap.add_argument("--sweep-think", type=lambda s: _floats(s, "--sweep-think"), default=None,
+    ap.add_argument("--sweep-think", type=lambda s: option_values.floats(s, "--sweep-think"), default=None,
                     metavar="0,2,5,10", help="also run fixed think times (seconds), for the break-even curve")
-    ap.add_argument("--accept-prob", type=_rates, default=None, metavar="P[,P]",
+    ap.add_argument("--accept-prob", type=option_values.rates, default=None, metavar="P[,P]",
                     help="acceptance sweep: the simulated model suggests the user's next prompt with probability "
                     "P (else a wrong suggestion with work behind it); 'natural' is the scenarios' own weights; "
                     "several values give a sweep, e.g. natural,0,0.25,0.5,0.75,1")
     ap.add_argument("--profile", default=None, metavar="MODEL[,MODEL]",
                     help=f"simulated model(s), i.e. latency/price profile(s) (default {DEFAULT_MODEL})")
-    ap.add_argument("--typing-cps", type=lambda s: _floats(s, "--typing-cps"), default=None, metavar="CPS[,CPS]",
+    ap.add_argument("--typing-cps", type=lambda s: option_values.floats(s, "--typing-cps"), default=None, metavar="CPS[,CPS]",
                     help=f"the simulated user's typing speed, characters per second (default {TYPING_CHARS_PER_S:g}; "
                     "several values give one condition each)")
-    ap.add_argument("--tab-s", type=lambda s: _floats(s, "--tab-s"), default=None, metavar="S[,S]",
+    ap.add_argument("--tab-s", type=lambda s: option_values.floats(s, "--tab-s"), default=None, metavar="S[,S]",
                     help=f"seconds to take a suggestion with Tab and Enter (default {TAB_ACCEPT_S:g})")
     ap.add_argument("--sim", default="ideal", metavar="ideal|realistic[,...]",
                     help="the simulator: ideal (default), or realistic: per-key rate limits enforced by queueing, "
@@ -132,6 +103,21 @@ def configure(ap: argparse.ArgumentParser) -> None:
                     help=f"chance the simulated user edits a file the next turn writes while thinking (default "
                     f"{USER_EDIT_PROB:g}, an assumption; 0 turns harm off)")
     ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run session groups as Ray tasks: on a local Ray (no ADDRESS) or an existing cluster "
+                    "(ray://HOST:10001 or HOST:6379); the run directory is the same as a local run's")
+    ap.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                    help="with a local --ray: CPUs Ray may use, so groups run at once (default: all)")
+    ap.add_argument("--spec-value", type=option_values.values, default=None, metavar="λ[,λ]",
+                    help="speculation policy: fork only when value × P(accept) × expected saving > (1 − P) × "
+                    "expected cost, value in dollars per second saved; 'inf' (the default) always forks; several "
+                    "values give one condition each (the cost–latency frontier)")
+    ap.add_argument("--spec-candidates", type=option_values.ks, default=None, metavar="K[,K]",
+                    help="top-K speculation: suggest and fork up to K candidates (default 1); several values give "
+                    "one condition each")
+    ap.add_argument("--spec-history", type=Path, default=None, metavar="FILE",
+                    help="a policy history (JSON, as `speculation.persist` keeps per project) every speculative "
+                    "session starts from, as a returning user's project would")
     ap.set_defaults(run=bench_run)
 
 
@@ -190,8 +176,12 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--time-scale {scale}: must be > 0")
     if conc < 1:
         raise ValueError(f"--concurrency {conc}: must be >= 1")
+    if a.ray_workers is not None and (a.ray_workers < 1 or a.ray is None or a.ray):
+        raise ValueError(f"--ray-workers {a.ray_workers}: a positive number, with a local --ray (no address)")
     if not 0 <= a.user_edit_prob <= 1:
         raise ValueError(f"--user-edit-prob {a.user_edit_prob:g}: must be between 0 and 1")
+    values = list(dict.fromkeys(a.spec_value)) if a.spec_value else [None]
+    ks = list(dict.fromkeys(a.spec_candidates)) if a.spec_candidates else [1]
     typing = a.typing_cps or [TYPING_CHARS_PER_S]
     tabs = a.tab_s or [TAB_ACCEPT_S]
     sims = [x.strip() for x in a.sim.split(",") if x.strip()]
@@ -200,19 +190,29 @@ def build_config(a: argparse.Namespace) -> RunConfig:
     if any(x <= 0 for x in typing):
         raise ValueError("--typing-cps: must be > 0")
     if a.sensitivity:
-        if len(thinks) > 1 or len(probs) > 1 or len(models) > 1 or len(typing) > 1 or len(tabs) > 1 or len(sims) > 1:
+        if (len(thinks) > 1 or len(probs) > 1 or len(models) > 1 or len(typing) > 1 or len(tabs) > 1
+                or len(sims) > 1 or len(values) > 1 or len(ks) > 1):
             raise ValueError("--sensitivity varies one assumption at a time from one base condition: give at most "
-                             "one value of --think-time, --accept-prob, --profile, --typing-cps, --tab-s, --sim "
-                             "and no --sweep-think")
+                             "one value of --think-time, --accept-prob, --profile, --typing-cps, --tab-s, --sim, "
+                             "--spec-value, --spec-candidates and no --sweep-think")
         conds = sensitivity_conditions(Condition(think=base, accept_prob=probs[0], model_name=models[0],
-                                                 typing_cps=typing[0], tab_s=tabs[0], sim=sims[0]))
+                                                 typing_cps=typing[0], tab_s=tabs[0], sim=sims[0],
+                                                 spec_value=values[0], spec_k=ks[0]))
     else:
-        conds = [Condition(think=t, accept_prob=p, model_name=m, typing_cps=c, tab_s=ts, sim=k)
-                 for t in thinks for p in probs for m in models for c in typing for ts in tabs for k in sims]
+        conds = [Condition(think=t, accept_prob=p, model_name=m, typing_cps=c, tab_s=ts, sim=k,
+                           spec_value=v, spec_k=kk)
+                 for t in thinks for p in probs for m in models for c in typing for ts in tabs for k in sims
+                 for v in values for kk in ks]
+    history = None
+    if a.spec_history is not None:
+        try:
+            history = json.loads(a.spec_history.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--spec-history {a.spec_history}: cannot be read as JSON: {e}") from None
     return RunConfig(scenarios=scenarios, conditions=conds, reps=reps, seed=a.seed, time_scale=scale,
                      backend=a.model, base_url=a.base_url, scenario_paths=paths, concurrency=conc,
                      mode=a.mode, overlay_backend=a.overlay_backend, record=a.record,
-                     user_edit_prob=a.user_edit_prob)
+                     user_edit_prob=a.user_edit_prob, spec_history=history)
 
 
 # The sensitivity table's variations (each from the base condition, one at a time). Think time: the base
@@ -260,6 +260,7 @@ def meta_for(cfg: RunConfig, out: Path, res: RunOutput, prov: dict[str, object] 
         "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
                               "model_name": c.model_name, "think_median_s": _think_median(c.think),
                               "typing_cps": c.typing_cps, "tab_s": c.tab_s, "sim": c.sim,
+                              "spec_value": c.spec_value, "spec_k": c.spec_k,
                               "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None}
                              for c in cfg.conditions],
         "run": {"wall_s": res.wall_s, "interrupted": res.interrupted, "sessions": len(res.sessions),
@@ -340,10 +341,24 @@ def bench_run(a: argparse.Namespace) -> int:
           f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
     typed = getattr(a, "command_line", None) or ["bench", *sys.argv[1:]]
     prov = provenance.start(typed[1:], cfg)  # the options after "bench"
-    res = trio.run(_run, cfg, out, toolchains)
+    ray_info = None
+    if a.ray is not None:
+        from bench.ray_runner import RayUnavailable, run_experiment_ray
+
+        try:
+            res, ray_info = run_experiment_ray(cfg, out, address=a.ray or None, workers=a.ray_workers,
+                                               progress=show_progress)
+        except RayUnavailable as e:
+            print(f"speculate bench: error: {e}", file=sys.stderr)
+            return 2
+    else:
+        res = trio.run(_run, cfg, out, toolchains)
     from bench.report import write_report
 
-    summary = write_report(out, meta_for(cfg, out, res, provenance.finish(prov)), canary_leaks=res.canary_leaks)
+    meta = meta_for(cfg, out, res, provenance.finish(prov))
+    if ray_info is not None:
+        meta["ray"] = ray_info
+    summary = write_report(out, meta, canary_leaks=res.canary_leaks)
     print((out / "report.md").read_text(encoding="utf-8").split("## Per scenario")[0])
     print(f"results: {out}/ (report.md, summary.json, turns.jsonl, sessions.jsonl, events.jsonl, *.png)")
     if res.interrupted:

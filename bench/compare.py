@@ -61,7 +61,14 @@ SETTINGS = ("backend", "time_scale", "scenarios", "conditions", "reps", "mode", 
 
 
 def differing_settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in SETTINGS if a.get(k) != b.get(k)]
+    return [f"{k}: {_setting(a, k)!r} vs {_setting(b, k)!r}" for k in SETTINGS if _setting(a, k) != _setting(b, k)]
+
+
+def _setting(s: dict[str, Any], key: str) -> Any:
+    # summary.json's `arms` is the per-arm figures (the run's list of arms is overwritten by them): compare
+    # which arms ran, not their numbers, or no two runs would ever compare.
+    v = s.get(key)
+    return sorted(v) if key == "arms" and isinstance(v, dict) else v
 
 
 def _ci_path(path: tuple[str, ...]) -> tuple[str, ...] | None:

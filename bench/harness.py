@@ -36,6 +36,7 @@ from bench.progress import Progress
 from bench.records import SessionRecord, TurnRecord
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
 from bench.user import (
+    CYCLE_S,
     TAB_ACCEPT_S,
     TYPING_CHARS_PER_S,
     PlannedTurn,
@@ -77,6 +78,9 @@ class Condition:
     think: ThinkTime
     accept_prob: float | None = None
     model_name: str = DEFAULT_MODEL
+    # The speculation policy's dial λ (None: always fork) and top-K (speculate.speculation.policy, topk).
+    spec_value: float | None = None
+    spec_k: int = 1
     typing_cps: float = TYPING_CHARS_PER_S
     tab_s: float = TAB_ACCEPT_S
     sim: SimKind = "ideal"
@@ -84,10 +88,12 @@ class Condition:
     @property
     def label(self) -> str:
         acc = "natural" if self.accept_prob is None else f"p={self.accept_prob:g}"
+        policy = (f" λ={self.spec_value:g}" if self.spec_value is not None else "") + (
+            f" K={self.spec_k}" if self.spec_k > 1 else "")
         extra = "".join([f" typing:{self.typing_cps:g}cps" if self.typing_cps != TYPING_CHARS_PER_S else "",
                          f" tab:{self.tab_s:g}s" if self.tab_s != TAB_ACCEPT_S else "",
                          f" sim:{self.sim}" if self.sim != "ideal" else ""])
-        return f"{self.think.label} {acc} {self.model_name}{extra}"
+        return f"{self.think.label} {acc} {self.model_name}{extra}{policy}"
 
 
 @dataclass(kw_only=True)
@@ -111,6 +117,7 @@ class RunConfig:
     # have asked about: "as-live" as it answers the live path's questions (yes, _approve); "decline": no,
     # so such a speculation is discarded and the turn runs live (what parity costs a cautious user).
     approval: Approval = "as-live"
+    spec_history: dict[str, Any] | None = None  # a policy history every speculative session starts from
 
 
 @dataclass(frozen=True)
@@ -216,7 +223,8 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                            mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
                            overlay_backend=cfg.overlay_backend,
                            spill_dir=work / "spill", user_dir=work / "claude",  # not the runner's ~/.claude
-                           tool_env=toolchain.env)
+                           tool_env=toolchain.env, spec_value=job.condition.spec_value,
+                           spec_candidates=job.condition.spec_k, spec_history=cfg.spec_history)
         (work / "spill").mkdir()
         turns: list[dict[str, Any]] = []
         leaks: list[dict[str, Any]] = []
@@ -233,9 +241,12 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                                         rep=job.rep, turn=p.index)
                 await trio.sleep(think_s / 2)
                 shown = s.suggestion if spec else None
-                tab = spec and shown is not None and shown == p.text
+                cands = s.suggestions if spec else []
+                # Top-K: the ghost text is the first candidate; each further one is a key press away.
+                rank = cands.index(p.text) if p.text in cands else None
+                tab = rank is not None
                 cond = job.condition
-                input_s = (cond.tab_s if tab else typing_s(p.text, cond.typing_cps)) * scale
+                input_s = (cond.tab_s + CYCLE_S * (rank or 0) if tab else typing_s(p.text, cond.typing_cps)) * scale
                 await trio.sleep(input_s)
                 # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
                 now = manifest(project)
@@ -256,6 +267,8 @@ async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, to
                                          at_submit=at_submit, leak=leak, unmet=unmet,
                                          miss_kind=offers[p.index - 1][1] if p.index > 0 else None))
                 turns[-1]["user_edit"] = edited
+                turns[-1]["candidates_shown"] = cands if len(cands) > 1 else None
+                turns[-1]["candidate_rank"] = rank
                 turns[-1]["fork_checked"] = checked
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
@@ -317,16 +330,18 @@ def resolve_toolchains(scenarios: list[Scenario]) -> dict[Path | None, Toolchain
 
 async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[str], None] | None = None,
                          cancel: trio.CancelScope | None = None,
-                         toolchains: dict[Path | None, Toolchain] | None = None) -> RunOutput:
+                         toolchains: dict[Path | None, Toolchain] | None = None,
+                         jobs: list[Job] | None = None) -> RunOutput:
     """Run every job; write turns/sessions/events JSONL into ``out_dir`` as sessions finish.
 
     Cancelling ``cancel`` (e.g. on Ctrl-C) stops the running sessions and returns what finished.
     ``toolchains`` are the workspaces' (:func:`resolve_toolchains`), when the caller has made them already.
+    ``jobs``: a part of :func:`plan_jobs` (a Ray task's session group, bench/ray_runner.py); default all.
     """
     if cfg.concurrency < 1:
         raise ValueError(f"--concurrency {cfg.concurrency}: must be >= 1")
     out_dir.mkdir(parents=True, exist_ok=True)
-    jobs = plan_jobs(cfg)
+    jobs = plan_jobs(cfg) if jobs is None else jobs
     res = RunOutput()
     prog = Progress(jobs, cfg.concurrency, progress)
     sources = {s.workspace for s in cfg.scenarios if s.workspace is not None}
@@ -340,7 +355,7 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     scope = cancel or trio.CancelScope()
     try:
         if toolchains is None:
-            toolchains = await trio.to_thread.run_sync(resolve_toolchains, cfg.scenarios)
+            toolchains = await trio.to_thread.run_sync(resolve_toolchains, list({j.scenario.name: j.scenario for j in jobs}.values()))
         res.toolchains = {(w.name if w else "(none)"): t.describe for w, t in toolchains.items()}
         with scope:
             async with AsyncExitStack() as stack:

@@ -62,6 +62,8 @@ class TurnRecord(_SessionKey):
     speculation: SpeculationRecord | None  # the engine's record, its schema
     leak: list[str]
     user_edit: str | None = None
+    candidates_shown: list[str] | None = None  # top-K (K > 1): every candidate shown, the first is suggestion_shown
+    candidate_rank: int | None = None  # the candidate the user sent (0: the ghost text), None: they typed
 
 
 class SessionRecord(_SessionKey):
@@ -122,3 +124,8 @@ _EVENT: TypeAdapter[BenchEvent] = TypeAdapter(Annotated[BenchEvent, Field(discri
 def load_events(path: Path) -> list[BenchEvent]:
     """events.jsonl validated with the engine's record schema ([] if absent); ValueError naming ``file:line``."""
     return _load(path, _EVENT.validate_json, "engine record")
+
+
+def dicts(records: list[BaseModel]) -> list[dict[str, Any]]:
+    """Validated records as plain dicts (for code that reads them by field name, as JSON)."""
+    return [r.model_dump() for r in records]

@@ -32,6 +32,7 @@ LOGNORMAL_CAP_S = 60.0
 TYPING_CHARS_PER_S = 5.0
 ENTER_S = 0.3
 TAB_ACCEPT_S = 0.2
+CYCLE_S = 0.15  # top-K: one more key press to bring the next candidate into the ghost text (an assumption)
 
 
 class ThinkTime(Protocol):

@@ -76,6 +76,19 @@ SUGGESTION_INSTRUCTION = (
 )
 
 
+def suggestion_instruction(k: int = 1) -> str:
+    """The suggestion request's instruction; with ``k`` > 1 it asks for that many alternatives, one per line,
+    most likely first (top-K speculation). ``k`` 1 is :data:`SUGGESTION_INSTRUCTION`, byte for byte."""
+    if k <= 1:
+        return SUGGESTION_INSTRUCTION
+    return (
+        SUGGESTION_MARKER
+        + f" Predict what the user will most naturally type next in this session: up to {k} alternatives, "
+        "most likely first, one per line, each as they would type it: 2 to 12 words, no numbering, no quotes, "
+        "no explanation. If nothing obvious follows, answer with nothing. Do not call any tools."
+    )
+
+
 def environment(root: Path, *, today: datetime.date | None = None) -> str:
     """The session's environment lines (the simulator reads ``Working directory:``)."""
     git = any((d / ".git").exists() for d in (root, *root.parents))

@@ -90,6 +90,12 @@ class SessionConfig:
     # fork alike): the bench pins PATH to the workspace's toolchain (bench/toolchain.py).
     tool_env: dict[str, str] | None = None
     fork_headroom: int = 20_000  # tokens a speculative turn may add: no speculation closer to the threshold
+    # The speculation policy (speculate.speculation.policy); None: the settings' speculation.value /
+    # .candidates (absent: always fork, one candidate). spec_history: counts to start from, as a persisted
+    # project history would be (SpecPolicy.state()).
+    spec_value: float | None = None  # λ, dollars per second saved; inf: always fork
+    spec_candidates: int | None = None  # top-K
+    spec_history: dict[str, Any] | None = None
     keep_accepted_diff: bool = False  # keep the diff of the last accepted speculation (the REPL's /diff)
 
 
@@ -166,6 +172,11 @@ class Session:
     def suggestion(self) -> str | None:
         return self.engine.suggestion
 
+    @property
+    def suggestions(self) -> list[str]:
+        """Every candidate shown (top-K; the first is ``suggestion``): sending any of them accepts its fork."""
+        return list(self.engine.candidates)
+
     async def wait_suggestion(self) -> str | None:
         """Wait until the suggestion for the next prompt exists or was suppressed; return it or None."""
         return await self.engine.wait_suggestion()
@@ -179,7 +190,7 @@ class Session:
         t0 = time.perf_counter()
         self.turn += 1
         note = await self._auto_compact()
-        accept = self.cfg.speculate and self.engine.suggestion is not None and prompt == self.engine.suggestion
+        accept = self.cfg.speculate and self.engine.suggestion is not None and prompt in self.engine.candidates
         if self._reload_instructions() and accept:  # the fork ran under the old system prompt
             accept, note = False, "speculation discarded: the instructions files changed since it ran; running normally"
         if accept:
@@ -188,6 +199,7 @@ class Session:
             await self.engine.ignore("instructions_changed" if note else "typed")
             outcome = await self.run_turn(prompt, t0, note=note)
         self.outcomes.append(outcome)
+        self.engine.turn_done(outcome.latency_s, outcome.speculation if outcome.accepted else None)
         self._log_turn(outcome)
         if self.on_turn_end is not None:
             self.on_turn_end(outcome)

@@ -8,14 +8,18 @@ a :class:`SettingsError` naming the file and the key; a hook event or type that 
 a note, not an error (newer Claude Code versions add them).
 
 speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"], "env": ["CI"],
-"protectedPaths": ["deploy/**"]}``. ``readOnlyMcpTools`` names MCP tools the user declares read-only, which a
+"protectedPaths": ["deploy/**"], "value": 0.01, "candidates": 2, "budget": {"tokens": 400000, "cpus": 1},
+"prior": [1, 1], "pooling": 2, "persist": true}``. ``readOnlyMcpTools`` names MCP tools the user declares read-only, which a
 speculative fork may then call (every other MCP call stops it); like the other read-only tools, the main loop
 runs them without asking. ``env`` names environment variables a speculation's sandboxed commands and hooks
 may see besides the fixed few (:data:`overlayfs.sandbox.policy.PASSED_ENV`); every other variable stays
 outside the sandbox. ``protectedPaths`` (gitignore-style patterns, relative to the project) adds paths a fork
 must not write, besides the execution-config files it never writes (``.git/``, ``.claude/``, ``.mcp.json``,
 ``.envrc``, ``.vscode/``, ``.idea/``): a write there reaches the project only through a normal turn
-(:mod:`speculate.speculation.guard`).
+(:mod:`speculate.speculation.guard`). ``value`` (λ, dollars per second saved; absent: always speculate),
+``candidates`` (top-K), ``budget`` (what the K forks of a cycle share: tokens, and sandboxed commands at
+once), ``prior`` (Beta a, b of P(accept)), ``pooling`` and ``persist`` (keep the estimate per project) are the
+speculation policy's (:mod:`speculate.speculation.policy`); a later file overrides the ones it sets.
 """
 
 from __future__ import annotations
@@ -98,11 +102,24 @@ def _env_name(name: str) -> str:
 EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
+class SpeculationBudget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tokens: int | None = Field(None, gt=0)  # all K forks of one cycle together
+    cpus: int | None = Field(None, gt=0)  # sandboxed commands the K forks run at once
+
+
 class Speculation(BaseModel):
     model_config = ConfigDict(extra="forbid")
     readOnlyMcpTools: list[str] = []  # the JSON key: camelCase, as Claude Code's are
     env: list[EnvName] = []  # variable names passed into the sandbox
     protectedPaths: list[str] = []
+    # The speculation policy (speculate.speculation.policy): a later file overrides the keys it sets.
+    value: float | None = Field(None, ge=0)  # λ, dollars per second saved; None: always speculate
+    candidates: int = Field(1, ge=1, le=5)  # top-K
+    budget: SpeculationBudget = SpeculationBudget()
+    prior: tuple[Annotated[float, Field(gt=0)], Annotated[float, Field(gt=0)]] = (1.0, 1.0)
+    pooling: float = Field(2.0, ge=0)
+    persist: bool = False
 
     @field_validator("protectedPaths")
     @classmethod
@@ -167,6 +184,7 @@ class Settings:
     read_only_mcp: frozenset[str] = frozenset()
     env: tuple[str, ...] = ()  # speculation.env: passed into the sandbox
     protected_paths: tuple[str, ...] = ()
+    policy: Speculation = field(default_factory=Speculation)  # its policy keys (value, candidates, ...), merged
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
@@ -219,6 +237,7 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
     read_only: set[str] = set()
     env: dict[str, None] = {}
     protected: list[str] = []
+    policy = Speculation()
     files, notes = [], []
     user_file, *project_files = settings_paths(project, user=user)
     for path in (user_file, *project_files):
@@ -243,9 +262,14 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
         read_only.update(parsed.speculation.readOnlyMcpTools)
         env.update(dict.fromkeys(parsed.speculation.env))
         protected += [p for p in parsed.speculation.protectedPaths if p not in protected]
+        policy = policy.model_copy(update={k: getattr(parsed.speculation, k)
+                                           for k in POLICY_KEYS & parsed.speculation.model_fields_set})
     return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(env),
-                    tuple(protected),
+                    tuple(protected), policy,
                     tuple(files), tuple(notes))
+
+
+POLICY_KEYS = frozenset({"value", "candidates", "budget", "prior", "pooling", "persist"})
 
 
 def _rules(path: Path, key: str, rules: list[str], notes: list[str], *, base: Path) -> list[str]:

@@ -73,6 +73,11 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="typing off the ghost text: keep its speculation running until a different prompt is "
                         "sent (editing back brings the ghost back; its extra tokens are recorded), or abort it")
     p.add_argument("--plain", action="store_true", help="line mode even on a terminal")
+    p.add_argument("--spec-value", type=_spec_value, default=None, metavar="λ",
+                   help="fork only where value × P(accept) × expected saving > (1 − P) × expected cost; value in "
+                        "dollars per second saved ('inf': always, the default; settings: speculation.value)")
+    p.add_argument("--spec-candidates", type=int, choices=range(1, 6), default=None, metavar="K",
+                   help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)")
     from speculate.repl.study import add_options
 
     add_options(p)
@@ -85,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="speculate repl")
     configure(p)
     return p
+
+
+def _spec_value(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a number (dollars per second saved, or inf)") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"{s}: must be >= 0")
+    return v
 
 
 def history_path() -> Path:
@@ -262,7 +277,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     try:
         async with open_model(bcfg) as model, open_session(
                 SessionConfig(project=project, model=model, mode=mode, speculate=not args.no_spec,
-                              events_path=args.events, spill_dir=spill, keep_accepted_diff=True, **scfg_extra),
+                              events_path=args.events, spill_dir=spill, keep_accepted_diff=True,
+                              spec_value=args.spec_value, spec_candidates=args.spec_candidates, **scfg_extra),
                 ask=ask, on_event=on_event, approve=approve) as session:
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(visible(f"note: {note}"))

@@ -199,8 +199,11 @@ class Conversation:
     suggestion_mode: bool
     tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
     compaction_mode: bool = False  # the request asks for a summary of the conversation
+    suggestion_count: int = 1  # a suggestion request asking for "up to K alternatives" (top-K speculation)
 
 
+# A suggestion request asking for several candidates, one per line (speculate.prompts.suggestion_instruction).
+_SUGGESTION_COUNT_RE = re.compile(r"\bup to (\d{1,2}) (?:alternatives|candidates|suggestions|predictions)\b", re.I)
 _TOOLS_TEXT_RE = re.compile(r"<tools>\s*(\[.*?\])\s*</tools>", re.DOTALL)
 # A text-tool-calling client that starts a fresh session on an existing conversation sends all of it as one
 # prompt, earlier answers in <assistant> tags (speculate.models.text_tools.render).
@@ -243,11 +246,14 @@ def read_conversation(
     root = project_root(body, conventions)
     messages = split_inline([m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"])
     suggestion_mode = compaction_mode = False
+    count = 1
     if messages and messages[-1].get("role") == "user":
         blocks = texts_of(messages[-1].get("content"))
         last = "\n".join(blocks)
         if conventions.is_suggestion_request(conventions.own_text(last) or last):
             suggestion_mode = True
+            asked = _SUGGESTION_COUNT_RE.search(last)
+            count = max(1, int(asked.group(1))) if asked else 1
             messages = messages[:-1]
         elif blocks and conventions.is_compaction_request(conventions.own_text(blocks[-1]) or blocks[-1]):
             compaction_mode = True  # the instruction is the last block (it may join an interrupted turn)
@@ -275,4 +281,4 @@ def read_conversation(
             steps_done = 0
     tools = body.get("tools")
     return Conversation(root, tuple(prompts), steps_done, suggestion_mode,
-                        tuple(tools) if isinstance(tools, list) else None, compaction_mode)  # fmt: skip
+                        tuple(tools) if isinstance(tools, list) else None, compaction_mode, count)  # fmt: skip

@@ -59,3 +59,23 @@ def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
     if turn + 2 < len(scenario.turns):
         return Candidate(scenario.turns[turn + 2].prompt), "later_turn"
     return Candidate(scenario.turns[turn].prompt), "unscripted"
+
+
+def draw_candidates(scenario: Scenario, turn: int, *, seed: int, k: int, hit_rate: float | None = None
+                    ) -> list[Candidate]:
+    """Top-K: the first is :func:`draw`'s (so k=1 offers what it always did), then the turn's other candidates
+    by weight, drawn without replacement from this seed (the intent among them, if the turn has it; weight-0
+    candidates only under a forced rate, where they stand for wrong guesses). At most ``k``, all with text."""
+    first = draw(scenario, turn, seed=seed, hit_rate=hit_rate)[0]
+    if first.text is None or k <= 1:
+        return [] if first.text is None else [first]
+    forced = hit_rate is not None and turn + 1 < len(scenario.turns)
+    rest = [c for c in scenario.turns[turn].options
+            if c.text is not None and c.text != first.text and (c.weight > 0 or forced)]
+    rng = rng_for("candidates", seed, scenario.name, turn)
+    out = [first]
+    while rest and len(out) < k:
+        pick = rng.choices(rest, weights=[c.weight or 0.5 for c in rest])[0]
+        rest.remove(pick)
+        out.append(pick)
+    return out

@@ -28,7 +28,7 @@ from speculate.sim.clients import (
     tools_in_text,
 )
 from speculate.sim.clients import read_conversation as _read
-from speculate.sim.draw import draw_suggestion
+from speculate.sim.draw import draw_candidates, draw_suggestion
 from speculate.sim.intents import RenderError, render
 from speculate.sim.scenario import Candidate, Scenario, Step, Turn
 
@@ -208,7 +208,12 @@ class Script:
         scenario, t = where.scenario, where.turn
         label = f"scenario {scenario.name!r} turn {t + 1}"
         if conv.suggestion_mode:
-            suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed, hit_rate=self.hit_rate).text
+            if conv.suggestion_count > 1:  # top-K: the scenario's candidates, by weight, one per line
+                texts = [] if where.via_suggestion else [c.text for c in draw_candidates(
+                    scenario, t, seed=self.seed, k=conv.suggestion_count, hit_rate=self.hit_rate) if c.text]
+                suggestion = "\n".join(texts) or None
+            else:
+                suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed, hit_rate=self.hit_rate).text
             content: list[dict[str, Any]] = (
                 [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
             )

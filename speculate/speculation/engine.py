@@ -2,9 +2,13 @@
 
 One *cycle* per completed main turn runs in the session's nursery under its own cancel scope:
 suggestion (or a pipelined one) → fork on a fresh overlay → stop at complete or a boundary → (complete)
-pipelined next suggestion. ``accept`` asks about the calls the fork ran that the live path would have
-asked about, then promotes and injects; ``ignore`` cancels the cycle and discards the overlay. Nothing but
-``accept`` writes the real tree. See docs/speculation.md for the state machine.
+pipelined next suggestion. With top-K (``speculation.candidates``) the suggestion holds K candidates, and
+the cycle forks those the policy chooses (:mod:`speculate.speculation.policy`: where the expected saving is
+worth the cost; every one by default), each on its own overlay (:mod:`speculate.speculation.topk`; one fork
+runs in :mod:`speculate.speculation.forkrun`). ``accept`` keeps the fork of the candidate sent (discarding
+the others), asks about the calls it ran that the live path would have asked about, then promotes and
+injects; ``ignore`` cancels the cycle and discards the overlays. Nothing but ``accept`` writes the real
+tree. See docs/speculation.md for the state machine.
 """
 
 from __future__ import annotations
@@ -15,31 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from speculate.agent import Agent
-from speculate.agent_types import (
-    AgentEvent,
-    BoundaryReached,
-    MaxTurnsReached,
-    ResponseDone,
-    ToolFinished,
-    ToolStarted,
-)
-from speculate.hooks import PromptBlocked
+from speculate.compaction import context_tokens
 from speculate.models.base import ModelError
 from speculate.models.billing import Meter, billed_to
 from speculate.models.profiles import cost_usd
-from speculate.speculation import suggest
+from speculate.speculation import policy, suggest, topk
 from speculate.speculation.accept import Landing
-from speculate.speculation.approvals import Approvals
-from speculate.speculation.authorize import SpecAuthorizer
-from speculate.speculation.effects import renames
 from speculate.speculation.events import SpecEvent, SpecOutcome, State, SuggestionOutcome, SuggestionRecord
 from speculate.speculation.fork import Speculation
-from speculate.speculation.fork_fs import BoundedWrites, fork_overlay
-from speculate.speculation.guard import Protection
+from speculate.speculation.forkrun import ForkRunner
 from speculate.speculation.host import Host, IgnoreReason
 from speculate.speculation.trim import completed_part
-from speculate.tools.base import ToolContext
 from speculate.types import Message, text_of
 
 if TYPE_CHECKING:
@@ -60,8 +50,12 @@ class SpeculationEngine:
         self._cycle_done = trio.Event()
         self._cycle_done.set()
         self._pipelined_from: Speculation | None = None
+        self.candidates: list[str] = []  # the suggestion's candidates (top-K), the first = ``suggestion``
+        self.opts = policy.options_for(session.cfg, session.workspace.settings)
+        self.policy = policy.for_session(session, self.opts)
+        self.forks = topk.ForkSet(token_budget=self.opts.budget_tokens, cpus=self.opts.budget_cpus)
         self.state: State = "idle"
-        self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
+        self.runner = ForkRunner(session=session, forks=self.forks, emit=self._emit_for, k=self.opts.candidates)
         self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
         self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)
 
@@ -69,6 +63,9 @@ class SpeculationEngine:
     def after_turn(self, *, pipelined: bool) -> None:
         """Start the next cycle (the previous one is over: accepted or ignored)."""
         self.suggestion = None
+        self.candidates = []
+        self.forks.take_all()  # the last cycle's forks were accepted or discarded
+        self.policy.new_cycle()
         self._suggestion_ready = trio.Event()
         self._cycle_done = trio.Event()
         source = self._pipelined_from if pipelined else None
@@ -83,8 +80,12 @@ class SpeculationEngine:
 
     async def wait_finished(self) -> None:
         await self._suggestion_ready.wait()
-        if self._spec is not None:
-            await self._spec.finished.wait()
+        for spec in [*self.forks.forks, *([self._spec] if self._spec is not None else [])]:
+            await spec.finished.wait()
+
+    @property
+    def bash_line(self) -> str:
+        return self.runner.bash_line
 
     def diff(self) -> str:
         spec = self._spec
@@ -96,11 +97,15 @@ class SpeculationEngine:
         if self._sugg_rec is not None:
             self._decide_suggestion("ignored")
         spec, self._spec = self._spec, None
+        others = [f for f in self.forks.take_all() if f is not spec]
         await self._cancel_cycle()
+        for other in others:
+            self._close(other, "aborted", reason, abort_started=t0)
         if spec is not None:
             self._close(spec, "aborted", reason, abort_started=t0)
             self._emit("aborted", spec.suggestion)
         self.suggestion = None
+        self.candidates = []
 
     def diverged(self) -> None:
         """The user typed off the suggestion but it is kept (it may still be accepted): note the fork's
@@ -111,12 +116,14 @@ class SpeculationEngine:
 
     async def shutdown(self) -> None:
         await self.ignore("shutdown")
+        policy.persist(self.policy, self.s, self.opts)
 
     async def accept(self, prompt: str, t0: float) -> TurnOutcome:
         """Use the speculation for ``prompt`` (the current suggestion): approve, check, replay, promote,
         inject (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
         question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
         that went live asks nothing more; :attr:`landing` says whether it had landed."""
+        await self._choose(prompt)
         spec = self._spec
         self.landing = Landing(prompt) if spec is not None and spec.overlay is not None else None
         try:
@@ -131,7 +138,7 @@ class SpeculationEngine:
         from speculate.session import TurnOutcome
         from speculate.speculation import accept as step
 
-        self._decide_suggestion("accepted")
+        self._decide_suggestion("accepted", prompt)
         spec = self._spec
         if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
             await self.ignore("no_speculation")
@@ -201,6 +208,23 @@ class SpeculationEngine:
         self._close(spec, outcome, note, saved=False)
         return await self.s.run_turn(prompt, t0, note=note)
 
+    async def _choose(self, prompt: str) -> None:
+        """Top-K: the fork of the candidate the user sent is the speculation; the others are stopped and
+        discarded (none was forked for it: accepting runs the turn live)."""
+        chosen, others = self.forks.choose(prompt)
+        if chosen is None and not others:
+            return
+        self._spec = chosen
+        with trio.CancelScope(shield=True):  # short (a cancelled fork stops at its next checkpoint), and each
+            for other in others:            # stopped fork must be closed, its overlay discarded
+                other.scope.cancel()
+                await other.exited.wait()
+                self._close(other, "aborted", "other_candidate")
+
+    def turn_done(self, latency_s: float, spec: Any) -> None:
+        """A finished turn (what a right fork saved, or would have: the policy's expected saving)."""
+        self.policy.observe_turn(latency_s=latency_s, time_saved_s=spec.time_saved_s if spec else None)
+
     # -- the cycle ----------------------------------------------------------------------------------
     async def _cycle(self, scope: trio.CancelScope, snapshot: list[Message], turn: int,
                      source: Speculation | None) -> None:
@@ -216,7 +240,9 @@ class SpeculationEngine:
                 self._sugg_shown_at = time.perf_counter()
                 ready.set()
                 if self.s.cfg.fork:  # without a fork, accepting the suggestion runs a normal turn
-                    await self._speculate(snapshot, text, turn, pipelined=source is not None)
+                    last = source.last_usage if source is not None else self.s.agent_last_usage()
+                    specs = self._decide(snapshot, turn, pipelined=source is not None, context=context_tokens(last))
+                    await topk.run_forks(specs, lambda spec: self.runner.run(snapshot, spec))
         finally:
             ready.set()
             done.set()
@@ -240,7 +266,7 @@ class SpeculationEngine:
         meter = Meter()
         try:
             with billed_to(meter):
-                out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot)
+                out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot, k=self.opts.candidates)
         except trio.Cancelled:
             self._cancelled_suggestion(meter, turn, pipelined=False)
             raise
@@ -257,127 +283,44 @@ class SpeculationEngine:
             self.s.events.write(rec)
             return None
         self._sugg_rec = rec
+        self.candidates = out.candidates
         return out.text
+
+    def _decide(self, snapshot: list[Message], turn: int, *, pipelined: bool, context: int) -> list[Speculation]:
+        """The policy's decision per candidate, recorded with its numbers; the forks to run, registered."""
+        decisions = self.policy.decide(self.candidates, messages=snapshot, context_tokens=context)
+        if self._sugg_rec is not None:
+            self._sugg_rec.decisions = decisions
+            if not any(d.fork for d in decisions):
+                self._sugg_rec.outcome = "abstained"  # shown all the same; the user's choice is added later
+        specs = [self.forks.add(Speculation(suggestion=d.text, prefix_len=len(snapshot), turn=turn,
+                                            pipelined=pipelined, rank=d.rank)) for d in decisions if d.fork]
+        self._spec = specs[0] if specs else None  # the lowest-ranked fork: the toolbar shows it
+        return specs
 
     def _suggestion_record(self, out: suggest.SuggestionOutcome, turn: int, *, pipelined: bool
                            ) -> SuggestionRecord:
         return SuggestionRecord(turn=turn, text=out.text or "", generation_s=out.duration_s,
+                                candidates=out.texts if len(out.texts) > 1 else [],
                                 pipelined=pipelined, tokens=out.usage.as_dict(),
                                 cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
 
-    async def _speculate(self, snapshot: list[Message], text: str, turn: int, *, pipelined: bool) -> None:
-        spec = self._spec = Speculation(suggestion=text, prefix_len=len(snapshot), turn=turn,
-                                        pipelined=pipelined)
-        t = time.perf_counter()
-        # Bounded: its Bash commands and its file tools write the same upper layer, on a filesystem of the
-        # sandbox's size (a write past it fails, and the fork stops at `resource`).
-        spec.overlay = fork_overlay(self.s.project, self.s.cfg.sandbox_limits)
-        spec.record.overlay_create_s = time.perf_counter() - t
-        protection = Protection(self.s.workspace.settings.protected_paths)
-        shell, sandboxed, backend = self._shell_for(spec.overlay, protection)
-        spec.record.overlay_backend = backend
-        spec.record.bash = self.bash_line
-        # The user's hooks are untrusted code with side effects, as Bash is: in the sandbox against the
-        # overlay, or (no sandbox) a boundary wherever one would run.
-        hooks = self.s.workspace.hooks(
-            shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
-            boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
-            on_event=spec.hook_ran,
-            transcript=self.s.hook_transcript.fork() if self.s.hook_transcript is not None else None)
-        spec.approvals = Approvals(spec.overlay)
-        authorizer = spec.authorizer = SpecAuthorizer(
-            mode=self.s.cfg.mode, allow=self.s.authorizer.allow, deny=self.s.authorizer.deny,
-            ask_rules=self.s.authorizer.ask_rules, sandboxed_bash=sandboxed, root=self.s.project,
-            bash_off=self.bash_line, hook_stop=hooks.stops_call, protection=protection, fs=spec.overlay,
-            approvals=spec.approvals)
-        spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
-                           ctx=ToolContext(fs=BoundedWrites(spec.overlay), shell=shell, spill_dir=self.s.spill_dir),
-                           authorizer=authorizer, messages=copy.deepcopy(snapshot),
-                           max_turns=self.s.cfg.spec_max_turns, max_messages=self.s.cfg.spec_max_messages,
-                           on_event=lambda e: self._fork_event(spec, e), repair_on_interrupt=False, hooks=hooks)
-        spec.record.fork_start_s = time.perf_counter() - spec.started
-        self._emit("speculating", text, tools_run=0, elapsed_s=0.0)
-        try:
-            with billed_to(spec.meter):
-                await spec.agent.run(text)
-            spec.stop("complete")
-        except BoundaryReached as b:
-            spec.stop(b.kind, b.detail)
-            # Over its bounds, or holding what made the boundary (a protected path or special file written by
-            # a command, a hook that failed): nothing of it may be promoted; the disk is freed at once.
-            if b.kind == "resource" or b.discard:
-                spec.overlay.discard()
-                spec.overlay = None
-        except PromptBlocked as e:  # as in the main loop, the prompt is refused; accepting runs it normally
-            spec.stop("hook", f"UserPromptSubmit hook refused it: {e}")
-        except MaxTurnsReached as e:
-            spec.stop(e.kind, str(e))
-        except ModelError as e:
-            spec.stop("error", str(e))
-        if spec.overlay is not None and len(spec.agent.messages) == spec.prefix_len:
-            spec.overlay.discard()  # stopped before its prompt was added: nothing to promote or inject
-            spec.overlay = None
-        spec.finished_at = time.perf_counter()
-        spec.record.completed = True
-        if spec.overlay is not None:  # renames need the real tree before promotion: learn them now, not on Tab
-            ov = spec.overlay
-            with trio.CancelScope(shield=True):  # short; and what follows must run
-                spec.renames = await trio.to_thread.run_sync(lambda: renames(ov.changes(), ov.lower, ov.upper))
-        spec.finished.set()
-        approvals = len(spec.approvals.pending) if spec.overlay is not None else 0
-        if spec.complete:
-            self._emit("ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
-                       approvals=approvals)
-            try:
-                with billed_to(spec.next_meter):
-                    spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages)
-            except ModelError:
-                spec.next = None
-            finally:
-                spec.next_ready.set()
-        else:
-            spec.next_ready.set()
-            self._emit("boundary", text, boundary=spec.record.boundary, detail=spec.record.boundary_detail,
-                       tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started, approvals=approvals)
-
     # -- helpers ------------------------------------------------------------------------------------
-    def _shell_for(self, overlay: Any, protection: Protection) -> tuple[Any, bool, str]:
-        from speculate.speculation.sandbox_shell import NoShell, SandboxShell, bash_sandbox
-
-        box = bash_sandbox(self.s.cfg.overlay_backend)
-        self.bash_line = box.line
-        if box.backend is None:
-            return NoShell(box.line), False, "pure"
-        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protection=protection,
-                             env=self.s.cfg.tool_env, passed_env=self.s.workspace.settings.env)
-        return shell, True, box.backend
-
-    def _fork_event(self, spec: Speculation, e: AgentEvent) -> None:
-        if not isinstance(e, ToolStarted):
-            spec.shown.append(e)
-            if spec.live is not None:
-                spec.live(e)
-        if isinstance(e, ResponseDone):
-            spec.usage = spec.usage.add(e.response.usage)
-            spec.last_usage = e.response.usage
-        elif isinstance(e, ToolFinished):
-            if spec.approvals is not None and spec.overlay is not None:
-                spec.approvals.finish(e.id)
-            spec.tools_run += 1
-            self._emit("speculating", spec.suggestion, tools_run=spec.tools_run,
-                       elapsed_s=time.perf_counter() - spec.started)
-
     async def _cancel_cycle(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
         await self._cycle_done.wait()
 
-    def _decide_suggestion(self, outcome: SuggestionOutcome) -> None:
+    def _decide_suggestion(self, outcome: SuggestionOutcome, prompt: str | None = None) -> None:
         rec, self._sugg_rec = self._sugg_rec, None
         if rec is None:
             return
-        rec.outcome = outcome
+        if rec.outcome != "abstained":  # abstained stays what it is; `chosen` says what the user did
+            rec.outcome = outcome
+        cands = self.candidates or [rec.text]
+        rec.chosen = cands.index(prompt) if prompt in cands else None
         rec.time_to_decision_s = time.perf_counter() - self._sugg_shown_at
+        self.policy.observe_choice(rec.decisions, rec.chosen, time_to_decision_s=rec.time_to_decision_s)
         self.s.events.write(rec)
 
     def _close(self, spec: Speculation, outcome: SpecOutcome, reason: str, *, saved: bool = True,
@@ -387,11 +330,14 @@ class SpeculationEngine:
         end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.duration_s = end - spec.started
         rec.tools_run = spec.tools_run
+        rec.requests = spec.requests
         usage = spec.usage.add(spec.meter.usage)  # a request cut mid-stream is billed too
         rec.tokens = usage.as_dict()
         if spec.diverged_at_tokens is not None:
             rec.tokens_after_divergence = sum(rec.tokens.values()) - spec.diverged_at_tokens
         rec.cost_usd = cost_usd(self.s.cfg.model_name, usage)
+        if spec.record.completed:  # what a whole fork costs, for the policy's next estimate
+            self.policy.cost.observe(spec.requests, spec.usage)
         if outcome != "accepted" or not saved:
             rec.time_saved_s = 0.0
         if spec.overlay is not None:
@@ -413,6 +359,10 @@ class SpeculationEngine:
             self.s.events.write(SuggestionRecord(
                 turn=turn, outcome="discarded", reason="cancelled mid-request", pipelined=pipelined,
                 tokens=meter.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, meter.usage)))
+
+    def _emit_for(self, spec: Speculation, state: State, suggestion: str | None, **detail: Any) -> None:
+        if spec is self._spec:  # top-K: the toolbar follows the lowest-ranked fork
+            self._emit(state, suggestion, **detail)
 
     def _emit(self, state: State, suggestion: str | None, **detail: Any) -> None:
         self.state = state

@@ -16,13 +16,16 @@ from speculate.errors import SpeculateError
 
 # How a fork ended: its turn completed, a boundary before a call, one of its bounds, or accepted while running
 # with accept_running="stop".
-Boundary = Literal["complete", "max_turns", "max_messages", "interrupted"] | BoundaryKind
+# budget: one of the top-K forks of a cycle, stopped when their shared token budget ran out (lowest rank first).
+Boundary = Literal["complete", "max_turns", "max_messages", "interrupted", "budget"] | BoundaryKind
 # What became of a speculation (SpeculationRecord.outcome) and of a suggestion (SuggestionRecord.outcome).
 # declined: taken, but the calls it ran that the live path would have asked about were not approved.
 SpecOutcome = Literal["accepted", "aborted", "error", "conflict", "declined"]
+# abstained: shown, but the policy forked none of its candidates (speculate.speculation.policy); `chosen` says
+# whether the user then sent it anyway (it ran live).
 # The answer to the approval question on acceptance ("" when nothing needed approval).
 Approval = Literal["approved", "always", "declined"]
-SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded"]
+SuggestionOutcome = Literal["accepted", "ignored", "suppressed", "filtered", "discarded", "abstained"]
 Unset = Literal[""]  # a record written before its outcome is known
 
 State = Literal[
@@ -53,12 +56,28 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
 
 
+class Decision(_Record):
+    """The policy's numbers for one candidate, and whether it forked (speculate.speculation.policy)."""
+
+    text: str
+    rank: int = 0
+    p_accept: float
+    expected_saving_s: float
+    expected_cost_usd: float  # the whole fork's; the rule weighs it by (1 - p_accept)
+    value: float | None = None  # λ, dollars per second saved; None: always fork
+    fork: bool
+    features: dict[str, str] = {}
+
+
 class SuggestionRecord(_Record):
     kind: Literal["suggestion"] = "suggestion"
     turn: int = 0
     outcome: SuggestionOutcome | Unset = ""  # discarded: pipelined, its fork never used
     reason: str = ""  # why suppressed / filtered
-    text: str = ""
+    text: str = ""  # the first candidate (the ghost text)
+    candidates: list[str] = []  # top-K: every candidate shown, first included (empty: just `text`)
+    chosen: int | None = None  # the candidate the user sent (accepted, or abstained and run live)
+    decisions: list[Decision] = []  # the policy's estimate and decision per candidate
     generation_s: float = 0.0
     time_to_decision_s: float | None = None
     pipelined: bool = False
@@ -83,6 +102,7 @@ class SpeculationRecord(_Record):
     promote_s: float = 0.0
     abort_s: float | None = None  # ignore() called -> fork cancelled and overlay discarded (aborted only)
     tools_run: int = 0
+    requests: int = 0  # model requests the fork made
     files_written: list[str] = []  # promoted: files and links added or modified
     files_deleted: list[str] = []  # promoted deletions (a directory once, as "dir/")
     files_renamed: list[str] = []  # "old -> new": a deletion and an addition with the same content
@@ -156,7 +176,7 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
     """Acceptance, outcomes, boundaries, time saved and tokens wasted from validated records."""
     sugg = [r for r in recs if isinstance(r, SuggestionRecord)]
     spec = [r for r in recs if isinstance(r, SpeculationRecord)]
-    shown = [r for r in sugg if r.outcome in ("accepted", "ignored")]
+    shown = [r for r in sugg if r.outcome in ("accepted", "ignored", "abstained")]
     accepted = [r for r in spec if r.outcome == "accepted"]
     wasted = sum(sum(r.tokens.values()) for r in spec if r.outcome != "accepted")
     out: dict[str, Any] = {
@@ -165,7 +185,11 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
         "suggestion_outcomes": _count(r.outcome for r in sugg),
         "suppressed_reasons": _count(r.reason for r in sugg if r.outcome in ("suppressed", "filtered")),
         "wasted_suggestion_tokens": sum(sum(r.tokens.values()) for r in sugg if r.outcome != "accepted"),
-        "acceptance_rate": (sum(r.outcome == "accepted" for r in shown) / len(shown)) if shown else 0.0,
+        # Taken: the user sent a candidate, whether a fork answered it (accepted) or it ran live (abstained).
+        "acceptance_rate": (sum(r.chosen is not None or r.outcome == "accepted" for r in shown) / len(shown))
+        if shown else 0.0,
+        "abstained": sum(r.outcome == "abstained" for r in sugg),
+        "abstained_taken": sum(r.outcome == "abstained" and r.chosen is not None for r in sugg),
         "speculations": len(spec),
         "speculation_outcomes": _count(r.outcome for r in spec),
         "boundaries": _count(r.boundary for r in spec if r.boundary),

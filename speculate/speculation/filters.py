@@ -79,3 +79,25 @@ def check(raw: str) -> Verdict:
     if _ASSISTANT.search(t):
         return no("assistant_voice")
     return Verdict(True, t)
+
+
+# A numbered or bulleted line of a top-K answer: the marker goes before the line is judged.
+_LIST_MARKER = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
+
+
+def check_many(raw: str, k: int) -> tuple[list[str], str]:
+    """Top-K: each non-empty line judged on its own (a list marker stripped first), duplicates dropped; the
+    first ``k`` that pass, most likely first, and the reason the first line failed when none passes."""
+    passed: list[str] = []
+    reason = ""
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        verdict = check(_LIST_MARKER.sub("", line, count=1))
+        if not verdict.ok:
+            reason = reason or verdict.reason
+        elif verdict.text not in passed:
+            passed.append(verdict.text)
+        if len(passed) == k:
+            break
+    return passed, ("" if passed else reason or "empty")

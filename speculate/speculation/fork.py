@@ -23,8 +23,11 @@ from speculate.speculation.events import Boundary, SpeculationRecord
 class Speculation:
     """One fork: its overlay, agent, timings and outcome."""
 
-    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool) -> None:
+    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool, rank: int = 0) -> None:
         self.suggestion = suggestion
+        self.rank = rank  # top-K: which candidate it runs (0: the ghost text)
+        self.scope = trio.CancelScope()  # its own, so one of K forks can be stopped while the others go on
+        self.exited = trio.Event()  # its task is over (finished, stopped or cancelled): its overlay may go
         self.prefix_len = prefix_len
         self.started = time.perf_counter()
         self.finished = trio.Event()  # the fork stopped: complete, boundary or error
@@ -41,6 +44,7 @@ class Speculation:
         self.meter, self.next_meter = Meter(), Meter()
         self.last_usage: Usage | None = None  # of its last response: the context size after it (compaction)
         self.tools_run = 0
+        self.requests = 0  # model requests it made (the policy's cost estimate learns from them)
         # What the fork showed so far (text, tool lines), replayed on acceptance; then ``live`` (the
         # session's event callback) hears the rest as it happens, as a normal turn streams.
         self.shown: list[AgentEvent] = []
