@@ -40,10 +40,10 @@ def history(run: Path, accept_prob: float | None) -> dict[str, Any]:
     for sid in sorted(by_session):
         for t in sorted(by_session[sid], key=lambda t: t["turn"]):
             # The engine's record `turn` N is the suggestion shown after the N-th prompt: decided at this one.
-            e = sugg.get((sid, t["turn"]))
-            if e is not None:
-                pol.observe_choice([Decision.model_validate(d) for d in e["decisions"]], e["chosen"],
-                                   time_to_decision_s=e["time_to_decision_s"] or 0.0)
+            shown = sugg.get((sid, t["turn"]))
+            if shown is not None:
+                pol.observe_choice([Decision.model_validate(d) for d in shown["decisions"]], shown["chosen"],
+                                   time_to_decision_s=shown["time_to_decision_s"] or 0.0)
             spec = t["speculation"] if t["accepted"] else None
             pol.observe_turn(latency_s=t["latency_s"], time_saved_s=spec["time_saved_s"] if spec else None)
     for e in dicts(load_events(run / "events.jsonl")):  # what whole forks cost (runs before `requests` was kept: none)

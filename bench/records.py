@@ -5,7 +5,7 @@ validates each record before appending it) and reading (the report validates eac
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -126,6 +126,6 @@ def load_events(path: Path) -> list[BenchEvent]:
     return _load(path, _EVENT.validate_json, "engine record")
 
 
-def dicts(records: list[BaseModel]) -> list[dict[str, Any]]:
+def dicts(records: Sequence[BaseModel]) -> list[dict[str, Any]]:
     """Validated records as plain dicts (for code that reads them by field name, as JSON)."""
     return [r.model_dump() for r in records]

@@ -104,8 +104,8 @@ EnvName = Annotated[str, AfterValidator(_env_name)]
 
 class SpeculationBudget(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    tokens: int | None = Field(None, gt=0)  # all K forks of one cycle together
-    cpus: int | None = Field(None, gt=0)  # sandboxed commands the K forks run at once
+    tokens: int | None = Field(default=None, gt=0)  # all K forks of one cycle together
+    cpus: int | None = Field(default=None, gt=0)  # sandboxed commands the K forks run at once
 
 
 class Speculation(BaseModel):
@@ -114,11 +114,11 @@ class Speculation(BaseModel):
     env: list[EnvName] = []  # variable names passed into the sandbox
     protectedPaths: list[str] = []
     # The speculation policy (speculate.speculation.policy): a later file overrides the keys it sets.
-    value: float | None = Field(None, ge=0)  # λ, dollars per second saved; None: always speculate
-    candidates: int = Field(1, ge=1, le=5)  # top-K
+    value: float | None = Field(default=None, ge=0)  # λ, dollars per second saved; None: always speculate
+    candidates: int = Field(default=1, ge=1, le=5)  # top-K
     budget: SpeculationBudget = SpeculationBudget()
     prior: tuple[Annotated[float, Field(gt=0)], Annotated[float, Field(gt=0)]] = (1.0, 1.0)
-    pooling: float = Field(2.0, ge=0)
+    pooling: float = Field(default=2.0, ge=0)
     persist: bool = False
 
     @field_validator("protectedPaths")
