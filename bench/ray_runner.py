@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Job, RunConfig, RunOutput, plan_jobs
+from speculate.errors import SpeculateError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(SpeculateError, RuntimeError):
     """Ray is not installed (the ``ray`` extra) or cannot start / reach the cluster."""
 
 
