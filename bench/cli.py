@@ -27,6 +27,7 @@ from bench.user import (
     ThinkTime,
 )
 from overlayfs import recover_all
+from speculate.backends import MODEL_BACKENDS
 from speculate.models.profiles import DEFAULT_MODEL
 from speculate.sim.scenario import Scenario, check_unique, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
@@ -86,7 +87,7 @@ def configure(ap: argparse.ArgumentParser) -> None:
                     "sensitivity table")
     ap.add_argument("--time-scale", type=float, default=None, help="simulated time per real second "
                     "(1.0 = real time; think and typing times are scaled too)")
-    ap.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim",
+    ap.add_argument("--model", choices=tuple(MODEL_BACKENDS), default="sim",
                     help="backend (default sim); claude-cli: the Claude Code CLI with text tool calling, against the "
                     "embedded simulator unless --base-url is given")
     ap.add_argument("--base-url", default=None, help="an Anthropic-compatible endpoint (with --model anthropic, or "

@@ -10,3 +10,7 @@ from __future__ import annotations
 
 class OverlayError(Exception):
     """Base of every exception the overlay package defines."""
+
+
+class MountError(OverlayError, OSError):
+    """A backend is unavailable here, or mounting failed; the message says which and why."""

@@ -1,5 +1,6 @@
 """fuse-overlayfs (the C reference overlay) on a bounded upper layer: starting it, and the FUSE mount it
-serves. Mounting, unmounting and the :class:`overlayfs.mount.Mount` around it are :mod:`overlayfs.mount`'s.
+serves. Mounting, unmounting and the :class:`overlayfs.mount.Mount` around it are :mod:`overlayfs.backends`' and
+:mod:`overlayfs.mount`'s.
 
 fuse-overlayfs needs its layers at real paths, and a bounded layer has none on the host (it is a detached
 tmpfs held by a descriptor, :mod:`overlayfs.bounded`): stage one (the compiled stage, or
@@ -16,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 from overlayfs import kernel
+from overlayfs.errors import MountError
 from overlayfs.stage import outer_argv, stage_program
 
 _MS_NOSUID, _MS_NODEV = 2, 4
@@ -67,8 +69,6 @@ def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
             proc.kill()
             proc.wait()
             tail = (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace").strip()
-            from overlayfs.mount import MountError
-
             raise MountError(f"fuse-overlayfs did not come up on the bounded layer at {root}: {e}; {tail}") \
                 from None
     return proc

@@ -1,13 +1,14 @@
-"""Choosing a model backend: the embedded simulator (default, started and stopped here) or a real
-Anthropic-compatible endpoint, both through the anthropic SDK (:class:`AnthropicModel`); or ``claude-cli``,
-the ``claude`` CLI of a Claude subscription with text-based tool calling (:mod:`speculate.models.claude_cli`).
+"""Choosing a model backend by name from :data:`MODEL_BACKENDS` (the one place that knows the names): the
+embedded simulator (default, started and stopped here) or a real Anthropic-compatible endpoint, both through
+the anthropic SDK (:class:`AnthropicModel`); or ``claude-cli``, the ``claude`` CLI of a Claude subscription
+with text-based tool calling (:mod:`speculate.models.claude_cli`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,46 +46,78 @@ class BackendConfig:
                 "stall_attempts": self.stall_attempts, "on_notice": self.on_notice}
 
 
+@dataclass(frozen=True)
+class ModelBackend:
+    """One model backend: how to open it for a :class:`BackendConfig`, and whether it is the simulator
+    (whose time scale and scenarios apply)."""
+
+    name: str
+    open: Callable[[BackendConfig], AbstractAsyncContextManager[Any]]
+    simulator: bool = False
+
+
 @asynccontextmanager
 async def open_model(cfg: BackendConfig) -> AsyncIterator[Any]:
-    if cfg.backend == "sim":
-        from speculate.sim.server import SimServer
+    """The model ``cfg.backend`` names, open until the block ends. Raises ValueError for an unknown name."""
+    backend = MODEL_BACKENDS.get(cfg.backend)
+    if backend is None:
+        *rest, last = map(repr, MODEL_BACKENDS)
+        raise ValueError(f"unknown backend {cfg.backend!r}: expected {', '.join(rest)} or {last}")
+    async with backend.open(cfg) as m:
+        yield m
 
-        kwargs: dict[str, Any] = {"seed": cfg.seed, "hit_rate": cfg.hit_rate, "time_scale": cfg.time_scale}
-        sources = [*cfg.scenarios, *([cfg.trace] if cfg.trace is not None else [])]
-        if sources:
-            kwargs["scenarios"] = sources  # .yaml scenarios and .jsonl recorded traces
-        if cfg.faults is not None:
-            kwargs["faults"] = cfg.faults
-        if cfg.realism is not None:
-            kwargs["realism"] = cfg.realism
-        with SimServer(**kwargs) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim", **cfg.timeouts()) as m:
-                yield m
-    elif cfg.backend == "anthropic":
-        key = cfg.api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if not key and cfg.base_url is None:
-            raise ValueError("--model anthropic needs ANTHROPIC_API_KEY (or --base-url for a local server)")
-        with ExitStack() as stack:
-            recorder = None
-            if cfg.record is not None:
-                from speculate.sim.replay import TraceWriter
 
-                writer = stack.enter_context(TraceWriter(cfg.record))
+def is_simulator(name: str) -> bool:
+    """Does the model backend called ``name`` (perhaps read from a record: unknown is False) serve from the
+    embedded simulator?"""
+    backend = MODEL_BACKENDS.get(name)
+    return backend is not None and backend.simulator
 
-                def recorder(request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]) -> None:
-                    writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
 
-            async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
-                                      name="anthropic", **cfg.timeouts()) as m:
-                yield m
-    elif cfg.backend == "claude-cli" and cfg.simulate:
+@asynccontextmanager
+async def _open_sim(cfg: BackendConfig) -> AsyncIterator[Any]:
+    from speculate.sim.server import SimServer
+
+    kwargs: dict[str, Any] = {"seed": cfg.seed, "hit_rate": cfg.hit_rate, "time_scale": cfg.time_scale}
+    sources = [*cfg.scenarios, *([cfg.trace] if cfg.trace is not None else [])]
+    if sources:
+        kwargs["scenarios"] = sources  # .yaml scenarios and .jsonl recorded traces
+    if cfg.faults is not None:
+        kwargs["faults"] = cfg.faults
+    if cfg.realism is not None:
+        kwargs["realism"] = cfg.realism
+    with SimServer(**kwargs) as sim:
+        async with AnthropicModel(base_url=sim.base_url, api_key="sim", name="sim", **cfg.timeouts()) as m:
+            yield m
+
+
+@asynccontextmanager
+async def _open_anthropic(cfg: BackendConfig) -> AsyncIterator[Any]:
+    key = cfg.api_key or os.environ.get("ANTHROPIC_API_KEY")
+    if not key and cfg.base_url is None:
+        raise ValueError("--model anthropic needs ANTHROPIC_API_KEY (or --base-url for a local server)")
+    with ExitStack() as stack:
+        recorder = None
+        if cfg.record is not None:
+            from speculate.sim.replay import TraceWriter
+
+            writer = stack.enter_context(TraceWriter(cfg.record))
+
+            def recorder(request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]) -> None:
+                writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
+
+        async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
+                                  name="anthropic", **cfg.timeouts()) as m:
+            yield m
+
+
+@asynccontextmanager
+async def _open_claude_cli(cfg: BackendConfig) -> AsyncIterator[Any]:
+    if cfg.simulate:
         async with _claude_cli_on_sim(cfg) as m:
             yield m
-    elif cfg.backend == "claude-cli":
-        yield _claude_cli(cfg)
     else:
-        raise ValueError(f"unknown backend {cfg.backend!r}: expected 'sim', 'anthropic' or 'claude-cli'")
+        yield _claude_cli(cfg)
 
 
 @asynccontextmanager
@@ -132,3 +165,10 @@ def _claude_cli(cfg: BackendConfig) -> Any:
     cwd.mkdir(parents=True, exist_ok=True)
     return ClaudeCliModel(binary=binary, env=env, cwd=cwd, read_timeout_s=cfg.read_timeout_s,
                           stall_attempts=cfg.stall_attempts)
+
+
+MODEL_BACKENDS: dict[str, ModelBackend] = {b.name: b for b in (
+    ModelBackend("sim", _open_sim, simulator=True),
+    ModelBackend("anthropic", _open_anthropic),
+    ModelBackend("claude-cli", _open_claude_cli),
+)}

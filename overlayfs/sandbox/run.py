@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from overlayfs import kernel
+from overlayfs import backends, kernel
 from overlayfs import stage as stages
+from overlayfs.backends import choose_backend
 from overlayfs.bounded import BoundedLayer, LayerUnavailable
 from overlayfs.layer import REFUSED_FILE
-from overlayfs.mount import Mount, MountError, choose_backend
+from overlayfs.mount import Mount, MountError
 from overlayfs.sandbox import policy, seccomp
 from overlayfs.sandbox.limits import LayerWatch, open_cgroup
 from overlayfs.sandbox.policy import SandboxLimits
@@ -116,20 +117,17 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
     or "fuse-overlayfs"; pass a live ``mount`` (from :func:`overlayfs.mount.open_mount`) to reuse it, or keep
     one for all of ``ov``'s commands with :func:`overlayfs.sandbox.keep_view`.
     ``env`` defaults to the allow-listed part of this process's environment (:func:`policy.sandbox_env`).
-    The chosen backend is recorded as ``ov.last_backend``. Raises SandboxUnavailable where the sandbox
-    cannot be built.
+    Raises SandboxUnavailable where the sandbox cannot be built.
     """
     target, workdir = _check_args(ov, argv, timeout, cwd)
     limits = limits or SandboxLimits()
     chosen = mount.backend if mount is not None else choose_backend(backend)
-    if chosen == "pure":
+    if not backends.get(chosen).mountable:
         raise SandboxUnavailable("no mountable backend here: speculative Bash cannot run")
     why = policy.sandbox_problem()
     if why is not None:
         raise SandboxUnavailable(f"the sandbox cannot be built here: {why}")
     layer = _bounded_layer(ov, limits, mount)
-    with contextlib.suppress(AttributeError):
-        ov.last_backend = chosen  # type: ignore[attr-defined]  # not in Layers: only an Overlay keeps it
     if mount is not None:
         session, own = ViewSession(ov, chosen, mount=mount, layer_=layer), True
     else:
@@ -141,6 +139,7 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
             out, err, code, timed_out, watch, enforced = _contained(
                 ov, lease, layer, argv, target=target, workdir=workdir, limits=limits, network=network,
                 timeout=timeout, env=env, stdin=stdin, token=token)
+            enforced["view"] = backends.get(chosen).enforces
         finally:
             failed = session.release(lease)
     finally:

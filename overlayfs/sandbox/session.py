@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from overlayfs import kernel, layer
-from overlayfs.mount import MOUNTABLE, Mount, MountError, choose_backend, open_mount
+from overlayfs import backends, kernel
+from overlayfs.backends import MOUNTABLE, choose_backend
+from overlayfs.mount import Mount, MountError, open_mount
 
 log = logging.getLogger("overlayfs.sandbox")
 Manifest = dict[str, tuple[int, int, int, int, int]]
@@ -89,6 +90,7 @@ class ViewSession:
     def __init__(self, ov: kernel.Layers, backend: str, *, mount: Mount | None = None,
                  layer_: Any = None) -> None:
         self.ov, self.backend, self.layer = ov, backend, layer_
+        self._kind = backends.get(backend)  # what the backend can do itself, and what it leaves to us
         self._given = mount
         self._mount: Mount | None = mount
         self._users = 0
@@ -118,9 +120,9 @@ class ViewSession:
         with self._lock:
             try:
                 if not self.closed:
-                    if self.backend in ("kernel", "fuse-overlayfs") and self._snapshot is None:
+                    if self._kind.snapshots_lower and self._snapshot is None:
                         self._snapshot = kernel.snapshot(Path(self.ov.lower))
-                    if self.backend != "kernel" and self._mount is None:
+                    if not self._kind.mounted_per_command and self._mount is None:
                         self._current_mount()
             except OSError as e:
                 log.info("preparing the %s view of %s failed (%s); the first command retries", self.backend,
@@ -137,9 +139,9 @@ class ViewSession:
         with self._lock:
             if self.closed:
                 raise MountError(f"the sandbox view of {self.ov.lower} was closed")
-            if self.backend in ("kernel", "fuse-overlayfs") and self._given is None and self._snapshot is None:
+            if self._kind.snapshots_lower and self._given is None and self._snapshot is None:
                 self._snapshot = kernel.snapshot(Path(self.ov.lower))
-            if self.backend == "kernel" and self._given is None:
+            if self._kind.mounted_per_command and self._given is None:
                 Path(self.ov.workdir).mkdir(parents=True, exist_ok=True)
                 self._users += 1
                 return Lease(kernel.overlay_source(self.ov, self.layer), None, None)
@@ -159,8 +161,8 @@ class ViewSession:
             if lease.mount is not None and self._given is None and lease.mount is self._mount:
                 if failed is not None:
                     self._stale = True
-                elif self.backend == "fuse-overlayfs" and layer.fuse_overlayfs_markers(os.fspath(self.ov.upper)):
-                    self._stale = True  # its markers are rewritten as it closes
+                elif self._kind.stale_after_command(os.fspath(self.ov.upper)):
+                    self._stale = True
             if self._stale and self._users == 0 and self._mount is not None:
                 self._close_mount()  # records what the command changed, once fuse-overlayfs's markers are ours
             elif self._snapshot is not None:
@@ -172,7 +174,7 @@ class ViewSession:
         with self._lock:
             if self._mount is None or self._given is not None:
                 return
-            if self.backend == "fuse":
+            if self._kind.told_of_writes:
                 if self._baseline is None and not self._stale:
                     self._baseline = manifest(os.fspath(self.ov.upper))
             else:

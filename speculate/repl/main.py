@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from overlayfs import ProjectLocked, PromoteError, recover_project
+from speculate.backends import MODEL_BACKENDS
 from speculate.models.anthropic import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, STALL_ATTEMPTS
 from speculate.repl.controller import MODES, Repl
 from speculate.tempfiles import clean_stale, temp_dir
@@ -48,7 +49,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="project directory (default: with --model sim, a temporary copy of the demo "
                         "scenario's project; otherwise the current directory). A new or empty DIR gets the "
                         "demo project; an existing one is used as it is")
-    p.add_argument("--model", choices=("sim", "anthropic", "claude-cli"), default="sim",
+    p.add_argument("--model", choices=tuple(MODEL_BACKENDS), default="sim",
                    help="model backend (default sim: the embedded simulator)")
     p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic, or claude-cli: the CLI's ANTHROPIC_BASE_URL)")
     p.add_argument("--model-name", default=None, help="model id sent in requests")
@@ -150,7 +151,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
-    from speculate.backends import BackendConfig, open_model
+    from speculate.backends import BackendConfig, is_simulator, open_model
     from speculate.repl.demo import DEFAULT_SCENARIO, Demo, find_scenario, prepare_project
     from speculate.session import SessionConfig, open_session
     from speculate.sim.scenario import default_scenario_paths
@@ -161,7 +162,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     temp: Path | None = None
     fresh_dir = args.dir is None or not Path(args.dir).expanduser().exists() or (
         Path(args.dir).expanduser().is_dir() and not any(Path(args.dir).expanduser().iterdir()))
-    if args.scenario or (args.model == "sim" and fresh_dir):  # an existing project gets no script
+    if args.scenario or (is_simulator(args.model) and fresh_dir):  # an existing project gets no script
         path = find_scenario(args.scenario or DEFAULT_SCENARIO)
         demo = Demo(load_scenario(path))
         scenarios = [*default_scenario_paths()]
@@ -251,7 +252,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         from speculate.speculation.sandbox_shell import bash_sandbox
 
         print(visible(f"speculative Bash: {bash_sandbox().line}"))
-    if args.model == "sim" and demo is None:  # said once: why no ghost text will appear here
+    if is_simulator(args.model) and demo is None:  # said once: why no ghost text will appear here
         print("note: the simulator answers only the prompts of its scenarios, so on your own project every prompt "
               "gets a marked fallback answer and there is nothing to predict (no ghost text). `speculate repl` "
               "with no DIR runs the demo; for a real model: speculate repl DIR --model anthropic "

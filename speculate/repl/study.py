@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from speculate.backends import is_simulator
 from speculate.study.recorder import Source, StudyRecorder
 
 T = TypeVar("T")
@@ -81,7 +82,7 @@ def prepare(args: argparse.Namespace) -> bool:
 def recorder(args: argparse.Namespace, *, plain: bool) -> StudyRecorder:
     return StudyRecorder(study_dir=args.study, user=args.study_consent.user, seed=args.study_seed,
                          arms=args.study_arms_parsed, model=args.model, frontend="plain" if plain else "prompt",
-                         time_scale=args.time_scale if args.model == "sim" else 1.0)
+                         time_scale=args.time_scale if is_simulator(args.model) else 1.0)
 
 
 def timed(rec: StudyRecorder, fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:

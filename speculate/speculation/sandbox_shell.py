@@ -46,19 +46,17 @@ class BashSandbox:
 def bash_sandbox(want: str = "auto") -> BashSandbox:
     """Probe once per backend choice ("auto", "kernel", "fuse", "fuse-overlayfs" or "pure")."""
     off = "off ({}): a speculation stops before any Bash command"
-    if want == "pure":
-        return BashSandbox(None, off.format("the pure overlay was chosen, which cannot be mounted"))
     try:
-        from overlayfs.mount import available_backends, unavailable_reason
+        from overlayfs.backends import AUTO_ORDER, get, unavailable_reason
         from overlayfs.sandbox import landlock_abi, sandbox_problem
     except ImportError as e:  # overlayfs always imports; this guards a broken install only
         return BashSandbox(None, off.format(f"overlayfs is not importable: {e}"))
-    avail = available_backends()
-    choices = [b for b in ("kernel", "fuse") if b in avail] if want == "auto" else \
-        ([want] if want in avail else [])
+    if want != "auto" and not get(want).mountable:
+        return BashSandbox(None, off.format(f"the {want} overlay was chosen, which cannot be mounted"))
+    candidates = AUTO_ORDER if want == "auto" else (want,)
+    choices = [b for b in candidates if unavailable_reason(b) is None]
     if not choices:
-        why = "; ".join(f"{b}: {unavailable_reason(b)}" for b in (("kernel", "fuse") if want == "auto"
-                                                                  else (want,)))
+        why = "; ".join(f"{b}: {unavailable_reason(b)}" for b in candidates)
         return BashSandbox(None, off.format(f"no mount backend: {why}"))
     problem = sandbox_problem()
     if problem is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speculate.backends import is_simulator
 from speculate.study.classify import LENGTH_BUCKETS, first_word, length_bucket
 from speculate.study.records import StudySession, TurnRecord, read_session, session_files
 
@@ -263,7 +264,7 @@ def build_report(sessions: Sequence[StudySession], *, seed: int = 0, resamples: 
         "models": dict(Counter(f"{s.start.model} ({s.start.model_name})" for s in sessions)),
         "frontends": dict(Counter(s.start.frontend for s in sessions)),
         "time_scales": sorted({s.start.time_scale for s in sessions}),
-        "simulated": all(s.start.model == "sim" or s.start.frontend == "api" for s in sessions),
+        "simulated": all(is_simulator(s.start.model) or s.start.frontend == "api" for s in sessions),
         "ci_method": CI_METHOD, "resamples": resamples, "seed": seed,
         "vs": {b: v for b in ("suggest", "plain") if (v := versus(turns, b, "speculative", **kw))},
     }

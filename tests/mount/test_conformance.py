@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from overlayfs import backends
+from overlayfs.backends import BACKENDS, MOUNTABLE, MountBackend
 from overlayfs.bounded import LayerBound
-from overlayfs.mount import mounted
+from overlayfs.mount import MountError, mounted, open_mount
+from overlayfs.mountpoints import is_mounted
 from overlayfs.view import Overlay
 from tests.mount.conftest import backend_params, require, tree_digest
 
@@ -122,11 +125,43 @@ def changes(ov: Overlay) -> set[tuple[str, str]]:
     return {(c.path, c.kind) for c in ov.changes() if not c.path.startswith(".git")}
 
 
+@pytest.mark.parametrize("backend", backend_params(*BACKENDS))
+def test_every_registered_backend_mounts_and_unmounts_through_one_interface(backend: str, project: Path,
+                                                                           overlay: Overlay) -> None:
+    """The registry is the one source of backends: each one registered answers the same questions
+    (availability, whether it mounts) and goes through the same open and close, which leaves nothing
+    mounted and the write it took in the upper layer."""
+    kind = backends.get(backend)
+    assert isinstance(kind, MountBackend) and kind.name == backend and kind.enforces
+    require(backend)
+    assert backend in backends.available_backends()
+    if not kind.mountable:
+        with pytest.raises(MountError, match="no mountable backend"):
+            open_mount(overlay, backend)
+        return
+    if kind.host_mount_needs_root and os.geteuid() != 0:
+        pytest.skip(f"{backend} mounts on the host only as root")
+    m = open_mount(overlay, backend)
+    try:
+        assert m.backend == backend and is_mounted(m.root)
+        (m.root / "through-the-mount.txt").write_text("written\n")
+    finally:
+        m.close()
+    assert not is_mounted(m.root) and not m.root.exists()
+    assert (overlay.upper / "through-the-mount.txt").read_text() == "written\n"
+    assert not (project / "through-the-mount.txt").exists()
+
+
+def test_unknown_backend_is_named() -> None:
+    with pytest.raises(ValueError, match="unknown backend 'zfs'; expected one of pure, fuse"):
+        backends.unavailable_reason("zfs")
+
+
 BOUNDED = pytest.mark.parametrize("bounded", [False, True], ids=["disk", "bounded"])
 
 
 @BOUNDED
-@pytest.mark.parametrize("backend", backend_params("pure", "fuse", "kernel", "fuse-overlayfs"))
+@pytest.mark.parametrize("backend", backend_params(*BACKENDS))
 def test_same_operations_same_results(backend: str, bounded: bool, project: Path, overlay: Overlay,
                                       tmp_path: Path) -> None:
     """On the state dir's filesystem and on a bounded layer (a private tmpfs, what the sandbox uses)."""
@@ -139,13 +174,12 @@ def test_same_operations_same_results(backend: str, bounded: bool, project: Path
         apply_native(reference, op)
     before = tree_digest(project)
 
-    if backend == "pure":
+    if not backends.get(backend).mountable:
         for op in OPS:
             apply_pure(overlay, op)
         view = snap_pure(overlay)
     else:
         with mounted(overlay, backend) as root:
-            assert overlay.last_backend == backend
             for op in OPS:
                 apply_native(root, op)
             view = snap_native(root)
@@ -226,7 +260,7 @@ def _posix_observations(root: Path) -> dict[str, object]:
 
 
 @BOUNDED
-@pytest.mark.parametrize("backend", backend_params("fuse", "kernel", "fuse-overlayfs"))
+@pytest.mark.parametrize("backend", backend_params(*MOUNTABLE))
 def test_posix_surface_matches_native(backend: str, bounded: bool, project: Path, overlay: Overlay,
                                       tmp_path: Path) -> None:
     require(backend)
@@ -247,13 +281,13 @@ def test_posix_surface_matches_native(backend: str, bounded: bool, project: Path
 LOOKALIKES = [".wh.README.md", ".wh..wh..opq", "src/shop/.wh..wh..opq", "src/shop/.wh.cart.py", ".wh.data"]
 
 
-@pytest.mark.parametrize("backend", backend_params("pure", "fuse", "kernel", "fuse-overlayfs"))
+@pytest.mark.parametrize("backend", backend_params(*BACKENDS))
 def test_whiteout_lookalike_names_are_plain_files(backend: str, project: Path, overlay: Overlay) -> None:
     """Creating ``.wh.X`` hides nothing: the file appears as itself and promotion lands it. fuse-overlayfs
     refuses such file names itself (EINVAL; a directory it allows): there too nothing is hidden."""
     require(backend)
     listed: dict[str, list[str]] = {}
-    if backend == "pure":
+    if not backends.get(backend).mountable:
         for rel in LOOKALIKES[:-1]:
             overlay.write_text(rel, f"user file {rel}\n")
         overlay.mkdir(LOOKALIKES[-1])

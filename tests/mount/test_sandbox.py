@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from overlayfs import layer
+from overlayfs import backends, layer
 from overlayfs.mount import MountError, mounted
 from overlayfs.sandbox import run_in_overlay, run_sandboxed
 from overlayfs.view import Overlay
@@ -44,6 +44,7 @@ make -s test PYTHON={PY} 2>&1 | tail -1
 """
     r = run_sandboxed(overlay, script, timeout=120, backend=backend)
     assert r.exit_code == 0, r.stderr
+    assert r.enforced is not None and r.enforced["view"] == backends.get(backend).enforces
     lines = r.stdout.splitlines()
     assert lines[0] == str(project)  # the view sits at the project's own path
     assert " M src/shop/utils.py" in lines
