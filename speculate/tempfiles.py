@@ -25,15 +25,20 @@ _OWNED = re.compile(rf"^speculate-({'|'.join(KINDS)})-(\d+)-[a-z0-9_]+(\.log)?$"
 _LEGACY = re.compile(rf"^speculate-({'|'.join(KINDS)})-[a-z0-9_]{{8}}(\.log)?$")
 
 
+def _check(kind: str) -> None:
+    if kind not in KINDS:  # a name the start-up cleanup would never look for: the files would pile up
+        raise ValueError(f"temporary file kind {kind!r} is not one of {', '.join(KINDS)}")
+
+
 def temp_dir(kind: str) -> Path:
     """A new directory in ``$TMPDIR`` named for ``kind`` and this process."""
-    assert kind in KINDS, kind
+    _check(kind)
     return Path(tempfile.mkdtemp(prefix=f"speculate-{kind}-{os.getpid()}-"))
 
 
 def temp_file(kind: str, suffix: str = "") -> tuple[int, str]:
     """A new file (``mkstemp``: an open fd and its path) named for ``kind`` and this process."""
-    assert kind in KINDS, kind
+    _check(kind)
     return tempfile.mkstemp(prefix=f"speculate-{kind}-{os.getpid()}-", suffix=suffix)
 
 

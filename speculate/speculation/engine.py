@@ -183,7 +183,9 @@ class SpeculationEngine:
         landing.promoted, landing.files = True, step.summary_of(rec)
         self.accepted_diff = landing.diff
         assert spec.agent is not None
-        assert len(self.s.messages) == spec.prefix_len, "main conversation moved under the speculation"
+        if len(self.s.messages) != spec.prefix_len:  # our bug, never the user's: it must not vanish under -O
+            raise RuntimeError(f"the main conversation moved under the speculation ({len(self.s.messages)} "
+                               f"messages, the fork started at {spec.prefix_len})")
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
         self._spec = None
         self._close(spec, "accepted", promotion.note)
