@@ -80,6 +80,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("recover", "finish or undo an acceptance a killed process left", "speculate.cli:configure_recover"),
 )
 NAMES = tuple(c.name for c in COMMANDS)
+# `speculate bench export ARGS`: its own argv parser ("module:function", imported only when named, as above).
+BENCH_EXPORT = "bench.export:export_main"
 
 
 def build_parser(argv: Sequence[str] = ()) -> Parser:
@@ -120,9 +122,9 @@ def _group_help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], in
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:2] == ["bench", "export"]:  # a subcommand of a command that otherwise takes only options
-        from bench.export import export_main
-
-        return export_main(args[2:])
+        module, _, fn = BENCH_EXPORT.partition(":")
+        status: int = getattr(import_module(module), fn)(args[2:])
+        return status
     if args[:1] == ["help"]:  # `speculate help bench` is `speculate bench --help`
         args = [*args[1:], "--help"] if args[1:] else ["--help"]
     if not args or (args[0] not in NAMES and args[0] not in ("-h", "--help", "--version")):
