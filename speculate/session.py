@@ -38,14 +38,19 @@ from speculate.compaction import (
     context_tokens,
     too_long,
 )
+from speculate.fs import LocalFS, LocalShell
 from speculate.hooks import CompactBlocked, HookRan, HookTranscript, PromptBlocked
 from speculate.models.base import CacheKey, ModelError, Usage
 from speculate.session_types import AskFn, PermissionMode, SessionConfig, TurnOutcome
 from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import ApproveFn
+from speculate.speculation.authorize import MainAuthorizer
+from speculate.speculation.engine import SpeculationEngine
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.speculation.host import IgnoreReason
 from speculate.tempfiles import temp_dir
+from speculate.tools import default_tools
+from speculate.tools.base import ToolContext
 from speculate.transcript import Transcript
 from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
@@ -55,12 +60,6 @@ class Session:
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
                  on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
                  workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
-        from speculate.fs import LocalFS, LocalShell
-        from speculate.speculation.authorize import MainAuthorizer
-        from speculate.speculation.engine import SpeculationEngine
-        from speculate.tools import default_tools
-        from speculate.tools.base import ToolContext
-
         self.cfg = cfg
         self.project = cfg.project.resolve()
         # Before anything else: finish or undo an acceptance a killed process left here (the REPL has
