@@ -15,36 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any, NoReturn
 
-from speculate.errors import SpeculateError
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose unknown subcommand reads ``unknown subcommand 'chek' (did you mean
-    'check'?)``, and which raises :class:`UsageError` instead of exiting (``main`` returns its status)."""
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
-            names = list(action.choices)
-            near = difflib.get_close_matches(str(value), names, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise argparse.ArgumentError(None, f"unknown subcommand {value!r}{hint}; choose from "
-                                               + ", ".join(names))
-        super()._check_value(action, value)
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        if message:
-            self._print_message(message, sys.stderr)
-        raise UsageError(status)
-
-
-class UsageError(SpeculateError):
-    """argparse finished (help printed, or a usage error named): the exit status."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+from speculate.cliparse import Parser, UsageError
 
 
 @dataclass(frozen=True)
@@ -80,6 +52,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("recover", "finish or undo an acceptance a killed process left", "speculate.cli:configure_recover"),
 )
 NAMES = tuple(c.name for c in COMMANDS)
+# `speculate bench export ARGS`: its own argv parser ("module:function", imported only when named, as above).
+BENCH_EXPORT = "bench.export:export_main"
 
 
 def build_parser(argv: Sequence[str] = ()) -> Parser:
@@ -120,9 +94,9 @@ def _group_help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], in
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:2] == ["bench", "export"]:  # a subcommand of a command that otherwise takes only options
-        from bench.export import export_main
-
-        return export_main(args[2:])
+        module, _, fn = BENCH_EXPORT.partition(":")
+        status: int = getattr(import_module(module), fn)(args[2:])
+        return status
     if args[:1] == ["help"]:  # `speculate help bench` is `speculate bench --help`
         args = [*args[1:], "--help"] if args[1:] else ["--help"]
     if not args or (args[0] not in NAMES and args[0] not in ("-h", "--help", "--version")):

@@ -21,108 +21,45 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import trio
 
 from overlayfs import recover_project
 from overlayfs.state import project_state, tidy
 from speculate.agent import Agent
-from speculate.agent_types import AgentEvent, MaxTurnsReached, TurnResult
+from speculate.agent_types import AgentEvent, MaxTurnsReached
 from speculate.compaction import (
-    COMPACT_MARGIN,
-    DEFAULT_WINDOW,
     CompactionFailed,
     CompactionRecord,
     Compactor,
     context_tokens,
     too_long,
 )
+from speculate.fs import LocalFS, LocalShell
 from speculate.hooks import CompactBlocked, HookRan, HookTranscript, PromptBlocked
-from speculate.models.base import CacheKey, Model, ModelError, Usage
+from speculate.models.base import CacheKey, ModelError, Usage
+from speculate.session_types import AskFn, PermissionMode, SessionConfig, TurnOutcome
+from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import ApproveFn
+from speculate.speculation.authorize import MainAuthorizer
+from speculate.speculation.engine import SpeculationEngine
 from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
+from speculate.speculation.host import IgnoreReason
 from speculate.tempfiles import temp_dir
+from speculate.tools import default_tools
+from speculate.tools.base import ToolContext
 from speculate.transcript import Transcript
 from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
-
-AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
-PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
-
-
-@dataclass(kw_only=True)
-class SessionConfig:
-    project: Path
-    model: Model
-    model_name: str = "claude-sonnet-4-6"
-    mode: PermissionMode = "acceptEdits"
-    speculate: bool = True
-    fork: bool = True  # False: show suggestions (ghost text, Tab) but never fork; the bench's `suggest` arm
-    overlay_backend: str = "auto"  # auto | pure | fuse | kernel
-    accept_running: Literal["wait", "stop"] = "wait"  # accepting a running fork: let it finish, or stop it
-    max_turns: int = 50
-    spec_max_turns: int = 20
-    spec_max_messages: int = 100
-    allow: list[str] = field(default_factory=list)
-    deny: list[str] = field(default_factory=list)
-    events_path: Path | None = None
-    transcript_path: Path | None = None
-    # Where the Claude Code-shaped transcript a hook reads (transcript_path) is written, for a session with
-    # hooks; None: the default (speculate.hooks.transcript.default_dir()).
-    hook_transcript_dir: Path | None = None
-    spill_dir: Path | None = None
-    max_tokens: int = 8192
-    sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
-    mcp: bool = True  # connect the MCP servers of the project's .mcp.json
-    user_dir: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
-    context_window: int = DEFAULT_WINDOW  # the model's, in tokens (speculate.compaction)
-    compact_margin: int = COMPACT_MARGIN  # auto-compaction at context_window - compact_margin
-    auto_compact: bool = True
-    # A request refused as over the window compacts (its copy cut down to be summarisable) and is retried
-    # once; needs auto_compact too.
-    reactive_compact: bool = True
-    # Environment overrides for every command the session runs (Bash, hooks; main loop and sandboxed
-    # fork alike): the bench pins PATH to the workspace's toolchain (bench/toolchain.py).
-    tool_env: dict[str, str] | None = None
-    fork_headroom: int = 20_000  # tokens a speculative turn may add: no speculation closer to the threshold
-    # The speculation policy (speculate.speculation.policy); None: the settings' speculation.value /
-    # .candidates (absent: always fork, one candidate). spec_history: counts to start from, as a persisted
-    # project history would be (SpecPolicy.state()).
-    spec_value: float | None = None  # λ, dollars per second saved; inf: always fork
-    spec_candidates: int | None = None  # top-K
-    spec_history: dict[str, Any] | None = None
-    keep_accepted_diff: bool = False  # keep the diff of the last accepted speculation (the REPL's /diff)
-
-
-@dataclass
-class TurnOutcome:
-    prompt: str
-    text: str
-    latency_s: float  # submit -> final answer, as the user perceives it
-    accepted: bool  # the speculation was used
-    result: TurnResult | None  # the normal loop's part (None when the speculation answered it all)
-    speculation: SpeculationRecord | None = None
-    note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
-    error: str = ""  # the model failed (retries exhausted)
-    blocked: str = ""  # a UserPromptSubmit hook refused the prompt (its reason); nothing was sent
-    stopped: str = ""  # a hook said continue: false and the turn ended there (what it said)
 
 
 class Session:
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
                  on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
                  workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
-        from speculate.fs import LocalFS, LocalShell
-        from speculate.speculation.authorize import MainAuthorizer
-        from speculate.speculation.engine import SpeculationEngine
-        from speculate.tools import default_tools
-        from speculate.tools.base import ToolContext
-
         self.cfg = cfg
         self.project = cfg.project.resolve()
         # Before anything else: finish or undo an acceptance a killed process left here (the REPL has
@@ -188,6 +125,7 @@ class Session:
     async def submit(self, prompt: str) -> TurnOutcome:
         """Run one user turn. A prompt equal to the current suggestion accepts the speculation."""
         t0 = time.perf_counter()
+        self.engine.landing = None  # set again if this turn accepts a speculation
         self.turn += 1
         note = await self._auto_compact()
         accept = self.cfg.speculate and self.engine.suggestion is not None and prompt in self.engine.candidates
@@ -319,9 +257,19 @@ class Session:
         """An accepted complete speculation's last usage stands for the turn's (the engine sets it)."""
         self._last_usage = usage
 
-    async def dismiss(self) -> None:
-        """The user waves the suggestion away (Esc, or typing something else): abort and discard it."""
-        await self.engine.ignore("dismissed")
+    async def dismiss(self, reason: IgnoreReason = "dismissed") -> None:
+        """The user waves the suggestion away (Esc, typing something else, Ctrl-C): abort and discard it."""
+        await self.engine.ignore(reason)
+
+    def diverged(self) -> None:
+        """The user typed off the suggestion, which is kept: what its fork spends from here on is the cost of
+        keeping it."""
+        self.engine.diverged()
+
+    @property
+    def landing(self) -> Landing | None:
+        """This turn's accepted speculation, and whether it landed (None: the turn accepted none)."""
+        return self.engine.landing
 
     def set_mode(self, mode: PermissionMode) -> None:
         self.cfg.mode = mode
@@ -410,3 +358,7 @@ def unwrap_single() -> Iterator[None]:
         if isinstance(inner, BaseExceptionGroup):
             raise
         raise inner from eg
+
+
+# The types a session is made with live below it (speculate.session_types); callers import them from here.
+__all__ = ["AskFn", "PermissionMode", "Session", "SessionConfig", "TurnOutcome", "open_session"]

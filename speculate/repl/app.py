@@ -380,13 +380,6 @@ def _tty_fd(inp: Any) -> int | None:
     return fd if os.isatty(fd) else None
 
 
-def repl_main(argv: Sequence[str] | None = None) -> int:
-    """``speculate repl [DIR] [--model sim|anthropic] ...``: see :mod:`speculate.repl.main`."""
-    from speculate.repl.main import run_main
-
-    return run_main(argv)
-
-
 def _leave(app: Application[Any]) -> None:
     """End ``app``'s prompt as Ctrl-D would, if it is still running (called in its loop)."""
     if app.is_running and not app.is_done:

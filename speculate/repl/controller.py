@@ -116,7 +116,7 @@ class Repl(Output):
             self.last_body = (ev.summary, body)
         if self.turn_line is not None:
             self.turn_line.tool_finished()
-        landing = self.s.engine.landing if self.s is not None else None
+        landing = self.s.landing if self.s is not None else None
         live = landing is None or landing.promoted or bool(landing.dropped)  # else: a speculation replayed
         if live and ev.name in ("Write", "Edit") and not ev.is_error and ev.input.get("file_path"):
             self.turn_edits.append(str(ev.input["file_path"]))
@@ -177,7 +177,7 @@ class Repl(Output):
         def start() -> None:
             if self.policy == "keep":
                 if self.s is not None:
-                    self.s.engine.diverged()
+                    self.s.diverged()
                 return
             self._cancel_prediction()
             assert self._nursery is not None
@@ -207,7 +207,7 @@ class Repl(Output):
 
     async def _ignore(self, reason: IgnoreReason = "typed") -> None:
         if self.s is not None and self.s.cfg.speculate:
-            await self.s.engine.ignore(reason)
+            await self.s.dismiss(reason)
 
     # -- the loop -------------------------------------------------------------------------------------------
     async def run(self, session: Session, signals: Any = None) -> None:
@@ -270,7 +270,6 @@ class Repl(Output):
         self.status.busy = True
         self._response_text = self._last_response_text = ""
         self.turn_edits = []
-        self.s.engine.landing = None
         outcome: TurnOutcome | None = None
         line_scope = trio.CancelScope()
         assert self._nursery is not None
@@ -290,7 +289,7 @@ class Repl(Output):
                 with trio.CancelScope(shield=True):
                     await self._stop_keys()
         if scope.cancelled_caught:
-            self._line(self._c("33", cancelled_line(self.s.engine.landing, self.turn_edits)))
+            self._line(self._c("33", cancelled_line(self.s.landing, self.turn_edits)))
             hold = getattr(self.fe, "hold_typeahead", None)
             if hold is not None:  # keys typed during a cancelled turn: kept, but sent only by a fresh Enter
                 hold()

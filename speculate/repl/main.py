@@ -86,7 +86,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from speculate.cli import Parser
+    from speculate.cliparse import Parser
 
     p = Parser(prog="speculate repl")
     configure(p)
@@ -113,7 +113,7 @@ def history_path() -> Path:
 
 
 def run_main(argv: Sequence[str] | None = None) -> int:
-    from speculate.cli import UsageError
+    from speculate.cliparse import UsageError
 
     try:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))

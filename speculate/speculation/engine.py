@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -23,6 +23,7 @@ from speculate.compaction import context_tokens
 from speculate.models.base import ModelError
 from speculate.models.billing import Meter, billed_to
 from speculate.models.profiles import cost_usd
+from speculate.session_types import TurnOutcome
 from speculate.speculation import policy, suggest, topk
 from speculate.speculation.accept import Landing
 from speculate.speculation.events import SpecEvent, SpecOutcome, State, SuggestionOutcome, SuggestionRecord
@@ -31,9 +32,6 @@ from speculate.speculation.forkrun import ForkRunner
 from speculate.speculation.host import Host, IgnoreReason
 from speculate.speculation.trim import completed_part
 from speculate.types import Message, text_of
-
-if TYPE_CHECKING:
-    from speculate.session import TurnOutcome
 
 
 class SpeculationEngine:
@@ -135,7 +133,6 @@ class SpeculationEngine:
             raise
 
     async def _accept(self, prompt: str, t0: float) -> TurnOutcome:
-        from speculate.session import TurnOutcome
         from speculate.speculation import accept as step
 
         self._decide_suggestion("accepted", prompt)

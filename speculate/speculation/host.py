@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from speculate.agent_types import AgentEvent
     from speculate.hooks import HookTranscript
     from speculate.models.base import CacheKey, Usage
-    from speculate.session import SessionConfig, TurnOutcome
+    from speculate.session_types import SessionConfig, TurnOutcome
     from speculate.speculation.approvals import ApproveFn
     from speculate.speculation.authorize import MainAuthorizer
     from speculate.speculation.events import EventLog, SpeculationRecord

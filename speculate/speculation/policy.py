@@ -37,11 +37,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from speculate.models.base import Usage
 from speculate.speculation.events import Decision
 from speculate.types import Message, is_prompt, tool_uses
+
+if TYPE_CHECKING:
+    from speculate.session_types import SessionConfig
+    from speculate.speculation.host import Host
 
 # Stated priors (docs/speculation.md), each weighing one observation: a fork saves 3 s and makes 3 requests,
 # each writing 300 tokens to the cache (a tool result, the previous answer) and 100 output tokens: the order
@@ -290,7 +294,7 @@ class Options:
     persist: bool = False
 
 
-def options_for(cfg: Any, settings: Any) -> Options:
+def options_for(cfg: SessionConfig, settings: Any) -> Options:
     """``cfg`` a SessionConfig, ``settings`` the workspace's merged settings."""
     sp = settings.policy
     value = cfg.spec_value if cfg.spec_value is not None else sp.value
@@ -299,18 +303,18 @@ def options_for(cfg: Any, settings: Any) -> Options:
                    budget_cpus=sp.budget.cpus, prior=tuple(sp.prior), pooling=sp.pooling, persist=sp.persist)
 
 
-def for_session(host: Any, opts: Options) -> SpecPolicy:
+def for_session(host: Host, opts: Options) -> SpecPolicy:
     """The session's policy; with ``persist``, starting from the project's history."""
     pol = SpecPolicy(value=opts.value, model_name=host.cfg.model_name,
                      beta=BetaBackoff(prior=opts.prior, pooling=opts.pooling))
-    if getattr(host.cfg, "spec_history", None):
+    if host.cfg.spec_history:
         pol.load_state(host.cfg.spec_history)
     if opts.persist:
         pol.load(policy_path(host.project))
     return pol
 
 
-def persist(pol: SpecPolicy, host: Any, opts: Options) -> None:
+def persist(pol: SpecPolicy, host: Host, opts: Options) -> None:
     if opts.persist:
         try:
             pol.save(policy_path(host.project))

@@ -11,6 +11,6 @@ ghost text at all (``plain``, which changes what the person does and is labelled
 - :mod:`.consent`: the consent line and the explicit yes stored in the study directory;
 - :mod:`.report` and :mod:`.cli`: ``speculate study report DIR…``, pooled over users and sessions.
 
-Nothing here imports the benchmark at import time; the report imports :mod:`bench.stats` when it runs.
+Nothing here imports the benchmark; the report's statistics are :mod:`speculate.statistics`.
 See docs/study.md.
 """

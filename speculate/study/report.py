@@ -4,10 +4,10 @@ suggestion's length and first word. Definitions: docs/study.md.
 
 A study is not paired as the benchmark is (there, every arm sends the same prompt): each turn is in one arm,
 drawn at random before anything of it was shown, so an arm's effect is a difference between the turns of two
-arms. Every CI is the two-stage percentile bootstrap of :func:`bench.stats.hierarchical_bootstrap_ci` with the
-person as the top cluster and the session (one REPL run) nested in it, since the turns of one session, and
-the sessions of one person, are not independent. :mod:`bench.stats` is imported when a report is built, not
-when this module is (the REPL and the library do not depend on the benchmark package).
+arms. Every CI is the two-stage percentile bootstrap of
+:func:`speculate.statistics.hierarchical_bootstrap_ci` with the person as the top cluster and the session (one
+REPL run) nested in it, since the turns of one session, and the sessions of one person, are not independent.
+The statistics are the benchmark's, kept below both (the library does not depend on the benchmark package).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speculate import statistics as st
 from speculate.backends import is_simulator
 from speculate.study.classify import LENGTH_BUCKETS, first_word, length_bucket
 from speculate.study.records import StudySession, TurnRecord, read_session, session_files
@@ -46,12 +47,6 @@ def load(dirs: Sequence[Path]) -> list[StudySession]:
             s = read_session(f)
             seen.setdefault(s.start.session, s)
     return list(seen.values())
-
-
-def _stats() -> Any:
-    from bench import stats
-
-    return stats
 
 
 Nested = list[list[list[Any]]]
@@ -86,7 +81,6 @@ def estimate(turns: Sequence[Turn], value: Callable[[TurnRecord], float | None],
              arm: str, *, seed: int, resamples: int) -> dict[str, Any]:
     """``base`` minus ``arm`` of ``center`` (median or mean) of ``value``, with both sides' n and centers and
     the CI."""
-    st = _stats()
     fn = st.median if center == "median" else st.mean
     groups = nest((t for t in turns if t.rec.arm in (base, arm)),
                   lambda t: None if (v := value(t.rec)) is None else (t.rec.arm, v))
@@ -102,7 +96,6 @@ def estimate(turns: Sequence[Turn], value: Callable[[TurnRecord], float | None],
 def rate(turns: Sequence[Turn], hit: Callable[[TurnRecord], bool], *, seed: int, resamples: int
          ) -> dict[str, Any]:
     """The share of ``turns`` for which ``hit`` holds, with its CI (the mean of 0/1 values)."""
-    st = _stats()
     groups = nest(turns, lambda t: 1.0 if hit(t.rec) else 0.0)
     xs = _flat(groups)
     ci = st.hierarchical_bootstrap_ci(groups, st.mean, seed=seed, n_resamples=resamples)
@@ -241,7 +234,6 @@ def by_group(turns: Sequence[Turn], key: Callable[[str], str], *, seed: int, res
 def timings(turns: Sequence[Turn], arms: Sequence[str]) -> dict[str, Any]:
     """Think, typing, first-token and answer times by arm (think and typing should not differ: the arm is
     not visible before the prompt is sent)."""
-    st = _stats()
     out: dict[str, Any] = {}
     for a in arms:
         rs = [t.rec for t in turns if usable(t) and t.rec.arm == a]

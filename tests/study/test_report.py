@@ -165,7 +165,7 @@ def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_contrast_left_undefined_on_resamples_is_dropped_or_refused() -> None:
-    from bench.stats import hierarchical_bootstrap_ci
+    from speculate.statistics import hierarchical_bootstrap_ci
     from speculate.study.report import contrast
 
     stat = contrast(lambda xs: sum(xs) / len(xs), "b", "a")

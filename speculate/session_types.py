@@ -1,0 +1,79 @@
+"""What a session is made with and what one turn gives back: :class:`SessionConfig` and :class:`TurnOutcome`.
+
+Below both :mod:`speculate.session` (which assembles a session from them) and the speculation engine (which
+returns a :class:`TurnOutcome` when it accepts), so neither imports the other for them.
+:mod:`speculate.session` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from speculate.agent_types import TurnResult
+from speculate.compaction import COMPACT_MARGIN, DEFAULT_WINDOW
+from speculate.models.base import Model
+from speculate.speculation.events import SpeculationRecord
+
+AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
+PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
+
+
+@dataclass(kw_only=True)
+class SessionConfig:
+    project: Path
+    model: Model
+    model_name: str = "claude-sonnet-4-6"
+    mode: PermissionMode = "acceptEdits"
+    speculate: bool = True
+    fork: bool = True  # False: show suggestions (ghost text, Tab) but never fork; the bench's `suggest` arm
+    overlay_backend: str = "auto"  # auto | pure | fuse | kernel
+    accept_running: Literal["wait", "stop"] = "wait"  # accepting a running fork: let it finish, or stop it
+    max_turns: int = 50
+    spec_max_turns: int = 20
+    spec_max_messages: int = 100
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+    events_path: Path | None = None
+    transcript_path: Path | None = None
+    # Where the Claude Code-shaped transcript a hook reads (transcript_path) is written, for a session with
+    # hooks; None: the default (speculate.hooks.transcript.default_dir()).
+    hook_transcript_dir: Path | None = None
+    spill_dir: Path | None = None
+    max_tokens: int = 8192
+    sandbox_limits: Any = None  # overlayfs.sandbox.SandboxLimits for speculative Bash; None: the defaults
+    mcp: bool = True  # connect the MCP servers of the project's .mcp.json
+    user_dir: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
+    context_window: int = DEFAULT_WINDOW  # the model's, in tokens (speculate.compaction)
+    compact_margin: int = COMPACT_MARGIN  # auto-compaction at context_window - compact_margin
+    auto_compact: bool = True
+    # A request refused as over the window compacts (its copy cut down to be summarisable) and is retried
+    # once; needs auto_compact too.
+    reactive_compact: bool = True
+    # Environment overrides for every command the session runs (Bash, hooks; main loop and sandboxed
+    # fork alike): the bench pins PATH to the workspace's toolchain (bench/toolchain.py).
+    tool_env: dict[str, str] | None = None
+    fork_headroom: int = 20_000  # tokens a speculative turn may add: no speculation closer to the threshold
+    # The speculation policy (speculate.speculation.policy); None: the settings' speculation.value /
+    # .candidates (absent: always fork, one candidate). spec_history: counts to start from, as a persisted
+    # project history would be (SpecPolicy.state()).
+    spec_value: float | None = None  # λ, dollars per second saved; inf: always fork
+    spec_candidates: int | None = None  # top-K
+    spec_history: dict[str, Any] | None = None
+    keep_accepted_diff: bool = False  # keep the diff of the last accepted speculation (the REPL's /diff)
+
+
+@dataclass
+class TurnOutcome:
+    prompt: str
+    text: str
+    latency_s: float  # submit -> final answer, as the user perceives it
+    accepted: bool  # the speculation was used
+    result: TurnResult | None  # the normal loop's part (None when the speculation answered it all)
+    speculation: SpeculationRecord | None = None
+    note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
+    error: str = ""  # the model failed (retries exhausted)
+    blocked: str = ""  # a UserPromptSubmit hook refused the prompt (its reason); nothing was sent
+    stopped: str = ""  # a hook said continue: false and the turn ended there (what it said)
