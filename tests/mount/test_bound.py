@@ -58,8 +58,22 @@ def test_discard_frees_the_layer_and_mounts_nothing(project: Path) -> None:
     assert layer is not None
     ov.write_text("a.txt", "a")
     assert Path("/proc/self/mountinfo").read_text() == before  # a detached mount: in no mount table
+    device = os.stat(layer.path).st_dev
+    assert device in _open_devices()
     ov.discard()
-    assert not os.path.exists(layer.path)  # this process holds it no longer: the kernel frees it
+    # This process holds no descriptor into that tmpfs any longer, so the kernel frees it. (Its fd number
+    # may already name something else another thread opened: compare devices, not paths.)
+    assert device not in _open_devices()
+
+
+def _open_devices() -> set[int]:
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.add(os.stat(f"/proc/self/fd/{fd}").st_dev)
+        except OSError:
+            pass  # closed while we listed
+    return found
 
 
 def test_an_unbounded_overlay_with_changes_cannot_be_bounded_later(project: Path, overlay: Overlay) -> None:
