@@ -180,6 +180,17 @@ class ViewSession:
             else:
                 self._stale = True
 
+    def record_so_far(self) -> None:
+        """Record now the bases of what a command still running has changed so far, where we record them
+        from the snapshot (else only its end does): an acceptance checks for conflicts while the fork's last
+        command may still be writing, and a change with no base counts as a conflict. The bases are the
+        snapshot's, taken before the first command, so recording them early changes none of them. Not while
+        fuse-overlayfs's own markers are in the upper layer: those are read only once it has closed."""
+        with self._lock:
+            if (self._snapshot is not None and self._users > 0 and self._given is None
+                    and not self._kind.stale_after_command(os.fspath(self.ov.upper))):
+                self._record()
+
     def outdated(self) -> None:
         """The layers changed under the view (a promotion): the next command gets a fresh mount and a fresh
         snapshot."""

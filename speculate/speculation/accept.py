@@ -87,6 +87,8 @@ def check(spec: Speculation) -> Promotion | None:
             return Promotion(False, "aborted", "speculation discarded: it stopped at a boundary "
                              f"({spec.record.boundary}); running normally")
         return None
+    if ov.sandbox is not None:  # the fork's last command may still be writing: the bases of what it wrote
+        ov.sandbox.record_so_far()
     bases = ov.bases()
     changes = ov.changes()
     conflicts, _ = find_conflicts(ov.lower, {c.path for c in changes} | set(bases), bases, ov.reads())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import pytest
 
 from overlayfs import stage as stages
 from overlayfs.bounded import LayerBound
+from overlayfs.conflicts import find_conflicts
 from overlayfs.mount import choose_backend
-from overlayfs.sandbox import BACKEND_FAILED_EXIT, keep_view, run_sandboxed
+from overlayfs.sandbox import BACKEND_FAILED_EXIT, CancelToken, keep_view, run_sandboxed
 from overlayfs.view import Overlay
 from tests.mount.conftest import backend_params, require
 
@@ -182,3 +184,39 @@ def test_auto_keeps_the_view_its_commands_run_on(kept: Overlay) -> None:
     r = run_sandboxed(kept, "echo one > a.txt", timeout=60, backend="auto")
     assert r.exit_code == 0, r.stderr
     assert held.backend == r.backend and kept.sandbox is held and not held.closed
+
+
+@pytest.mark.parametrize("backend", MOUNTABLE)
+def test_what_a_running_command_wrote_is_checked_against_its_bases(backend: str, kept: Overlay,
+                                                                   project: Path) -> None:
+    """An acceptance checks for conflicts while the fork's last command may still be writing (as a test run
+    writes __pycache__): what it wrote so far has its bases, so only the user's own edit is a conflict."""
+    require(backend)
+    (project / "src/shop/__pycache__").mkdir()
+    (project / "src/shop/__pycache__/cart.pyc").write_bytes(b"old")
+    keep_view(kept, backend)
+    token = CancelToken()
+    done: list[object] = []
+    cmd = ("echo mine > README.md; echo new > new.txt; echo fresh > src/shop/__pycache__/cart.pyc; "
+           "touch written; sleep 60")
+    runner = threading.Thread(target=lambda: done.append(run_sandboxed(kept, cmd, timeout=90, backend=backend,
+                                                                      cancel=token)))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(f"{kept.upper}/written") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(f"{kept.upper}/written") and runner.is_alive()
+        kept.sandbox.record_so_far()
+        changed = {c.path for c in kept.changes()}
+        assert {"README.md", "new.txt", "src/shop/__pycache__/cart.pyc"} <= changed
+        bases = kept.bases()
+        conflicts, _ = find_conflicts(kept.lower, changed | set(bases), bases, kept.reads())
+        assert conflicts == []
+        (project / "src/shop/__pycache__/cart.pyc").write_bytes(b"the user's")
+        conflicts, _ = find_conflicts(kept.lower, changed | set(bases), bases, kept.reads())
+        assert [c.path for c in conflicts] == ["src/shop/__pycache__/cart.pyc"]
+    finally:
+        token.cancel()
+        runner.join(60)
+    assert done and not runner.is_alive()
