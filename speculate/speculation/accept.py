@@ -84,8 +84,7 @@ def check(spec: Speculation) -> Promotion | None:
     ov = spec.overlay
     if ov is None:
         if spec.finished.is_set():
-            return Promotion(False, "aborted", "speculation discarded: it stopped at a boundary "
-                             f"({spec.record.boundary}); running normally")
+            return Promotion(False, "aborted", stopped_note(spec.record))
         return None
     if ov.sandbox is not None:  # the fork's last command may still be writing: the bases of what it wrote
         ov.sandbox.record_so_far()
@@ -95,6 +94,14 @@ def check(spec: Speculation) -> Promotion | None:
     conflicts += refusals(str(ov.lower), str(ov.upper), changes)
     return Promotion(False, "conflict", conflict_note(sorted(conflicts, key=lambda c: c.path))) if conflicts \
         else None
+
+
+def stopped_note(rec: Any, *, shown: bool = False) -> str:
+    """Why a fork that kept nothing to land (it stopped holding what made its boundary: a protected path
+    written, a hook that failed, its bounds; or before it began) is not used: the turn runs live."""
+    detail = f": {rec.boundary_detail[:200]}" if rec.boundary_detail else ""
+    return (f"speculation discarded: it stopped at a boundary ({rec.boundary}{detail}); nothing of "
+            + ("what it showed" if shown else "it") + " was applied; running normally")
 
 
 def conflict_note(conflicts: Any) -> str:

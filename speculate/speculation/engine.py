@@ -137,6 +137,8 @@ class SpeculationEngine:
 
         self._decide_suggestion("accepted", prompt)
         spec = self._spec
+        if spec is not None and spec.overlay is None and spec.finished.is_set():  # it kept nothing: say why
+            return await self._drop(spec, prompt, t0, "aborted", step.stopped_note(spec.record))
         if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
             await self.ignore("no_speculation")
             return await self.s.run_turn(prompt, t0)
@@ -166,9 +168,7 @@ class SpeculationEngine:
         finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
         if spec.overlay is None:  # discarded while the user waited (a boundary that holds its cause)
-            return await self._drop(spec, prompt, t0, "aborted", "speculation discarded: it stopped at a "
-                                    f"boundary ({rec.boundary}); nothing of what it showed was applied; "
-                                    "running normally")
+            return await self._drop(spec, prompt, t0, "aborted", step.stopped_note(rec, shown=True))
         landing = self.landing
         assert landing is not None
         if self.s.cfg.keep_accepted_diff:

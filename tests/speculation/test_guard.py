@@ -140,6 +140,9 @@ def test_a_command_that_wrote_a_protected_path_discards_the_overlay(tmp_path: Pa
             assert spec.overlay is None and tree_hash(root) == before
             out = await s.submit(name)  # runs as a normal turn: the command on the real tree, as typed
             assert not out.accepted
+            # and says why, on the turn and on the fork's record
+            assert "stopped at a boundary (protected: " in out.note and "running normally" in out.note
+            assert rec.outcome == "aborted" and rec.reason == out.note
 
     trio.run(main)
 
