@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from overlayfs.copyup import copy_file, fsync_all, run_all, stat_mode
+from overlayfs.copyup import copy_file, run_all, stat_mode
+from overlayfs.flush import Flush
 from overlayfs.merged import kind_of, lstat_or_none
 from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
 
@@ -96,33 +97,46 @@ class Steps:
         """Stage everything; returns what the commit record keeps (the targets' stamps after their backup
         links, the staged entries' stamps)."""
         durable = self.j["durable"]
+        with Flush(self.lower if durable else None) as flush:  # before the first write it makes durable
+            return self._prepare(durable, flush)
+
+    def _prepare(self, durable: bool, flush: Flush) -> dict[str, Any]:
         dirs = set()  # whose entries changed
+        unsynced = []  # files whose data is not fsync'd where it is written
         for rel in self.j["pre"]:
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
             dirs.add(os.path.dirname(self.p(rel)))
         copies: dict[int, tuple[str, str, int, bool]] = {}
+        size = 0
         after: list[Stamp | None] = [None] * len(self.puts)
         for i, (rel, stage, backup, mode, want) in enumerate(self.puts):
             self.at = rel
             src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
-            if stat_mod.S_ISLNK(os.lstat(src).st_mode):
+            st = os.lstat(src)
+            if stat_mod.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
                 copies[i] = (src, dst, mode, durable)
+                size += st.st_size
             if backup is not None:
                 self._expect(rel, want)
-                _backup(self.p(rel), self.p(backup))
+                if not _backup(self.p(rel), self.p(backup)):
+                    unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
             dirs.add(os.path.dirname(dst))
-        # The file copies run concurrently, each fsync'd by its own thread (one journal commit for many).
+        if durable and flush.plan(size):  # one syncfs below covers the copies' data as well
+            unsynced += [dst for _, dst, _, _ in copies.values()]
+            copies = {i: (src, dst, mode, False) for i, (src, dst, mode, _) in copies.items()}
+        # The file copies run concurrently; without a syncfs each is fsync'd by its own thread (the
+        # filesystem commits its journal once for many), and the directories are fsync'd after them.
         for i, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
             if err is not None:
                 self.at = self.puts[i][0]
                 raise err
         if durable:
             self.at = "."
-            fsync_all(dirs)
+            flush.sync([*unsynced, *dirs])
         self.after_backup = after
         if self.check:
             self.verify()
@@ -158,6 +172,11 @@ class Steps:
         """Roll forward from the commit point (idempotent)."""
         self.at = "."
         self.check_root()
+        durable = self.j["durable"]
+        with Flush(self.lower if durable else None) as flush:  # before the first rename it makes durable
+            self._apply(durable, flush)
+
+    def _apply(self, durable: bool, flush: Flush) -> None:
         dirs = set()
         for rel, kind, trash, ino, want in self.rms:  # deepest first
             self.at = rel
@@ -190,9 +209,9 @@ class Steps:
             dirs.add(os.path.dirname(self.p(rel)))
         if self.check:
             self._unwritten()
-        if self.j["durable"]:
+        if durable:
             self.at = "."
-            fsync_all(dirs)
+            flush.sync(dirs)
 
     def _landed(self, i: int) -> bool:
         rel, stage = self.puts[i][0], self.puts[i][1]
@@ -363,16 +382,18 @@ def _stage(src: str, dst: str, mode: int, durable: bool) -> None:
     copy_file(src, dst, mode=mode, fsync=durable)
 
 
-def _backup(src: str, dst: str) -> None:
-    """Keep the entry a put replaces under a second name: a hard link, or a copy where links fail."""
+def _backup(src: str, dst: str) -> bool:
+    """Keep the entry a put replaces under a second name: a hard link, or a copy where links fail. False
+    for a copy of a file: its data is not synced yet."""
     try:
         os.link(src, dst, follow_symlinks=False)
-        return
+        return True
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV, errno.ENOSYS):
             raise
     st = os.lstat(src)
     if stat_mod.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(src), dst)
-    else:
-        copy_file(src, dst, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+        return True  # a name only, which the directory's sync covers
+    copy_file(src, dst, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+    return False
