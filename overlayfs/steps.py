@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from overlayfs.copyup import copy_file, run_all, stat_mode
+from overlayfs.copyup import copy_file, link_or_copy, run_all, stat_mode
 from overlayfs.flush import Flush
 from overlayfs.merged import kind_of, lstat_or_none
 from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
@@ -35,6 +35,8 @@ from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, sa
 # The benchmark turns this off to measure promotion without the identity re-checks (bench/micro/accept_bench);
 # nothing else may.
 RECHECK = True
+# Copies of at most this many bytes in all, none fsync'd on its own, run on the promoting thread.
+SERIAL_BYTES = 1 << 20
 # When a list, apply appends (time of an entry's last identity check, time it was swapped in or moved aside),
 # perf_counter seconds, for each entry it replaces or removes (the benchmark measures the window with it).
 WINDOWS: list[tuple[float, float]] | None = None
@@ -121,16 +123,18 @@ class Steps:
                 size += st.st_size
             if backup is not None:
                 self._expect(rel, want)
-                if not _backup(self.p(rel), self.p(backup)):
+                if not link_or_copy(self.p(rel), self.p(backup)):
                     unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
             dirs.add(os.path.dirname(dst))
         if durable and flush.plan(size):  # one syncfs below covers the copies' data as well
             unsynced += [dst for _, dst, _, _ in copies.values()]
             copies = {i: (src, dst, mode, False) for i, (src, dst, mode, _) in copies.items()}
-        # The file copies run concurrently; without a syncfs each is fsync'd by its own thread (the
-        # filesystem commits its journal once for many), and the directories are fsync'd after them.
-        for i, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
+        # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:
+        # the filesystem commits its journal once for many; then the directories) or copy much; small
+        # copies into the page cache are cheaper one after the other.
+        threads = size > SERIAL_BYTES or any(sync for _, _, _, sync in copies.values())
+        for i, err in zip(copies, run_all(_stage, list(copies.values()), threads=threads), strict=True):
             if err is not None:
                 self.at = self.puts[i][0]
                 raise err
@@ -276,23 +280,36 @@ class Steps:
             if st is not None and want is not None and len(want) > 3 and not same(st, want):
                 raise Changed(rel, "written in the real tree while the acceptance was being written")
 
-    def finish(self) -> None:
+    def finish(self, aside: str | None = None) -> None:
         """After apply: delete the backups and the trash (what the promotion replaced or removed), and an
-        old entry a swap displaced if the process was killed before its name went."""
+        old entry a swap displaced if the process was killed before its name went. ``aside``: a directory
+        outside the project, on its filesystem, to move them into instead (deleted later, on a thread:
+        freeing a file's blocks takes milliseconds each on a busy disk, and nobody waits for that)."""
         for _, stage, backup, _, _ in self.puts:
             self._remove(stage)
             if backup is not None:
-                self._remove(backup)
+                self._drop(backup, aside)
         for rel, _, trash, _, _ in self.rms:
-            self._tolerate(f"remove {self.p(trash)}", self.p(trash), self._drop_trash, rel, trash)
+            self._tolerate(f"remove {self.p(trash)}", self.p(trash), self._drop_trash, rel, trash, aside)
 
-    def _drop_trash(self, rel: str, trash: str) -> None:
+    def _drop(self, rel: str, aside: str | None) -> None:
+        if aside is not None:
+            try:
+                os.rename(self.p(rel), f"{aside}/{os.path.basename(rel)}")
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                pass  # another filesystem after all, a full directory: remove it here
+        self._remove(rel)
+
+    def _drop_trash(self, rel: str, trash: str, aside: str | None) -> None:
         t = self.p(trash)
         st = lstat_or_none(t)
         if st is None:
             return
         if not stat_mod.S_ISDIR(st.st_mode):
-            os.unlink(t)
+            self._drop(trash, aside)
             return
         try:
             os.rmdir(t)
@@ -380,20 +397,3 @@ def _window(t: float) -> None:
 
 def _stage(src: str, dst: str, mode: int, durable: bool) -> None:
     copy_file(src, dst, mode=mode, fsync=durable)
-
-
-def _backup(src: str, dst: str) -> bool:
-    """Keep the entry a put replaces under a second name: a hard link, or a copy where links fail. False
-    for a copy of a file: its data is not synced yet."""
-    try:
-        os.link(src, dst, follow_symlinks=False)
-        return True
-    except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV, errno.ENOSYS):
-            raise
-    st = os.lstat(src)
-    if stat_mod.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(src), dst)
-        return True  # a name only, which the directory's sync covers
-    copy_file(src, dst, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
-    return False

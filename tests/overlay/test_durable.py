@@ -8,11 +8,15 @@ The order that crash safety needs under power loss (docs/overlay.md, "Durability
    commit record is synced;
 3. the commit record is synced before the first rename in the real tree;
 4. every directory a rename changed is synced after the last rename, before ``finish`` is journaled.
+
+Then what the promotion replaced or removed is deleted off the promoting thread where it can be moved
+aside (its blocks are freed later).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from overlayfs import Overlay, PromoteError, flush, stamps
-from overlayfs.state import ENV, project_state, remove_tree
+from overlayfs.state import ENV, project_state, remove_tree, wait_disposals
 from tests.overlay.conftest import make_tree, snapshot
 from tests.overlay.fskit import tmpfs
 
@@ -244,3 +248,52 @@ def test_a_failed_syncfs_rolls_the_promotion_back(tree: Path, step: int, monkeyp
         ov.promote()
     assert e.value.errno == 5 and str(tree) in str(e.value)
     assert snapshot(tree) == before
+
+
+def _unlinked_in(tree: Path, ov: Overlay) -> list[str]:
+    """Promote ``ov``'s changes; the backup and trash names the promoting thread unlinked in ``tree``."""
+    gone: list[str] = []
+    real = os.unlink
+
+    def unlink(path: str, *args: object, **kwargs: object) -> None:
+        if threading.current_thread() is threading.main_thread() and str(path).startswith(f"{tree}/") \
+                and re.search(r"\.[br]\d+\.ovl-tmp$", str(path)):
+            gone.append(os.path.basename(path))
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    os.unlink = unlink  # type: ignore[assignment]
+    try:
+        assert ov.promote().ok
+    finally:
+        os.unlink = real
+    return gone
+
+
+def test_what_a_promotion_replaced_is_deleted_off_its_path(tree: Path) -> None:
+    """The old versions of replaced and deleted files (backups, trash) are moved into the overlay's meta/tmp
+    and deleted on a thread: freeing their blocks costs milliseconds each on a busy disk. The real tree holds
+    none of our names afterwards, and meta/tmp is empty once the deletion is done."""
+    ov = Overlay(tree)
+    _change(ov)
+    assert _unlinked_in(tree, ov) == []
+    wait_disposals()
+    assert not [p for p in tree.rglob("*") if p.name.endswith(".ovl-tmp")]
+    assert os.listdir(ov.metadir / "tmp") == []
+    assert (tree / "a.txt").read_bytes() == b"new a\n" and not (tree / "gone.txt").exists()
+
+
+def test_with_the_state_dir_on_another_filesystem_they_are_deleted_in_place(tree: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    shm = Path("/dev/shm")
+    if not os.access(shm, os.W_OK) or os.stat(shm).st_dev == os.stat(tree).st_dev:
+        pytest.skip("needs a writable /dev/shm on another filesystem than the project")
+    state = Path(os.path.realpath(shm)) / f"speculate-durable-{os.getpid()}"
+    monkeypatch.setenv(ENV, str(state))
+    try:
+        ov = Overlay(tree)
+        _change(ov)
+        gone = _unlinked_in(tree, ov)
+        assert {n.split(".")[1] for n in gone} == {"a", "b", "d", "e", "gone"}  # the replaced and the deleted
+        assert not [p for p in tree.rglob("*") if p.name.endswith(".ovl-tmp")]
+    finally:
+        remove_tree(state)
