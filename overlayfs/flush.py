@@ -10,7 +10,8 @@ used only when all of these hold (else the batch falls back to the fsyncs, which
   server, NFS or overlayfs may do less, or report less);
 - the descriptor it is called on was opened before the batch's writes (:class:`Flush` is made first):
   syncfs reports a writeback error of the filesystem that happened since that descriptor was opened;
-- every file and directory of the batch is on that filesystem (a mount point inside the project is not);
+- every file and directory of the batch is on that filesystem (a mount point inside the project is not),
+  and there are at least :data:`MIN_PATHS` of them;
 - the dirty and in-writeback memory of the whole machine (``/proc/meminfo``), less the bytes the batch
   itself wrote, is at most :data:`DIRTY_LIMIT`: syncfs also flushes other processes' unrelated data on the
   same filesystem, and a promotion must not wait for somebody's download. Under such writes the fsyncs,
@@ -35,6 +36,9 @@ from overlayfs.copyup import fsync_all
 SYNCFS = True
 # Other processes' dirty data (bytes, the whole machine) above which a batch uses fsyncs instead of syncfs.
 DIRTY_LIMIT = 16 << 20
+# A smaller batch is fsync'd on the promoting thread (copyup.run_all): as cheap as a syncfs, and it writes
+# back nothing of anybody else's.
+MIN_PATHS = 3
 # statfs f_type of the filesystems whose syncfs is trusted: ext2/3/4, xfs, btrfs, tmpfs.
 TRUSTED = {0xEF53, 0x58465342, 0x9123683E, 0x01021994}
 
@@ -100,12 +104,13 @@ class Flush:
             os.close(self.fd)
             self.fd = None
 
-    def plan(self, ours: int = 0) -> bool:
-        """Whether the batch, which writes ``ours`` bytes of file data, will be one syncfs (then its files
-        need no fsync of their own)."""
+    def plan(self, paths: int, ours: int = 0) -> bool:
+        """Whether the batch of ``paths`` files and directories, which writes ``ours`` bytes of file data,
+        will be one syncfs (then its files need no fsync of their own)."""
         if self.use_syncfs is None:
             try:
-                self.use_syncfs = self.fd is not None and dirty_bytes() <= DIRTY_LIMIT + ours
+                self.use_syncfs = (self.fd is not None and paths >= MIN_PATHS
+                                   and dirty_bytes() <= DIRTY_LIMIT + ours)
             except (OSError, ValueError, IndexError):
                 self.use_syncfs = False
         return self.use_syncfs
@@ -114,7 +119,7 @@ class Flush:
         """Make ``paths`` (files and directories, which must exist) durable; returns how: "syncfs" or
         "fsync". Raises OSError (the fsync's names its path; a syncfs error names the project root)."""
         paths = list(paths)
-        if self.plan() and self.fd is not None and all(os.lstat(p).st_dev == self.dev for p in paths):
+        if self.plan(len(paths)) and self.fd is not None and all(os.lstat(p).st_dev == self.dev for p in paths):
             try:
                 syncfs(self.fd)
             except OSError as e:

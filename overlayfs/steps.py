@@ -127,7 +127,7 @@ class Steps:
                     unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
             dirs.add(os.path.dirname(dst))
-        if durable and flush.plan(size):  # one syncfs below covers the copies' data as well
+        if durable and flush.plan(len(copies) + len(unsynced) + len(dirs), size):  # then one syncfs covers them
             unsynced += [dst for _, dst, _, _ in copies.values()]
             copies = {i: (src, dst, mode, False) for i, (src, dst, mode, _) in copies.items()}
         # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:

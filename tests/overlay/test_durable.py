@@ -184,6 +184,18 @@ def test_durable_promotion_syncs_in_the_order_crash_safety_needs(tree: Path, syn
     assert (tree / "newdir/deep/f.txt").read_bytes() == b"deep\n" and not (tree / "gone.txt").exists()
 
 
+def test_a_small_batch_is_fsyncd_on_the_promoting_thread(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One file: a file and a directory to sync, then a directory; fsyncs, which flush nobody else's data."""
+    monkeypatch.setattr(flush, "DIRTY_LIMIT", 1 << 62)
+    ov = Overlay(tree)
+    ov.write_bytes("a.txt", b"new a\n")
+    with traced() as calls:
+        assert ov.promote().ok
+    check_order(calls, tree, project_state(tree).journal)
+    assert not [c for c in calls if c.kind == "syncfs"]
+    assert {c.path for c in calls if c.kind == "fsync"} >= {str(tree)}
+
+
 def test_the_journal_on_another_filesystem_keeps_its_own_syncs(tree: Path, monkeypatch: pytest.MonkeyPatch,
                                                                tmp_path: Path) -> None:
     shm = Path("/dev/shm")
