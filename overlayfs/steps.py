@@ -297,10 +297,8 @@ class Steps:
             try:
                 os.rename(self.p(rel), f"{aside}/{os.path.basename(rel)}")
                 return
-            except FileNotFoundError:
-                return
             except OSError:
-                pass  # another filesystem after all, a full directory: remove it here
+                pass  # gone already, or another filesystem after all, or the aside dir went: remove it here
         self._remove(rel)
 
     def _drop_trash(self, rel: str, trash: str, aside: str | None) -> None:
