@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat as stat_mod
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -109,6 +110,23 @@ def copy_file(src: str, dst: str, *, mode: int | None = None, fsync: bool = Fals
     return n
 
 
+def link_or_copy(src: str, dst: str) -> bool:
+    """A second name for the file or link ``src`` (promotion's backup of what a put replaces): a hard link,
+    or a copy where links fail. False for a copy of a file: its data is not synced yet."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+        return True
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV, errno.ENOSYS):
+            raise
+    st = os.lstat(src)
+    if stat_mod.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(src), dst)
+        return True  # a name only, which the directory's sync covers
+    copy_file(src, dst, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+    return False
+
+
 def _remove_partial(path: str) -> None:
     try:
         os.unlink(path)
@@ -131,11 +149,13 @@ def fsync_dir(path: str) -> None:
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
-def run_all(fn: Callable[..., object], calls: Sequence[tuple[object, ...]]) -> list[BaseException | None]:
+def run_all(fn: Callable[..., object], calls: Sequence[tuple[object, ...]], *,
+            threads: bool = True) -> list[BaseException | None]:
     """Run ``fn(*args)`` for every args tuple concurrently (file I/O releases the GIL) and wait for all of
-    them, also when one fails; returns each call's exception or None, in order."""
+    them, also when one fails; returns each call's exception or None, in order. ``threads=False`` (calls
+    that never wait for the disk) runs them one after the other: cheaper than handing each to a thread."""
     global _pool
-    if len(calls) < 3:
+    if len(calls) < 3 or not threads:
         out: list[BaseException | None] = []
         for args in calls:
             try:

@@ -32,6 +32,7 @@ from typing import Any
 from overlayfs.copyup import fsync_dir, write_all
 from overlayfs.errors import OverlayError
 from overlayfs.stamps import Changed
+from overlayfs.state import remove_later
 from overlayfs.steps import Steps
 
 VERSION = 3
@@ -199,7 +200,7 @@ def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> Outc
         raise PromoteError(e, s.lower, ".", "prepare", file=str(path),
                            note=" (the acceptance journal could not be written)" + _try_clear(path, s)) from e
     j["commit"] = measured
-    return _forward(path, s, finalize)
+    return _forward(path, s, finalize, aside=True)
 
 
 def _cause(e: BaseException, s: Steps, file: Path | None = None) -> str:
@@ -210,7 +211,22 @@ def _cause(e: BaseException, s: Steps, file: Path | None = None) -> str:
     return str(e)
 
 
-def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None]) -> Outcome:
+def _aside(j: Journal) -> str | None:
+    """A new directory in the overlay's ``meta/tmp`` for the spent backups and trash when that is on the
+    project's filesystem (a rename into it is O(1)); None: they are deleted in place."""
+    if not j["rms"] and not any(put[2] for put in j["puts"]):
+        return None  # nothing was replaced or removed
+    tmp = f"{j['metadir']}/tmp"
+    try:
+        if os.stat(tmp).st_dev != os.stat(j["lower"]).st_dev:
+            return None
+        os.mkdir(aside := f"{tmp}/finished-{j['token']}", 0o700)
+    except OSError:
+        return None
+    return aside
+
+
+def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None], *, aside: bool = False) -> Outcome:
     if s.j["state"] != "finish":  # a replay after finish began must not apply (or undo) again: backups go
         try:
             s.apply()
@@ -232,7 +248,12 @@ def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None]) -> Outco
             mark(path, "finish", sync=False)
         except OSError:
             pass  # a journal that cannot be written: its replay re-applies (a no-op), then finishes
-    s.finish()
+    # The live promotion moves what it replaced or removed aside and deletes it on a thread; a replay after
+    # a crash deletes in place (the dead process's overlay, where the aside dir would be, is swept anyway).
+    spent = _aside(s.j) if aside else None
+    s.finish(spent)
+    if spent is not None:
+        remove_later(Path(spent))
     notes = list(s.problems)
     try:
         finalize(s.j)

@@ -229,9 +229,14 @@ def dispose(path: Path, aside: Path) -> None:
     except OSError:  # another filesystem (or already gone): remove it here
         remove_tree(path)
         return
-    t = threading.Thread(target=_remove_quietly, args=(aside,), name="overlayfs-dispose", daemon=True)
+    remove_later(aside)
+
+
+def remove_later(path: Path) -> None:
+    """Remove the tree ``path`` (outside any project, nobody's any more) on a daemon thread."""
+    t = threading.Thread(target=_remove_quietly, args=(path,), name="overlayfs-dispose", daemon=True)
     t.start()
-    _disposals[:] = [(p, d) for p, d in _disposals if d.is_alive()] + [(aside, t)]
+    _disposals[:] = [(p, d) for p, d in _disposals if d.is_alive()] + [(path, t)]
 
 
 def wait_disposals(under: Path | None = None) -> None:

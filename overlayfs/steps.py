@@ -27,13 +27,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from overlayfs.copyup import copy_file, fsync_all, run_all, stat_mode
+from overlayfs.copyup import copy_file, link_or_copy, run_all, stat_mode
+from overlayfs.flush import Flush
 from overlayfs.merged import kind_of, lstat_or_none
 from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
 
 # The benchmark turns this off to measure promotion without the identity re-checks (bench/micro/accept_bench);
 # nothing else may.
 RECHECK = True
+# Copies of at most this many bytes in all, none fsync'd on its own, run on the promoting thread.
+SERIAL_BYTES = 1 << 20
 # When a list, apply appends (time of an entry's last identity check, time it was swapped in or moved aside),
 # perf_counter seconds, for each entry it replaces or removes (the benchmark measures the window with it).
 WINDOWS: list[tuple[float, float]] | None = None
@@ -96,33 +99,48 @@ class Steps:
         """Stage everything; returns what the commit record keeps (the targets' stamps after their backup
         links, the staged entries' stamps)."""
         durable = self.j["durable"]
+        with Flush(self.lower if durable else None) as flush:  # before the first write it makes durable
+            return self._prepare(durable, flush)
+
+    def _prepare(self, durable: bool, flush: Flush) -> dict[str, Any]:
         dirs = set()  # whose entries changed
+        unsynced = []  # files whose data is not fsync'd where it is written
         for rel in self.j["pre"]:
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
             dirs.add(os.path.dirname(self.p(rel)))
         copies: dict[int, tuple[str, str, int, bool]] = {}
+        size = 0
         after: list[Stamp | None] = [None] * len(self.puts)
         for i, (rel, stage, backup, mode, want) in enumerate(self.puts):
             self.at = rel
             src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
-            if stat_mod.S_ISLNK(os.lstat(src).st_mode):
+            st = os.lstat(src)
+            if stat_mod.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
                 copies[i] = (src, dst, mode, durable)
+                size += st.st_size
             if backup is not None:
                 self._expect(rel, want)
-                _backup(self.p(rel), self.p(backup))
+                if not link_or_copy(self.p(rel), self.p(backup)):
+                    unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
             dirs.add(os.path.dirname(dst))
-        # The file copies run concurrently, each fsync'd by its own thread (one journal commit for many).
-        for i, err in zip(copies, run_all(_stage, list(copies.values())), strict=True):
+        if durable and flush.plan(len(copies) + len(unsynced) + len(dirs), size):  # then one syncfs covers them
+            unsynced += [dst for _, dst, _, _ in copies.values()]
+            copies = {i: (src, dst, mode, False) for i, (src, dst, mode, _) in copies.items()}
+        # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:
+        # the filesystem commits its journal once for many; then the directories) or copy much; small
+        # copies into the page cache are cheaper one after the other.
+        threads = size > SERIAL_BYTES or any(sync for _, _, _, sync in copies.values())
+        for i, err in zip(copies, run_all(_stage, list(copies.values()), threads=threads), strict=True):
             if err is not None:
                 self.at = self.puts[i][0]
                 raise err
         if durable:
             self.at = "."
-            fsync_all(dirs)
+            flush.sync([*unsynced, *dirs])
         self.after_backup = after
         if self.check:
             self.verify()
@@ -158,6 +176,11 @@ class Steps:
         """Roll forward from the commit point (idempotent)."""
         self.at = "."
         self.check_root()
+        durable = self.j["durable"]
+        with Flush(self.lower if durable else None) as flush:  # before the first rename it makes durable
+            self._apply(durable, flush)
+
+    def _apply(self, durable: bool, flush: Flush) -> None:
         dirs = set()
         for rel, kind, trash, ino, want in self.rms:  # deepest first
             self.at = rel
@@ -190,9 +213,9 @@ class Steps:
             dirs.add(os.path.dirname(self.p(rel)))
         if self.check:
             self._unwritten()
-        if self.j["durable"]:
+        if durable:
             self.at = "."
-            fsync_all(dirs)
+            flush.sync(dirs)
 
     def _landed(self, i: int) -> bool:
         rel, stage = self.puts[i][0], self.puts[i][1]
@@ -257,23 +280,34 @@ class Steps:
             if st is not None and want is not None and len(want) > 3 and not same(st, want):
                 raise Changed(rel, "written in the real tree while the acceptance was being written")
 
-    def finish(self) -> None:
+    def finish(self, aside: str | None = None) -> None:
         """After apply: delete the backups and the trash (what the promotion replaced or removed), and an
-        old entry a swap displaced if the process was killed before its name went."""
+        old entry a swap displaced if the process was killed before its name went. ``aside``: a directory
+        outside the project, on its filesystem, to move them into instead (deleted later, on a thread:
+        freeing a file's blocks takes milliseconds each on a busy disk, and nobody waits for that)."""
         for _, stage, backup, _, _ in self.puts:
             self._remove(stage)
             if backup is not None:
-                self._remove(backup)
+                self._drop(backup, aside)
         for rel, _, trash, _, _ in self.rms:
-            self._tolerate(f"remove {self.p(trash)}", self.p(trash), self._drop_trash, rel, trash)
+            self._tolerate(f"remove {self.p(trash)}", self.p(trash), self._drop_trash, rel, trash, aside)
 
-    def _drop_trash(self, rel: str, trash: str) -> None:
+    def _drop(self, rel: str, aside: str | None) -> None:
+        if aside is not None:
+            try:
+                os.rename(self.p(rel), f"{aside}/{os.path.basename(rel)}")
+                return
+            except OSError:
+                pass  # gone already, or another filesystem after all, or the aside dir went: remove it here
+        self._remove(rel)
+
+    def _drop_trash(self, rel: str, trash: str, aside: str | None) -> None:
         t = self.p(trash)
         st = lstat_or_none(t)
         if st is None:
             return
         if not stat_mod.S_ISDIR(st.st_mode):
-            os.unlink(t)
+            self._drop(trash, aside)
             return
         try:
             os.rmdir(t)
@@ -361,18 +395,3 @@ def _window(t: float) -> None:
 
 def _stage(src: str, dst: str, mode: int, durable: bool) -> None:
     copy_file(src, dst, mode=mode, fsync=durable)
-
-
-def _backup(src: str, dst: str) -> None:
-    """Keep the entry a put replaces under a second name: a hard link, or a copy where links fail."""
-    try:
-        os.link(src, dst, follow_symlinks=False)
-        return
-    except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV, errno.ENOSYS):
-            raise
-    st = os.lstat(src)
-    if stat_mod.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(src), dst)
-    else:
-        copy_file(src, dst, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))

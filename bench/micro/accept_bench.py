@@ -1,7 +1,8 @@
 """Accept latency (promotion plus injection), the cost of the commit-point re-checks, the conflict window,
 and the cost of the start-up recovery check.
 
-Run: ``.venv/bin/python -m bench.micro.accept_bench [--reps 100] [--reps-1000 20] [--dir DIR] [--not-durable]``.
+Run: ``.venv/bin/python -m bench.micro.accept_bench [--reps 100] [--reps-1000 20] [--dir DIR] [--not-durable]
+[--breakdown N]``.
 
 Each rep opens a fresh default overlay over a 2,000-file project (in the project's state dir, as the
 engine does), rewrites N files in it (untimed), then times what ``SpeculationEngine.accept`` does once the
@@ -17,21 +18,27 @@ False``, which only this benchmark sets; the copy size checks and the landing po
 conflict check to the file's rename (an edit landing there was overwritten); ``after``, from the file's last
 identity check to its swap (what is left; a replacement or deletion there is still caught by the check of
 what the swap displaced, see docs/overlay.md).
+
+``--breakdown N`` adds where the time of a promotion of N files goes (p50 per step) and its sequential
+durability rounds: every fsync, fdatasync and syncfs is timed on whatever thread issues it, and calls that
+overlap in time count as one round (the promotion waits for each round before its next step).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from overlayfs import Overlay, recover_project, steps
+from overlayfs import Overlay, flush, journal, recover_project, steps
 from overlayfs import promote as promote_mod
 from overlayfs.state import ENV, remove_tree, wait_disposals
 from speculate.speculation.trim import completed_part
@@ -105,15 +112,104 @@ def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool,
     return t1 - t0, t2 - t0
 
 
+# The steps of a promotion the breakdown times: (label, owner, attribute).
+PHASES = (("journal the plan (begin)", journal, "begin"), ("prepare: stage and sync", steps.Steps, "prepare"),
+          ("journal marks (commit, finish)", journal, "mark"), ("apply: swap in and sync", steps.Steps, "apply"),
+          ("finish: drop backups, trash", steps.Steps, "finish"),
+          ("clear the upper layer", promote_mod, "_finalize_journal"), ("clear the journal", journal, "clear"))
+
+
+@contextlib.contextmanager
+def timed(phases: dict[str, float], syncs: list[tuple[float, float]]) -> Iterator[None]:
+    """Add each step's time to ``phases`` and each sync call's (start, end) to ``syncs`` while inside."""
+    saved: list[tuple[Any, str, Any]] = []
+
+    def wrap(owner: Any, name: str, record: Callable[[float, float], None]) -> None:
+        real = getattr(owner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                record(t, time.perf_counter())
+
+        saved.append((owner, name, real))
+        setattr(owner, name, call)
+
+    for label, owner, name in PHASES:
+        wrap(owner, name, lambda t, u, label=label: phases.__setitem__(label, phases.get(label, 0.0) + u - t))
+    for owner, name in [(os, "fsync"), (os, "fdatasync"), (flush, "syncfs")]:
+        wrap(owner, name, lambda t, u: syncs.append((t, u)))
+    try:
+        yield
+    finally:
+        for owner, name, real in reversed(saved):
+            setattr(owner, name, real)
+
+
+HOW: dict[str, int] = {}  # durable batches by how they were synced ("syncfs", "fsync")
+
+
+def counted(real: Callable[..., str]) -> Callable[..., str]:
+    def sync(*args: Any) -> str:
+        how = real(*args)
+        HOW[how] = HOW.get(how, 0) + 1
+        return how
+
+    return sync
+
+
+def rounds(calls: list[tuple[float, float]]) -> tuple[int, float]:
+    """Sync calls that overlap in time merged into rounds: (how many, their total wall time)."""
+    n, total, end = 0, 0.0, -1.0
+    for t, u in sorted(calls):
+        if t > end:
+            n += 1
+            total += u - t
+        elif u > end:
+            total += u - end
+        end = max(end, u)
+    return n, total
+
+
+def breakdown(project: Path, rels: list[str], n: int, reps: int, durable: bool) -> None:
+    runs: list[tuple[float, dict[str, float], tuple[int, float]]] = []
+    for r in range(-1, reps):  # rep numbers of their own: a rewrite identical to the real file is no change
+        phases: dict[str, float] = {}
+        syncs: list[tuple[float, float]] = []
+        with timed(phases, syncs):
+            total = accept_once(project, rels, n, 10**6 + r, durable, True, [])[0]
+        if r >= 0:
+            runs.append((total, phases, rounds(syncs)))
+    print(f"\nwhere a promotion of {n} files goes (durable={durable}, {reps} reps; p50 of each, ms):\n")
+    print("| step | p50 (ms) |")
+    print("|---|---|")
+    med = statistics.median
+    for label, _, _ in PHASES:
+        print(f"| {label} | {med([p.get(label, 0.0) for _, p, _ in runs]) * 1e3:.2f} |")
+    rest = [t - sum(p.values()) for t, p, _ in runs]
+    print(f"| the rest (lock, changes, conflict check, plan) | {med(rest) * 1e3:.2f} |")
+    print(f"| **promote()** | {med([t for t, _, _ in runs]) * 1e3:.2f} |")
+    print(f"| sequential sync rounds: count p50 (min-max) / their wall time p50 | "
+          f"{med([k for _, _, (k, _) in runs]):.0f} ({min(k for _, _, (k, _) in runs)}-"
+          f"{max(k for _, _, (k, _) in runs)}) / {med([w for _, _, (_, w) in runs]) * 1e3:.2f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.micro.accept_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=100, help="reps for 1 and 20 files (default 100)")
-    ap.add_argument("--reps-1000", type=int, default=20, help="reps for 1,000 files (default 20)")
+    ap.add_argument("--reps-1000", type=int, default=20, help="reps for 1,000 files (default 20; 0 leaves "
+                    "that row out)")
     ap.add_argument("--dir", type=Path, default=None, help="where the project and state dir go "
                     "(default: a temp dir in $TMPDIR)")
     ap.add_argument("--not-durable", action="store_true", help="promote(durable=False): no data or directory "
                     "fsyncs (the journal's stay), to tell the disk's share from the rest")
+    ap.add_argument("--no-syncfs", action="store_true", help="durable batches always by per-file and "
+                    "per-directory fsyncs (overlayfs.flush.SYNCFS = False), to compare with syncfs")
+    ap.add_argument("--breakdown", type=int, default=0, metavar="N", help="also time the steps and the sync "
+                    "rounds of a promotion of N files (--reps reps)")
     a = ap.parse_args(argv)
     top = Path(tempfile.mkdtemp(prefix="accept-bench-", dir=a.dir))
     os.environ[ENV] = str(top / "state")  # never the user's own state dir
@@ -122,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         rels = build_project(project)
         fs = subprocess.run(["stat", "-f", "-c", "%T", str(top)], capture_output=True, text=True).stdout.strip()
         durable = not a.not_durable
+        flush.SYNCFS = not a.no_syncfs
+        flush.Flush.sync = counted(flush.Flush.sync)  # type: ignore[method-assign]  # counts, same result
+        load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"# {PROJECT_FILES}-file project on {fs} ({top}); durable={durable}; {os.cpu_count()} cores, "
               f"kernel {os.uname().release}, Python {sys.version.split()[0]}")
         print("| files | reps | promote p50 before / after (ms) | promote p99 before / after (ms) | "
@@ -129,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         windows: dict[tuple[int, bool], list[float]] = {}
         for n, reps in ((1, a.reps), (20, a.reps), (1000, a.reps_1000)):
+            if reps <= 0:
+                continue
             for recheck in (False, True):
                 accept_once(project, rels, n, -1, durable, recheck, [])  # warm-up
             runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
@@ -144,15 +245,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"{pct(acc, 0.5) * 1e3:.1f} | {statistics.median(inj) * 1e3:.2f} |", flush=True)
         print("\n| files | conflict window before: p50 / max (ms) | after: p50 / p99 / max (µs) |")
         print("|---|---|---|")
-        for n in (1, 20, 1000):
+        for n in (n for n in (1, 20, 1000) if (n, True) in windows):
             b, w = windows[(n, False)], windows[(n, True)]
             print(f"| {n} | {pct(b, 0.5) * 1e3:.2f} / {max(b) * 1e3:.2f} | {pct(w, 0.5) * 1e6:.1f} / "
                   f"{pct(w, 0.99) * 1e6:.1f} / {max(w) * 1e6:.1f} |", flush=True)
+        if a.breakdown:
+            breakdown(project, rels, a.breakdown, a.reps, durable)
         checks = []
         for _ in range(2000):
             t = time.perf_counter()
             assert recover_project(project) is None
             checks.append(time.perf_counter() - t)
+        print(f"\ndurable batches (two per promotion): {HOW.get('syncfs', 0)} by one syncfs, {HOW.get('fsync', 0)} "
+              f"by fsyncs (overlayfs.flush: syncfs {'off' if a.no_syncfs else 'on'}, limit "
+              f"{flush.DIRTY_LIMIT >> 20} MiB of others' dirty data); load average "
+              f"{' '.join(load)} at the start, {' '.join(Path('/proc/loadavg').read_text().split()[:3])} at the end")
         print(f"\nstart-up recovery check, nothing pending (recover_project, 2000 reps): "
               f"p50 {pct(checks, 0.5) * 1e3:.3f} ms, p99 {pct(checks, 0.99) * 1e3:.3f} ms")
     finally:
