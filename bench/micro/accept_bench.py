@@ -138,7 +138,10 @@ def timed(phases: dict[str, float], syncs: list[tuple[float, float]]) -> Iterato
         setattr(owner, name, call)
 
     for label, owner, name in PHASES:
-        wrap(owner, name, lambda t, u, label=label: phases.__setitem__(label, phases.get(label, 0.0) + u - t))
+        def add(t: float, u: float, label: str = label) -> None:
+            phases[label] = phases.get(label, 0.0) + u - t
+
+        wrap(owner, name, add)
     for owner, name in [(os, "fsync"), (os, "fdatasync"), (flush, "syncfs")]:
         wrap(owner, name, lambda t, u: syncs.append((t, u)))
     try:
