@@ -34,7 +34,7 @@ def ray_available() -> Iterator[None]:
 
 
 def test_groups_keep_a_pairs_arms_together_in_plan_order() -> None:
-    from bench.cli import build_config, build_parser
+    from bench.run_options import build_config, build_parser
 
     cfg = build_config(build_parser().parse_args(["--quick", "--accept-prob", "natural,0"]))
     jobs = plan_jobs(cfg)
