@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "speculate.models", "speculate.sim", "speculate.mcp", "speculate.permission_rules",
               "speculate.importers", "speculate.backends")),
     ("engine", ("speculate.speculation", "speculate.session_types")),
-    ("session", ("speculate.session", "speculate.study")),
+    ("session", ("speculate.session", "speculate.session_compaction", "speculate.study")),
     ("drivers", ("bench", "speculate.repl")),
     ("wiring", ("speculate.cli", "speculate.repl.main", "bench.cli")),
 )
