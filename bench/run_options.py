@@ -29,11 +29,7 @@ from speculate.sim.scenario_yaml import load_scenario
 
 # Defaults sized so the full run stays under 15 minutes on 2 cores at real time (see docs/experiments.md).
 DEFAULT_REPS = 3  # 12 bundled scenarios x 3 reps = 36 session clusters per arm (>= 30 for the bootstrap)
-
-
 DEFAULT_CONCURRENCY = 6
-
-
 QUICK_TIME_SCALE = 0.2
 
 
@@ -216,14 +212,8 @@ def build_config(a: argparse.Namespace) -> RunConfig:
 # median halved-ish and doubled; typing: the mean of 168,000 volunteers' transcription typing (52 wpm,
 # Dhakal et al., CHI 2018) minus and plus one standard deviation (20 wpm), at 5 characters a word.
 SENSITIVITY_THINK_MEDIANS = (2.0, 10.0)
-
-
 SENSITIVITY_TYPING_CPS = (2.6, 6.0)
-
-
 SENSITIVITY_TAB_S = 1.0  # reading the suggestion before taking it
-
-
 SENSITIVITY_OTHER_PROFILE = {"claude-sonnet-4-6": "claude-haiku-4-5"}
 
 
