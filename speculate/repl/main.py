@@ -152,7 +152,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         from prompt_toolkit.formatted_text import FormattedText
         from prompt_toolkit.history import FileHistory
 
-        from speculate.repl.app import PromptFrontend, enter_stays_enter
+        from speculate.repl.app import PromptFrontend
+        from speculate.repl.terminal import enter_stays_enter
 
         terminal = enter_stays_enter
 
