@@ -13,7 +13,8 @@ from pathlib import Path
 import trio
 
 from bench import provenance
-from bench.harness import ARMS, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.harness import RunOutput, resolve_toolchains, run_experiment
+from bench.plan import ARMS, RunConfig
 from bench.run_options import add_options, build_config, build_parser, sensitivity_conditions
 from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink, LogNormalThink, ThinkTime

@@ -1,5 +1,5 @@
 """The options of ``speculate bench`` and what they make: the scenarios to run, the conditions (the
-sensitivity table's among them) and the :class:`~bench.harness.RunConfig`. Running it is
+sensitivity table's among them) and the :class:`~bench.plan.RunConfig`. Running it is
 :mod:`bench.cli`'s job."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench import option_values
 from bench.edits import USER_EDIT_PROB
-from bench.harness import Condition, RunConfig
+from bench.plan import Condition, RunConfig
 from bench.thinkfit import resolve_think
 from bench.user import (
     LOGNORMAL_SIGMA,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import bench_main
-from bench.harness import Condition
+from bench.plan import Condition
 from bench.run_options import build_config, build_parser, sensitivity_conditions
 from bench.tables import sensitivity_table
 from bench.user import FixedThink, LogNormalThink

@@ -12,7 +12,7 @@ import pytest
 
 from bench.cli import bench_main
 from bench.compare import compare_main
-from bench.harness import plan_jobs
+from bench.plan import plan_jobs
 from bench.ray_runner import groups_of
 
 ROOT = Path(__file__).resolve().parents[2]
