@@ -22,7 +22,8 @@ from pathlib import Path
 
 import trio
 
-from bench.harness import Condition, RunConfig, RunOutput, resolve_toolchains, run_experiment
+from bench.harness import RunOutput, resolve_toolchains, run_experiment
+from bench.plan import Condition, RunConfig
 from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink
 from speculate.sim.scenario import Scenario, ScenarioError

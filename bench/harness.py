@@ -13,283 +13,30 @@ run keeps them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import trio
 
-from bench.edits import USER_EDIT_PROB, maybe_edit
-from bench.expect import check_turn
-from bench.forkcheck import ForkWatch, check_fork, miss_for, wrong_suggestion
 from bench.keys import session_model
+from bench.plan import Job, RunConfig, plan_jobs
 from bench.progress import Progress
-from bench.records import SessionRecord, TurnRecord
+from bench.session_run import run_session
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
-from bench.user import (
-    CYCLE_S,
-    TAB_ACCEPT_S,
-    TYPING_CHARS_PER_S,
-    PlannedTurn,
-    ThinkTime,
-    plan_turns,
-    recorded_thinks,
-    typing_s,
-)
-from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
+from bench.workspace import changed, manifest
 from speculate.backends import BackendConfig, open_model
-from speculate.models.base import Model, Usage
-from speculate.models.profiles import DEFAULT_MODEL
-from speculate.session import PermissionMode, SessionConfig, TurnOutcome, open_session
-from speculate.sim.draw import draw
+from speculate.models.base import Model
 from speculate.sim.realism import Realism
 from speculate.sim.scenario import Scenario
-from speculate.sim.script import FALLBACK_PREFIX
-from speculate.speculation.approvals import ApproveFn, PendingApproval
 from speculate.tempfiles import temp_dir
-
-Arm = Literal["plain", "suggest", "speculative"]
-Approval = Literal["as-live", "decline"]
-ARMS: tuple[Arm, ...] = ("plain", "suggest", "speculative")
-
-
-SimKind = Literal["ideal", "realistic"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Condition:
-    """One cell of the sweep: think-time model, forced acceptance, model (latency profile), how fast the user
-    types and takes a suggestion, and which simulator (ideal, or the less ideal API of speculate.sim.realism).
-
-    ``accept_prob`` forces the share of suggestions that are the user's next prompt (the simulator's hit
-    rate, speculate.sim.draw); the user still takes only a suggestion equal to the prompt, so acceptance
-    follows it while every turn stays on its script. None: the scenarios' own candidate weights.
-    """
-
-    think: ThinkTime
-    accept_prob: float | None = None
-    model_name: str = DEFAULT_MODEL
-    # The speculation policy's dial λ (None: always fork) and top-K (speculate.speculation.policy, topk).
-    spec_value: float | None = None
-    spec_k: int = 1
-    typing_cps: float = TYPING_CHARS_PER_S
-    tab_s: float = TAB_ACCEPT_S
-    sim: SimKind = "ideal"
-
-    @property
-    def label(self) -> str:
-        acc = "natural" if self.accept_prob is None else f"p={self.accept_prob:g}"
-        policy = (f" λ={self.spec_value:g}" if self.spec_value is not None else "") + (
-            f" K={self.spec_k}" if self.spec_k > 1 else "")
-        extra = "".join([f" typing:{self.typing_cps:g}cps" if self.typing_cps != TYPING_CHARS_PER_S else "",
-                         f" tab:{self.tab_s:g}s" if self.tab_s != TAB_ACCEPT_S else "",
-                         f" sim:{self.sim}" if self.sim != "ideal" else ""])
-        return f"{self.think.label} {acc} {self.model_name}{extra}{policy}"
-
-
-@dataclass(kw_only=True)
-class RunConfig:
-    scenarios: list[Scenario]
-    conditions: list[Condition]
-    reps: int = 3
-    seed: int = 0
-    time_scale: float = 1.0
-    backend: str = "sim"
-    base_url: str | None = None
-    scenario_paths: list[Path] = field(default_factory=list)  # what the simulator serves
-    concurrency: int = 4
-    mode: PermissionMode = "acceptEdits"
-    overlay_backend: str = "auto"
-    record: Path | None = None  # anthropic backend: append every request/response to this trace
-    out: Path = Path("results")
-    arms: tuple[Arm, ...] = ARMS  # ``sim check`` replays the plain arm only
-    user_edit_prob: float = USER_EDIT_PROB  # harm: the user edits a file mid-think (bench/edits.py)
-    # What the simulated user answers on accepting a speculation that ran commands the live path would
-    # have asked about: "as-live" as it answers the live path's questions (yes, _approve); "decline": no,
-    # so such a speculation is discarded and the turn runs live (what parity costs a cautious user).
-    approval: Approval = "as-live"
-    spec_history: dict[str, Any] | None = None  # a policy history every speculative session starts from
-
-
-@dataclass(frozen=True)
-class Job:
-    index: int
-    cond_index: int
-    condition: Condition
-    scenario: Scenario
-    rep: int
-    arm: Arm
-    seed: int
-
-    @property
-    def pair(self) -> str:
-        return f"c{self.cond_index}/{self.scenario.name}/r{self.rep}"
-
-    @property
-    def session_id(self) -> str:
-        return f"{self.pair}/{self.arm}"
-
-
-def rep_seed(seed: int, rep: int) -> int:
-    """An independent seed per (run seed, rep): ``--seed 0`` and ``--seed 1`` share no rep (seed + rep did)."""
-    digest = hashlib.sha256(f"bench-rep:{seed}:{rep}".encode()).digest()
-    return int.from_bytes(digest[:7], "big")
-
-
-def plan_jobs(cfg: RunConfig) -> list[Job]:
-    jobs: list[Job] = []
-    n = 0
-    for ci, cond in enumerate(cfg.conditions):
-        for rep in range(cfg.reps):
-            for scn in cfg.scenarios:
-                k = n % len(cfg.arms)  # rotate which arm starts, so no arm always runs first
-                n += 1
-                for arm in cfg.arms[k:] + cfg.arms[:k]:
-                    jobs.append(Job(len(jobs), ci, cond, scn, rep, arm, rep_seed(cfg.seed, rep)))
-    return jobs
-
-
-async def _approve(tool: str, detail: str) -> Literal["y"]:
-    return "y"  # the simulated user allows what the main agent asks for (edits are pre-allowed anyway)
-
-
-async def _decline(pending: Sequence[PendingApproval]) -> Literal["n"]:
-    return "n"
-
-
-APPROVAL_POLICIES: dict[str, ApproveFn | None] = {"as-live": None, "decline": _decline}  # None: ask, as live
-
-
-def _usage_cost(model_name: str, usage: Usage) -> float:
-    from speculate.models.profiles import find_profile
-
-    p = find_profile(model_name)
-    return p.cost_usd(usage.as_dict()) if p else 0.0
-
-
-def turn_record(job: Job, p: PlannedTurn, o: TurnOutcome, *, think_s: float, input_s: float, tab: bool,
-                shown: str | None, at_submit: str | None, leak: list[str], miss_kind: str | None = None,
-                unmet: list[str] | None = None) -> dict[str, Any]:
-    usage = o.result.usage if o.result is not None else Usage()
-    responses = o.result.responses if o.result is not None else []
-    return {
-        "session": job.session_id, "pair": job.pair, "arm": job.arm, "scenario": job.scenario.name,
-        "rep": job.rep, "seed": job.seed, "cond": job.cond_index, "condition": job.condition.label,
-        "think_model": job.condition.think.label, "accept_prob": job.condition.accept_prob,
-        "model_name": job.condition.model_name,
-        "turn": p.index, "prompt": o.prompt, "think_s": think_s, "input_s": input_s, "miss_kind": miss_kind,
-        "input": "tab" if tab else "typed", "suggestion_scripted": p.scripted_suggestion, "suggestion_shown": shown,
-        "suggestion_matched": shown is not None and shown == p.text, "suggestion_at_submit": at_submit,
-        "accepted": o.accepted if job.arm == "speculative" else tab, "latency_s": o.latency_s,
-        # An unmet tool-result expectation is a turn error: the scripted answer no longer fits the tools.
-        "error": o.error or ("; ".join(f"unmet expectation: {u}" for u in unmet) if unmet else ""),
-        "unmet_expectations": unmet or [], "note": o.note,
-        "fallback": o.text.startswith(FALLBACK_PREFIX),  # the simulator had no scripted answer
-        "stop": o.result.stop if o.result is not None else "speculated",
-        "ttft_s": responses[0].ttft_s if responses else None, "requests": len(responses),
-        "tokens": usage.as_dict(), "cost_usd": _usage_cost(job.condition.model_name, usage),
-        "speculation": o.speculation.model_dump() if o.speculation is not None else None,
-        "leak": leak,
-    }
-
-
-async def run_session(job: Job, model: Model, cfg: RunConfig, tmp_root: Path, toolchain: Toolchain
-                      ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
-    """One session: returns (turn records, session record, event records). Every command it runs (both
-    loops, sandboxed or not) gets ``toolchain``'s PATH."""
-    work = Path(tempfile.mkdtemp(prefix="s-", dir=tmp_root))
-    scale = cfg.time_scale
-    try:
-        project = prepare_workspace(job.scenario, work / "project")
-        # The candidate the simulator offers after each turn for this seed (the same draw as the server's),
-        # and under a forced hit rate the kind of miss it is.
-        offers = [draw(job.scenario, i, seed=job.seed, hit_rate=job.condition.accept_prob)
-                  for i in range(len(job.scenario.turns))]
-        plan = plan_turns([t.prompt for t in job.scenario.turns], [c.text for c, _ in offers],
-                          think=job.condition.think, seed=job.seed, scenario=job.scenario.name, rep=job.rep,
-                          recorded=recorded_thinks(job.scenario))
-        spec = job.arm != "plain"  # suggestions shown (both suggest and speculative)
-        watch = ForkWatch(model)  # a wrong suggestion's fork: its tool results are checked too
-        sc = SessionConfig(project=project, model=watch, model_name=job.condition.model_name,
-                           mode=cfg.mode, speculate=spec, fork=job.arm == "speculative",
-                           overlay_backend=cfg.overlay_backend,
-                           spill_dir=work / "spill", user_dir=work / "claude",  # not the runner's ~/.claude
-                           tool_env=toolchain.env, spec_value=job.condition.spec_value,
-                           spec_candidates=job.condition.spec_k, spec_history=cfg.spec_history)
-        (work / "spill").mkdir()
-        turns: list[dict[str, Any]] = []
-        leaks: list[dict[str, Any]] = []
-        last = manifest(project)
-        async with open_session(sc, ask=_approve, approve=APPROVAL_POLICIES[cfg.approval]) as s:
-            t0 = time.perf_counter()
-            for p in plan:
-                think_s = p.think_s * scale
-                await trio.sleep(think_s / 2)
-                edited = None
-                if p.index > 0:  # halfway through thinking, while a fork may be running
-                    edited = maybe_edit(project, job.scenario.turns[p.index].steps,
-                                        prob=cfg.user_edit_prob, seed=job.seed, scenario=job.scenario.name,
-                                        rep=job.rep, turn=p.index)
-                await trio.sleep(think_s / 2)
-                shown = s.suggestion if spec else None
-                cands = s.suggestions if spec else []
-                # Top-K: the ghost text is the first candidate; each further one is a key press away.
-                rank = cands.index(p.text) if p.text in cands else None
-                tab = rank is not None
-                cond = job.condition
-                input_s = (cond.tab_s + CYCLE_S * (rank or 0) if tab else typing_s(p.text, cond.typing_cps)) * scale
-                await trio.sleep(input_s)
-                # Canary: only the speculation (and the user's own edit) ran since the last turn ended.
-                now = manifest(project)
-                leak = [x for x in changed(last, now) if x != edited]
-                if leak:
-                    leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
-                at_submit = s.suggestion if spec else None
-                n_msgs = len(s.messages)
-                o = await s.submit(p.text)
-                last = manifest(project)
-                unmet = check_turn(job.scenario.turns[p.index].steps, s.messages[n_msgs:])
-                checked = 0
-                if p.index > 0 and job.arm == "speculative" and (miss := miss_for(job.scenario, offers, p.index)):
-                    fork_unmet, checked = check_fork(miss, watch.seen)
-                    unmet += fork_unmet
-                watch.watch(wrong_suggestion(job.scenario, offers, p.index))  # the next fork, if it is a miss
-                turns.append(turn_record(job, p, o, think_s=think_s, input_s=input_s, tab=tab, shown=shown,
-                                         at_submit=at_submit, leak=leak, unmet=unmet,
-                                         miss_kind=offers[p.index - 1][1] if p.index > 0 else None))
-                turns[-1]["user_edit"] = edited
-                turns[-1]["candidates_shown"] = cands if len(cands) > 1 else None
-                turns[-1]["candidate_rank"] = rank
-                turns[-1]["fork_checked"] = checked
-                TurnRecord.model_validate(turns[-1])  # the schema the report reads back
-            wall = time.perf_counter() - t0
-            events = [{"session": job.session_id, "arm": job.arm, **r.model_dump()} for r in s.events.records]
-            stats = s.statistics()
-        final = manifest(project)
-        if changed(last, final):  # the session closed: a leftover speculation must have been discarded
-            leaks.append({"turn": len(plan), "when": "after close", "paths": changed(last, final)})
-        sess = {
-            "session": job.session_id, "pair": job.pair, "arm": job.arm, "scenario": job.scenario.name,
-            "rep": job.rep, "seed": job.seed, "cond": job.cond_index, "condition": job.condition.label,
-            "wall_s": wall, "turns": len(turns), "accepted": sum(t["accepted"] for t in turns),
-            "errors": sum(bool(t["error"]) for t in turns), "leaks": leaks,
-            "final_tree": tree_hash({k: v for k, v in final.items() if not (set(k.split("/")) & CACHE_DIRS)}),
-            "cost_usd": sum(t["cost_usd"] for t in turns) + sum(e.get("cost_usd", 0.0) for e in events),
-            "statistics": stats,
-        }
-        SessionRecord.model_validate(sess)
-        return turns, sess, events
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.provenance import git
-from bench.report import acceptance_table, headline_table, pct, sensitivity_table
+from bench.tables import acceptance_table, headline_table, pct, sensitivity_table
 from speculate.errors import SpeculateError
 
 ROOT = Path(__file__).resolve().parent.parent

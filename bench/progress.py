@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bench.harness import Job
+    from bench.plan import Job
 
 ARMS = ("plain", "suggest", "speculative")
 

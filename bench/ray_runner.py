@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Job, RunConfig, RunOutput, plan_jobs
+from bench.harness import RunOutput
+from bench.plan import Job, RunConfig, plan_jobs
 from speculate.errors import SpeculateError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

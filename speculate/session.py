@@ -14,6 +14,8 @@ or, without it, to ``ask`` question by question as the live path would put it; n
 discards the speculation and runs the turn normally (:mod:`speculate.speculation.approvals`).
 
 Background work (suggestion, speculation) runs in the session's own nursery and never outlives it.
+Compacting the conversation (by hand, automatically, on a too-long refusal) is
+:mod:`speculate.session_compaction`'s part of the class.
 """
 
 from __future__ import annotations
@@ -31,16 +33,11 @@ from overlayfs import recover_project
 from overlayfs.state import project_state, tidy
 from speculate.agent import Agent
 from speculate.agent_types import AgentEvent, MaxTurnsReached
-from speculate.compaction import (
-    CompactionFailed,
-    CompactionRecord,
-    Compactor,
-    context_tokens,
-    too_long,
-)
+from speculate.compaction import CompactionFailed, Compactor, too_long
 from speculate.fs import LocalFS, LocalShell
-from speculate.hooks import CompactBlocked, HookRan, HookTranscript, PromptBlocked
+from speculate.hooks import HookRan, HookTranscript, PromptBlocked
 from speculate.models.base import CacheKey, ModelError, Usage
+from speculate.session_compaction import SessionCompaction
 from speculate.session_types import AskFn, PermissionMode, SessionConfig, TurnOutcome
 from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import ApproveFn
@@ -56,7 +53,7 @@ from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
 
 
-class Session:
+class Session(SessionCompaction):
     def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
                  on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
                  workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
@@ -177,54 +174,6 @@ class Session:
         return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note,
                            stopped=result.hook_stopped)
 
-    async def compact(self, *, trigger: str = "manual", instructions: str = "", shrink: bool = False
-                      ) -> CompactionRecord:
-        """Summarise the conversation now (``/compact``; raises CompactionFailed). The speculation on the old
-        prefix is dropped; the next suggestion and fork share the new prefix's cache. The PreCompact hooks
-        run first (exit 2 refuses: not a failure of the summary), the SessionStart ``compact`` ones after."""
-        await self.engine.ignore("compacted")
-        try:
-            # Claude Code's PreCompact triggers are "manual" and "auto": a compaction the API's refusal forced
-            # is an automatic one to a hook.
-            await self.hooks.pre_compact("auto" if trigger == "reactive" else trigger, instructions)
-        except CompactBlocked as e:
-            raise CompactionFailed(f"compaction blocked by a PreCompact hook: {e}") from None
-        rec = await self.compactor.compact(self.key, self.messages, turn=self.turn, trigger=trigger,
-                                           tokens=context_tokens(self._last_usage), instructions=instructions,
-                                           shrink=shrink)
-        await self.hooks.session_start("compact")
-        self._last_usage, self._logged = None, 0  # the transcript logs the continuation message
-        if self.transcript is not None:
-            self.transcript.write("compaction", turn=self.turn, trigger=trigger, tokens_before=rec.tokens_before,
-                                  messages_before=rec.messages_before, usage=rec.usage.as_dict())
-        return rec
-
-    async def _compact_reactively(self, error: ModelError) -> str:
-        """A request over the context window: summarise the conversation (cut down to be summarisable) and
-        go on from the summary; raises CompactionFailed (naming the refusal) when that fails too."""
-        try:
-            rec = await self.compact(trigger="reactive", shrink=True)
-        except CompactionFailed as e:
-            raise CompactionFailed(f"{error}; compacting it failed too: {e}") from None
-        return f"the request was over the context window: conversation compacted ({rec.messages_before} messages -> a summary) and retried"
-
-    async def _auto_compact(self) -> str:
-        """Compact before a turn when the context reached the threshold; a note for the outcome, or ""."""
-        tokens = context_tokens(self._last_usage)
-        if not self.cfg.auto_compact or not self.compactor.needed(tokens):
-            return ""
-        try:
-            rec = await self.compact(trigger="auto")
-        except CompactionFailed as e:
-            if self.compactor.tripped:
-                return f"{e}; automatic compaction is off for this session (/compact tries again)"
-            return str(e)
-        return f"conversation compacted at {tokens} tokens ({rec.messages_before} messages -> a summary)"
-
-    def near_context_limit(self) -> bool:
-        """Would a speculative turn cross the compaction threshold? (Then no speculation: a fork never compacts.)"""
-        return self.compactor.would_cross(context_tokens(self._last_usage), self.cfg.fork_headroom)
-
     def _build_key(self) -> CacheKey:
         return CacheKey.build(model=self.cfg.model_name, system=self.workspace.system(),
                               tools=[t.schema() for t in self.tools], max_tokens=self.cfg.max_tokens)
@@ -248,14 +197,6 @@ class Session:
                 self.transcript.usage(r.usage.as_dict(), turn=self.turn, ttft_s=r.ttft_s, total_s=r.total_s)
         self.transcript.timing("turn", outcome.latency_s, turn=self.turn, accepted=outcome.accepted,
                                error=outcome.error or None, note=outcome.note or None)
-
-    def agent_last_usage(self) -> Usage | None:
-        """Usage of the last response of the last turn (the cold-cache check reads it)."""
-        return self._last_usage
-
-    def set_agent_last_usage(self, usage: Usage | None) -> None:
-        """An accepted complete speculation's last usage stands for the turn's (the engine sets it)."""
-        self._last_usage = usage
 
     async def dismiss(self, reason: IgnoreReason = "dismissed") -> None:
         """The user waves the suggestion away (Esc, typing something else, Ctrl-C): abort and discard it."""

@@ -3,13 +3,12 @@
 Everything here is synchronous syscalls on the lower and upper directories in the layer format of
 :mod:`overlayfs.layer`; the FUSE handlers in :mod:`overlayfs.fuse.ops` are thin wrappers around it. The
 server is the only writer of the view while mounted, so each node caches which layers it lives in.
+Copying a file's bytes up is :mod:`overlayfs.fuse.copyfile`'s.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import fcntl
 import os
 import shutil
 import stat as stat_mod
@@ -17,13 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from overlayfs import layer
+from overlayfs.fuse.copyfile import copy_file
 
 ROOT_INO = 1
-_FICLONE = 0x40049409
-_COPY_CHUNK = 1 << 30
-_AT_FDCWD = -100
-_AT_SYMLINK_FOLLOW = 0x400
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class Node:
@@ -248,7 +243,7 @@ class MergedTree:
             if stat_mod.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(lp), up)
             elif stat_mod.S_ISREG(st.st_mode):
-                _copy_file(lp, up, st, data=data, work=self.work_s)
+                copy_file(lp, up, st, data=data, work=self.work_s)
             else:
                 os.mknod(up, st.st_mode, st.st_rdev)
         os.chown(up, st.st_uid, st.st_gid, follow_symlinks=False)
@@ -315,61 +310,3 @@ def lexists_stat(path: str) -> os.stat_result | None:
         return os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-
-
-def _copy_file(src: str, dst: str, st: os.stat_result, *, data: bool, work: str | None) -> None:
-    """Copy a regular file so that ``dst`` appears complete or not at all (O_TMPFILE, then link)."""
-    parent = os.path.dirname(dst)
-    try:
-        fd = os.open(parent, os.O_TMPFILE | os.O_WRONLY, stat_mod.S_IMODE(st.st_mode))
-        tmp = None
-    except OSError as e:  # filesystem without O_TMPFILE: a temp name in the work dir, renamed into place
-        if work is None or e.errno == errno.ENOSPC:
-            raise
-        tmp = f"{work}/copyup.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat_mod.S_IMODE(st.st_mode))
-    try:
-        if data and st.st_size:
-            sfd = os.open(src, os.O_RDONLY)
-            try:
-                _copy_data(sfd, fd, st.st_size)
-            finally:
-                os.close(sfd)
-        os.fchmod(fd, stat_mod.S_IMODE(st.st_mode))
-        if tmp is None:
-            _link_fd(fd, dst)
-        else:
-            os.rename(tmp, dst)
-    except OSError:
-        if tmp is not None and os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    finally:
-        os.close(fd)
-
-
-def _link_fd(fd: int, dst: str) -> None:
-    # os.link() would link the /proc magic link itself (EXDEV); linkat with AT_SYMLINK_FOLLOW follows it.
-    if _libc.linkat(_AT_FDCWD, f"/proc/self/fd/{fd}".encode(), _AT_FDCWD, os.fsencode(dst),
-                    _AT_SYMLINK_FOLLOW) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), dst)
-
-
-def _copy_data(sfd: int, dfd: int, size: int) -> None:
-    try:
-        fcntl.ioctl(dfd, _FICLONE, sfd)  # reflink where the filesystem shares extents (XFS, btrfs)
-        return
-    except OSError:
-        pass
-    done = 0
-    while done < size:
-        try:
-            n = os.copy_file_range(sfd, dfd, min(_COPY_CHUNK, size - done))
-        except OSError as e:
-            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            n = os.sendfile(dfd, sfd, None, min(_COPY_CHUNK, size - done))
-        if n == 0:
-            break
-        done += n

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from speculate.importers import checks
 from speculate.importers.sessions import ACCEPTED, Counts, RecordedSession, RecordedTurn, ToolUse, step_text
 from speculate.importers.tree import Replayed, project_path
-from speculate.sim.scenario_yaml import MCP_PREFIX, OTHER_TOOLS, tool_inputs
+from speculate.sim.scenario_tools import MCP_PREFIX, OTHER_TOOLS, tool_inputs
 
 RENAMES = {"Bash": {"timeout": "timeout_ms"}, "Grep": {"-i": "case_insensitive"}}
 WRITERS = ("Write", "Edit")

@@ -4,17 +4,15 @@ it, an empty Enter that does nothing, and a bottom toolbar.
 prompt-toolkit runs on asyncio, the session on trio: :meth:`PromptFrontend.read` runs ``prompt()`` in a
 worker thread, and predictions are pushed into the running prompt with ``loop.call_soon_threadsafe`` (the
 buffer asks its AutoSuggest only when text is inserted, so a prediction arriving at an empty line must be
-pushed).
+pushed). The terminal's modes around the prompt, and keys typed ahead, are :mod:`speculate.repl.terminal`'s.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import termios
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import trio
@@ -29,9 +27,9 @@ from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.key_processor import KeyPress
-from prompt_toolkit.keys import Keys
 
 from speculate.repl.answers import BadAnswer, choose
+from speculate.repl.terminal import tty_fd, unsent
 from speculate.term import visible
 
 
@@ -256,7 +254,7 @@ class PromptFrontend:
         turn instead of printing ``^[`` and eating the next key; Ctrl-O shows the last collapsed result
         whole; other keys are kept for the next prompt (and shown on the turn's live line). Ctrl-C stays
         SIGINT. Returns at once when stdin is not a terminal; cancel it to stop."""
-        fd = _tty_fd(self._io["input"])
+        fd = tty_fd(self._io["input"])
         if fd is None:
             await trio.sleep_forever()
             return
@@ -337,47 +335,6 @@ class PromptFrontend:
         if failure is not None:
             raise failure
         return answer
-
-
-def unsent(presses: list[KeyPress]) -> list[KeyPress]:
-    """Keys typed ahead during a cancelled turn, minus what would send them: trailing Enters dropped, the
-    others turned into newlines (Ctrl-J), so the text waits in the prompt for a fresh Enter."""
-    while presses and presses[-1].key == Keys.ControlM:
-        presses.pop()
-    return [KeyPress(Keys.ControlJ, "\n") if p.key == Keys.ControlM else p for p in presses]
-
-
-@contextmanager
-def enter_stays_enter() -> Iterator[None]:
-    """While the REPL runs, the terminal does not turn Enter (``\r``) into ``\n`` (ICRNL off).
-
-    Between prompts (a slash command, ``/accept`` waiting for its prediction, the start of a turn) the
-    terminal is in cooked mode, where an Enter typed ahead would become ``\n``: Ctrl-J to the next prompt,
-    which inserts a newline instead of sending the line. Without ICRNL the ``\r`` waits in the line buffer
-    and reaches the next prompt (or the turn's key watcher) as Enter. Restored on exit."""
-    fd = _tty_fd(None)
-    if fd is None:
-        yield
-        return
-    saved = termios.tcgetattr(fd)
-    kept = termios.tcgetattr(fd)
-    kept[0] &= ~termios.ICRNL
-    termios.tcsetattr(fd, termios.TCSANOW, kept)
-    try:
-        yield
-    finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)
-
-
-def _tty_fd(inp: Any) -> int | None:
-    """The terminal's fd when the prompt reads a real terminal (not a pipe input in tests)."""
-    if inp is not None:
-        return None
-    try:
-        fd = sys.stdin.fileno()
-    except (OSError, ValueError):
-        return None
-    return fd if os.isatty(fd) else None
 
 
 def _leave(app: Application[Any]) -> None:

@@ -4,6 +4,8 @@ Ctrl-C, and feeding predictions and speculation state to whichever front end hol
 Everything the REPL writes goes through :meth:`speculate.repl.output.Output._write`, which renders it with
 :func:`speculate.term.render` (untrusted text shown, never interpreted); a running turn has a live line under
 it (:mod:`speculate.repl.turnline`).
+What the session reports as it runs is shown by :mod:`speculate.repl.session_output`, a base class of
+:class:`Repl`.
 """
 
 from __future__ import annotations
@@ -15,18 +17,15 @@ from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
 
-from speculate.agent_types import AgentEvent, ResponseDone, ToolFinished, ToolStarted
-from speculate.hooks import HookRan
-from speculate.models.base import TextDelta
 from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
-from speculate.repl.output import Output, columns
-from speculate.repl.render import accepted_line, approval_lines, cancelled_line, hook_lines, tool_line
+from speculate.repl.output import columns
+from speculate.repl.render import accepted_line, approval_lines, cancelled_line
+from speculate.repl.session_output import SessionOutput
 from speculate.repl.status import Status
-from speculate.repl.toolview import Body, body_lines, question_lines, small_text, tool_body
+from speculate.repl.toolview import Body, question_lines, small_text
 from speculate.repl.turnline import TurnLine
 from speculate.session import Session, TurnOutcome
 from speculate.speculation.approvals import PendingApproval
-from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
 from speculate.term import visible
 
@@ -41,7 +40,7 @@ class Frontend(Protocol):
     async def ask(self, question: str, choices: Sequence[str]) -> str: ...
 
 
-class Repl(Output):
+class Repl(SessionOutput):
     """Owns one REPL run: bind a front end with :meth:`attach`, then ``await run(session)``.
 
     ``fallback_prediction`` offers a prompt when the engine has none (the simulator demo's next scripted
@@ -78,63 +77,7 @@ class Repl(Output):
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
 
-    # -- callbacks the session calls ----------------------------------------------------------------------
-    def on_event(self, ev: AgentEvent | SpecEvent | HookRan) -> None:
-        if isinstance(ev, SpecEvent):
-            self.status.update(ev)
-            if self.fe is not None:
-                self.fe.invalidate()
-            return
-        if not self.status.busy:
-            return  # nothing of the main loop runs between turns; be safe anyway
-        line = self.turn_line
-        if isinstance(ev, TextDelta):
-            self._stream(ev.text)
-            self._response_text += ev.text
-            if line is not None:
-                line.text(ev.text)
-        elif isinstance(ev, ResponseDone):
-            self._flush_word()
-            self._last_response_text, self._response_text = self._response_text, ""
-            if line is not None:
-                line.response_done(ev.response.usage.output_tokens)
-        elif isinstance(ev, ToolFinished):
-            self._tool_finished(ev)
-        elif isinstance(ev, ToolStarted):  # its line comes when it finishes (with its status); the live line names it
-            self._newline()
-            if line is not None:
-                line.tool_started(ev.summary)
-        elif isinstance(ev, HookRan):
-            for shown in hook_lines(ev):
-                self._line(shown)
-
-    def _tool_finished(self, ev: ToolFinished) -> None:
-        self._line(tool_line(ev))
-        body = tool_body(ev)
-        self._lines(body_lines(body))
-        if body.hidden > 0:
-            self.last_body = (ev.summary, body)
-        if self.turn_line is not None:
-            self.turn_line.tool_finished()
-        landing = self.s.landing if self.s is not None else None
-        live = landing is None or landing.promoted or bool(landing.dropped)  # else: a speculation replayed
-        if live and ev.name in ("Write", "Edit") and not ev.is_error and ev.input.get("file_path"):
-            self.turn_edits.append(str(ev.input["file_path"]))
-
-    def show_last(self) -> None:
-        """``/last`` (or ctrl+o): the whole result of the last call shown collapsed."""
-        if self.last_body is None:
-            self._line("nothing collapsed yet: every result so far was shown whole")
-            return
-        summary, body = self.last_body
-        self._line(self._c("1", f"{summary}: all {len(body.full)} lines"))
-        self._lines([[("", "  "), *ln] for ln in body.full])
-
-    def notice(self, text: str) -> None:
-        """A model backend retrying (a stalled endpoint): said while a turn runs, so it never looks hung."""
-        if self.status.busy:
-            self._line(self._c("33", f"  ⚠ {text}"))
-
+    # -- callbacks the session calls (those that only show are SessionOutput's) ---------------------------
     async def ask(self, tool: str, summary: str) -> Literal["y", "n", "always"]:
         """Permission prompt (default mode): the call with all its arguments, a Write's or Edit's diff, what
         ``always`` allows. Esc or Ctrl-C here answers no (Ctrl-C also cancels the turn)."""

@@ -141,3 +141,10 @@ def word(node: tree_sitter.Node) -> str | None:
     if kind == "process_substitution":
         return "/dev/fd/63"
     return None
+
+
+def static_args(ctx: Ctx, name: str, args: Args) -> list[str]:
+    """The arguments, for commands where an unknown argument could be a writing flag."""
+    if any(a is None for a in args):
+        ctx.risky(f"{name} with an argument not known before running (it could be a writing flag)")
+    return [a for a in args if a is not None]

@@ -2,7 +2,7 @@
 
 A rule reports through the context (risky / sandbox / write / run ...); a rule that reports nothing
 means the command is read-only. Commands with no rule are risky. Tool-specific rules (git, package
-managers, find, sed, awk, tar, ...) live in :mod:`speculate.shell.tools`.
+managers, find, sed, awk, tar, ...) are found through :mod:`speculate.shell.tools`.
 """
 
 from __future__ import annotations

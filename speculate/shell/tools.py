@@ -1,11 +1,13 @@
-"""Rules for tools with writing flags (find, sed, awk, sort, tar, ...) and for build, test and package tools."""
+"""Rules for tools with writing flags (find, sed, awk, sort, patch, ...), and the registry by command name
+they are in with git's, the archivers' (:mod:`speculate.shell.archives`) and the build, test and package
+tools' (:mod:`speculate.shell.build`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from speculate.shell import build
-from speculate.shell.args import Args, Ctx, Rule, is_version_query, split
+from speculate.shell import archives, build
+from speculate.shell.args import Args, Ctx, Rule, is_version_query, split, static_args
 from speculate.shell.git import git_rule
 from speculate.shell.scripts import scan_awk, scan_sed
 
@@ -23,13 +25,6 @@ def tool(*names: str) -> Callable[[Rule], Rule]:
         return fn
 
     return register
-
-
-def _static(ctx: Ctx, name: str, args: Args) -> list[str]:
-    """The arguments, for commands where an unknown argument could be a writing flag."""
-    if any(a is None for a in args):
-        ctx.risky(f"{name} with an argument not known before running (it could be a writing flag)")
-    return [a for a in args if a is not None]
 
 
 # -- find / fd / rg ----------------------------------------------------------------------------------
@@ -51,7 +46,7 @@ def _find(ctx: Ctx, name: str, args: Args) -> None:
         ctx.risky("find with an argument not known before running (it could be -delete or -exec)")
     roots = roots or ["."]
     expr = args[i:]
-    _static(ctx, "find", expr)
+    static_args(ctx, "find", expr)
     k = 0
     while k < len(expr):
         token = expr[k]
@@ -84,7 +79,7 @@ def _in_dir(arg: str | None, directory: str) -> str | None:
 
 @tool("fd", "fdfind")
 def _fd(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
+    words = static_args(ctx, name, args)
     for k, a in enumerate(words):
         if a in ("-x", "--exec", "-X", "--exec-batch"):
             ctx.run([None if "{" in w else w for w in words[k + 1 :]] + [None])
@@ -102,7 +97,7 @@ def _rg(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("sed", "gsed")
 def _sed(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
+    words = static_args(ctx, name, args)
     scripts: list[str] = []
     files: list[str] = []
     in_place = sandboxed = False
@@ -160,7 +155,7 @@ def _sed(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("awk", "gawk", "mawk", "nawk")
 def _awk(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
+    words = static_args(ctx, name, args)
     p = split(words, ("-F", "-v", "-f", "-i", "-e", "-E", "-l", "--source", "--include", "--load", "--file",
                       "--field-separator", "--assign"))
     if p.values("-f", "--file", "-E", "-l", "--load"):
@@ -187,7 +182,7 @@ def _awk(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("perl")
 def _perl(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
+    words = static_args(ctx, name, args)
     if is_version_query(words) or words == ["-v"]:
         return
     ctx.code("perl runs code locally")
@@ -228,7 +223,7 @@ def _output_flag(ctx: Ctx, name: str, args: Args) -> None:
               "shuf": ("-n", "-i", "--head-count", "--input-range", "--random-source"),
               "tree": ("-L", "-P", "-I", "--charset", "--filelimit", "--timefmt", "--sort"),
               "iconv": ("-f", "-t", "--from-code", "--to-code")}[name]
-    p = split(_static(ctx, name, args), (*flags, *values))
+    p = split(static_args(ctx, name, args), (*flags, *values))
     if p.has("--compress-program"):
         ctx.risky("sort --compress-program runs a program")
     for target in p.values(*flags):
@@ -242,14 +237,14 @@ def _second_operand(ctx: Ctx, name: str, args: Args) -> None:
     values = {"uniq": ("-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars", "--group",
                        "--all-repeated"),
               "xxd": ("-c", "-g", "-l", "-s", "-o", "-n", "-C", "-cols", "-len", "-seek", "-offset", "-name")}
-    p = split(_static(ctx, name, args), values[name])
+    p = split(static_args(ctx, name, args), values[name])
     if len(p.operands) > 1:
         ctx.write(p.operands[1], name)
 
 
 @tool("split", "csplit")
 def _split_files(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(_static(ctx, name, args), ("-l", "-b", "-C", "-n", "-a", "-t", "-f", "--prefix", "--lines",
+    p = split(static_args(ctx, name, args), ("-l", "-b", "-C", "-n", "-a", "-t", "-f", "--prefix", "--lines",
                                          "--bytes", "--line-bytes", "--number", "--suffix-length",
                                          "--additional-suffix", "--separator", "--filter"))
     if p.values("--filter"):
@@ -262,7 +257,7 @@ def _split_files(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("patch")
 def _patch(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(_static(ctx, name, args), ("-p", "-d", "-o", "-i", "-r", "-B", "-z", "-F", "-D", "--directory",
+    p = split(static_args(ctx, name, args), ("-p", "-d", "-o", "-i", "-r", "-B", "-z", "-F", "-D", "--directory",
                                          "--output", "--input", "--reject-file", "--strip"))
     if p.has("--dry-run", "-C", "--check"):
         return
@@ -273,97 +268,9 @@ def _patch(ctx: Ctx, name: str, args: Args) -> None:
             ctx.write(target, "patch")
 
 
-@tool("tar", "gtar", "bsdtar")
-def _tar(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
-    mode: set[str] = set()
-    archive: list[str] = []
-    directory: list[str] = []
-    takes = set("fCTXgKNVLbH")
-    k = 0
-    if words and not words[0].startswith("-"):  # old style: `tar czf out.tgz dir`
-        letters, k, value_from = words[0], 1, 1
-        mode |= set(letters)
-        for letter in letters:
-            if letter in takes and value_from < len(words):
-                (archive if letter == "f" else directory if letter == "C" else []).append(words[value_from])
-                value_from += 1
-        k = value_from
-    while k < len(words):
-        w = words[k]
-        k += 1
-        flag, eq, value = w.partition("=")
-        if w.startswith("--"):
-            long_modes = {"--create": "c", "--extract": "x", "--get": "x", "--list": "t", "--append": "r",
-                          "--update": "u", "--concatenate": "A", "--catenate": "A", "--diff": "d",
-                          "--compare": "d", "--delete": "D"}
-            if flag in long_modes:
-                mode.add(long_modes[flag])
-            elif flag in ("--file", "--directory"):
-                (archive if flag == "--file" else directory).append(value if eq else words[k] if k < len(words)
-                                                                     else "")
-                k += 0 if eq else 1
-            elif flag in ("--to-command", "--use-compress-program", "--rsh-command", "--info-script",
-                          "--new-volume-script", "--checkpoint-action", "--rmt-command"):
-                ctx.risky(f"tar {flag} runs a program")
-            elif flag in ("--absolute-names", "--to-stdout"):
-                mode.add("P" if flag == "--absolute-names" else "O")
-        elif w.startswith("-"):
-            for j, letter in enumerate(w[1:], start=1):
-                mode.add(letter)
-                if letter in takes:
-                    value = w[j + 1 :] or (words[k] if k < len(words) else "")
-                    k += 0 if w[j + 1 :] else 1
-                    (archive if letter == "f" else directory if letter == "C" else []).append(value)
-                    break
-    if "I" in mode or "F" in mode:
-        ctx.risky("tar runs a program (-I / -F)")
-    if any(":" in a.split("/", 1)[0] for a in archive):
-        ctx.risky("tar archive on a remote host")
-    if mode & set("crAuD"):
-        targets: Args = [*archive] or [None]  # no -f: the default archive, unknown here
-        for target in targets:
-            if target != "-":
-                ctx.write(target, "tar (archive)")
-    if "x" in mode and "O" not in mode:
-        if "P" in mode:
-            ctx.risky("tar -P extracts to absolute paths")
-        for target in directory or ["."]:
-            ctx.write(target, "tar extract")
-
-
-@tool("zip")
-def _zip(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
-    if any(w in ("-TT", "--unzip-command") for w in words):
-        ctx.risky("zip -TT runs a program")
-    p = split(words, ("-b", "-n", "-t", "-tt", "-x", "-i", "-O", "--out"))
-    for target in [*p.operands[:1], *p.values("-O", "--out")]:
-        if target != "-":
-            ctx.write(target, "zip")
-
-
-@tool("unzip")
-def _unzip(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(_static(ctx, name, args), ("-d", "-x", "-P"))
-    if p.has("-l", "-t", "-v", "-Z", "-p", "-z", "-c"):
-        return
-    ctx.write((p.values("-d") or ["."])[-1], "unzip")
-
-
-@tool("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "brotli", "compress")
-def _compressor(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(_static(ctx, name, args), ("-o", "-S", "--suffix", "-T", "--threads", "-b", "-B"))
-    if p.has("-c", "--stdout", "--to-stdout", "-t", "--test", "-l", "--list"):
-        return
-    for target in [*p.operands, *p.values("-o")]:
-        if target != "-":
-            ctx.write(target, name)
-
-
 @tool("yq", "clang-format", "gofmt", "autopep8", "sponge")
 def _in_place_flag(ctx: Ctx, name: str, args: Args) -> None:
-    words = _static(ctx, name, args)
+    words = static_args(ctx, name, args)
     flag = {"yq": ("-i", "--inplace"), "clang-format": ("-i",), "gofmt": ("-w",), "autopep8": ("-i",
             "--in-place"), "sponge": ()}[name]
     p = split(words, ("-o", "--output-format", "-p", "--input-format", "--style", "-r", "--assume-filename"))
@@ -373,3 +280,4 @@ def _in_place_flag(ctx: Ctx, name: str, args: Args) -> None:
 
 
 build.register(tool)
+archives.register(tool)

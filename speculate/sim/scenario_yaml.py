@@ -1,18 +1,19 @@
 """Scenario YAML: parse and validate a scenario file into :mod:`speculate.sim.scenario`'s types.
 
-Validation walks YAML nodes, not plain data, so every error names the file, the line and the reason.
+Validation walks YAML nodes, not plain data, so every error names the file, the line and the reason
+(:mod:`speculate.sim.yaml_nodes`); the tools and intents a step may name are
+:mod:`speculate.sim.scenario_tools`'.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from speculate import StrPath
 from speculate.nesting import MAX_YAML_DEPTH, yaml_too_deep
@@ -26,81 +27,11 @@ from speculate.sim.scenario import (
     ToolCall,
     Turn,
 )
-from speculate.tools import default_tools
-
-# Intent steps: the same calls named by what they do (docs/scenarios.md): key -> (tool, renamed fields).
-# The tool's other Input fields keep their names, so a field added to a tool is an intent field too.
-INTENTS: dict[str, tuple[str, dict[str, str]]] = {
-    "read": ("Read", {"path": "file_path"}),
-    "write": ("Write", {"path": "file_path"}),
-    "edit": ("Edit", {"path": "file_path", "old": "old_string", "new": "new_string", "all": "replace_all"}),
-    "list": ("Glob", {}),
-    "search": ("Grep", {"mode": "output_mode", "ignore_case": "case_insensitive", "limit": "head_limit"}),
-    "run": ("Bash", {"timeout_s": "timeout_ms"}),  # seconds, converted (Parser.intent)
-}
-# Tools the real model may call although the agent does not offer them (a speculation stops at them with a
-# denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
-OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "Agent", "TodoWrite", "NotebookEdit")
-MCP_PREFIX = "mcp__"  # MCP server tools (mcp__<server>__<tool>): inputs as for OTHER_TOOLS
+from speculate.sim.scenario_tools import INTENTS, MCP_PREFIX, OTHER_TOOLS, intent_fields, tool_inputs
+from speculate.sim.yaml_nodes import NodeReader
 
 
-def tool_inputs() -> dict[str, type[BaseModel]]:
-    """Tool name -> its pydantic Input model: the agent's own tools are the schema of a scripted call."""
-    return {tool.name: tool.Input for tool in default_tools()}
-
-
-def intent_fields(key: str) -> dict[str, str]:
-    """An intent's keys -> its tool's Input fields, in the model's field order."""
-    name, renames = INTENTS[key]
-    back = {field: alias for alias, field in renames.items()}
-    return {back.get(field, field): field for field in tool_inputs()[name].model_fields}
-
-
-class _Parser:
-    def __init__(self, source: str, loader: yaml.SafeLoader) -> None:
-        self.source = source
-        self.loader = loader
-
-    def fail(self, node: yaml.Node, reason: str) -> ScenarioError:
-        return ScenarioError(self.source, node.start_mark.line + 1, reason)
-
-    def mapping(
-        self, node: yaml.Node, what: str, allowed: Iterable[str] | None
-    ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        """Key -> (key node, value node); ``allowed`` None: any string key."""
-        if not isinstance(node, yaml.MappingNode):
-            raise self.fail(node, f"{what} must be a mapping")
-        allowed = tuple(allowed) if allowed is not None else None
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key, value in node.value:
-            name = self.loader.construct_object(key, deep=True)
-            if allowed is None and not isinstance(name, str):
-                raise self.fail(key, f"key {name!r} in {what} must be a string")
-            if allowed is not None and name not in allowed:
-                raise self.fail(key, f"unknown key {name!r} in {what} (allowed: {', '.join(allowed)})")
-            if name in out:
-                raise self.fail(key, f"duplicate key {name!r} in {what}")
-            out[name] = (key, value)
-        return out
-
-    def value(self, node: yaml.Node) -> Any:
-        return self.loader.construct_object(node, deep=True)
-
-    def string(self, node: yaml.Node, what: str, *, nullable: bool = False) -> str | None:
-        value = self.value(node)
-        if value is None and nullable:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(node, f"{what} must be a non-empty string" + (" or null" if nullable else ""))
-        return value
-
-    def require(
-        self, fields: dict[str, tuple[yaml.Node, yaml.Node]], node: yaml.Node, what: str, key: str
-    ) -> yaml.Node:
-        if key not in fields:
-            raise self.fail(node, f"{what} is missing required key {key!r}")
-        return fields[key][1]
-
+class _Parser(NodeReader):
     def tool(self, node: yaml.Node, where: str) -> ToolCall:
         if not isinstance(node, yaml.MappingNode) or len(node.value) != 1:
             raise self.fail(node, f"{where} must be a one-key mapping like {{Read: {{file_path: ...}}}}")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from bench.harness import Condition, Job, RunConfig, run_session
+from bench.plan import Condition, Job, RunConfig
+from bench.session_run import run_session
 from bench.toolchain import workspace_toolchain
 from bench.user import FixedThink
 from speculate.models.anthropic import AnthropicModel

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import bench_main, build_config, build_parser, sensitivity_conditions
-from bench.harness import Condition
-from bench.report import sensitivity_table
+from bench.cli import bench_main
+from bench.plan import Condition
+from bench.run_options import build_config, build_parser, sensitivity_conditions
+from bench.tables import sensitivity_table
 from bench.user import FixedThink, LogNormalThink
 
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from bench.harness import Condition, RunConfig, plan_jobs, rep_seed
+from bench.plan import Condition, RunConfig, plan_jobs, rep_seed
 from bench.user import FixedThink
 from bench.workspace import changed, manifest, prepare_workspace, tree_hash
 from speculate.sim.scenario import Scenario, Step, Turn

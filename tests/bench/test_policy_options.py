@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import bench_main, build_config, build_parser
+from bench.cli import bench_main
+from bench.run_options import build_config, build_parser
 
 
 def config(*args: str):

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from bench import provenance
-from bench.cli import build_config, build_parser
+from bench.run_options import build_config, build_parser
 
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
        "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/local/bin:/usr/bin:/bin"}

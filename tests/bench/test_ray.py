@@ -12,7 +12,7 @@ import pytest
 
 from bench.cli import bench_main
 from bench.compare import compare_main
-from bench.harness import plan_jobs
+from bench.plan import plan_jobs
 from bench.ray_runner import groups_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def ray_available() -> Iterator[None]:
 
 
 def test_groups_keep_a_pairs_arms_together_in_plan_order() -> None:
-    from bench.cli import build_config, build_parser
+    from bench.run_options import build_config, build_parser
 
     cfg = build_config(build_parser().parse_args(["--quick", "--accept-prob", "natural,0"]))
     jobs = plan_jobs(cfg)

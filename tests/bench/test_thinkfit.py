@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.cli import build_config, build_parser, resolve_scenarios
+from bench.run_options import build_config, build_parser, resolve_scenarios
 from bench.thinkfit import resolve_think
 from bench.user import (
     TAB_ACCEPT_S,

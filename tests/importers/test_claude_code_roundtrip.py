@@ -20,7 +20,8 @@ import pytest
 import trio
 
 from bench.cc_interactive import Interactive
-from bench.harness import Condition, RunConfig, resolve_toolchains, run_experiment
+from bench.harness import resolve_toolchains, run_experiment
+from bench.plan import Condition, RunConfig
 from bench.toolchain import workspace_toolchain
 from bench.user import FixedThink
 from bench.workspace import CACHE_DIRS, manifest, prepare_workspace, tree_hash

@@ -16,7 +16,7 @@ import pytest
 
 from speculate.repl.demo import find_scenario, prepare_project
 from speculate.sim.scenario_yaml import load_scenario
-from tests.repl.test_tmux import FINISHED, P1, P2, Term, tree_hash
+from tests.repl.tmuxkit import FINISHED, P1, P2, Term, tree_hash
 
 pytestmark = [
     pytest.mark.tmux,

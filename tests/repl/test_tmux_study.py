@@ -18,7 +18,7 @@ import pytest
 from speculate.repl.demo import find_scenario, prepare_project
 from speculate.sim.scenario_yaml import load_scenario
 from speculate.study.arms import sequence
-from tests.repl.test_tmux import P1, P2, Term
+from tests.repl.tmuxkit import P1, P2, Term
 
 pytestmark = [
     pytest.mark.tmux,

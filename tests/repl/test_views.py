@@ -9,8 +9,8 @@ from prompt_toolkit.key_binding.key_processor import KeyPress
 from prompt_toolkit.keys import Keys
 
 from speculate.agent_types import ToolFinished
-from speculate.repl.app import unsent
 from speculate.repl.render import cancelled_line
+from speculate.repl.terminal import unsent
 from speculate.repl.toolview import body_lines, coloured_diff, full_call, question_lines, tool_body
 from speculate.repl.turnline import TurnLine, typed_ahead
 from speculate.speculation.accept import Landing

@@ -11,7 +11,8 @@ import pytest
 
 from speculate.sim.claude_code import ClaudeCode
 
-from .conformance import compare, run_claude_code, run_speculate, table
+from .conformance import run_claude_code, run_speculate
+from .conformance_compare import compare, table
 
 # Intended differences (docs/claude-code.md, "Claude Code as the oracle"): case -> why.
 INTENDED = {

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from speculate.sim import ScenarioError, load_scenario, parse_scenario
 from speculate.sim.scenario import default_scenario_paths
-from speculate.sim.scenario_yaml import INTENTS, intent_fields, tool_inputs
+from speculate.sim.scenario_tools import INTENTS, intent_fields, tool_inputs
 from speculate.tools import default_tools, tools_by_name
 from speculate.tools.read import Read, ReadInput
 

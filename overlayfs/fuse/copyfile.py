@@ -1,0 +1,75 @@
+"""Copying a lower file into the upper layer for copy-up: whole or not at all (an O_TMPFILE linked into
+place, or a temporary name in the work directory renamed), its data reflinked where the filesystem shares
+extents, else copied in the kernel."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import stat as stat_mod
+
+_FICLONE = 0x40049409
+_COPY_CHUNK = 1 << 30
+_AT_FDCWD = -100
+_AT_SYMLINK_FOLLOW = 0x400
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def copy_file(src: str, dst: str, st: os.stat_result, *, data: bool, work: str | None) -> None:
+    """Copy a regular file so that ``dst`` appears complete or not at all (O_TMPFILE, then link)."""
+    parent = os.path.dirname(dst)
+    try:
+        fd = os.open(parent, os.O_TMPFILE | os.O_WRONLY, stat_mod.S_IMODE(st.st_mode))
+        tmp = None
+    except OSError as e:  # filesystem without O_TMPFILE: a temp name in the work dir, renamed into place
+        if work is None or e.errno == errno.ENOSPC:
+            raise
+        tmp = f"{work}/copyup.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat_mod.S_IMODE(st.st_mode))
+    try:
+        if data and st.st_size:
+            sfd = os.open(src, os.O_RDONLY)
+            try:
+                _copy_data(sfd, fd, st.st_size)
+            finally:
+                os.close(sfd)
+        os.fchmod(fd, stat_mod.S_IMODE(st.st_mode))
+        if tmp is None:
+            _link_fd(fd, dst)
+        else:
+            os.rename(tmp, dst)
+    except OSError:
+        if tmp is not None and os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _link_fd(fd: int, dst: str) -> None:
+    # os.link() would link the /proc magic link itself (EXDEV); linkat with AT_SYMLINK_FOLLOW follows it.
+    if _libc.linkat(_AT_FDCWD, f"/proc/self/fd/{fd}".encode(), _AT_FDCWD, os.fsencode(dst),
+                    _AT_SYMLINK_FOLLOW) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), dst)
+
+
+def _copy_data(sfd: int, dfd: int, size: int) -> None:
+    try:
+        fcntl.ioctl(dfd, _FICLONE, sfd)  # reflink where the filesystem shares extents (XFS, btrfs)
+        return
+    except OSError:
+        pass
+    done = 0
+    while done < size:
+        try:
+            n = os.copy_file_range(sfd, dfd, min(_COPY_CHUNK, size - done))
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            n = os.sendfile(dfd, sfd, None, min(_COPY_CHUNK, size - done))
+        if n == 0:
+            break
+        done += n
