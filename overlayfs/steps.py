@@ -23,10 +23,9 @@ import errno
 import os
 import stat as stat_mod
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from overlayfs.cleanup import Cleanup
 from overlayfs.copyup import copy_file, link_or_copy, run_all, stat_mode
 from overlayfs.flush import Flush
 from overlayfs.merged import kind_of, lstat_or_none
@@ -42,7 +41,7 @@ SERIAL_BYTES = 1 << 20
 WINDOWS: list[tuple[float, float]] | None = None
 
 
-class Steps:
+class Steps(Cleanup):
     """The steps of one journal ``j``; ``at`` is the project path being worked on, for error messages."""
 
     def __init__(self, j: dict[str, Any]) -> None:
@@ -59,9 +58,6 @@ class Steps:
         self.put_at = {p[0]: i for i, p in enumerate(self.puts)}
         self.check = RECHECK and bool(j.get("checks"))  # a journal planned without stamps is replayed without
         self.made = {rel for rel, _ in j["mkdirs"]}
-
-    def p(self, rel: str) -> str:
-        return f"{self.lower}/{rel}"
 
     # -- identity --------------------------------------------------------------------------------------
 
@@ -146,21 +142,6 @@ class Steps:
             self.verify()
             self.staged = [stamp(os.lstat(self.p(put[1]))) for put in self.puts]
         return {"targets": after, "staged": self.staged}
-
-    def rollback(self) -> None:
-        """Undo prepare: temp files, backups (links to entries still in place) and early directories."""
-        for _, stage, backup, _, _ in self.puts:
-            self._remove(stage)
-            if backup is not None:
-                self._remove(backup)
-        for rel in reversed(self.j["pre"]):
-            try:
-                os.rmdir(self.p(rel))
-            except (FileNotFoundError, NotADirectoryError):
-                pass
-            except OSError as e:
-                if e.errno != errno.ENOTEMPTY and os.path.lexists(self.p(rel)):  # not empty: the user's now
-                    self.problems.append(f"could not remove the new directory {self.p(rel)}: {e.strerror}")
 
     # -- after the commit point -------------------------------------------------------------------------
 
@@ -280,48 +261,6 @@ class Steps:
             if st is not None and want is not None and len(want) > 3 and not same(st, want):
                 raise Changed(rel, "written in the real tree while the acceptance was being written")
 
-    def finish(self, aside: str | None = None) -> None:
-        """After apply: delete the backups and the trash (what the promotion replaced or removed), and an
-        old entry a swap displaced if the process was killed before its name went. ``aside``: a directory
-        outside the project, on its filesystem, to move them into instead (deleted later, on a thread:
-        freeing a file's blocks takes milliseconds each on a busy disk, and nobody waits for that)."""
-        for _, stage, backup, _, _ in self.puts:
-            self._remove(stage)
-            if backup is not None:
-                self._drop(backup, aside)
-        for rel, _, trash, _, _ in self.rms:
-            self._tolerate(f"remove {self.p(trash)}", self.p(trash), self._drop_trash, rel, trash, aside)
-
-    def _drop(self, rel: str, aside: str | None) -> None:
-        if aside is not None:
-            try:
-                os.rename(self.p(rel), f"{aside}/{os.path.basename(rel)}")
-                return
-            except OSError:
-                pass  # gone already, or another filesystem after all, or the aside dir went: remove it here
-        self._remove(rel)
-
-    def _drop_trash(self, rel: str, trash: str, aside: str | None) -> None:
-        t = self.p(trash)
-        st = lstat_or_none(t)
-        if st is None:
-            return
-        if not stat_mod.S_ISDIR(st.st_mode):
-            self._drop(trash, aside)
-            return
-        try:
-            os.rmdir(t)
-        except OSError as e:
-            if e.errno != errno.ENOTEMPTY:
-                raise
-            # Something was created in it after the conflict check: give it back rather than delete it.
-            if not os.path.lexists(self.p(rel)):
-                os.rename(t, self.p(rel))
-            else:
-                from overlayfs.state import remove_tree
-
-                remove_tree(Path(t))
-
     def undo(self) -> None:
         """Reverse apply after an error (idempotent): puts, then new directories, then removals. An entry
         that is no longer ours as we put it (the user replaced or wrote it since) is left as the user made
@@ -366,27 +305,6 @@ class Steps:
                     self._tolerate(f"put {self.p(rel)} back from {self.p(trash)}", self.p(trash), os.rename,
                                    self.p(trash), self.p(rel))
         self.rollback()
-
-    def abandon(self) -> None:
-        """Keep the tree as it is: remove our temp names (staged copies, backups, trash) where possible."""
-        self.finish()
-
-    # -- tolerant primitives --------------------------------------------------------------------------
-
-    def _remove(self, rel: str) -> None:
-        self._tolerate(f"remove {self.p(rel)}", self.p(rel), os.unlink, self.p(rel))
-
-    def _tolerate(self, what: str, left: str, fn: Callable[..., object], *args: Any) -> None:
-        """Run one cleanup call; if it fails while ``left`` still stands, say so in ``problems`` (EROFS for
-        a name that is not there means there was nothing to do)."""
-        try:
-            fn(*args)
-        except (FileNotFoundError, NotADirectoryError):
-            pass
-        except OSError as e:
-            if os.path.lexists(left):
-                self.problems.append(f"could not {what}: {e.strerror}")
-
 
 def _window(t: float) -> None:
     if WINDOWS is not None:
