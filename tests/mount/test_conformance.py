@@ -320,3 +320,16 @@ def test_whiteout_lookalike_names_are_plain_files(backend: str, project: Path, o
         assert (project / rel).read_text() == f"user file {rel}\n"
     assert (project / LOOKALIKES[-1]).is_dir()
     assert (project / "README.md").exists() and (project / "src/shop/cart.py").exists()
+
+
+@pytest.mark.parametrize("backend", backend_params(*MOUNTABLE))
+def test_a_copied_up_directory_keeps_its_mode(backend: str, project: Path, overlay: Overlay) -> None:
+    """A group-writable directory (a checkout made under umask 002, as many normal users have) stays 0775 when
+    a new file in it copies it up; our FUSE server made the upper one under its own umask, 0755."""
+    require_host_mount(backend)
+    (project / "src/shop").chmod(0o775)
+    with mounted(overlay, backend) as root:
+        (root / "src/shop/new.txt").write_text("new\n")
+        assert stat.S_IMODE((root / "src/shop").stat().st_mode) == 0o775
+    assert stat.S_IMODE((project / "src/shop").stat().st_mode) == 0o775
+    assert changes(Overlay(project, upper=overlay.upper)) == {("src/shop/new.txt", "added")}
