@@ -16,6 +16,7 @@ from typing import Any
 
 import trio
 
+from bench.errors import BenchRunFailed
 from speculate.models.anthropic import AnthropicModel
 from speculate.models.claude_cli import ClaudeCliModel
 from speculate.session import SessionConfig, open_session
@@ -67,7 +68,8 @@ async def run(backend: str, tmp: Path, time_scale: float) -> list[dict[str, Any]
         async with model, open_session(SessionConfig(project=root, model=model, speculate=False)) as s:
             for prompt in PROMPTS:
                 out = await s.submit(prompt)
-                assert out.result is not None and not out.error, out
+                if out.result is None or out.error:
+                    raise BenchRunFailed(f"turn {len(rows) + 1} ({prompt!r}) failed: {out}")
                 u = out.result.usage
                 rows.append({"turn": len(rows) + 1, "latency_s": out.latency_s,
                              "cache_read_share": u.cache_read_input_tokens / u.total_input,

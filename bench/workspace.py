@@ -21,12 +21,16 @@ _GIT_ENV = {
 
 
 def prepare_workspace(scenario: Scenario, dest: Path) -> Path:
-    """Materialize the scenario into ``dest`` and make it a git repo with one commit (if it is not one)."""
+    """Materialize the scenario into ``dest`` and make it a git repo with one commit (if it is not one). Its
+    identity is the repository's own, so that a scenario's ``git commit`` works (and every arm commits alike)
+    for a user without one of their own (uid 65534, a CI account)."""
     root = scenario.materialize(dest)
     if not (root / ".git").exists():
         env = {**os.environ, **_GIT_ENV}
         for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                    ["git", "commit", "-q", "--no-gpg-sign", "-m", "initial", "--allow-empty"]):
+                    ["git", "commit", "-q", "--no-gpg-sign", "-m", "initial", "--allow-empty"],
+                    ["git", "config", "user.name", _GIT_ENV["GIT_AUTHOR_NAME"]],
+                    ["git", "config", "user.email", _GIT_ENV["GIT_AUTHOR_EMAIL"]]):
             subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
     return root
 

@@ -65,10 +65,10 @@ class ViewBase:
             for d in (up, work, meta):
                 d.mkdir(parents=True, exist_ok=True)
             # A layer given as /proc/<pid>/fd/<n>/upper (a bounded one, reopened) must not be resolved:
-            # the magic link reads as "/".
+            # the magic link reads as "/" (its meta/ resolved to the host's /meta).
             self.upper: Path = up if up.is_relative_to("/proc") else up.resolve()
             self.workdir: Path = work if work.is_relative_to("/proc") else work.resolve()
-            self.metadir = meta.resolve()
+            self.metadir = meta if meta.is_relative_to("/proc") else meta.resolve()
         self._disk = [self.upper, self.workdir, self.metadir] if self._base is None else []
         for d in (self.upper, self.metadir):
             if d.is_relative_to(self.lower) or self.lower.is_relative_to(d):

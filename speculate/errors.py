@@ -12,3 +12,8 @@ from __future__ import annotations
 
 class SpeculateError(Exception):
     """Base of every exception speculate defines."""
+
+
+class InternalError(SpeculateError, RuntimeError):
+    """An invariant of speculate's own code broke: our bug, never the user's input or the model's. Raised
+    where an ``assert`` would vanish under ``python -O`` and let the wrong thing happen quietly."""

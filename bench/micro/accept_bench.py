@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.errors import BenchRunFailed
 from overlayfs import Overlay, flush, journal, recover_project, steps
 from overlayfs import promote as promote_mod
 from overlayfs.state import ENV, remove_tree, wait_disposals
@@ -104,7 +105,8 @@ def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool,
         steps.RECHECK = True
     main.extend(completed_part(fork[2:], complete=True))
     t2 = time.perf_counter()
-    assert result.ok and len(result.promoted) == n, result
+    if not result.ok or len(result.promoted) != n:
+        raise BenchRunFailed(f"promoting {n} files: {result}")
     windows.extend(done - (start if recheck else checked[0]) for start, done in steps.WINDOWS)
     steps.WINDOWS = None
     ov.discard()
@@ -257,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         checks = []
         for _ in range(2000):
             t = time.perf_counter()
-            assert recover_project(project) is None
+            if (recovered := recover_project(project)) is not None:
+                raise BenchRunFailed(f"the recovery check found something pending: {recovered}")
             checks.append(time.perf_counter() - t)
         print(f"\ndurable batches (two per promotion): {HOW.get('syncfs', 0)} by one syncfs, {HOW.get('fsync', 0)} "
               f"by fsyncs (overlayfs.flush: syncfs {'off' if a.no_syncfs else 'on'}, limit "

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+from bench.errors import BenchRunFailed
 from overlayfs import Overlay
 from overlayfs.mount import mounted, unavailable_reason
 from overlayfs.sandbox import SandboxLimits, run_sandboxed
@@ -119,7 +120,9 @@ def old_server(ov: SimpleNamespace, code: str) -> Iterator[Path]:
                              os.fspath(ov.metadir), os.fspath(root)], stdout=subprocess.PIPE, cwd="/",
                             env={**os.environ, "PYTHONPATH": code})
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        assert proc.stdout is not None
+        if (line := proc.stdout.readline().strip()) != b"ready":
+            raise BenchRunFailed(f"the FUSE server at {code} said {line!r}, not ready")
         yield root
     finally:
         subprocess.run(["fusermount3", "-u", os.fspath(root)], capture_output=True)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.errors import BenchRunFailed
 from overlayfs import Overlay
 from overlayfs.mount import unavailable_reason
 from overlayfs.sandbox import run_sandboxed
@@ -154,12 +155,14 @@ def pytest_ms(lower: Path, backend: str | None, reps: int) -> float:
     def once() -> None:
         if backend is None:
             r = subprocess.run(cmd, shell=True, cwd=lower, capture_output=True)
-            assert r.returncode == 0, r.stdout[-500:]
+            if r.returncode != 0:
+                raise BenchRunFailed(f"{cmd} exited {r.returncode}: {r.stdout[-500:]!r}")
             return
         ov = Overlay(lower)
         try:
             s = run_sandboxed(ov, cmd, timeout=300, backend=backend)
-            assert s.exit_code == 0, s.stdout[-500:] + s.stderr[-500:]
+            if s.exit_code != 0:
+                raise BenchRunFailed(f"{cmd} in the sandbox exited {s.exit_code}: {s.stdout[-500:] + s.stderr[-500:]!r}")
         finally:
             ov.discard()
 

@@ -256,7 +256,8 @@ class OverlayOps(HandleOps):
         if dst is not None and dst[0].upper and dst[0].is_dir:
             shutil.rmtree(tree.upath(dst[0]))
         old_parent = node.parent
-        assert old_parent is not None
+        if old_parent is None:  # the root: the kernel refuses first, but the rename below must not run
+            raise fuse_error(errno.EBUSY)
         os.rename(tree.upath(node), new_path)
         if node.lower:  # the lower entry at the old name would show through again
             layer.make_whiteout(Path(tree.upath(old_parent)), node.name)

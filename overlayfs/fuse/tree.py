@@ -238,6 +238,7 @@ class MergedTree:
         st = os.lstat(lp)
         if stat_mod.S_ISDIR(st.st_mode):
             os.mkdir(up, stat_mod.S_IMODE(st.st_mode))
+            os.chmod(up, stat_mod.S_IMODE(st.st_mode))  # mkdir applied this server's umask: the lower's mode
         else:
             self.touch(node)
             if stat_mod.S_ISLNK(st.st_mode):

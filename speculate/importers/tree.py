@@ -207,5 +207,17 @@ def export(repo: Path, rev: str, dest: Path) -> str:
     data = git("archive", "--format=tar", commit)
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")  # refuses absolute paths, .. and devices
+        _extract(tar, dest)
     return commit
+
+
+def _extract(tar: tarfile.TarFile, dest: Path) -> None:
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")  # refuses absolute paths, .. and devices
+        return
+    # Python before 3.11.4 (Debian 12's /usr/bin/python3, the one a normal user there can run) has no
+    # extraction filters: git archive writes none of these members, but refuse them as the filter would.
+    for m in tar.getmembers():
+        if m.name.startswith("/") or ".." in Path(m.name).parts or not (m.isreg() or m.isdir() or m.issym()):
+            raise RepoError(f"git archive wrote {m.name!r}: not a file, directory or link inside the tree")
+    tar.extractall(dest)

@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from speculate.compaction import context_tokens
+from speculate.errors import InternalError
 from speculate.models.base import ModelError
 from speculate.models.billing import Meter, billed_to
 from speculate.session_types import TurnOutcome
@@ -172,7 +173,8 @@ class SpeculationEngine(EngineRecords):
         if spec.overlay is None:  # discarded while the user waited (a boundary that holds its cause)
             return await self._drop(spec, prompt, t0, "aborted", step.stopped_note(rec, shown=True))
         landing = self.landing
-        assert landing is not None
+        if landing is None or spec.agent is None:  # our bug; checked before promotion touches the project
+            raise InternalError(f"accepting a speculation with no landing ({landing}) or no agent ({spec.agent})")
         if self.s.cfg.keep_accepted_diff:
             landing.diff = spec.overlay.diff()  # the upper layer is spent by promotion
         promotion = step.promote(spec)
@@ -181,9 +183,8 @@ class SpeculationEngine(EngineRecords):
                 "; nothing of what it showed was applied" if spec.shown else ""))
         landing.promoted, landing.files = True, step.summary_of(rec)
         self.accepted_diff = landing.diff
-        assert spec.agent is not None
         if len(self.s.messages) != spec.prefix_len:  # our bug, never the user's: it must not vanish under -O
-            raise RuntimeError(f"the main conversation moved under the speculation ({len(self.s.messages)} "
+            raise InternalError(f"the main conversation moved under the speculation ({len(self.s.messages)} "
                                f"messages, the fork started at {spec.prefix_len})")
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
         self._spec = None

@@ -20,7 +20,7 @@ import trio
 from pydantic import BaseModel, ValidationError
 
 from speculate import FileSystem, Shell
-from speculate.errors import SpeculateError
+from speculate.errors import InternalError, SpeculateError
 
 T = TypeVar("T")
 # The benchmark's "before" (bench/micro/loop_bench.py): run file-tool I/O inline on the trio loop, as it was.
@@ -107,6 +107,11 @@ class Tool(ABC):
                 f"{'.'.join(str(x) for x in err['loc']) or 'input'}: {err['msg']}" for err in e.errors()
             )
             raise ToolError(f"Invalid input for {self.name}: {problems}") from None
+
+    def wrong_input(self, inp: BaseModel) -> InternalError:
+        """For a call given another model than its own ``Input``: ``parse`` makes that, so this is our bug."""
+        return InternalError(f"the {self.name} tool was called with a {type(inp).__name__}, "
+                             f"not its {self.Input.__name__}")
 
     @abstractmethod
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult: ...

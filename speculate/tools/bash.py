@@ -47,11 +47,13 @@ class Bash(Tool):
     Input: ClassVar[type[BaseModel]] = BashInput
 
     def is_read_only(self, inp: BaseModel) -> bool:
-        assert isinstance(inp, BashInput)
+        if not isinstance(inp, BashInput):
+            raise self.wrong_input(inp)
         return is_read_only_command(inp.command)
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
-        assert isinstance(inp, BashInput)
+        if not isinstance(inp, BashInput):
+            raise self.wrong_input(inp)
         res = await ctx.shell.run(inp.command, timeout=inp.timeout_ms / 1000)
         parts = [res.stdout.rstrip("\n")] if res.stdout.strip() else []
         if res.stderr.strip():

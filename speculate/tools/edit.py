@@ -37,7 +37,8 @@ class Edit(Tool):
         return await run_io(self.run, inp, ctx)
 
     def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
-        assert isinstance(inp, EditInput)
+        if not isinstance(inp, EditInput):
+            raise self.wrong_input(inp)
         if inp.old_string == inp.new_string:
             raise ToolError("old_string and new_string are identical: there is nothing to change")
         rel = relative(ctx.fs, inp.file_path)

@@ -63,7 +63,8 @@ class Glob(Tool):
         return await run_io(self.run, inp, ctx)
 
     def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
-        assert isinstance(inp, GlobInput)
+        if not isinstance(inp, GlobInput):
+            raise self.wrong_input(inp)
         fs = ctx.fs
         base = relative(fs, inp.path) if inp.path else "."
         pattern = inp.pattern

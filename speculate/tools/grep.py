@@ -57,7 +57,8 @@ class Grep(Tool):
         return True
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
-        assert isinstance(inp, GrepInput)
+        if not isinstance(inp, GrepInput):
+            raise self.wrong_input(inp)
         matches = await search(ctx.fs, inp)
         if ctx.hidden is not None:  # files a Read deny rule covers
             matches = {rel: found for rel, found in matches.items() if not ctx.hidden(rel)}

@@ -54,7 +54,8 @@ class Read(Tool):
         return await run_io(self.run, inp, ctx)
 
     def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
-        assert isinstance(inp, ReadInput)
+        if not isinstance(inp, ReadInput):
+            raise self.wrong_input(inp)
         spilled = in_spill_dir(ctx, inp.file_path)
         if spilled is not None:  # our own saved outputs live outside the project
             try:

@@ -52,7 +52,8 @@ class Write(Tool):
         return await run_io(self.run, inp, ctx)
 
     def run(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
-        assert isinstance(inp, WriteInput)
+        if not isinstance(inp, WriteInput):
+            raise self.wrong_input(inp)
         rel = relative(ctx.fs, inp.file_path)
         existed = write_text(ctx.fs, rel, inp.content)
         lines = inp.content.count("\n") + (bool(inp.content) and not inp.content.endswith("\n"))

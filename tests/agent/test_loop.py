@@ -167,12 +167,17 @@ def test_read_only_calls_start_while_the_response_is_still_streaming(tmp_path: P
     root = project(tmp_path)
     events: list = []
 
+    paths: dict[str, str] = {}  # tool_use id -> the path it reads (a summary shortens a long one)
+
     async def main() -> None:
         async with sim_agent(root, events, time_scale=0.2) as agent:
             await agent.run("read both files")
+            paths.update({b["id"]: b["input"].get("file_path", "") for m in agent.messages
+                          if m["role"] == "assistant" and isinstance(m["content"], list)
+                          for b in m["content"] if b.get("type") == "tool_use"})
 
     trio.run(main)
     first_done = next(i for i, e in enumerate(events) if type(e).__name__ == "ResponseDone")
     started_early = [e for e in events[:first_done] if isinstance(e, ToolStarted)]
     # the first Read's block completed while the later blocks were still streaming
-    assert started_early and started_early[0].summary.endswith("a.txt)")
+    assert started_early and paths[started_early[0].id].endswith("/a.txt")

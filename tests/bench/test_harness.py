@@ -47,6 +47,19 @@ def test_prepare_workspace_makes_a_committed_git_repo(tmp_path: Path) -> None:
     assert len(log.stdout.splitlines()) == 1
 
 
+def test_a_scenarios_own_git_commit_works_for_a_user_without_a_git_identity(tmp_path: Path) -> None:
+    """node-fix-overdue commits in a turn: as a user with no user.name/email (uid 65534, a CI account) git
+    refused (exit 128) and every arm's turn failed, as root it took root's own identity."""
+    root = prepare_workspace(scenario("a"), tmp_path / "p")
+    (root / "src/a.py").write_text("x = 2\n")
+    no_identity = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    r = subprocess.run(["git", "-c", "user.useConfigOnly=true", "commit", "-qam", "a turn's commit"], cwd=root,
+                       env=no_identity, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    log = subprocess.run(["git", "log", "--format=%an <%ae>"], cwd=root, capture_output=True, text=True, check=True)
+    assert log.stdout.splitlines() == ["speculate-bench <bench@localhost>"] * 2
+
+
 def test_manifest_sees_content_mode_deletion_symlink_and_empty_dir_changes(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     f = tmp_path / "d" / "f.txt"

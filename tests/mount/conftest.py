@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from overlayfs import backends
 from overlayfs.mount import MNT_PREFIX, unavailable_reason
 from overlayfs.view import Overlay
 
@@ -27,6 +28,14 @@ def require(backend: str) -> None:
     why = unavailable_reason(backend)
     if why is not None:
         pytest.skip(f"backend {backend} unavailable here: {why}")
+
+
+def require_host_mount(backend: str) -> None:
+    """As :func:`require`, for a mount on the host, outside the sandbox's namespaces: kernel overlayfs needs
+    root there (a normal user mounts it only inside the sandbox's user namespace)."""
+    require(backend)
+    if backends.get(backend).host_mount_needs_root and os.geteuid() != 0:
+        pytest.skip(f"backend {backend} mounts on the host only as root")
 
 
 def tree_digest(root: Path) -> str:

@@ -66,6 +66,19 @@ def test_discard_frees_the_layer_and_mounts_nothing(project: Path) -> None:
     assert device not in _open_devices()
 
 
+def test_a_bounded_layer_reopened_by_its_upper_path_keeps_its_metadata_on_the_layer(project: Path) -> None:
+    """The upper of a bounded overlay is a /proc/<pid>/fd/<n> path, whose magic link resolves to "/": a view
+    reopened on it put its meta/ at the host's /meta (root read and wrote there; a normal user could not)."""
+    ov = Overlay(project, bound=SMALL)
+    try:
+        ov.write_text("a.txt", "a")
+        reopened = Overlay(project, upper=ov.upper)
+        assert os.path.samefile(reopened.metadir, Path(ov.upper).parent / "meta"), reopened.metadir
+        assert reopened.read_text("a.txt") == "a"
+    finally:
+        ov.discard()
+
+
 def _open_devices() -> set[int]:
     found = set()
     for fd in os.listdir("/proc/self/fd"):

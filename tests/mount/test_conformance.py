@@ -17,7 +17,7 @@ from overlayfs.bounded import LayerBound
 from overlayfs.mount import MountError, mounted, open_mount
 from overlayfs.mountpoints import is_mounted
 from overlayfs.view import Overlay
-from tests.mount.conftest import backend_params, require, tree_digest
+from tests.mount.conftest import backend_params, require, require_host_mount, tree_digest
 
 Op = tuple[str, ...]
 # A speculation's worth of edits: new, modified, deleted, moved (file and lower directory), replaced dir.
@@ -165,7 +165,7 @@ BOUNDED = pytest.mark.parametrize("bounded", [False, True], ids=["disk", "bounde
 def test_same_operations_same_results(backend: str, bounded: bool, project: Path, overlay: Overlay,
                                       tmp_path: Path) -> None:
     """On the state dir's filesystem and on a bounded layer (a private tmpfs, what the sandbox uses)."""
-    require(backend)
+    require_host_mount(backend)
     if bounded:
         overlay = Overlay(project, bound=LayerBound())
     reference = tmp_path / "reference"
@@ -263,7 +263,7 @@ def _posix_observations(root: Path) -> dict[str, object]:
 @pytest.mark.parametrize("backend", backend_params(*MOUNTABLE))
 def test_posix_surface_matches_native(backend: str, bounded: bool, project: Path, overlay: Overlay,
                                       tmp_path: Path) -> None:
-    require(backend)
+    require_host_mount(backend)
     if bounded:
         overlay = Overlay(project, bound=LayerBound())
     native = tmp_path / "native"
@@ -285,7 +285,7 @@ LOOKALIKES = [".wh.README.md", ".wh..wh..opq", "src/shop/.wh..wh..opq", "src/sho
 def test_whiteout_lookalike_names_are_plain_files(backend: str, project: Path, overlay: Overlay) -> None:
     """Creating ``.wh.X`` hides nothing: the file appears as itself and promotion lands it. fuse-overlayfs
     refuses such file names itself (EINVAL; a directory it allows): there too nothing is hidden."""
-    require(backend)
+    require_host_mount(backend)
     listed: dict[str, list[str]] = {}
     if not backends.get(backend).mountable:
         for rel in LOOKALIKES[:-1]:
@@ -320,3 +320,16 @@ def test_whiteout_lookalike_names_are_plain_files(backend: str, project: Path, o
         assert (project / rel).read_text() == f"user file {rel}\n"
     assert (project / LOOKALIKES[-1]).is_dir()
     assert (project / "README.md").exists() and (project / "src/shop/cart.py").exists()
+
+
+@pytest.mark.parametrize("backend", backend_params(*MOUNTABLE))
+def test_a_copied_up_directory_keeps_its_mode(backend: str, project: Path, overlay: Overlay) -> None:
+    """A group-writable directory (a checkout made under umask 002, as many normal users have) stays 0775 when
+    a new file in it copies it up; our FUSE server made the upper one under its own umask, 0755."""
+    require_host_mount(backend)
+    (project / "src/shop").chmod(0o775)
+    with mounted(overlay, backend) as root:
+        (root / "src/shop/new.txt").write_text("new\n")
+        assert stat.S_IMODE((root / "src/shop").stat().st_mode) == 0o775
+    assert stat.S_IMODE((project / "src/shop").stat().st_mode) == 0o775
+    assert changes(Overlay(project, upper=overlay.upper)) == {("src/shop/new.txt", "added")}

@@ -16,7 +16,7 @@ from overlayfs import backends, layer
 from overlayfs.mount import MountError, mounted
 from overlayfs.sandbox import run_in_overlay, run_sandboxed
 from overlayfs.view import Overlay
-from tests.mount.conftest import backend_params, require, tree_digest
+from tests.mount.conftest import backend_params, require, require_host_mount, tree_digest
 
 MOUNTABLE = backend_params("fuse", "kernel", "fuse-overlayfs")
 PY = sys.executable
@@ -62,7 +62,7 @@ make -s test PYTHON={PY} 2>&1 | tail -1
 
 @pytest.mark.parametrize("backend", backend_params("fuse", "fuse-overlayfs", "kernel"))
 def test_mounted_root_for_plain_subprocess(backend: str, project: Path, overlay: Overlay) -> None:
-    require(backend)
+    require_host_mount(backend)
     with mounted(overlay, backend) as root:
         subprocess.run(["sh", "-c", "echo hi > new.txt && sed -i s/def/DEF/ src/shop/pager.py"], cwd=root,
                        check=True)

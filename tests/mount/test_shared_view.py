@@ -127,6 +127,7 @@ def test_a_promotion_leaves_no_stale_mount(backend: str, kept: Overlay, project:
     assert out == "v1\n# edited by the user\nv2\n"
 
 
+@pytest.mark.privileged
 @pytest.mark.parametrize("compiled", [True, False], ids=["stage.c", "python-stages"])
 def test_both_stage_programs_build_the_same_sandbox(compiled: bool, kept: Overlay,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,7 @@ def speculate(root: Path, kind: str, seed: int) -> tuple[Overlay, str, bytes]:
     return ov, big, data
 
 
+@pytest.mark.privileged
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_promotion_onto_a_full_filesystem_rolls_back_naming_the_file(tmp_path: Path, state_dir: Path,
                                                                       kind: str) -> None:
@@ -113,6 +114,7 @@ def test_copy_fd_never_reports_a_short_copy(tmp_path: Path) -> None:
         os.close(dfd)
 
 
+@pytest.mark.privileged
 def test_a_failed_copy_leaves_no_partial_file(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "mnt", "size=512k") as mnt:
         src = tmp_path / "src"
@@ -139,6 +141,7 @@ COPY_UPS: dict[str, Callable[[Overlay], object]] = {
 }
 
 
+@pytest.mark.privileged
 @pytest.mark.parametrize("meta", ["beside upper", "on another filesystem"])
 @pytest.mark.parametrize("op", list(COPY_UPS))
 def test_copy_up_onto_a_full_upper_fails_without_a_short_file(tmp_path: Path, op: str, meta: str) -> None:
@@ -200,6 +203,7 @@ def test_promotion_onto_a_full_filesystem_as_a_normal_user(kind: str) -> None:
         shutil.rmtree(base)
 
 
+@pytest.mark.privileged
 def test_a_record_torn_by_a_full_disk_fails_its_operation_and_spares_the_next(tmp_path: Path) -> None:
     """The read set and the bases are appended line by line: a line a full disk cut short makes its
     operation fail, and the whole record appended after it (on the same line) still loads."""

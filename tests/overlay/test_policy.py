@@ -91,7 +91,8 @@ def make_special(path: Path, kind: str) -> None:
         os.mknod(path, stat.S_IFBLK | 0o600, os.makedev(7, 0))
 
 
-@pytest.mark.parametrize("kind", ["FIFO", "socket", "character device", "block device"])
+@pytest.mark.parametrize("kind", ["FIFO", "socket", *(pytest.param(k, marks=pytest.mark.privileged)
+                                                       for k in ("character device", "block device"))])
 def test_a_special_file_is_refused_by_name_never_an_exception(project: Path, ov: Overlay, kind: str) -> None:
     if "device" in kind and os.geteuid() != 0:
         pytest.skip("mknod of a device needs root")

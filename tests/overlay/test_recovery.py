@@ -201,6 +201,7 @@ def test_concurrent_sessions_promote_one_at_a_time(tmp_path: Path, state_dir: Pa
 # -- errors during promotion --------------------------------------------------------------------------
 
 
+@pytest.mark.privileged
 def test_a_full_disk_rolls_back_and_names_the_file(tmp_path: Path, state_dir: Path) -> None:
     with tmpfs(tmp_path / "mnt", "size=1m") as mnt:
         root = mnt / "proj"
@@ -223,6 +224,7 @@ def test_a_full_disk_rolls_back_and_names_the_file(tmp_path: Path, state_dir: Pa
         assert (root / "src/m3.py").read_bytes() == b"new\n"
 
 
+@pytest.mark.privileged
 def test_running_out_of_inodes_at_every_step_rolls_back(tmp_path: Path, state_dir: Path) -> None:
     """Fill a tmpfs so that exactly n inodes are left, for n = 0, 1, ...: each promotion either succeeds or
     fails and leaves the old tree; some fail after the commit point (the mkdir of a directory that

@@ -4,6 +4,7 @@ the demo scenario, its two prompts, and the canary hash of a project tree."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 P1 = "why does page 2 of the product list repeat the last item of page 1?"
 P2 = "fix it and add a regression test"
 FINISHED = ("ready (", "stopped at boundary")
+PANE_SHELL = shutil.which("bash") or "/bin/sh"
 
 
 def tree_hash(root: Path) -> str:
@@ -34,8 +36,9 @@ class Term:
         self.target = "repl"
 
     def tmux(self, *args: str) -> str:
+        # The pane runs its command through $SHELL, else the login shell (nologin for a service account).
         return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, env={**os.environ, "SHELL": PANE_SHELL}).stdout
 
     def start(self, cmd: str, width: int = 120) -> None:
         self.tmux("new-session", "-d", "-x", str(width), "-y", "40", "-s", self.target, "-c", str(REPO), cmd)

@@ -601,17 +601,25 @@ def _visible(path: Path) -> bool:
     return not any(real == d or real.startswith(d + "/") for d in PRIVATE_DIRS)
 
 
+def _workspace_candidates() -> list[Path]:
+    given = os.environ.get("SPECULATE_ESCAPE_BASE")
+    return [Path(given)] if given else [Path("/var/lib"), Path.home() / ".cache"]
+
+
+def workspace_parent() -> Path | None:
+    """Where :func:`workspace` makes its directory, or None where no candidate is writable and seen."""
+    return next((p for p in _workspace_candidates() if p.is_dir() and os.access(p, os.W_OK) and _visible(p)),
+                None)
+
+
 @contextlib.contextmanager
 def workspace() -> Iterator[Path]:
     """A scratch directory the sandbox sees (read-only) at its real path, as it sees a user's home and
     project: not under /tmp, /var/tmp or /run, which are private there. SPECULATE_ESCAPE_BASE chooses it."""
-    given = os.environ.get("SPECULATE_ESCAPE_BASE")
-    candidates = [Path(given)] if given else [Path("/var/lib"), Path.home() / ".cache"]
-    for parent in candidates:
-        if parent.is_dir() and os.access(parent, os.W_OK) and _visible(parent):
-            break
-    else:
-        raise RuntimeError(f"no writable directory outside the sandbox's private ones among {candidates}")
+    parent = workspace_parent()
+    if parent is None:
+        raise RuntimeError(f"no writable directory outside the sandbox's private ones among "
+                           f"{_workspace_candidates()}")
     base = Path(tempfile.mkdtemp(prefix="speculate-escape-", dir=parent))
     try:
         yield base

@@ -17,7 +17,7 @@ from overlayfs import Overlay
 from overlayfs.bounded import LayerBound
 from overlayfs.mount import open_mount
 from overlayfs.sandbox import BACKEND_FAILED_EXIT, CancelToken, SandboxLimits, run_sandboxed, sandbox_problem
-from tests.mount.conftest import require
+from tests.mount.conftest import backend_params, require
 from tests.sandbox.escapes import digest
 from tests.shell.test_corpus import CASES, ROOT_MARK, build_project
 
@@ -103,7 +103,7 @@ def test_a_killed_fuse_server_is_a_backend_failure_not_exit_0(project: Path) -> 
     assert "backend failed" in r.stderr
 
 
-@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+@pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
 def test_environment_secrets_do_not_enter(backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An allow-list: what a shell and a toolchain need enters, anything else stays out, whatever its name."""
     require(backend)
@@ -122,7 +122,7 @@ def test_environment_secrets_do_not_enter(backend: str, project: Path, monkeypat
     assert "never-inside" not in r.stdout and "SPECULATE_HARMLESS" not in r.stdout
 
 
-@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+@pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
 def test_a_speculation_s_shell_passes_what_the_session_and_the_settings_name(
         backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SandboxShell (speculative Bash and a fork's hooks): the allow-list, the names in settings
@@ -148,7 +148,7 @@ def test_a_speculation_s_shell_passes_what_the_session_and_the_settings_name(
     assert "never-inside" not in r.stdout
 
 
-@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+@pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
 def test_cancel_kills_at_once_and_is_reported(backend: str, project: Path) -> None:
     require(backend)
     ov = Overlay(project)
@@ -172,6 +172,7 @@ def test_limits_are_checked() -> None:
         SandboxLimits(processes=-1)
 
 
+@pytest.mark.privileged
 def test_a_concurrent_commands_sweep_leaves_a_live_leaf_cgroup() -> None:
     """Many sandboxed commands of one process (the bench runs six sessions): a command's sweep of leftover
     leaves must not remove another's leaf before that one has joined it (its setup then failed, exit 125)."""
@@ -185,7 +186,7 @@ def test_a_concurrent_commands_sweep_leaves_a_live_leaf_cgroup() -> None:
     assert not any(d.exists() for d in [*first.dirs, *second.dirs])
 
 
-@pytest.mark.parametrize("backend", ["kernel", "fuse"])
+@pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
 def test_a_sandbox_that_cannot_be_entered_is_an_error_not_an_exit_status(
         backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If stage one cannot join its cgroup (or mount, or set limits) the command never ran: that is raised,

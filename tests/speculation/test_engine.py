@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from speculate.agent_types import summarize
 from speculate.speculation.events import SpecEvent
 
 from .conftest import engine_session, make_project, tree_hash
@@ -157,7 +158,8 @@ def test_each_boundary_stops_before_the_call_and_accept_resumes_normally(
             out = await s.submit(suggestion)
             assert out.accepted and out.result is not None  # the normal loop went on from the boundary
             if boundary == "edit":
-                assert asked and "a.txt" in asked[0]  # proposed again under the normal rules
+                # proposed again under the normal rules (as the question shows it: a long path is shortened)
+                assert asked and asked[0] == summarize("Edit", {"file_path": f"{root.resolve()}/a.txt"})
                 assert (root / "a.txt").read_text() == "gamma\n"
             else:
                 assert tree_hash(root) == before

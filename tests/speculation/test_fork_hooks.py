@@ -79,6 +79,8 @@ async def speculate(s: Session, name: str) -> Any:
 @pytest.fixture
 def canary() -> Any:
     """Host places a hook in a fork tries to write: a directory under /var/lib, /etc and the home."""
+    if not os.access("/var/lib", os.W_OK):
+        pytest.skip("the canaries under /var/lib and /etc need root (CI runs as root)")
     d = Path(f"/var/lib/speculate-hook-canary-{os.getpid()}")
     d.mkdir(exist_ok=True)
     (d / "existing").write_text("untouched\n")

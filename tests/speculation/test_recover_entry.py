@@ -71,6 +71,7 @@ def test_speculate_recover_command(tmp_path: Path, state_dir: Path) -> None:
     assert r.returncode == 2 and "a.txt" in r.stderr and "not a directory" in r.stderr
 
 
+@pytest.mark.privileged
 def test_a_failed_acceptance_is_rolled_back_and_runs_normally(tmp_path: Path, state_dir: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")

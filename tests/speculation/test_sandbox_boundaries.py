@@ -94,6 +94,7 @@ def test_a_write_tool_past_the_upper_bound_is_a_resource_boundary(tmp_path: Path
     trio.run(main)
 
 
+@pytest.mark.fuse
 def test_a_fuse_server_dying_under_a_command_is_an_error_boundary(tmp_path: Path) -> None:
     _need_sandbox("fuse")
     root = make_project(tmp_path)

@@ -14,6 +14,7 @@ from overlayfs.mount import available_backends
 from overlayfs.sandbox import SandboxLimits
 from speculate.agent_types import BoundaryReached
 from speculate.speculation.sandbox_shell import SandboxShell, bash_sandbox
+from tests.mount.conftest import backend_params
 
 MiB = 1 << 20
 
@@ -56,7 +57,7 @@ def test_a_file_past_the_size_bound_is_a_resource_boundary(root: Path, command: 
         ov.discard()
 
 
-@pytest.mark.parametrize("backend", ["kernel", "fuse", "fuse-overlayfs"])
+@pytest.mark.parametrize("backend", backend_params("kernel", "fuse", "fuse-overlayfs"))
 def test_a_directory_rename_refused_with_exdev_stops_the_fork_and_mv_lands(root: Path, backend: str) -> None:
     if backend not in available_backends():
         pytest.skip(f"{backend} is not available here")
