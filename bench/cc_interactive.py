@@ -46,25 +46,41 @@ class Interactive:
         self.socket = str(self.dir / "sock")
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True, capture_output=True, text=True
+        ).stdout
 
     def start(self) -> None:
         home = self.cc.home
         home.mkdir(parents=True, exist_ok=True)
         project = str(self.project.resolve())
-        (home / ".claude.json").write_text(json.dumps({
-            "hasCompletedOnboarding": True, "theme": "dark",
-            "customApiKeyResponses": {"approved": ["sim"], "rejected": []},
-            "projects": {project: {"hasTrustDialogAccepted": True, "allowedTools": []}},
-        }))
-        env = {**self.cc.env(self.base_url), "TERM": "xterm-256color", "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "1",
-               **self.extra_env}
+        (home / ".claude.json").write_text(
+            json.dumps(
+                {
+                    "hasCompletedOnboarding": True,
+                    "theme": "dark",
+                    "customApiKeyResponses": {"approved": ["sim"], "rejected": []},
+                    "projects": {project: {"hasTrustDialogAccepted": True, "allowedTools": []}},
+                }
+            )
+        )
+        env = {
+            **self.cc.env(self.base_url),
+            "TERM": "xterm-256color",
+            "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "1",
+            **self.extra_env,
+        }
         argv = [str(self.cc.binary), "--permission-mode", "acceptEdits", "--allowedTools", ALLOWED_TOOLS]
         launcher = self.dir / "run.sh"
-        launcher.write_text("#!/bin/sh\ncd " + shlex.quote(project) + " || exit 1\nexec env -i "
-                            + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " "
-                            + " ".join(map(shlex.quote, argv)) + "\n")
+        launcher.write_text(
+            "#!/bin/sh\ncd "
+            + shlex.quote(project)
+            + " || exit 1\nexec env -i "
+            + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+            + " "
+            + " ".join(map(shlex.quote, argv))
+            + "\n"
+        )
         launcher.chmod(0o755)
         self.earlier = set(self._sessions())  # a HOME shared by several sessions: this one's file is new
         self.tmux("new-session", "-d", "-x", str(self.width), "-y", "50", "-s", "cc", str(launcher))
@@ -83,14 +99,16 @@ class Interactive:
     def input_line(self) -> str | None:
         """What the input box shows (typed text or the ghost suggestion), None while there is no input box."""
         lines = [ln for ln in self.screen().splitlines() if ln.startswith(PROMPT_MARK)]
-        return lines[-1][len(PROMPT_MARK):].strip() if lines else None
+        return lines[-1][len(PROMPT_MARK) :].strip() if lines else None
 
     def _sessions(self) -> list[Path]:
         return list((self.cc.home / ".claude" / "projects").glob("*/*.jsonl"))
 
     def transcript(self) -> Path | None:
         """This session's transcript (the newest file that was not there when it started)."""
-        found = sorted((p for p in self._sessions() if p not in self.earlier), key=lambda p: p.stat().st_mtime)
+        found = sorted(
+            (p for p in self._sessions() if p not in self.earlier), key=lambda p: p.stat().st_mtime
+        )
         return found[-1] if found else None
 
     def turns_done(self) -> int:
@@ -107,7 +125,9 @@ class Interactive:
         end = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > end:
-                raise DriveError(f"timed out after {timeout:g} s waiting for {what}; screen:\n{self.screen()}")
+                raise DriveError(
+                    f"timed out after {timeout:g} s waiting for {what}; screen:\n{self.screen()}"
+                )
             time.sleep(0.1)
 
     def send(self, prompt: str, *, tab: bool) -> None:
@@ -119,8 +139,15 @@ class Interactive:
         self.wait(lambda: self.input_line() == prompt.strip(), f"the input to read {prompt!r}", 10)
         self.tmux("send-keys", "-t", "cc", "Enter")
 
-    def turn(self, prompt: str, *, take: bool, pause_s: float, timeout_s: float = 120.0,
-             suggestion_wait_s: float = 15.0) -> str | None:
+    def turn(
+        self,
+        prompt: str,
+        *,
+        take: bool,
+        pause_s: float,
+        timeout_s: float = 120.0,
+        suggestion_wait_s: float = 15.0,
+    ) -> str | None:
         """One turn after the previous one ended: wait for the suggestion, pause, submit ``prompt`` (with Tab
         when ``take`` and the suggestion is ``prompt``), wait for the answer to end. Returns the suggestion
         that was on screen (None if none came)."""

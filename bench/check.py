@@ -39,20 +39,35 @@ Toolchains = dict[Path | None, Toolchain]
 
 def configure(ap: argparse.ArgumentParser) -> None:
     """The options of ``speculate sim check`` (on the command tree of :mod:`speculate.cli`)."""
-    ap.description = ("Validate scenario files (format errors as file:line: reason), then replay each once "
-                      "through the real agent loop and tools, and list every turn's unmet expectations, model "
-                      "errors and simulator fallbacks. The replay runs on a fresh copy of the scenario's "
-                      "workspace with the workspace's own toolchain, or, with --project DIR, on a copy of DIR "
-                      "with your PATH, as `speculate repl DIR --scenario FILE` would.")
+    ap.description = (
+        "Validate scenario files (format errors as file:line: reason), then replay each once "
+        "through the real agent loop and tools, and list every turn's unmet expectations, model "
+        "errors and simulator fallbacks. The replay runs on a fresh copy of the scenario's "
+        "workspace with the workspace's own toolchain, or, with --project DIR, on a copy of DIR "
+        "with your PATH, as `speculate repl DIR --scenario FILE` would."
+    )
     ap.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
-    ap.add_argument("--time-scale", type=float, default=CHECK_TIME_SCALE,
-                    help=f"clock speed of the replay (default {CHECK_TIME_SCALE})")
+    ap.add_argument(
+        "--time-scale",
+        type=float,
+        default=CHECK_TIME_SCALE,
+        help=f"clock speed of the replay (default {CHECK_TIME_SCALE})",
+    )
     ap.add_argument("--no-replay", action="store_true", help="only validate the files")
-    ap.add_argument("--misses", action="store_true", help="also fork every turn's wrong suggestion (forced "
-                    "acceptance 0, the speculative arm) and check its tool results")
-    ap.add_argument("--project", type=Path, default=None, metavar="DIR",
-                    help="replay on a copy of DIR (never DIR itself) with this shell's PATH, instead of the "
-                         "scenario's workspace and toolchain")
+    ap.add_argument(
+        "--misses",
+        action="store_true",
+        help="also fork every turn's wrong suggestion (forced "
+        "acceptance 0, the speculative arm) and check its tool results",
+    )
+    ap.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="replay on a copy of DIR (never DIR itself) with this shell's PATH, instead of the "
+        "scenario's workspace and toolchain",
+    )
     ap.set_defaults(run=check_run)
 
 
@@ -79,13 +94,18 @@ def check_run(a: argparse.Namespace) -> int:
         scenarios = [dataclasses.replace(s, workspace=a.project.resolve(), files={}) for s in scenarios]
     for s in scenarios:
         n_exp = sum(st.expect is not None for t in s.turns for st in t.steps)
-        print(f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
-              f"{s.workspace or '(files only)'}")
+        print(
+            f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
+            f"{s.workspace or '(files only)'}"
+        )
     if a.no_replay:
         return 0
     try:
-        toolchains = ({a.project.resolve(): Toolchain(os.environ.get("PATH", ""), "the caller's PATH")}
-                      if a.project is not None else resolve_toolchains(scenarios))
+        toolchains = (
+            {a.project.resolve(): Toolchain(os.environ.get("PATH", ""), "the caller's PATH")}
+            if a.project is not None
+            else resolve_toolchains(scenarios)
+        )
     except ToolchainError as e:
         print(f"speculate sim check: {e}", file=sys.stderr)
         return 2
@@ -108,15 +128,24 @@ def _run(cfg: RunConfig, toolchains: Toolchains) -> RunOutput:
 
 def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
     """Every turn once in the plain arm; the problems found."""
-    cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
-                    time_scale=time_scale, scenario_paths=[path], concurrency=1, user_edit_prob=0.0)
+    cfg = RunConfig(
+        scenarios=[s],
+        conditions=[Condition(think=FixedThink(0))],
+        reps=1,
+        arms=("plain",),
+        time_scale=time_scale,
+        scenario_paths=[path],
+        concurrency=1,
+        user_edit_prob=0.0,
+    )
     res = _run(cfg, toolchains)
     for f in res.failures:
         print(visible(f"{path}: session failed: {f['error']}"))
     bad = len(res.failures)
     for t in sorted(res.turns, key=lambda t: t["turn"]):
         problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
-            [t["error"]] if t["error"] else [])
+            [t["error"]] if t["error"] else []
+        )
         status = "ok" if not problems else "; ".join(problems)
         bad += bool(problems)
         print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
@@ -125,9 +154,16 @@ def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) 
 
 def _misses(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
     """Fork each turn's wrong suggestion to its end and check its tool results; the problems found."""
-    cfg = RunConfig(scenarios=[s], conditions=[Condition(think=FixedThink(MISS_THINK_S), accept_prob=0.0)],
-                    reps=1, arms=("speculative",), time_scale=time_scale, scenario_paths=[path], concurrency=1,
-                    user_edit_prob=0.0)
+    cfg = RunConfig(
+        scenarios=[s],
+        conditions=[Condition(think=FixedThink(MISS_THINK_S), accept_prob=0.0)],
+        reps=1,
+        arms=("speculative",),
+        time_scale=time_scale,
+        scenario_paths=[path],
+        concurrency=1,
+        user_edit_prob=0.0,
+    )
     res = _run(cfg, toolchains)
     for f in res.failures:
         print(visible(f"{path}: misses: session failed: {f['error']}"))
@@ -140,5 +176,9 @@ def _misses(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) 
             problems = ["the fork ran no checked tool (it did not start, or stopped at a boundary)"]
         bad += bool(problems)
         status = "; ".join(problems) if problems else f"ok, {t['fork_checked']} tool result(s) checked"
-        print(visible(f"{path}: miss before turn {t['turn'] + 1} ({(t['suggestion_scripted'] or '')[:40]!r}): {status}"))
+        print(
+            visible(
+                f"{path}: miss before turn {t['turn'] + 1} ({(t['suggestion_scripted'] or '')[:40]!r}): {status}"
+            )
+        )
     return bad

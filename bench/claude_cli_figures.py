@@ -61,8 +61,9 @@ async def run(backend: str, tmp: Path, time_scale: float) -> list[dict[str, Any]
                 raise SystemExit(binary)
             (tmp / "home").mkdir(exist_ok=True)
             (tmp / "cwd").mkdir(exist_ok=True)
-            model: Any = ClaudeCliModel(binary=binary, env=ClaudeCode(binary, home=tmp / "home").env(sim.base_url),
-                                        cwd=tmp / "cwd")
+            model: Any = ClaudeCliModel(
+                binary=binary, env=ClaudeCode(binary, home=tmp / "home").env(sim.base_url), cwd=tmp / "cwd"
+            )
         else:
             model = AnthropicModel(base_url=sim.base_url, api_key="sim")
         async with model, open_session(SessionConfig(project=root, model=model, speculate=False)) as s:
@@ -71,9 +72,14 @@ async def run(backend: str, tmp: Path, time_scale: float) -> list[dict[str, Any]
                 if out.result is None or out.error:
                     raise BenchRunFailed(f"turn {len(rows) + 1} ({prompt!r}) failed: {out}")
                 u = out.result.usage
-                rows.append({"turn": len(rows) + 1, "latency_s": out.latency_s,
-                             "cache_read_share": u.cache_read_input_tokens / u.total_input,
-                             "input": u.total_input})
+                rows.append(
+                    {
+                        "turn": len(rows) + 1,
+                        "latency_s": out.latency_s,
+                        "cache_read_share": u.cache_read_input_tokens / u.total_input,
+                        "input": u.total_input,
+                    }
+                )
     return rows
 
 
@@ -84,8 +90,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         for backend in ("anthropic", "claude-cli"):
             for r in trio.run(run, backend, Path(d), a.time_scale):
-                print(f"{backend:10s} turn {r['turn']}: {r['latency_s']:6.2f} s, cache-read share "
-                      f"{r['cache_read_share']:.2f} of {r['input']} input tokens")
+                print(
+                    f"{backend:10s} turn {r['turn']}: {r['latency_s']:6.2f} s, cache-read share "
+                    f"{r['cache_read_share']:.2f} of {r['input']} input tokens"
+                )
 
 
 if __name__ == "__main__":

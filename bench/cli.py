@@ -37,36 +37,64 @@ def _think_median(t: ThinkTime) -> float | None:
     return None
 
 
-def meta_for(cfg: RunConfig, out: Path, res: RunOutput, prov: dict[str, object] | None = None
-             ) -> dict[str, object]:
+def meta_for(
+    cfg: RunConfig, out: Path, res: RunOutput, prov: dict[str, object] | None = None
+) -> dict[str, object]:
     return {
         "provenance": prov,
-        "run_id": out.name, "backend": cfg.backend, "base_url": cfg.base_url, "seed": cfg.seed,
-        "time_scale": cfg.time_scale, "reps": cfg.reps, "concurrency": cfg.concurrency,
-        "cpus": os.cpu_count(), "toolchains": res.toolchains, "arms": list(cfg.arms), "mode": cfg.mode,
-        "overlay_backend": cfg.overlay_backend, "user_edit_prob": cfg.user_edit_prob,
+        "run_id": out.name,
+        "backend": cfg.backend,
+        "base_url": cfg.base_url,
+        "seed": cfg.seed,
+        "time_scale": cfg.time_scale,
+        "reps": cfg.reps,
+        "concurrency": cfg.concurrency,
+        "cpus": os.cpu_count(),
+        "toolchains": res.toolchains,
+        "arms": list(cfg.arms),
+        "mode": cfg.mode,
+        "overlay_backend": cfg.overlay_backend,
+        "user_edit_prob": cfg.user_edit_prob,
         "scenarios": [s.name for s in cfg.scenarios],
         "conditions": [c.label for c in cfg.conditions],
-        "sensitivity": len(cfg.conditions) > 1 and cfg.conditions == sensitivity_conditions(cfg.conditions[0]),
-        "condition_params": [{"think_model": c.think.label, "accept_prob": c.accept_prob,
-                              "model_name": c.model_name, "think_median_s": _think_median(c.think),
-                              "typing_cps": c.typing_cps, "tab_s": c.tab_s, "sim": c.sim,
-                              "spec_value": c.spec_value, "spec_k": c.spec_k,
-                              "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None}
-                             for c in cfg.conditions],
-        "run": {"wall_s": res.wall_s, "interrupted": res.interrupted, "sessions": len(res.sessions),
-                "failures": res.failures, "started_at": res.started_at},
+        "sensitivity": len(cfg.conditions) > 1
+        and cfg.conditions == sensitivity_conditions(cfg.conditions[0]),
+        "condition_params": [
+            {
+                "think_model": c.think.label,
+                "accept_prob": c.accept_prob,
+                "model_name": c.model_name,
+                "think_median_s": _think_median(c.think),
+                "typing_cps": c.typing_cps,
+                "tab_s": c.tab_s,
+                "sim": c.sim,
+                "spec_value": c.spec_value,
+                "spec_k": c.spec_k,
+                "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None,
+            }
+            for c in cfg.conditions
+        ],
+        "run": {
+            "wall_s": res.wall_s,
+            "interrupted": res.interrupted,
+            "sessions": len(res.sessions),
+            "failures": res.failures,
+            "started_at": res.started_at,
+        },
     }
 
 
 async def _run(cfg: RunConfig, out: Path, toolchains: dict[Path | None, Toolchain]) -> RunOutput:
     scope = trio.CancelScope()
     async with trio.open_nursery() as n:
+
         async def watch_sigint() -> None:
             with trio.open_signal_receiver(signal.SIGINT) as sigs:
                 async for _ in sigs:
-                    print("\ninterrupted: stopping the running sessions; finished ones are kept",
-                          file=sys.stderr)
+                    print(
+                        "\ninterrupted: stopping the running sessions; finished ones are kept",
+                        file=sys.stderr,
+                    )
                     scope.cancel()
                     return
 
@@ -127,9 +155,12 @@ def bench_run(a: argparse.Namespace) -> int:
         print(f"speculate bench: error: {e}", file=sys.stderr)
         return 2
     n_sessions = len(cfg.conditions) * cfg.reps * len(cfg.scenarios) * len(ARMS)
-    print(f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
-          f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
-          f"{cfg.time_scale:g}, backend {cfg.backend} → {out}", file=sys.stderr)
+    print(
+        f"speculate bench: {n_sessions} sessions ({len(cfg.scenarios)} scenarios × {cfg.reps} reps × "
+        f"{len(cfg.conditions)} conditions × {len(ARMS)} arms: {', '.join(ARMS)}), {cfg.concurrency} at a time, time scale "
+        f"{cfg.time_scale:g}, backend {cfg.backend} → {out}",
+        file=sys.stderr,
+    )
     typed = getattr(a, "command_line", None) or ["bench", *sys.argv[1:]]
     prov = provenance.start(typed[1:], cfg)  # the options after "bench"
     ray_info = None
@@ -137,8 +168,9 @@ def bench_run(a: argparse.Namespace) -> int:
         from bench.ray_runner import RayUnavailable, run_experiment_ray
 
         try:
-            res, ray_info = run_experiment_ray(cfg, out, address=a.ray or None, workers=a.ray_workers,
-                                               progress=show_progress)
+            res, ray_info = run_experiment_ray(
+                cfg, out, address=a.ray or None, workers=a.ray_workers, progress=show_progress
+            )
         except RayUnavailable as e:
             print(f"speculate bench: error: {e}", file=sys.stderr)
             return 2
@@ -155,11 +187,16 @@ def bench_run(a: argparse.Namespace) -> int:
     if res.interrupted:
         return 130
     if summary["leaks"]:
-        print(f"speculate bench: {summary['leaks']} leak(s) into a real tree: see summary.json leak_details",
-              file=sys.stderr)
+        print(
+            f"speculate bench: {summary['leaks']} leak(s) into a real tree: see summary.json leak_details",
+            file=sys.stderr,
+        )
         return 1
     if summary["turn_errors"]:
-        print(f"speculate bench: {len(summary['turn_errors'])} turn error(s) (model errors or unmet tool-result "
-              "expectations): see report.md, Integrity", file=sys.stderr)
+        print(
+            f"speculate bench: {len(summary['turn_errors'])} turn error(s) (model errors or unmet tool-result "
+            "expectations): see report.md, Integrity",
+            file=sys.stderr,
+        )
         return 1
     return 1 if not res.sessions else 0

@@ -161,7 +161,11 @@ def run_speculate(
     async def main(base_url: str) -> None:
         async with open_model(BackendConfig(backend="anthropic", base_url=base_url, api_key="sim")) as m:
             cfg = SessionConfig(
-                project=project, model=m, model_name=model, speculate=False, spill_dir=work / "spill",
+                project=project,
+                model=m,
+                model_name=model,
+                speculate=False,
+                spill_dir=work / "spill",
                 user_dir=work / "claude",  # not the runner's ~/.claude, as the benchmark harness does
             )
             async with open_session(cfg, ask=approve) as s:

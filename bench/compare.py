@@ -20,7 +20,11 @@ ROWS: list[tuple[str, tuple[str, ...], bool]] = [
     ("plain session wall p50 (s)", ("arms", "plain", "session_wall_s", "p50"), False),
     ("spec session wall p50 (s)", ("arms", "speculative", "session_wall_s", "p50"), False),
     ("suggest turn latency p50 (s)", ("arms", "suggest", "turn_latency_s", "p50"), False),
-    ("saved per accepted turn vs suggest (s)", ("vs", "suggest", "saved_per_accepted_turn_s", "median"), False),
+    (
+        "saved per accepted turn vs suggest (s)",
+        ("vs", "suggest", "saved_per_accepted_turn_s", "median"),
+        False,
+    ),
     ("saved per later turn vs suggest (s)", ("vs", "suggest", "saved_per_later_turn_s", "mean"), False),
     ("saved per later turn vs plain (s)", ("vs", "plain", "saved_per_later_turn_s", "mean"), False),
     ("accepted", ("accepted",), False),
@@ -61,7 +65,9 @@ SETTINGS = ("backend", "time_scale", "scenarios", "conditions", "reps", "mode", 
 
 
 def differing_settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {_setting(a, k)!r} vs {_setting(b, k)!r}" for k in SETTINGS if _setting(a, k) != _setting(b, k)]
+    return [
+        f"{k}: {_setting(a, k)!r} vs {_setting(b, k)!r}" for k in SETTINGS if _setting(a, k) != _setting(b, k)
+    ]
 
 
 def _setting(s: dict[str, Any], key: str) -> Any:
@@ -101,7 +107,8 @@ def compare_markdown(a: dict[str, Any], b: dict[str, Any], name_a: str = "A", na
         lines.append(f"| {label} | {with_ci(a, path, frac)} | {with_ci(b, path, frac)} | {delta} |")
     setup: Callable[[dict[str, Any]], str] = lambda s: (  # noqa: E731
         f"backend {s.get('backend')}, seed {s.get('seed')}, time scale {s.get('time_scale')}, "
-        f"reps {s.get('reps')}, concurrency {s.get('concurrency')}, condition `{s.get('primary_condition')}`")
+        f"reps {s.get('reps')}, concurrency {s.get('concurrency')}, condition `{s.get('primary_condition')}`"
+    )
     return "\n".join([f"{name_a}: {setup(a)}", f"{name_b}: {setup(b)}", "", *lines, ""])
 
 
@@ -113,8 +120,12 @@ def compare_main(a: Path, b: Path, *, force: bool = False) -> int:
         return 2
     diff = differing_settings(sa, sb)
     if diff and not force:
-        print(f"speculate bench: error: --compare {a} {b}: the runs differ in " + "; ".join(diff)
-              + " (their numbers are not comparable; --force compares anyway)", file=sys.stderr)
+        print(
+            f"speculate bench: error: --compare {a} {b}: the runs differ in "
+            + "; ".join(diff)
+            + " (their numbers are not comparable; --force compares anyway)",
+            file=sys.stderr,
+        )
         return 2
     if diff:
         print("**Settings differ** (compared with --force): " + "; ".join(diff) + "\n")

@@ -15,8 +15,18 @@ from speculate.sim.latency import rng_for
 from speculate.sim.scenario import Step
 
 USER_EDIT_PROB = 0.1
-_COMMENT = {".py": "# ", ".sh": "# ", ".toml": "# ", ".yaml": "# ", ".yml": "# ", ".js": "// ", ".mjs": "// ",
-            ".ts": "// ", ".md": "", ".txt": ""}
+_COMMENT = {
+    ".py": "# ",
+    ".sh": "# ",
+    ".toml": "# ",
+    ".yaml": "# ",
+    ".yml": "# ",
+    ".js": "// ",
+    ".mjs": "// ",
+    ".ts": "// ",
+    ".md": "",
+    ".txt": "",
+}
 
 
 def written_paths(steps: tuple[Step, ...], root: Path) -> list[Path]:
@@ -33,8 +43,9 @@ def written_paths(steps: tuple[Step, ...], root: Path) -> list[Path]:
     return out
 
 
-def maybe_edit(root: Path, steps: tuple[Step, ...], *, prob: float, seed: int, scenario: str, rep: int,
-               turn: int) -> str | None:
+def maybe_edit(
+    root: Path, steps: tuple[Step, ...], *, prob: float, seed: int, scenario: str, rep: int, turn: int
+) -> str | None:
     """Make the user's edit before ``turn`` if the draw says so; returns the edited path (relative)."""
     rng = rng_for(seed, scenario, rep, turn, "user-edit")
     if prob <= 0 or rng.random() >= prob:

@@ -59,8 +59,9 @@ def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -
         ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
         nxt = messages[i + 1] if i + 1 < len(messages) else {}
         content = nxt.get("content", []) if nxt.get("role") == "user" else []
-        results = {b.get("tool_use_id"): b for b in content
-                   if isinstance(b, dict) and b.get("type") == "tool_result"}
+        results = {
+            b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+        }
         for j, tid in enumerate(ids):
             if tid not in results:
                 problems.append(f"step {k + 1} tool {j + 1}: no result")

@@ -23,16 +23,45 @@ from bench.records import BenchSpeculationEvent, TurnRecord
 
 # (column, type) in order; types are str, int, float, bool (any may be null).
 COLUMNS: tuple[tuple[str, str], ...] = (
-    ("run_id", "str"), ("session", "str"), ("pair", "str"), ("arm", "str"), ("scenario", "str"),
-    ("rep", "int"), ("seed", "int"), ("cond", "int"), ("condition", "str"), ("think_model", "str"),
-    ("accept_prob", "float"), ("model_name", "str"), ("typing_cps", "float"), ("tab_s", "float"),
-    ("sim", "str"), ("turn", "int"), ("think_s", "float"), ("input_s", "float"), ("input", "str"),
-    ("latency_s", "float"), ("ttft_s", "float"), ("requests", "int"), ("input_tokens", "int"),
-    ("output_tokens", "int"), ("cache_creation_input_tokens", "int"), ("cache_read_input_tokens", "int"),
-    ("cost_usd", "float"), ("suggestion_cost_usd", "float"), ("fork_cost_usd", "float"),
-    ("total_cost_usd", "float"), ("outcome", "str"), ("suggestion_offered", "bool"), ("accepted", "bool"),
-    ("miss_kind", "str"), ("speculation_outcome", "str"), ("engine_time_saved_s", "float"),
-    ("fork_checked", "int"), ("user_edit", "str"), ("error", "str"),
+    ("run_id", "str"),
+    ("session", "str"),
+    ("pair", "str"),
+    ("arm", "str"),
+    ("scenario", "str"),
+    ("rep", "int"),
+    ("seed", "int"),
+    ("cond", "int"),
+    ("condition", "str"),
+    ("think_model", "str"),
+    ("accept_prob", "float"),
+    ("model_name", "str"),
+    ("typing_cps", "float"),
+    ("tab_s", "float"),
+    ("sim", "str"),
+    ("turn", "int"),
+    ("think_s", "float"),
+    ("input_s", "float"),
+    ("input", "str"),
+    ("latency_s", "float"),
+    ("ttft_s", "float"),
+    ("requests", "int"),
+    ("input_tokens", "int"),
+    ("output_tokens", "int"),
+    ("cache_creation_input_tokens", "int"),
+    ("cache_read_input_tokens", "int"),
+    ("cost_usd", "float"),
+    ("suggestion_cost_usd", "float"),
+    ("fork_cost_usd", "float"),
+    ("total_cost_usd", "float"),
+    ("outcome", "str"),
+    ("suggestion_offered", "bool"),
+    ("accepted", "bool"),
+    ("miss_kind", "str"),
+    ("speculation_outcome", "str"),
+    ("engine_time_saved_s", "float"),
+    ("fork_checked", "int"),
+    ("user_edit", "str"),
+    ("error", "str"),
 )
 FORMATS = ("parquet", "csv")
 
@@ -61,23 +90,54 @@ def rows(records: Records, summary: dict[str, Any]) -> list[dict[str, Any]]:
         p = params[t.cond] if t.cond < len(params) else {}
         s = spend.get((t.session, t.turn), {"suggestion": 0.0, "fork": 0.0})
         spec = t.speculation
-        out.append({
-            "run_id": summary.get("run_id"), "session": t.session, "pair": t.pair, "arm": t.arm,
-            "scenario": t.scenario, "rep": t.rep, "seed": t.seed, "cond": t.cond, "condition": t.condition,
-            "think_model": t.think_model, "accept_prob": t.accept_prob, "model_name": t.model_name,
-            "typing_cps": p.get("typing_cps"), "tab_s": p.get("tab_s"), "sim": p.get("sim", "ideal"),
-            "turn": t.turn, "think_s": t.think_s, "input_s": t.input_s, "input": t.input,
-            "latency_s": t.latency_s, "ttft_s": t.ttft_s, "requests": t.requests,
-            **{k: int(t.tokens.get(k) or 0) for k in ("input_tokens", "output_tokens",
-                                                        "cache_creation_input_tokens", "cache_read_input_tokens")},
-            "cost_usd": t.cost_usd, "suggestion_cost_usd": s["suggestion"], "fork_cost_usd": s["fork"],
-            "total_cost_usd": t.cost_usd + s["suggestion"] + s["fork"], "outcome": outcome(t),
-            "suggestion_offered": t.suggestion_shown is not None or t.suggestion_at_submit is not None,
-            "accepted": t.accepted, "miss_kind": t.miss_kind,
-            "speculation_outcome": spec.outcome if spec is not None else None,
-            "engine_time_saved_s": spec.time_saved_s if spec is not None else None,
-            "fork_checked": t.fork_checked, "user_edit": t.user_edit, "error": t.error or None,
-        })
+        out.append(
+            {
+                "run_id": summary.get("run_id"),
+                "session": t.session,
+                "pair": t.pair,
+                "arm": t.arm,
+                "scenario": t.scenario,
+                "rep": t.rep,
+                "seed": t.seed,
+                "cond": t.cond,
+                "condition": t.condition,
+                "think_model": t.think_model,
+                "accept_prob": t.accept_prob,
+                "model_name": t.model_name,
+                "typing_cps": p.get("typing_cps"),
+                "tab_s": p.get("tab_s"),
+                "sim": p.get("sim", "ideal"),
+                "turn": t.turn,
+                "think_s": t.think_s,
+                "input_s": t.input_s,
+                "input": t.input,
+                "latency_s": t.latency_s,
+                "ttft_s": t.ttft_s,
+                "requests": t.requests,
+                **{
+                    k: int(t.tokens.get(k) or 0)
+                    for k in (
+                        "input_tokens",
+                        "output_tokens",
+                        "cache_creation_input_tokens",
+                        "cache_read_input_tokens",
+                    )
+                },
+                "cost_usd": t.cost_usd,
+                "suggestion_cost_usd": s["suggestion"],
+                "fork_cost_usd": s["fork"],
+                "total_cost_usd": t.cost_usd + s["suggestion"] + s["fork"],
+                "outcome": outcome(t),
+                "suggestion_offered": t.suggestion_shown is not None or t.suggestion_at_submit is not None,
+                "accepted": t.accepted,
+                "miss_kind": t.miss_kind,
+                "speculation_outcome": spec.outcome if spec is not None else None,
+                "engine_time_saved_s": spec.time_saved_s if spec is not None else None,
+                "fork_checked": t.fork_checked,
+                "user_edit": t.user_edit,
+                "error": t.error or None,
+            }
+        )
     return out
 
 
@@ -94,7 +154,9 @@ def write_parquet(data: list[dict[str, Any]], path: Path) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise ValueError("--format parquet needs pyarrow: pip install -e '.[export]' (or use --format csv)") from None
+        raise ValueError(
+            "--format parquet needs pyarrow: pip install -e '.[export]' (or use --format csv)"
+        ) from None
     types = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
     schema = pa.schema([(c, types[t]) for c, t in COLUMNS])
     pq.write_table(pa.Table.from_pylist(data, schema=schema), path)
@@ -119,8 +181,10 @@ def export(run: Path, fmt: str, out: Path | None = None) -> Path:
 
 
 def export_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="speculate bench export", description="One row per turn of a run, as "
-                                 "Parquet or CSV (columns: docs/experiments.md, Exports).")
+    ap = argparse.ArgumentParser(
+        prog="speculate bench export",
+        description="One row per turn of a run, as Parquet or CSV (columns: docs/experiments.md, Exports).",
+    )
     ap.add_argument("run", type=Path, help="a results directory, or a kept headline directory")
     ap.add_argument("--format", default="parquet", help="parquet (needs pyarrow) or csv (default parquet)")
     ap.add_argument("--out", type=Path, default=None, help="output file (default RUN/turns.FORMAT)")

@@ -44,11 +44,14 @@ def arm_figures(r: Records, arm: str) -> dict[str, Any] | None:
         return None
     cost = sum(s.cost_usd for s in ss)
     return {
-        "sessions": len(ss), "turns": len(ts), "errors": sum(bool(t.error) for t in ts),
+        "sessions": len(ss),
+        "turns": len(ts),
+        "errors": sum(bool(t.error) for t in ts),
         "turn_latency_s": stats.summary([t.latency_s for t in ts]),
         "session_wall_s": stats.summary([s.wall_s for s in ss]),
         "accepted": sum(t.accepted for t in ts),
-        "cost_usd": cost, "cost_per_turn_usd": cost / len(ts) if ts else None,
+        "cost_usd": cost,
+        "cost_per_turn_usd": cost / len(ts) if ts else None,
         "tokens": {
             "main": tok_sum(t.tokens for t in ts),
             "suggestion": tok_sum(e.tokens for e in r.suggestions(arm)),
@@ -61,7 +64,9 @@ def acceptance(r: Records) -> dict[str, Any]:
     """Acceptance over later turns of the speculative arm. A suggestion counts as offered if it was visible
     when the user looked up or appeared while they typed: in each case the user could have taken it."""
     later = [t for t in r.arm_turns("speculative") if t.turn > 0]
-    had = [t for t in later if t.suggestion_shown is not None or t.suggestion_at_submit is not None or t.accepted]
+    had = [
+        t for t in later if t.suggestion_shown is not None or t.suggestion_at_submit is not None or t.accepted
+    ]
     accepted = [t for t in later if t.accepted]
     return {
         "accepted": len(accepted),
@@ -85,12 +90,18 @@ def versus(r: Records, base: str, arm: str = "speculative", *, seed: int = 0) ->
     slower = [-x for x in later_x if x < 0]
     wall = {x: sum(s.wall_s for s in r.arm_sessions(x)) for x in (base, arm)}
     return {
-        "base": base, "arm": arm, "clusters": n_pairs(later), "scenarios": len(later),
+        "base": base,
+        "arm": arm,
+        "clusters": n_pairs(later),
+        "scenarios": len(later),
         "saved_per_accepted_turn_s": estimate(acc, stats.median, "median", seed=seed),
         "saved_per_later_turn_s": estimate(later, stats.mean, "mean", seed=seed),
-        "slower_turns": {"n": len(slower), "share": len(slower) / len(later_x) if later_x else None,
-                         "median_s": stats.median(slower) if slower else None,
-                         "max_s": max(slower) if slower else None},
+        "slower_turns": {
+            "n": len(slower),
+            "share": len(slower) / len(later_x) if later_x else None,
+            "median_s": stats.median(slower) if slower else None,
+            "max_s": max(slower) if slower else None,
+        },
         "session_wall_reduction": 1 - wall[arm] / wall[base] if wall[base] > 0 else None,
     }
 
@@ -105,11 +116,15 @@ def savings(r: Records, *, seed: int = 0) -> dict[str, Any]:
     plain_wall = sum(s.wall_s for s in r.arm_sessions("plain"))
     spec_wall = sum(s.wall_s for s in r.arm_sessions("speculative"))
     return {
-        "time_saved_s": {**saved, "mean": stats.mean(xs) if xs else None,
-                         "engine_reported_median": stats.median(engine) if engine else None},
+        "time_saved_s": {
+            **saved,
+            "mean": stats.mean(xs) if xs else None,
+            "engine_reported_median": stats.median(engine) if engine else None,
+        },
         # What a user sees on average: every later turn, accepted or not.
-        "latency_diff_per_turn_s": estimate(nested((s, answer_saving(p, s)) for p, s in pairs), stats.mean,
-                                            "mean", seed=seed),
+        "latency_diff_per_turn_s": estimate(
+            nested((s, answer_saving(p, s)) for p, s in pairs), stats.mean, "mean", seed=seed
+        ),
         "session_wall_reduction": 1 - spec_wall / plain_wall if plain_wall > 0 else None,
     }
 
@@ -136,12 +151,18 @@ def efficiency(r: Records) -> dict[str, Any]:
         avail.append(a)
     acc = [e for e in r.speculations() if e.outcome == "accepted"]
     return {
-        "efficiency": {"pooled": stats.pooled_efficiency(sv, dur, avail),
-                       "median": stats.median(effs) if effs else None, "n": len(effs)},
+        "efficiency": {
+            "pooled": stats.pooled_efficiency(sv, dur, avail),
+            "median": stats.median(effs) if effs else None,
+            "n": len(effs),
+        },
         # Finished by the time of acceptance (the submit), not merely by promotion: with accept_running="wait"
         # every accepted fork has finished by the time it is promoted.
-        "finished_by_accept_share": (sum(e.time_to_accept_s is not None and e.duration_s <= e.time_to_accept_s
-                                         for e in acc) / len(acc)) if acc else None,
+        "finished_by_accept_share": (
+            sum(e.time_to_accept_s is not None and e.duration_s <= e.time_to_accept_s for e in acc) / len(acc)
+        )
+        if acc
+        else None,
     }
 
 
@@ -149,8 +170,10 @@ def outcomes(r: Records) -> dict[str, Any]:
     """The engine's outcomes and boundaries, and harm: the user's mid-think edits and the conflicts."""
     spec, sugg = r.speculations(), r.suggestions()
     return {
-        "user_edits": {"turns": sum(bool(t.user_edit) for t in r.arm_turns("speculative")),
-                       "conflicts": sum(e.outcome == "conflict" for e in spec)},
+        "user_edits": {
+            "turns": sum(bool(t.user_edit) for t in r.arm_turns("speculative")),
+            "conflicts": sum(e.outcome == "conflict" for e in spec),
+        },
         "speculation_outcomes": count(e.outcome for e in spec),
         "suggestion_outcomes": count(e.outcome for e in sugg),
         "suppressed_reasons": count(e.reason for e in sugg if e.outcome in ("suppressed", "filtered")),
@@ -164,9 +187,12 @@ def is_miss(e: BenchSpeculationEvent) -> bool:
 
 
 def _mean_cost(es: list[BenchSpeculationEvent]) -> dict[str, Any]:
-    return {"n": len(es), "mean_usd": stats.mean([e.cost_usd for e in es]) if es else None,
-            "mean_tools": stats.mean([e.tools_run for e in es]) if es else None,
-            "mean_duration_s": stats.mean([e.duration_s for e in es]) if es else None}
+    return {
+        "n": len(es),
+        "mean_usd": stats.mean([e.cost_usd for e in es]) if es else None,
+        "mean_tools": stats.mean([e.tools_run for e in es]) if es else None,
+        "mean_duration_s": stats.mean([e.duration_s for e in es]) if es else None,
+    }
 
 
 def fork_costs(r: Records) -> dict[str, Any]:
@@ -177,8 +203,12 @@ def fork_costs(r: Records) -> dict[str, Any]:
     hits = [e for e in spec if e.outcome == "accepted"]
     misses = [e for e in spec if is_miss(e)]
     h, m = _mean_cost(hits), _mean_cost(misses)
-    return {"hit": h, "miss": m, "miss_completed": _mean_cost([e for e in misses if e.completed]),
-            "miss_to_hit": m["mean_usd"] / h["mean_usd"] if h["mean_usd"] and m["mean_usd"] is not None else None}
+    return {
+        "hit": h,
+        "miss": m,
+        "miss_completed": _mean_cost([e for e in misses if e.completed]),
+        "miss_to_hit": m["mean_usd"] / h["mean_usd"] if h["mean_usd"] and m["mean_usd"] is not None else None,
+    }
 
 
 def costs(r: Records, total_saved_s: float) -> dict[str, Any]:

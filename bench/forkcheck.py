@@ -45,18 +45,24 @@ class ForkWatch:
         """From now on keep the fork of ``prompt`` (None: nothing)."""
         self._prompt, self.seen = prompt, []
 
-    def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-               ) -> AsyncGenerator[StreamUpdate, None]:
+    def stream(
+        self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncGenerator[StreamUpdate, None]:
         if self._prompt is not None:
             prompts = [(i, t) for i, m in enumerate(messages) if (t := _prompt_text(m)) is not None]
             # The fork's own request: its latest prompt is the suggestion (a suggestion request made on the
             # fork's messages ends with the suggestion instruction instead, and is not the fork's).
-            if prompts and prompts[-1][1] == self._prompt and not prompts[-1][1].startswith(SUGGESTION_INSTRUCTION):
-                self.seen = copy.deepcopy(list(messages[prompts[-1][0] + 1:]))
+            if (
+                prompts
+                and prompts[-1][1] == self._prompt
+                and not prompts[-1][1].startswith(SUGGESTION_INSTRUCTION)
+            ):
+                self.seen = copy.deepcopy(list(messages[prompts[-1][0] + 1 :]))
         return self._pass(key, messages, max_tokens)
 
-    async def _pass(self, key: CacheKey, messages: Sequence[Message], max_tokens: int | None
-                    ) -> AsyncGenerator[StreamUpdate, None]:
+    async def _pass(
+        self, key: CacheKey, messages: Sequence[Message], max_tokens: int | None
+    ) -> AsyncGenerator[StreamUpdate, None]:
         async with aclosing(self.inner.stream(key, messages, max_tokens=max_tokens)) as updates:
             async for u in updates:
                 yield u
@@ -68,7 +74,7 @@ def miss_steps(scenario: Scenario, turn: int, offered: Candidate, kind: MissKind
     if offered.steps:
         return tuple(offered.steps)
     if kind == "later_turn":
-        return next((t.steps for t in scenario.turns[turn + 1:] if t.prompt == offered.text), ())
+        return next((t.steps for t in scenario.turns[turn + 1 :] if t.prompt == offered.text), ())
     return ()
 
 

@@ -42,26 +42,45 @@ def rows_of(run: Path) -> list[dict[str, Any]]:
         decided = [e for e in sugg[ci] if e["decisions"]]
         cands = sum(len(e["decisions"]) for e in decided)
         later = [t for t in turns if t["cond"] == ci and t["arm"] == "speculative" and t["turn"] > 0]
-        covered = [t for t in later if (t.get("candidate_rank") is not None
-                                        or (t["suggestion_shown"] is not None and t["suggestion_shown"] == t["prompt"]))]
+        covered = [
+            t
+            for t in later
+            if (
+                t.get("candidate_rank") is not None
+                or (t["suggestion_shown"] is not None and t["suggestion_shown"] == t["prompt"])
+            )
+        ]
         # The model's coverage, timing aside: the next prompt was among the candidates it offered (a record's
         # `turn` N is the suggestion after the N-th prompt, so the prompt it predicts is turn N's, 0-based).
         prompt = {(t["session"], t["turn"]): t["prompt"] for t in turns if t["cond"] == ci}
-        offered = [e for e in sugg[ci] if e["text"] and e["outcome"] != "discarded" and (e["session"], e["turn"]) in prompt]
+        offered = [
+            e
+            for e in sugg[ci]
+            if e["text"] and e["outcome"] != "discarded" and (e["session"], e["turn"]) in prompt
+        ]
         hit = [e for e in offered if prompt[(e["session"], e["turn"])] in (e["candidates"] or [e["text"]])]
-        out.append({
-            "run": run.name, "label": block["label"], "accept_prob": block.get("accept_prob"),
-            "spec_value": block.get("spec_value"), "spec_k": block.get("spec_k") or 1,
-            "suggest_usd_per_turn": base, "spec_usd_per_turn": spec,
-            "cost_over_suggest": spec / base - 1 if base else None,
-            "saving_s": saving.get("mean"), "saving_ci95": saving.get("ci95"),
-            "acceptance": block.get("acceptance_rate"),
-            "coverage": len(covered) / len(later) if later else None,
-            "model_coverage": len(hit) / len(offered) if offered else None,
-            "forks_per_candidate": (sum(d["fork"] for e in decided for d in e["decisions"]) / cands) if cands else None,
-            "abstained": sum(e["outcome"] == "abstained" for e in sugg[ci]),
-            "suggestions": len(decided),
-        })
+        out.append(
+            {
+                "run": run.name,
+                "label": block["label"],
+                "accept_prob": block.get("accept_prob"),
+                "spec_value": block.get("spec_value"),
+                "spec_k": block.get("spec_k") or 1,
+                "suggest_usd_per_turn": base,
+                "spec_usd_per_turn": spec,
+                "cost_over_suggest": spec / base - 1 if base else None,
+                "saving_s": saving.get("mean"),
+                "saving_ci95": saving.get("ci95"),
+                "acceptance": block.get("acceptance_rate"),
+                "coverage": len(covered) / len(later) if later else None,
+                "model_coverage": len(hit) / len(offered) if offered else None,
+                "forks_per_candidate": (sum(d["fork"] for e in decided for d in e["decisions"]) / cands)
+                if cands
+                else None,
+                "abstained": sum(e["outcome"] == "abstained" for e in sugg[ci]),
+                "suggestions": len(decided),
+            }
+        )
     return out
 
 
@@ -69,9 +88,12 @@ def table(rows: list[dict[str, Any]]) -> str:
     def f(x: Any, spec: str) -> str:
         return "—" if x is None else format(x, spec)
 
-    lines = ["| run | acceptance condition | λ ($/s) | K | suggest $/turn | spec $/turn | cost over suggest | "
-             "saving/later turn vs suggest [CI] (s) | acceptance | coverage (in time / offered) | forks per candidate | "
-             "abstained |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | acceptance condition | λ ($/s) | K | suggest $/turn | spec $/turn | cost over suggest | "
+        "saving/later turn vs suggest [CI] (s) | acceptance | coverage (in time / offered) | forks per candidate | "
+        "abstained |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ci = r["saving_ci95"]
         acc = "natural" if r["accept_prob"] is None else f"p={r['accept_prob']:g}"
@@ -81,7 +103,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{f(r['cost_over_suggest'], '+.0%')} | {f(r['saving_s'], '.2f')} "
             f"{'[' + ', '.join(f'{c:.2f}' for c in ci) + ']' if ci else ''} | {f(r['acceptance'], '.0%')} | "
             f"{f(r['coverage'], '.0%')} / {f(r['model_coverage'], '.0%')} | {f(r['forks_per_candidate'], '.0%')} | "
-            f"{r['abstained']}/{r['suggestions']} |")
+            f"{r['abstained']}/{r['suggestions']} |"
+        )
     return "\n".join(lines)
 
 
@@ -103,20 +126,38 @@ def plot(rows: list[dict[str, Any]], path: Path, series: dict[str, str] | None =
         ys = [r["saving_s"] for r in pts]
         line = ax.plot(xs, ys, marker="o", label=name)[0]
         for r, x, y in zip(pts, xs, ys, strict=True):
-            ax.annotate("∞" if r["spec_value"] is None else f"{r['spec_value']:g}", (x, y), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points", color=line.get_color())
+            ax.annotate(
+                "∞" if r["spec_value"] is None else f"{r['spec_value']:g}",
+                (x, y),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+                color=line.get_color(),
+            )
     ax.axhline(0, color="black", lw=0.6)
     ax.axvline(0, color="black", lw=0.6)
-    _finish(fig, ax, path, "cost per turn over suggest-only (%)", "mean saving per later turn vs suggest (s)",
-            "Cost–latency frontier over λ (points: λ, $ per second saved)", legend={"fontsize": 7, "loc": "center right"})
+    _finish(
+        fig,
+        ax,
+        path,
+        "cost per turn over suggest-only (%)",
+        "mean saving per later turn vs suggest (s)",
+        "Cost–latency frontier over λ (points: λ, $ per second saved)",
+        legend={"fontsize": 7, "loc": "center right"},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.frontier", description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--plot", type=Path, default=None, metavar="PNG")
-    ap.add_argument("--series", action="append", default=[], metavar="RUN=LABEL",
-                    help="plot run RUN (its directory name) under LABEL; runs with one label share a line")
+    ap.add_argument(
+        "--series",
+        action="append",
+        default=[],
+        metavar="RUN=LABEL",
+        help="plot run RUN (its directory name) under LABEL; runs with one label share a line",
+    )
     a = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for run in a.runs:

@@ -75,10 +75,15 @@ def resolve_toolchains(scenarios: list[Scenario]) -> dict[Path | None, Toolchain
     return {w: workspace_toolchain(w) for w in {s.workspace for s in scenarios}}
 
 
-async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[str], None] | None = None,
-                         cancel: trio.CancelScope | None = None,
-                         toolchains: dict[Path | None, Toolchain] | None = None,
-                         jobs: list[Job] | None = None) -> RunOutput:
+async def run_experiment(
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+    cancel: trio.CancelScope | None = None,
+    toolchains: dict[Path | None, Toolchain] | None = None,
+    jobs: list[Job] | None = None,
+) -> RunOutput:
     """Run every job; write turns/sessions/events JSONL into ``out_dir`` as sessions finish.
 
     Cancelling ``cancel`` (e.g. on Ctrl-C) stops the running sessions and returns what finished.
@@ -98,11 +103,15 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
     saved_env = {k: os.environ.get(k) for k in (*DROPPED_ENV, "PATH")}
     for k in DROPPED_ENV:
         os.environ.pop(k, None)
-    os.environ["PATH"] = ":".join(SYSTEM_PATH)  # whatever the caller's; sessions add their workspace's toolchain
+    os.environ["PATH"] = ":".join(
+        SYSTEM_PATH
+    )  # whatever the caller's; sessions add their workspace's toolchain
     scope = cancel or trio.CancelScope()
     try:
         if toolchains is None:
-            toolchains = await trio.to_thread.run_sync(resolve_toolchains, list({j.scenario.name: j.scenario for j in jobs}.values()))
+            toolchains = await trio.to_thread.run_sync(
+                resolve_toolchains, list({j.scenario.name: j.scenario for j in jobs}.values())
+            )
         res.toolchains = {(w.name if w else "(none)"): t.describe for w, t in toolchains.items()}
         with scope:
             async with AsyncExitStack() as stack:
@@ -111,10 +120,17 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                 keys = sorted({_model_key(j) for j in jobs}, key=str)
                 simulated = cfg.backend == "sim" or (cfg.backend == "claude-cli" and cfg.base_url is None)
                 for seed, hit, kind in keys if simulated else [(cfg.seed, None, "ideal")]:
-                    bc = BackendConfig(backend=cfg.backend, base_url=cfg.base_url, seed=seed, hit_rate=hit,
-                                       time_scale=cfg.time_scale, scenarios=cfg.scenario_paths,
-                                       record=cfg.record, simulate=simulated and cfg.backend == "claude-cli",
-                                       realism=Realism() if kind == "realistic" else None)
+                    bc = BackendConfig(
+                        backend=cfg.backend,
+                        base_url=cfg.base_url,
+                        seed=seed,
+                        hit_rate=hit,
+                        time_scale=cfg.time_scale,
+                        scenarios=cfg.scenario_paths,
+                        record=cfg.record,
+                        simulate=simulated and cfg.backend == "claude-cli",
+                        realism=Realism() if kind == "realistic" else None,
+                    )
                     models[seed, hit, kind] = await stack.enter_async_context(open_model(bc))
                 send, recv = trio.open_memory_channel[Job](len(jobs))
                 for j in jobs:
@@ -126,12 +142,20 @@ async def run_experiment(cfg: RunConfig, out_dir: Path, *, progress: Callable[[s
                         model = models.get(_model_key(job)) or next(iter(models.values()))
                         t = time.perf_counter()
                         try:
-                            async with session_model(model, job.session_id, own_key=job.condition.sim == "realistic") as m:
-                                turns, sess, events = await run_session(job, m, cfg, tmp_root,
-                                                                         toolchains[job.scenario.workspace])
+                            async with session_model(
+                                model, job.session_id, own_key=job.condition.sim == "realistic"
+                            ) as m:
+                                turns, sess, events = await run_session(
+                                    job, m, cfg, tmp_root, toolchains[job.scenario.workspace]
+                                )
                         except Exception as e:  # one broken session must not lose the others' results
-                            res.failures.append({"session": job.session_id, "error": _describe(e),
-                                                 "traceback": "".join(traceback.format_exception(e))})
+                            res.failures.append(
+                                {
+                                    "session": job.session_id,
+                                    "error": _describe(e),
+                                    "traceback": "".join(traceback.format_exception(e)),
+                                }
+                            )
                             _append(out_dir / "failures.jsonl", [res.failures[-1]])
                             if progress is not None:
                                 progress(f"session {job.session_id} failed: {_describe(e)}")

@@ -86,29 +86,38 @@ def _provenance_line(s: dict[str, Any], kept: dict[str, Any]) -> str:
         return ""
     v, m = prov.get("versions") or {}, prov.get("machine") or {}
     load = m.get("load_at_start"), m.get("load_at_end")
-    text = (f" Python {v.get('python')}, speculate {v.get('speculate')}, anthropic {v.get('anthropic')}, kernel "
-            f"{v.get('kernel')}; load average {load[0][0] if load[0] else '?'} at start, "
-            f"{load[1][0] if load[1] else '?'} at end. Raw records: `turns.jsonl.gz`, `events.jsonl.gz`, "
-            f"`sessions.jsonl.gz` beside it.")
+    text = (
+        f" Python {v.get('python')}, speculate {v.get('speculate')}, anthropic {v.get('anthropic')}, kernel "
+        f"{v.get('kernel')}; load average {load[0][0] if load[0] else '?'} at start, "
+        f"{load[1][0] if load[1] else '?'} at end. Raw records: `turns.jsonl.gz`, `events.jsonl.gz`, "
+        f"`sessions.jsonl.gz` beside it."
+    )
     if kept.get("forced"):
         text += " **Kept with `--force` despite: " + "; ".join(kept["forced"]) + ".**"
     return text
 
 
 def _run_line(s: dict[str, Any], command: str, where: str, kept: dict[str, Any] | None = None) -> str:
-    return (f"Run `{s['run_id']}`: {len(s['scenarios'])} scenarios × {s['reps']} reps × "
-            f"{len(s.get('conditions') or [1])} condition(s), arms {', '.join(s.get('arms', []))} paired and "
-            f"interleaved, time scale {s['time_scale']:g}, seed {s['seed']}, user-edit probability "
-            f"{s.get('user_edit_prob', 0)} (an assumption); {s['concurrency']} sessions at a time on {s['cpus']} "
-            f"CPUs, {s['run']['wall_s'] / 60:.1f} min. Command: `{command}`; kept in `{where}`."
-            + _provenance_line(s, kept or {}))
+    return (
+        f"Run `{s['run_id']}`: {len(s['scenarios'])} scenarios × {s['reps']} reps × "
+        f"{len(s.get('conditions') or [1])} condition(s), arms {', '.join(s.get('arms', []))} paired and "
+        f"interleaved, time scale {s['time_scale']:g}, seed {s['seed']}, user-edit probability "
+        f"{s.get('user_edit_prob', 0)} (an assumption); {s['concurrency']} sessions at a time on {s['cpus']} "
+        f"CPUs, {s['run']['wall_s'] / 60:.1f} min. Command: `{command}`; kept in `{where}`."
+        + _provenance_line(s, kept or {})
+    )
 
 
 Kept = tuple[dict[str, Any], str, dict[str, Any]]
 
 
-def readme_block(s: dict[str, Any], command: str, sweep: Kept | None = None, kept: dict[str, Any] | None = None,
-                 sensitivity: Kept | None = None) -> str:
+def readme_block(
+    s: dict[str, Any],
+    command: str,
+    sweep: Kept | None = None,
+    kept: dict[str, Any] | None = None,
+    sensitivity: Kept | None = None,
+) -> str:
     lines = [
         "**Acceptance is set by the scenarios, not measured.** The simulated user takes a suggestion exactly "
         "when it is the prompt the scenario scripts next, so how often that happens is the scenario authors' "
@@ -122,17 +131,33 @@ def readme_block(s: dict[str, Any], command: str, sweep: Kept | None = None, kep
     ]
     if sweep is not None:
         sw, sw_cmd, sw_kept = sweep
-        lines += ["### Saving against acceptance rate (primary result)", "",
-                  _run_line(sw, sw_cmd, "bench/headline/sweep/summary.json", sw_kept), "", *acceptance_table(sw),
-                  "![saving vs acceptance](bench/headline/sweep/saving_vs_acceptance.png)", ""]
-    lines += ["### The default benchmark at the scenarios' own rate", "",
-              _run_line(s, command, "bench/headline/summary.json", kept) + f" Acceptance {pct(s.get('acceptance_rate'))}"
-              f", coverage {pct(s.get('suggestion_coverage'))}.", "", *headline_table(s)]
+        lines += [
+            "### Saving against acceptance rate (primary result)",
+            "",
+            _run_line(sw, sw_cmd, "bench/headline/sweep/summary.json", sw_kept),
+            "",
+            *acceptance_table(sw),
+            "![saving vs acceptance](bench/headline/sweep/saving_vs_acceptance.png)",
+            "",
+        ]
+    lines += [
+        "### The default benchmark at the scenarios' own rate",
+        "",
+        _run_line(s, command, "bench/headline/summary.json", kept)
+        + f" Acceptance {pct(s.get('acceptance_rate'))}"
+        f", coverage {pct(s.get('suggestion_coverage'))}.",
+        "",
+        *headline_table(s),
+    ]
     if sensitivity is not None:
         se, se_cmd, se_kept = sensitivity
-        lines += ["### Sensitivity to the assumptions", "",
-                  _run_line(se, se_cmd, "bench/headline/sensitivity/summary.json", se_kept), "",
-                  *sensitivity_table(se)]
+        lines += [
+            "### Sensitivity to the assumptions",
+            "",
+            _run_line(se, se_cmd, "bench/headline/sensitivity/summary.json", se_kept),
+            "",
+            *sensitivity_table(se),
+        ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -191,13 +216,22 @@ def keep(src: Path, dest: Path, *, force: bool = False, repo: Path = ROOT) -> li
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.headline", description="Keep a finished run as the "
-                                 "README's headline (or rewrite the README block from the kept runs).")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.headline",
+        description="Keep a finished run as the "
+        "README's headline (or rewrite the README block from the kept runs).",
+    )
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--sweep", action="store_true", help="the run is the acceptance sweep")
-    which.add_argument("--sensitivity", action="store_true", help="the run is `speculate bench --sensitivity`")
-    ap.add_argument("--force", action="store_true", help="keep it despite turn errors, a dirty tree or a "
-                    "commit outside HEAD's history (the README block says so)")
+    which.add_argument(
+        "--sensitivity", action="store_true", help="the run is `speculate bench --sensitivity`"
+    )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="keep it despite turn errors, a dirty tree or a "
+        "commit outside HEAD's history (the README block says so)",
+    )
     ap.add_argument("results", nargs="?", type=Path, help="the run's results directory")
     a = ap.parse_args(argv)
     if a.results is not None:
@@ -205,8 +239,10 @@ def main(argv: list[str]) -> int:
         try:
             forced = keep(a.results, dest, force=a.force)
         except Refused as e:
-            print(f"bench.headline: refused (--force keeps it anyway, and says so in the README):\n{e}",
-                  file=sys.stderr)
+            print(
+                f"bench.headline: refused (--force keeps it anyway, and says so in the README):\n{e}",
+                file=sys.stderr,
+            )
             return 1
         for p in forced:
             print(f"bench.headline: kept with --force despite: {p}", file=sys.stderr)

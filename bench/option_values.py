@@ -27,8 +27,9 @@ def rates(s: str) -> list[float | None]:
             try:
                 v = float(x)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"--accept-prob {s!r}: {x!r} is neither a number nor "
-                                                 "'natural'") from None
+                raise argparse.ArgumentTypeError(
+                    f"--accept-prob {s!r}: {x!r} is neither a number nor 'natural'"
+                ) from None
             if not 0 <= v <= 1:
                 raise argparse.ArgumentTypeError(f"--accept-prob {x}: must be between 0 and 1")
             out.append(v)
@@ -47,7 +48,9 @@ def values(s: str) -> list[float | None]:
             try:
                 v = float(x)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"--spec-value {s!r}: {x!r} is neither a number nor 'inf'") from None
+                raise argparse.ArgumentTypeError(
+                    f"--spec-value {s!r}: {x!r} is neither a number nor 'inf'"
+                ) from None
             if not v >= 0:
                 raise argparse.ArgumentTypeError(f"--spec-value {x}: must be >= 0 (dollars per second saved)")
             out.append(None if v == float("inf") else v)
@@ -60,7 +63,9 @@ def ks(s: str) -> list[int]:
     try:
         ks = [int(x) for x in s.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--spec-candidates {s!r}: expected comma-separated integers") from None
+        raise argparse.ArgumentTypeError(
+            f"--spec-candidates {s!r}: expected comma-separated integers"
+        ) from None
     if not ks or any(not 1 <= k <= 5 for k in ks):
         raise argparse.ArgumentTypeError(f"--spec-candidates {s!r}: each K must be between 1 and 5")
     return ks

@@ -21,8 +21,10 @@ from bench import stats
 from bench.records import BenchEvent, BenchSpeculationEvent, BenchSuggestionEvent, SessionRecord, TurnRecord
 
 ARMS = ("plain", "suggest", "speculative")
-CI_METHOD = ("percentile bootstrap, 2000 resamples, two-stage: scenarios with replacement, then reps (sessions) "
-             "within each drawn scenario; ci95_pairs resamples pairs (reps) only")
+CI_METHOD = (
+    "percentile bootstrap, 2000 resamples, two-stage: scenarios with replacement, then reps (sessions) "
+    "within each drawn scenario; ci95_pairs resamples pairs (reps) only"
+)
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,9 @@ class Records:
         """The slice of these sessions (a condition, a scenario)."""
         ss = list(sessions)
         ids = {s.session for s in ss}
-        return Records([t for t in self.turns if t.session in ids], ss,
-                       [e for e in self.events if e.session in ids])
+        return Records(
+            [t for t in self.turns if t.session in ids], ss, [e for e in self.events if e.session in ids]
+        )
 
     def arm_turns(self, arm: str) -> list[TurnRecord]:
         return [t for t in self.turns if t.arm == arm]
@@ -93,12 +96,17 @@ def n_pairs(groups: Nested) -> int:
     return sum(len(scn) for scn in groups)
 
 
-def estimate(groups: Nested, stat: Callable[[Sequence[float]], float], name: str, *, seed: int
-             ) -> dict[str, Any]:
+def estimate(
+    groups: Nested, stat: Callable[[Sequence[float]], float], name: str, *, seed: int
+) -> dict[str, Any]:
     """``{n, <name>, ci95, ci95_pairs}``: the point estimate over every value, the hierarchical CI and the
     pair-level CI beside it (None where there are too few clusters)."""
     xs = flat(groups)
     hier = stats.hierarchical_bootstrap_ci(groups, stat, seed=seed)
     pairs = stats.bootstrap_ci([rep for scn in groups for rep in scn], stat, seed=seed)
-    return {"n": len(xs), name: stat(xs) if xs else None, "ci95": list(hier) if hier else None,
-            "ci95_pairs": list(pairs) if pairs else None}
+    return {
+        "n": len(xs),
+        name: stat(xs) if xs else None,
+        "ci95": list(hier) if hier else None,
+        "ci95_pairs": list(pairs) if pairs else None,
+    }

@@ -47,10 +47,15 @@ class Condition:
     def label(self) -> str:
         acc = "natural" if self.accept_prob is None else f"p={self.accept_prob:g}"
         policy = (f" λ={self.spec_value:g}" if self.spec_value is not None else "") + (
-            f" K={self.spec_k}" if self.spec_k > 1 else "")
-        extra = "".join([f" typing:{self.typing_cps:g}cps" if self.typing_cps != TYPING_CHARS_PER_S else "",
-                         f" tab:{self.tab_s:g}s" if self.tab_s != TAB_ACCEPT_S else "",
-                         f" sim:{self.sim}" if self.sim != "ideal" else ""])
+            f" K={self.spec_k}" if self.spec_k > 1 else ""
+        )
+        extra = "".join(
+            [
+                f" typing:{self.typing_cps:g}cps" if self.typing_cps != TYPING_CHARS_PER_S else "",
+                f" tab:{self.tab_s:g}s" if self.tab_s != TAB_ACCEPT_S else "",
+                f" sim:{self.sim}" if self.sim != "ideal" else "",
+            ]
+        )
         return f"{self.think.label} {acc} {self.model_name}{extra}{policy}"
 
 

@@ -17,8 +17,9 @@ COLORS = {"plain": "#4c72b0", "suggest": "#8172b3", "speculative": "#dd8452"}
 PLOTS = ("latency_cdf.png", "time_saved_vs_think.png", "cost_vs_latency.png")
 
 
-def _finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str,
-            legend: dict[str, Any] | None = None) -> None:
+def _finish(
+    fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str, title: str, legend: dict[str, Any] | None = None
+) -> None:
     """Labels, grid, legend, save, close: the same for every figure."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -38,12 +39,25 @@ def latency_cdf(turns: list[TurnRecord], path: Path) -> None:
             ys = [(i + 1) / len(xs) for i in range(len(xs))]
             ax.step(xs, ys, where="post", color=color, label=f"{arm} (n={len(xs)})")
     ax.set_ylim(0, 1.02)
-    _finish(fig, ax, path, "turn latency, submit to final answer (s)", "fraction of turns",
-            "User-perceived turn latency (CDF)", legend={"loc": "lower right"})
+    _finish(
+        fig,
+        ax,
+        path,
+        "turn latency, submit to final answer (s)",
+        "fraction of turns",
+        "User-perceived turn latency (CDF)",
+        legend={"loc": "lower right"},
+    )
 
 
-def time_saved_vs_think(turns: list[TurnRecord], curve: list[dict[str, float]], path: Path, *,
-                        time_scale: float = 1.0, condition: str = "") -> None:
+def time_saved_vs_think(
+    turns: list[TurnRecord],
+    curve: list[dict[str, float]],
+    path: Path,
+    *,
+    time_scale: float = 1.0,
+    condition: str = "",
+) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     acc_x: list[float] = []
     acc_y: list[float] = []
@@ -64,12 +78,22 @@ def time_saved_vs_think(turns: list[TurnRecord], curve: list[dict[str, float]], 
         top = max(xs)
         ax.plot([0, top], [0, top], ls="--", color="#333333", lw=0.8, label="saving = think time")
     if curve:
-        ax.plot([c["think_s"] for c in curve], [c["mean_saving_per_turn_s"] for c in curve], marker="o",
-                color="#55a868", label="sweep: mean saving per turn")
+        ax.plot(
+            [c["think_s"] for c in curve],
+            [c["mean_saving_per_turn_s"] for c in curve],
+            marker="o",
+            color="#55a868",
+            label="sweep: mean saving per turn",
+        )
     ax.axhline(0, color="black", lw=0.6)
-    _finish(fig, ax, path, f"think time (wall s at time scale {time_scale:g})",
-            f"paired saving, {base} − speculative (s)",
-            f"Time saved vs think time ({condition})" if condition else "Time saved vs think time")
+    _finish(
+        fig,
+        ax,
+        path,
+        f"think time (wall s at time scale {time_scale:g})",
+        f"paired saving, {base} − speculative (s)",
+        f"Time saved vs think time ({condition})" if condition else "Time saved vs think time",
+    )
 
 
 def cost_vs_latency(turns: list[TurnRecord], sessions: list[SessionRecord], path: Path) -> None:
@@ -78,21 +102,40 @@ def cost_vs_latency(turns: list[TurnRecord], sessions: list[SessionRecord], path
     for t in turns:
         lat.setdefault(t.session, []).append(t.latency_s)
     for arm, color in COLORS.items():
-        pts = [(sum(lat[s.session]) / len(lat[s.session]), s.cost_usd / max(1, s.turns))
-               for s in sessions if s.arm == arm and lat.get(s.session)]
+        pts = [
+            (sum(lat[s.session]) / len(lat[s.session]), s.cost_usd / max(1, s.turns))
+            for s in sessions
+            if s.arm == arm and lat.get(s.session)
+        ]
         if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, alpha=0.6, color=color,
-                       label=f"{arm} sessions")
+            ax.scatter(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                s=18,
+                alpha=0.6,
+                color=color,
+                label=f"{arm} sessions",
+            )
             mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
             ax.scatter([mx], [my], s=120, marker="X", color=color, edgecolor="black", label=f"{arm} mean")
-    _finish(fig, ax, path, "mean turn latency in the session (s)", "cost per turn (USD)",
-            "Cost vs latency (one point per session)")
+    _finish(
+        fig,
+        ax,
+        path,
+        "mean turn latency in the session (s)",
+        "cost per turn (USD)",
+        "Cost vs latency (one point per session)",
+    )
 
 
 def saving_vs_acceptance(summary: dict[str, Any], path: Path) -> bool:
     """Mean saving per later turn (vs suggest and vs plain, 95% CI) against the measured acceptance rate of
     each condition; the natural condition (the scenarios' own rate) is marked. False if nothing to plot."""
-    pts = [(b["acceptance_rate"], b) for b in summary.get("conditions_detail", []) if b.get("acceptance_rate") is not None]
+    pts = [
+        (b["acceptance_rate"], b)
+        for b in summary.get("conditions_detail", [])
+        if b.get("acceptance_rate") is not None
+    ]
     if len(pts) < 2:
         return False
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -115,8 +158,14 @@ def saving_vs_acceptance(summary: dict[str, Any], path: Path) -> bool:
     if natural:
         ax.plot([], [], ls=":", color="#333333", label="bundled scenarios' own rate")
     ax.axhline(0, color="black", lw=0.6)
-    _finish(fig, ax, path, "acceptance rate of shown suggestions (%)", "mean saving per later turn (s)",
-            f"Saving vs acceptance\n{_sweep_condition(pts)}; time scale {float(summary.get('time_scale', 1.0)):g}")
+    _finish(
+        fig,
+        ax,
+        path,
+        "acceptance rate of shown suggestions (%)",
+        "mean saving per later turn (s)",
+        f"Saving vs acceptance\n{_sweep_condition(pts)}; time scale {float(summary.get('time_scale', 1.0)):g}",
+    )
     return True
 
 
@@ -133,9 +182,13 @@ def write_plots(out: Path, records: Records, summary: dict[str, Any]) -> list[Pa
     primary = records.only(s for s in records.sessions if s.cond == first)
     paths = [out / name for name in PLOTS]
     latency_cdf(primary.turns, paths[0])
-    time_saved_vs_think(primary.turns, summary.get("break_even_think_s", {}).get("curve", []), paths[1],
-                        time_scale=float(summary.get("time_scale", 1.0)),
-                        condition=str(summary.get("primary_condition") or ""))
+    time_saved_vs_think(
+        primary.turns,
+        summary.get("break_even_think_s", {}).get("curve", []),
+        paths[1],
+        time_scale=float(summary.get("time_scale", 1.0)),
+        condition=str(summary.get("primary_condition") or ""),
+    )
     cost_vs_latency(primary.turns, primary.sessions, paths[2])
     if saving_vs_acceptance(summary, out / "saving_vs_acceptance.png"):
         paths.append(out / "saving_vs_acceptance.png")

@@ -24,8 +24,11 @@ from speculate.speculation.policy import SpecPolicy
 
 
 def history(run: Path, accept_prob: float | None) -> dict[str, Any]:
-    turns = [t for t in dicts(load_records(run / "turns.jsonl", TurnRecord))
-             if t["arm"] == "speculative" and t["accept_prob"] == accept_prob]
+    turns = [
+        t
+        for t in dicts(load_records(run / "turns.jsonl", TurnRecord))
+        if t["arm"] == "speculative" and t["accept_prob"] == accept_prob
+    ]
     if not turns:
         raise ValueError(f"{run}: no speculative turns with accept_prob {accept_prob}")
     sessions = {t["session"] for t in turns}
@@ -42,11 +45,16 @@ def history(run: Path, accept_prob: float | None) -> dict[str, Any]:
             # The engine's record `turn` N is the suggestion shown after the N-th prompt: decided at this one.
             shown = sugg.get((sid, t["turn"]))
             if shown is not None:
-                pol.observe_choice([Decision.model_validate(d) for d in shown["decisions"]], shown["chosen"],
-                                   time_to_decision_s=shown["time_to_decision_s"] or 0.0)
+                pol.observe_choice(
+                    [Decision.model_validate(d) for d in shown["decisions"]],
+                    shown["chosen"],
+                    time_to_decision_s=shown["time_to_decision_s"] or 0.0,
+                )
             spec = t["speculation"] if t["accepted"] else None
             pol.observe_turn(latency_s=t["latency_s"], time_saved_s=spec["time_saved_s"] if spec else None)
-    for e in dicts(load_events(run / "events.jsonl")):  # what whole forks cost (runs before `requests` was kept: none)
+    for e in dicts(
+        load_events(run / "events.jsonl")
+    ):  # what whole forks cost (runs before `requests` was kept: none)
         if e["session"] in sessions and e["kind"] == "speculation" and e["completed"] and e["requests"]:
             pol.cost.observe(e["requests"], Usage(**{k: int(v) for k, v in e["tokens"].items()}))
     return pol.state()

@@ -39,8 +39,11 @@ class Progress:
             remaining_work += left * (avg or 0.0)
             parts.append(f"{a} {len(d)}/{self.total[a]} (ETA {eta})")
         total_eta = _mmss(remaining_work / max(1, self.concurrency))
-        return (f"[bench {_mmss(time.perf_counter() - self.t0)}] " + " · ".join(parts)
-                + f" · overall ETA {total_eta}")
+        return (
+            f"[bench {_mmss(time.perf_counter() - self.t0)}] "
+            + " · ".join(parts)
+            + f" · overall ETA {total_eta}"
+        )
 
 
 def _mmss(s: float) -> str:

@@ -37,8 +37,12 @@ def source_state(cwd: Path = ROOT) -> dict[str, Any]:
     commit = git("rev-parse", "HEAD", cwd=cwd)
     status = git("status", "--porcelain", cwd=cwd, strip=False)  # "XY path": the leading space matters
     changed = [line[3:] for line in (status or "").splitlines() if line.strip()]
-    return {"commit": commit, "branch": git("rev-parse", "--abbrev-ref", "HEAD", cwd=cwd),
-            "dirty": None if status is None else bool(changed), "dirty_paths": changed[:20]}
+    return {
+        "commit": commit,
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD", cwd=cwd),
+        "dirty": None if status is None else bool(changed),
+        "dirty_paths": changed[:20],
+    }
 
 
 def _version(pkg: str) -> str | None:
@@ -109,11 +113,20 @@ def start(argv: list[str], cfg: Any) -> dict[str, Any]:
         "command": shlex.join(["speculate", "bench", *argv]),
         "argv": list(argv),
         "cwd": os.getcwd(),
-        "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES},
-                     "kernel": platform.release(), "os": platform.platform()},
-        "machine": {"hostname_hash": _short_hash(platform.node()), "cpus": os.cpu_count(),
-                    "cpus_usable": affinity, "cpu_model": _cpu_model(), "memory_gib": _memory_gib(),
-                    "load_at_start": load()},
+        "versions": {
+            "python": platform.python_version(),
+            **{p: _version(p) for p in PACKAGES},
+            "kernel": platform.release(),
+            "os": platform.platform(),
+        },
+        "machine": {
+            "hostname_hash": _short_hash(platform.node()),
+            "cpus": os.cpu_count(),
+            "cpus_usable": affinity,
+            "cpu_model": _cpu_model(),
+            "memory_gib": _memory_gib(),
+            "load_at_start": load(),
+        },
         "settings": settings(cfg),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -88,8 +88,14 @@ def run_group(cfg: RunConfig, jobs: list[Job]) -> GroupResult:
     res = GroupResult(pair=jobs[0].pair, node=node, started_at=started)
     problem = sandbox_problem()
     if problem is not None:  # the sweep measures sandboxed speculation: a node without it fails its groups
-        res.failures = [{"session": j.session_id, "error": f"node {node} cannot sandbox speculative Bash: {problem}",
-                         "traceback": ""} for j in jobs]
+        res.failures = [
+            {
+                "session": j.session_id,
+                "error": f"node {node} cannot sandbox speculative Bash: {problem}",
+                "traceback": "",
+            }
+            for j in jobs
+        ]
         res.task_s = time.perf_counter() - t0
         return res
     jobs = [_localize(j) for j in jobs]
@@ -100,8 +106,14 @@ def run_group(cfg: RunConfig, jobs: list[Job]) -> GroupResult:
         try:
             out = trio.run(lambda: run_experiment(local, Path(tmp), jobs=jobs))
         except Exception as e:  # a toolchain that cannot be made here, say: the group fails with the reason
-            res.failures = [{"session": j.session_id, "error": f"on node {node}: {type(e).__name__}: {e}",
-                             "traceback": ""} for j in jobs]
+            res.failures = [
+                {
+                    "session": j.session_id,
+                    "error": f"on node {node}: {type(e).__name__}: {e}",
+                    "traceback": "",
+                }
+                for j in jobs
+            ]
         else:
             res.turns, res.sessions, res.events = out.turns, out.sessions, out.events
             res.failures, res.canary_leaks, res.toolchains = out.failures, out.canary_leaks, out.toolchains
@@ -114,12 +126,16 @@ def _init(address: str | None, workers: int | None) -> Any:
     try:
         import ray
     except ImportError:
-        raise RayUnavailable("Ray is not installed: pip install -e '.[ray]' (scripts/setup.sh does)") from None
+        raise RayUnavailable(
+            "Ray is not installed: pip install -e '.[ray]' (scripts/setup.sh does)"
+        ) from None
     if address:
         # A cluster: ship this checkout (the scenarios and the package) with the job; results are returned.
-        env = {"working_dir": str(PROJECT_ROOT),
-               "excludes": [".venv", "results", ".git", "**/__pycache__", "*.png"],
-               "env_vars": {"PYTHONPATH": "."}}
+        env = {
+            "working_dir": str(PROJECT_ROOT),
+            "excludes": [".venv", "results", ".git", "**/__pycache__", "*.png"],
+            "env_vars": {"PYTHONPATH": "."},
+        }
         try:
             ray.init(address=address, runtime_env=env, log_to_driver=False)
         except Exception as e:
@@ -136,8 +152,14 @@ def _append(path: Path, recs: list[dict[str, Any]]) -> None:
             f.write(json.dumps(r, default=str) + "\n")
 
 
-def run_experiment_ray(cfg: RunConfig, out_dir: Path, *, address: str | None = None, workers: int | None = None,
-                       progress: Callable[[str], None] | None = None) -> tuple[RunOutput, dict[str, Any]]:
+def run_experiment_ray(
+    cfg: RunConfig,
+    out_dir: Path,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[RunOutput, dict[str, Any]]:
     """Run every session group as a Ray task; write turns/sessions/events/failures JSONL into ``out_dir`` as
     groups finish. Returns the run's output (as ``run_experiment``'s) and what Ray added: per-group node,
     task and harness wall times, and the overhead per group (driver round trip less the harness's time)."""
@@ -161,12 +183,28 @@ def run_experiment_ray(cfg: RunConfig, out_dir: Path, *, address: str | None = N
             try:
                 r: GroupResult = ray.get(ref)
             except Exception as e:  # the task itself died (a node lost): its sessions fail, the rest go on
-                r = GroupResult(pair=g[0].pair, node="?", failures=[
-                    {"session": j.session_id, "error": f"Ray task failed: {type(e).__name__}: {e}",
-                     "traceback": ""} for j in g])
+                r = GroupResult(
+                    pair=g[0].pair,
+                    node="?",
+                    failures=[
+                        {
+                            "session": j.session_id,
+                            "error": f"Ray task failed: {type(e).__name__}: {e}",
+                            "traceback": "",
+                        }
+                        for j in g
+                    ],
+                )
             round_trip = time.perf_counter() - sent
-            timing.append({"pair": r.pair, "node": r.node, "task_s": r.task_s, "inner_s": r.inner_s,
-                           "round_trip_s": round_trip})
+            timing.append(
+                {
+                    "pair": r.pair,
+                    "node": r.node,
+                    "task_s": r.task_s,
+                    "inner_s": r.inner_s,
+                    "round_trip_s": round_trip,
+                }
+            )
             res.turns += r.turns
             res.sessions += r.sessions
             res.events += r.events
@@ -179,8 +217,10 @@ def run_experiment_ray(cfg: RunConfig, out_dir: Path, *, address: str | None = N
             if r.failures:
                 _append(out_dir / "failures.jsonl", r.failures)
             if progress is not None:
-                progress(f"[ray {time.perf_counter() - t_start:.0f}s] group {r.pair} on {r.node}: "
-                         f"{len(r.sessions)} sessions, {len(r.failures)} failed · {len(timing)}/{len(groups)} groups")
+                progress(
+                    f"[ray {time.perf_counter() - t_start:.0f}s] group {r.pair} on {r.node}: "
+                    f"{len(r.sessions)} sessions, {len(r.failures)} failed · {len(timing)}/{len(groups)} groups"
+                )
     except KeyboardInterrupt:
         for ref in submitted:
             ray.cancel(ref, force=True)
@@ -190,13 +230,20 @@ def run_experiment_ray(cfg: RunConfig, out_dir: Path, *, address: str | None = N
         res.wall_s = time.perf_counter() - t_start
     slots = workers or _cpus(ray_cpus)
     inner = sum(t["inner_s"] for t in timing)
-    info = {"address": address or "local", "workers": slots, "groups": len(groups),
-            # A worker slot's time not spent in the harness (task start-up, imports, the sandbox check,
-            # scheduling, the idle tail), per group; and the part of it on the node.
-            "overhead_per_group_s": (res.wall_s * slots - inner) / len(timing) if timing and slots else None,
-            "node_overhead_per_group_s": (sum(t["task_s"] - t["inner_s"] for t in timing) / len(timing)
-                                          if timing else None),
-            "nodes": sorted({t["node"] for t in timing}), "per_group": timing, "pid": os.getpid()}
+    info = {
+        "address": address or "local",
+        "workers": slots,
+        "groups": len(groups),
+        # A worker slot's time not spent in the harness (task start-up, imports, the sandbox check,
+        # scheduling, the idle tail), per group; and the part of it on the node.
+        "overhead_per_group_s": (res.wall_s * slots - inner) / len(timing) if timing and slots else None,
+        "node_overhead_per_group_s": (
+            sum(t["task_s"] - t["inner_s"] for t in timing) / len(timing) if timing else None
+        ),
+        "nodes": sorted({t["node"] for t in timing}),
+        "per_group": timing,
+        "pid": os.getpid(),
+    }
     return res, info
 
 

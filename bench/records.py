@@ -62,7 +62,9 @@ class TurnRecord(_SessionKey):
     speculation: SpeculationRecord | None  # the engine's record, its schema
     leak: list[str]
     user_edit: str | None = None
-    candidates_shown: list[str] | None = None  # top-K (K > 1): every candidate shown, the first is suggestion_shown
+    candidates_shown: list[str] | None = (
+        None  # top-K (K > 1): every candidate shown, the first is suggestion_shown
+    )
     candidate_rank: int | None = None  # the candidate the user sent (0: the ghost text), None: they typed
 
 

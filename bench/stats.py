@@ -17,5 +17,16 @@ from speculate.statistics import (
     summary,
 )
 
-__all__ = ["Nested", "bootstrap_ci", "break_even", "break_even_ci", "efficiency", "hierarchical_bootstrap_ci",
-           "mean", "median", "percentile", "pooled_efficiency", "summary"]
+__all__ = [
+    "Nested",
+    "bootstrap_ci",
+    "break_even",
+    "break_even_ci",
+    "efficiency",
+    "hierarchical_bootstrap_ci",
+    "mean",
+    "median",
+    "percentile",
+    "pooled_efficiency",
+    "summary",
+]

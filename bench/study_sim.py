@@ -32,10 +32,20 @@ from bench.user import typing_s
 from speculate.study.arms import DEFAULT_ARMS, Arm, parse_arms
 from speculate.study.recorder import StudyRecorder
 
-DEFAULT_SCENARIOS = ("fix-pagination", "add-low-stock-command", "explain-codebase", "rename-format-price",
-                     "inventory-ignored-suggestions", "replace-utils-module")
-DETOURS = ("what else calls this?", "show me the tests for it first", "why did you choose that approach?",
-           "is there a simpler way?")
+DEFAULT_SCENARIOS = (
+    "fix-pagination",
+    "add-low-stock-command",
+    "explain-codebase",
+    "rename-format-price",
+    "inventory-ignored-suggestions",
+    "replace-utils-module",
+)
+DETOURS = (
+    "what else calls this?",
+    "show me the tests for it first",
+    "why did you choose that approach?",
+    "is there a simpler way?",
+)
 EDITS = (" too", " and explain why", ", briefly", " please")
 TAB_S = 0.2  # Tab, then Enter
 
@@ -53,8 +63,13 @@ class Person:
 
     @staticmethod
     def draw(name: str, rng: random.Random) -> Person:
-        return Person(name, take=rng.uniform(0.45, 0.8), edit=rng.uniform(0.05, 0.2),
-                      think_median_s=rng.uniform(3.0, 8.0), typing_cps=rng.uniform(3.5, 6.5))
+        return Person(
+            name,
+            take=rng.uniform(0.45, 0.8),
+            edit=rng.uniform(0.05, 0.2),
+            think_median_s=rng.uniform(3.0, 8.0),
+            typing_cps=rng.uniform(3.5, 6.5),
+        )
 
     def think_s(self, rng: random.Random) -> float:
         return min(60.0, rng.lognormvariate(math.log(self.think_median_s), 0.8))
@@ -68,9 +83,19 @@ def decide(person: Person, rng: random.Random) -> Decision:
     return "take" if u < person.take else "edit" if u < person.take + person.edit else "ignore"
 
 
-async def run_session(*, study_dir: Path, person: Person, scenario: str, seed: int, arms: Sequence[Arm],
-                      time_scale: float, work: Path, max_turns: int | None = None,
-                      decisions: Sequence[Decision] | None = None, backend: str = "sim") -> StudyRecorder:
+async def run_session(
+    *,
+    study_dir: Path,
+    person: Person,
+    scenario: str,
+    seed: int,
+    arms: Sequence[Arm],
+    time_scale: float,
+    work: Path,
+    max_turns: int | None = None,
+    decisions: Sequence[Decision] | None = None,
+    backend: str = "sim",
+) -> StudyRecorder:
     """One session of ``person`` on a bundled ``scenario``; returns its recorder (its file is ``.path``).
     ``decisions``, when given, replaces the person's draws turn by turn (tests). ``backend``: ``sim``, or
     ``anthropic`` (the SDK against the simulator served over HTTP) or ``claude-cli`` (the Claude Code CLI
@@ -83,8 +108,15 @@ async def run_session(*, study_dir: Path, person: Person, scenario: str, seed: i
     scn = load_scenario(path)
     project = prepare_project(scn, work / "project")
     rng = random.Random(f"{seed}:{person.name}:{scenario}")
-    rec = StudyRecorder(study_dir=study_dir, user=person.name, seed=seed, arms=arms, model=backend, frontend="api",
-                        time_scale=time_scale)
+    rec = StudyRecorder(
+        study_dir=study_dir,
+        user=person.name,
+        seed=seed,
+        arms=arms,
+        model=backend,
+        frontend="api",
+        time_scale=time_scale,
+    )
 
     async def yes(*_: Any) -> Literal["y"]:
         return "y"
@@ -92,9 +124,21 @@ async def run_session(*, study_dir: Path, person: Person, scenario: str, seed: i
     prompts = [t.prompt for t in scn.turns]
     pos, turns, decided = 0, 0, list(decisions or [])
     limit = max_turns if max_turns is not None else len(prompts) + 3
-    async with _model(backend, path, time_scale) as model, open_session(
-            SessionConfig(project=project, model=model, mode="acceptEdits", spill_dir=work / "spill", tool_env=_tool_env(scn)),
-            ask=yes, approve=yes, on_event=rec.on_event) as session:
+    async with (
+        _model(backend, path, time_scale) as model,
+        open_session(
+            SessionConfig(
+                project=project,
+                model=model,
+                mode="acceptEdits",
+                spill_dir=work / "spill",
+                tool_env=_tool_env(scn),
+            ),
+            ask=yes,
+            approve=yes,
+            on_event=rec.on_event,
+        ) as session,
+    ):
         rec.attach(session)
         while pos < len(prompts) and turns < limit:
             # The person looks up after thinking; a suggestion that came by then is on screen (ghost text).
@@ -137,10 +181,14 @@ async def _model(backend: str, scenario: Path, time_scale: float) -> AsyncIterat
 
     if backend == "anthropic":
         with SimServer(scenarios=[scenario], time_scale=time_scale) as sim:
-            async with open_model(BackendConfig(backend="anthropic", base_url=sim.base_url, api_key="sim")) as m:
+            async with open_model(
+                BackendConfig(backend="anthropic", base_url=sim.base_url, api_key="sim")
+            ) as m:
                 yield m
         return
-    cfg = BackendConfig(backend=backend, scenarios=[scenario], time_scale=time_scale, simulate=backend == "claude-cli")
+    cfg = BackendConfig(
+        backend=backend, scenarios=[scenario], time_scale=time_scale, simulate=backend == "claude-cli"
+    )
     async with open_model(cfg) as m:
         yield m
 
@@ -156,8 +204,16 @@ def _tool_env(scn: Any) -> dict[str, str] | None:
         return None
 
 
-async def run_study(*, out: Path, people: int, sessions: int, seed: int, arms: Sequence[Arm],
-                    time_scale: float, scenarios: Sequence[str]) -> list[Path]:
+async def run_study(
+    *,
+    out: Path,
+    people: int,
+    sessions: int,
+    seed: int,
+    arms: Sequence[Arm],
+    time_scale: float,
+    scenarios: Sequence[str],
+) -> list[Path]:
     """``people`` × ``sessions`` sessions, one after another; each person's directory is ``out/person-N``."""
     rng = random.Random(seed)
     crowd = [Person.draw(f"sim-{i + 1}", rng) for i in range(people)]
@@ -170,9 +226,15 @@ async def run_study(*, out: Path, people: int, sessions: int, seed: int, arms: S
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
             try:
-                rec = await run_session(study_dir=out / f"person-{person.name.split('-')[1]}", person=person,
-                                        scenario=scenario, seed=seed * 1000 + k, arms=arms,
-                                        time_scale=time_scale, work=work)
+                rec = await run_session(
+                    study_dir=out / f"person-{person.name.split('-')[1]}",
+                    person=person,
+                    scenario=scenario,
+                    seed=seed * 1000 + k,
+                    arms=arms,
+                    time_scale=time_scale,
+                    work=work,
+                )
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             print(f"{person.name} session {s + 1}: {scenario}, {rec.turn} turns -> {rec.path}", flush=True)
@@ -190,7 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS))
     p.add_argument("--time-scale", type=float, default=0.25)
-    p.add_argument("--scenario", nargs="+", default=list(DEFAULT_SCENARIOS), help="bundled scenarios, in turn")
+    p.add_argument(
+        "--scenario", nargs="+", default=list(DEFAULT_SCENARIOS), help="bundled scenarios, in turn"
+    )
     a = p.parse_args(argv)
     if a.people < 1 or a.sessions < 1 or not a.time_scale > 0:
         p.error("--people and --sessions must be at least 1, --time-scale above 0")
@@ -198,8 +262,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         arms = parse_arms(a.arms)
     except ValueError as e:
         p.error(str(e))
-    trio.run(lambda: run_study(out=a.out, people=a.people, sessions=a.sessions, seed=a.seed, arms=arms,
-                               time_scale=a.time_scale, scenarios=a.scenario))
+    trio.run(
+        lambda: run_study(
+            out=a.out,
+            people=a.people,
+            sessions=a.sessions,
+            seed=a.seed,
+            arms=arms,
+            time_scale=a.time_scale,
+            scenarios=a.scenario,
+        )
+    )
     return 0
 
 

@@ -19,8 +19,9 @@ from bench.pairs import CI_METHOD, Records, nested, paired_turns, user_saving
 from bench.records import SessionRecord
 
 
-def build_summary(*, records: Records, meta: dict[str, Any], canary_leaks: list[str] | None = None
-                  ) -> dict[str, Any]:
+def build_summary(
+    *, records: Records, meta: dict[str, Any], canary_leaks: list[str] | None = None
+) -> dict[str, Any]:
     """The summary JSON: the first condition's figures at top level, then per scenario and per condition."""
     conds = meta.get("conditions", [])
     seed = int(meta.get("seed", 0))
@@ -43,18 +44,29 @@ def build_summary(*, records: Records, meta: dict[str, Any], canary_leaks: list[
         + [{"canary": c} for c in (canary_leaks or [])],
         "tree_divergence": sorted(k for k, v in trees.items() if len(set(v.values())) > 1),
         # Every condition's turns: a model error or an unmet tool-result expectation (the run exits non-zero).
-        "turn_errors": [{"session": t.session, "turn": t.turn, "error": t.error} for t in records.turns if t.error],
+        "turn_errors": [
+            {"session": t.session, "turn": t.turn, "error": t.error} for t in records.turns if t.error
+        ],
         "per_scenario": {},
         "conditions_detail": [],
     }
     for name in sorted({s.scenario for s in primary.sessions}):
-        summary["per_scenario"][name] = analyze(primary.only(s for s in primary.sessions if s.scenario == name),
-                                                seed=seed)
+        summary["per_scenario"][name] = analyze(
+            primary.only(s for s in primary.sessions if s.scenario == name), seed=seed
+        )
     for ci in sorted(by_cond):
         label = conds[ci] if ci < len(conds) else str(ci)
-        summary["conditions_detail"].append({"cond": ci, "label": label, **_cond_params(meta, ci),
-                                             **analyze(records.only(by_cond[ci]), seed=seed)})
-    summary["break_even_think_s"] = sweep_break_even(summary["conditions_detail"], meta, records, by_cond, seed)
+        summary["conditions_detail"].append(
+            {
+                "cond": ci,
+                "label": label,
+                **_cond_params(meta, ci),
+                **analyze(records.only(by_cond[ci]), seed=seed),
+            }
+        )
+    summary["break_even_think_s"] = sweep_break_even(
+        summary["conditions_detail"], meta, records, by_cond, seed
+    )
     return summary
 
 
@@ -63,8 +75,13 @@ def _cond_params(meta: dict[str, Any], ci: int) -> dict[str, Any]:
     return params[ci] if ci < len(params) else {}
 
 
-def sweep_break_even(blocks: list[dict[str, Any]], meta: dict[str, Any], records: Records,
-                     by_cond: dict[int, list[SessionRecord]], seed: int) -> dict[str, Any]:
+def sweep_break_even(
+    blocks: list[dict[str, Any]],
+    meta: dict[str, Any],
+    records: Records,
+    by_cond: dict[int, list[SessionRecord]],
+    seed: int,
+) -> dict[str, Any]:
     """Mean per-turn saving (against suggest when it ran, else plain) against fixed think time (wall s);
     break-even where the interpolated curve first reaches zero, with a hierarchical bootstrap CI."""
     scale = float(meta.get("time_scale", 1.0))
@@ -82,14 +99,19 @@ def sweep_break_even(blocks: list[dict[str, Any]], meta: dict[str, Any], records
     xs, ys = [r[0] for r in rows], [r[1] for r in rows]
     point = stats.break_even(xs, ys) if len(rows) >= 2 else None
     ci = stats.break_even_ci(xs, [r[3] for r in rows], seed=seed) if len(rows) >= 2 else None
-    return {"curve": [{"think_s": x, "mean_saving_per_turn_s": y, "base": base} for x, y, base, _ in rows],
-            "sweep": point, "ci95": [c if math.isfinite(c) else None for c in ci] if ci else None,  # None: never
-            # At or above zero already at the smallest swept think time: the break-even is at most that.
-            "at_most": bool(rows) and ys[0] >= 0}
+    return {
+        "curve": [{"think_s": x, "mean_saving_per_turn_s": y, "base": base} for x, y, base, _ in rows],
+        "sweep": point,
+        "ci95": [c if math.isfinite(c) else None for c in ci] if ci else None,  # None: never
+        # At or above zero already at the smallest swept think time: the break-even is at most that.
+        "at_most": bool(rows) and ys[0] >= 0,
+    }
 
 
 def _is_base(block: dict[str, Any], meta: dict[str, Any]) -> bool:
     """A condition on the primary profile and typing speed: the think sweep varies think time only."""
     params = meta.get("condition_params") or [{}]
     first = params[0]
-    return all(block.get(k) == first.get(k) for k in ("model_name", "typing_cps", "tab_s", "sim") if k in first)
+    return all(
+        block.get(k) == first.get(k) for k in ("model_name", "typing_cps", "tab_s", "sim") if k in first
+    )

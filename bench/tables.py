@@ -30,12 +30,20 @@ def ci(c: list[float] | None) -> str:
 
 def later_cell(b: dict[str, Any], base: str) -> str:
     v = b.get("vs", {}).get(base)
-    return "—" if v is None else f"{f(v['saved_per_later_turn_s']['mean'])} {ci(v['saved_per_later_turn_s']['ci95'])}"
+    return (
+        "—"
+        if v is None
+        else f"{f(v['saved_per_later_turn_s']['mean'])} {ci(v['saved_per_later_turn_s']['ci95'])}"
+    )
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-            *("| " + " | ".join(r) + " |" for r in rows), ""]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+    ]
 
 
 MIN_CLUSTERS = 10  # below this, the report says the cluster-bootstrap CIs are rough
@@ -45,23 +53,46 @@ def acceptance_table(s: dict[str, Any]) -> list[str]:
     """Saving against acceptance, one row per condition of a sweep (the natural condition marked)."""
     legacy = "ci_method" not in s  # made before issue #24: pair-level CIs, no fork costs
     rows = []
-    blocks = sorted(s["conditions_detail"], key=lambda b: (b["accept_prob"] is not None, b["accept_prob"] or 0))
+    blocks = sorted(
+        s["conditions_detail"], key=lambda b: (b["accept_prob"] is not None, b["accept_prob"] or 0)
+    )
     for b in blocks:
-        name = ("natural: the scenarios' own weights" if b["accept_prob"] is None
-                else f"forced: {100 * b['accept_prob']:.0f}% of suggestions are the next prompt")
+        name = (
+            "natural: the scenarios' own weights"
+            if b["accept_prob"] is None
+            else f"forced: {100 * b['accept_prob']:.0f}% of suggestions are the next prompt"
+        )
         vs = b.get("vs", {}).get("suggest") or {}
         acc = vs.get("saved_per_accepted_turn_s") or {}
         clusters = f(vs.get("clusters")) if legacy else f"{f(vs.get('scenarios'))} / {f(vs.get('clusters'))}"
         cost = [usd(b["arms"]["speculative"]["cost_per_turn_usd"])]
         if not legacy:
             cost.append(pct((b.get("fork_cost") or {}).get("miss_to_hit")))
-        rows.append([name, pct(b["acceptance_rate"]), pct(b["suggestion_coverage"]), clusters,
-                     f"{f(acc.get('median'))} {ci(acc.get('ci95'))}", later_cell(b, "suggest"), later_cell(b, "plain"),
-                     *cost, misses_cell(b)])
-    header = ["condition", "acceptance", "coverage", "clusters" if legacy else "scenarios / pairs",
-              "saved per accepted turn vs suggest, median [CI] (s)", "saved per later turn vs suggest, mean [CI] "
-              "(s)", "vs plain [CI] (s)", "speculative $/turn", *([] if legacy else ["miss fork cost / hit"]),
-              "misses (candidate / later turn / unscripted)"]
+        rows.append(
+            [
+                name,
+                pct(b["acceptance_rate"]),
+                pct(b["suggestion_coverage"]),
+                clusters,
+                f"{f(acc.get('median'))} {ci(acc.get('ci95'))}",
+                later_cell(b, "suggest"),
+                later_cell(b, "plain"),
+                *cost,
+                misses_cell(b),
+            ]
+        )
+    header = [
+        "condition",
+        "acceptance",
+        "coverage",
+        "clusters" if legacy else "scenarios / pairs",
+        "saved per accepted turn vs suggest, median [CI] (s)",
+        "saved per later turn vs suggest, mean [CI] (s)",
+        "vs plain [CI] (s)",
+        "speculative $/turn",
+        *([] if legacy else ["miss fork cost / hit"]),
+        "misses (candidate / later turn / unscripted)",
+    ]
     return table(header, rows) + ([] if legacy else [*_pooled_fork_cost(blocks), CI_NOTE, ""])
 
 
@@ -69,21 +100,31 @@ def _pooled_fork_cost(blocks: list[dict[str, Any]]) -> list[str]:
     """Hits and misses of every condition together: is a thrown-away fork as costly as a used one?"""
     pooled = {}
     for kind in ("hit", "miss", "miss_completed"):
-        parts = [(b["fork_cost"][kind]["n"], b["fork_cost"][kind]["mean_usd"]) for b in blocks
-                 if b.get("fork_cost") and b["fork_cost"][kind]["n"]]
+        parts = [
+            (b["fork_cost"][kind]["n"], b["fork_cost"][kind]["mean_usd"])
+            for b in blocks
+            if b.get("fork_cost") and b["fork_cost"][kind]["n"]
+        ]
         n = sum(k for k, _ in parts)
         pooled[kind] = (n, sum(k * m for k, m in parts) / n if n else None)
     (nh, h), (nm, m), (nc, c) = pooled["hit"], pooled["miss"], pooled["miss_completed"]
     if not nh or not nm or h is None or m is None:  # means exist where there are forks
         return []
-    return [f"Fork cost over all conditions: a hit {usd(h)} (n={nh}), a miss {usd(m)} (n={nm}, "
-            f"{pct(m / h)} of a hit; billed as the API bills, cut requests included), a miss that had finished "
-            f"{usd(c)} (n={nc}).", ""]
+    return [
+        f"Fork cost over all conditions: a hit {usd(h)} (n={nh}), a miss {usd(m)} (n={nm}, "
+        f"{pct(m / h)} of a hit; billed as the API bills, cut requests included), a miss that had finished "
+        f"{usd(c)} (n={nc}).",
+        "",
+    ]
 
 
-SENSITIVITY_ROWS = (("think_median_s", "think time median", "s"), ("model_name", "model profile", ""),
-                    ("typing_cps", "typing speed", " chars/s"), ("tab_s", "Tab to accept", " s"),
-                    ("sim", "simulator", ""))
+SENSITIVITY_ROWS = (
+    ("think_median_s", "think time median", "s"),
+    ("model_name", "model profile", ""),
+    ("typing_cps", "typing speed", " chars/s"),
+    ("tab_s", "Tab to accept", " s"),
+    ("sim", "simulator", ""),
+)
 
 
 def sensitivity_table(s: dict[str, Any]) -> list[str]:
@@ -95,20 +136,40 @@ def sensitivity_table(s: dict[str, Any]) -> list[str]:
     base = blocks[0]
     rows = []
     for b in blocks:
-        changed = [f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) != base.get(k)]
+        changed = [
+            f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) != base.get(k)
+        ]
         arms = b["arms"]
-        plain, spec = arms.get("plain", {}).get("cost_per_turn_usd"), arms.get("speculative", {}).get("cost_per_turn_usd")
+        plain, spec = (
+            arms.get("plain", {}).get("cost_per_turn_usd"),
+            arms.get("speculative", {}).get("cost_per_turn_usd"),
+        )
         extra = f"{100 * (spec - plain) / plain:+.0f}%" if plain and spec is not None else "—"
-        rows.append(["base: " + _base_label(b) if b is base else ", ".join(changed) or "(same as base)",
-                     pct(b["acceptance_rate"]), later_cell(b, "suggest"), later_cell(b, "plain"),
-                     f"{usd(spec)} ({extra})", pct((b.get("fork_cost") or {}).get("miss_to_hit"))])
-    header = ["condition (what differs from the base)", "acceptance", "saved per later turn vs suggest, mean [CI] "
-              "(s)", "vs plain [CI] (s)", "speculative $/turn (vs plain)", "miss fork cost / hit"]
+        rows.append(
+            [
+                "base: " + _base_label(b) if b is base else ", ".join(changed) or "(same as base)",
+                pct(b["acceptance_rate"]),
+                later_cell(b, "suggest"),
+                later_cell(b, "plain"),
+                f"{usd(spec)} ({extra})",
+                pct((b.get("fork_cost") or {}).get("miss_to_hit")),
+            ]
+        )
+    header = [
+        "condition (what differs from the base)",
+        "acceptance",
+        "saved per later turn vs suggest, mean [CI] (s)",
+        "vs plain [CI] (s)",
+        "speculative $/turn (vs plain)",
+        "miss fork cost / hit",
+    ]
     return [*table(header, rows), CI_NOTE, ""]
 
 
 def _base_label(b: dict[str, Any]) -> str:
-    return ", ".join(f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) is not None)
+    return ", ".join(
+        f"{label} {b.get(k)}{unit}" for k, label, unit in SENSITIVITY_ROWS if b.get(k) is not None
+    )
 
 
 def headline_table(s: dict[str, Any]) -> list[str]:
@@ -123,27 +184,46 @@ def headline_table(s: dict[str, Any]) -> list[str]:
             delta = f"{100 * (b - a) / a:+.0f}%"
         return [name, *(fmt(v) for v in vals), delta]
 
-    rows = [row(f"turn latency {q} (s)", lambda x, q=q: x["turn_latency_s"][q]) for q in ("p50", "p90", "p99")]
-    rows += [row("session wall p50 (s)", lambda x: x["session_wall_s"]["p50"]),
-             row("cost per turn (USD)", lambda x: x["cost_per_turn_usd"], usd),
-             row("turn errors", lambda x: x["errors"])]
+    rows = [
+        row(f"turn latency {q} (s)", lambda x, q=q: x["turn_latency_s"][q]) for q in ("p50", "p90", "p99")
+    ]
+    rows += [
+        row("session wall p50 (s)", lambda x: x["session_wall_s"]["p50"]),
+        row("cost per turn (USD)", lambda x: x["cost_per_turn_usd"], usd),
+        row("turn errors", lambda x: x["errors"]),
+    ]
     lines = table(["", *arms, f"Δ {arms[-1]} vs {arms[0]}"], rows)
     lines += versus_table(s)
     ts = s["time_saved_s"]
-    lines += table(["speculation", "value"], [
-        ["accepted / acceptance rate / coverage",
-         f"{s['accepted']} / {pct(s['acceptance_rate'])} / {pct(s['suggestion_coverage'])}"],
-        ["submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s)",
-         f"{f(ts['median'])} {ci(ts['ci95'])}"],
-        ["mean submit-to-answer saving per later turn vs plain [95% CI] (s)",
-         f"{f(s['latency_diff_per_turn_s']['mean'])} {ci(s['latency_diff_per_turn_s']['ci95'])}"],
-        ["efficiency (pooled / median)", f"{pct(s['efficiency']['pooled'])} / {pct(s['efficiency']['median'])}"],
-        ["fork input read from cache", pct(s["fork_cache_read_share"])],
-        ["wasted tokens (ignored speculations)", f(s["wasted_tokens"])],
-        ["extra cost / cost per second saved", f"{usd(s['extra_cost_usd'])} / {usd(s['cost_per_second_saved_usd'])}"],
-        *fork_cost_line(s),
-        ["leaks into the real tree", f(s["leaks"])],
-    ])
+    lines += table(
+        ["speculation", "value"],
+        [
+            [
+                "accepted / acceptance rate / coverage",
+                f"{s['accepted']} / {pct(s['acceptance_rate'])} / {pct(s['suggestion_coverage'])}",
+            ],
+            [
+                "submit-to-answer latency saved per accepted turn vs plain, median [95% CI] (s)",
+                f"{f(ts['median'])} {ci(ts['ci95'])}",
+            ],
+            [
+                "mean submit-to-answer saving per later turn vs plain [95% CI] (s)",
+                f"{f(s['latency_diff_per_turn_s']['mean'])} {ci(s['latency_diff_per_turn_s']['ci95'])}",
+            ],
+            [
+                "efficiency (pooled / median)",
+                f"{pct(s['efficiency']['pooled'])} / {pct(s['efficiency']['median'])}",
+            ],
+            ["fork input read from cache", pct(s["fork_cache_read_share"])],
+            ["wasted tokens (ignored speculations)", f(s["wasted_tokens"])],
+            [
+                "extra cost / cost per second saved",
+                f"{usd(s['extra_cost_usd'])} / {usd(s['cost_per_second_saved_usd'])}",
+            ],
+            *fork_cost_line(s),
+            ["leaks into the real tree", f(s["leaks"])],
+        ],
+    )
     return lines
 
 
@@ -159,19 +239,37 @@ def versus_table(s: dict[str, Any]) -> list[str]:
     rows = []
     for name, v in blocks:
         acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
-        rows.append([name, f"{f(v['scenarios'])} / {f(v['clusters'])}",
-                     f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
-                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})", ci(later.get("ci95_pairs")),
-                     f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
-                     pct(v["session_wall_reduction"])])
-    lines = table(["paired comparison", "scenarios / pairs", "saved per accepted turn, median [95% CI] (s)",
-                    "saved per later turn, mean [95% CI] (s)", "same, pair-level CI", "turns slower than base",
-                    "session wall saved"], rows)
+        rows.append(
+            [
+                name,
+                f"{f(v['scenarios'])} / {f(v['clusters'])}",
+                f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
+                ci(later.get("ci95_pairs")),
+                f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                pct(v["session_wall_reduction"]),
+            ]
+        )
+    lines = table(
+        [
+            "paired comparison",
+            "scenarios / pairs",
+            "saved per accepted turn, median [95% CI] (s)",
+            "saved per later turn, mean [95% CI] (s)",
+            "same, pair-level CI",
+            "turns slower than base",
+            "session wall saved",
+        ],
+        rows,
+    )
     lines += [CI_NOTE, ""]
     few = min(v["scenarios"] for _, v in blocks)
     if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of scenarios understates the uncertainty
-        lines += [f"**These CIs rest on {few} scenarios (fewer than {MIN_CLUSTERS}): read them as rough.** "
-                  "Run more scenarios for a result.", ""]
+        lines += [
+            f"**These CIs rest on {few} scenarios (fewer than {MIN_CLUSTERS}): read them as rough.** "
+            "Run more scenarios for a result.",
+            "",
+        ]
     return lines
 
 
@@ -180,23 +278,42 @@ def _legacy_versus_table(blocks: list[tuple[str, dict[str, Any]]]) -> list[str]:
     rows = []
     for name, v in blocks:
         acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
-        rows.append([name, f(v["clusters"]), f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
-                     f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
-                     f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
-                     pct(v["session_wall_reduction"])])
-    lines = table(["paired comparison", "clusters", "saved per accepted turn, median [95% CI] (s)",
-                    "saved per later turn, mean [95% CI] (s)", "turns slower than base", "session wall saved"],
-                   rows)
+        rows.append(
+            [
+                name,
+                f(v["clusters"]),
+                f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
+                f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
+                f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                pct(v["session_wall_reduction"]),
+            ]
+        )
+    lines = table(
+        [
+            "paired comparison",
+            "clusters",
+            "saved per accepted turn, median [95% CI] (s)",
+            "saved per later turn, mean [95% CI] (s)",
+            "turns slower than base",
+            "session wall saved",
+        ],
+        rows,
+    )
     few = min(v["clusters"] for _, v in blocks)
     if few < MIN_CLUSTERS:
-        lines[-1:-1] = [f"**These CIs rest on {few} session clusters (fewer than {MIN_CLUSTERS}): read them as "
-                        "rough.** Run more reps or scenarios for a result.", ""]
+        lines[-1:-1] = [
+            f"**These CIs rest on {few} session clusters (fewer than {MIN_CLUSTERS}): read them as "
+            "rough.** Run more reps or scenarios for a result.",
+            "",
+        ]
     return lines
 
 
-CI_NOTE = ("CIs: 95% percentile bootstrap resampling scenarios, then reps within each (the hierarchical CI); "
-           "the pair-level CI resamples reps only and treats the reps of a scenario as independent, which "
-           "they are not (it is narrower, shown for comparison with runs before issue #24).")
+CI_NOTE = (
+    "CIs: 95% percentile bootstrap resampling scenarios, then reps within each (the hierarchical CI); "
+    "the pair-level CI resamples reps only and treats the reps of a scenario as independent, which "
+    "they are not (it is narrower, shown for comparison with runs before issue #24)."
+)
 
 
 def fork_cost_line(s: dict[str, Any]) -> list[list[str]]:
@@ -205,9 +322,13 @@ def fork_cost_line(s: dict[str, Any]) -> list[list[str]]:
     if not fc:
         return []
     h, m, mc = fc["hit"], fc["miss"], fc["miss_completed"]
-    return [["fork cost per hit / per miss (ratio); misses that had finished",
-             f"{usd(h['mean_usd'])} (n={h['n']}) / {usd(m['mean_usd'])} (n={m['n']}) ({pct(fc['miss_to_hit'])}); "
-             f"{usd(mc['mean_usd'])} (n={mc['n']})"]]
+    return [
+        [
+            "fork cost per hit / per miss (ratio); misses that had finished",
+            f"{usd(h['mean_usd'])} (n={h['n']}) / {usd(m['mean_usd'])} (n={m['n']}) ({pct(fc['miss_to_hit'])}); "
+            f"{usd(mc['mean_usd'])} (n={mc['n']})",
+        ]
+    ]
 
 
 def misses_cell(b: dict[str, Any]) -> str:

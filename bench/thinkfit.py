@@ -80,17 +80,24 @@ def resolve_think(spec: str, scenarios: list[Scenario], *, say: Callable[[str], 
         total = sum(len(s.turns) - 1 for s in scenarios)
         n = len(scenario_thinks(scenarios))
         if n == 0:
-            raise ValueError("--think-time recorded: no scenario records pauses (pause_s); import sessions "
-                             "with speculate import claude-code (docs/transcripts.md)")
+            raise ValueError(
+                "--think-time recorded: no scenario records pauses (pause_s); import sessions "
+                "with speculate import claude-code (docs/transcripts.md)"
+            )
         model = RecordedThink()
-        say(f"think time: recorded for {n} of {total} later turns; the others drawn from {model.fallback.label}")
+        say(
+            f"think time: recorded for {n} of {total} later turns; the others drawn from {model.fallback.label}"
+        )
         return model
     if kind == "fit":
         samples = path_thinks(arg) if arg else scenario_thinks(scenarios)
         fit = fit_lognormal(samples)
         think: LogNormalThink = fit.think()
-        say(f"think time fit: log-normal mu={fit.mu:.3f} sigma={fit.sigma:.3f} (median {fit.median_s:.2f} s) "
-            f"from n={fit.n} think times" + (f", {fit.left_out} of 0 s left out" if fit.left_out else "")
-            + f"; draws capped at {think.cap_s:g} s")
+        say(
+            f"think time fit: log-normal mu={fit.mu:.3f} sigma={fit.sigma:.3f} (median {fit.median_s:.2f} s) "
+            f"from n={fit.n} think times"
+            + (f", {fit.left_out} of 0 s left out" if fit.left_out else "")
+            + f"; draws capped at {think.cap_s:g} s"
+        )
         return think
     return parse_think(spec)

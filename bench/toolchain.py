@@ -82,9 +82,13 @@ def _python(workspace: Path) -> Toolchain:
         raise ToolchainError(f"{where}: cannot read it: {e}") from e
     requires = project.get("requires-python")
     if requires and not _satisfies(sys.version_info[:3], requires):
-        raise ToolchainError(f"{where}: requires-python {requires!r}, but the bench runs Python "
-                             f"{'.'.join(map(str, sys.version_info[:3]))}")
-    reqs = sorted({*project.get("dependencies", []), *project.get("optional-dependencies", {}).get(TEST_EXTRA, [])})
+        raise ToolchainError(
+            f"{where}: requires-python {requires!r}, but the bench runs Python "
+            f"{'.'.join(map(str, sys.version_info[:3]))}"
+        )
+    reqs = sorted(
+        {*project.get("dependencies", []), *project.get("optional-dependencies", {}).get(TEST_EXTRA, [])}
+    )
     base = getattr(sys, "_base_executable", sys.executable)
     key = hashlib.sha256(json.dumps([base, sys.version, reqs]).encode()).hexdigest()[:12]
     env = cache_dir() / "bench-envs" / f"{workspace.name}-{key}"
@@ -106,14 +110,28 @@ def _ensure_venv(env: Path, base: str, reqs: list[str], where: Path) -> None:
         shutil.rmtree(env, ignore_errors=True)
         steps = [("python -m venv", [base, "-m", "venv", str(env)])]
         if reqs:
-            steps.append((f"pip install {' '.join(reqs)}", [str(env / "bin" / "python"), "-m", "pip", "install",
-                                                             "-q", "--disable-pip-version-check", *reqs]))
+            steps.append(
+                (
+                    f"pip install {' '.join(reqs)}",
+                    [
+                        str(env / "bin" / "python"),
+                        "-m",
+                        "pip",
+                        "install",
+                        "-q",
+                        "--disable-pip-version-check",
+                        *reqs,
+                    ],
+                )
+            )
         for what, cmd in steps:
             r = subprocess.run(cmd, capture_output=True, text=True, env=_clean_env())
             if r.returncode != 0:
                 tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-                raise ToolchainError(f"{where}: making its test environment in {env} failed: `{what}` exited "
-                                     f"{r.returncode}: {' | '.join(tail)}")
+                raise ToolchainError(
+                    f"{where}: making its test environment in {env} failed: `{what}` exited "
+                    f"{r.returncode}: {' | '.join(tail)}"
+                )
         stamp.touch()
 
 
@@ -125,13 +143,16 @@ def _node(workspace: Path) -> Toolchain:
         raise ToolchainError(f"{where}: cannot read it: {e}") from e
     deps = sorted({*pkg.get("dependencies", {}), *pkg.get("devDependencies", {})})
     if deps:
-        raise ToolchainError(f"{where}: declares packages ({', '.join(deps)}); the harness installs none for "
-                             "Node workspaces yet, so their tests could not run the same everywhere")
+        raise ToolchainError(
+            f"{where}: declares packages ({', '.join(deps)}); the harness installs none for "
+            "Node workspaces yet, so their tests could not run the same everywhere"
+        )
     path = ":".join(SYSTEM_PATH)
     node = shutil.which("node", path=path)
     if node is None:
-        raise ToolchainError(f"{where}: a Node workspace, but there is no `node` on {path} "
-                             "(scripts/setup.sh installs nodejs)")
+        raise ToolchainError(
+            f"{where}: a Node workspace, but there is no `node` on {path} (scripts/setup.sh installs nodejs)"
+        )
     out = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
     version = tuple(int(x) for x in re.findall(r"\d+", out)[:3])
     wanted = pkg.get("engines", {}).get("node")

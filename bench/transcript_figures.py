@@ -36,8 +36,9 @@ GIT_ENV = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
 def play(path: Path, out: Path, binary: Path, think: LogNormalThink, rng: random.Random) -> str:
     scenario = load_scenario(path)
     project = prepare_workspace(scenario, out / "projects" / scenario.name)
-    start = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True,
-                           check=True).stdout.strip()
+    start = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True, check=True
+    ).stdout.strip()
     env = {**GIT_ENV, "PATH": workspace_toolchain(scenario.workspace).env["PATH"]}
     home = out / "home"
     before = set((home / ".claude" / "projects").glob("*/*.jsonl"))
@@ -55,24 +56,31 @@ def play(path: Path, out: Path, binary: Path, think: LogNormalThink, rng: random
             ui.close()
     (transcript,) = set((home / ".claude" / "projects").glob("*/*.jsonl")) - before
     res = import_sessions(ImportConfig(paths=(transcript,), out=out / "imported", repo=project, rev=start))
-    return (f"{scenario.name}: {len(scenario.turns)} turns, {shown} suggestions shown, {taken} taken with Tab "
-            f"-> {', '.join(p.name for p in res.written)}")
+    return (
+        f"{scenario.name}: {len(scenario.turns)} turns, {shown} suggestions shown, {taken} taken with Tab "
+        f"-> {', '.join(p.name for p in res.written)}"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--scenario", action="append", default=None, metavar="NAME")
-    ap.add_argument("--median-pause", type=float, default=2.0, help="median of the user's pauses, seconds "
-                    "(log-normal, sigma 0.9, cap 8 s; default 2)")
+    ap.add_argument(
+        "--median-pause",
+        type=float,
+        default=2.0,
+        help="median of the user's pauses, seconds (log-normal, sigma 0.9, cap 8 s; default 2)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     binary = ClaudeCode.locate()
     if isinstance(binary, str):
         print(f"transcript_figures: {binary}", file=sys.stderr)
         return 2
-    paths = ([default_scenario_dir() / f"{n}.yaml" for n in a.scenario] if a.scenario
-             else default_scenario_paths())
+    paths = (
+        [default_scenario_dir() / f"{n}.yaml" for n in a.scenario] if a.scenario else default_scenario_paths()
+    )
     think = LogNormalThink(a.median_pause, 0.9, cap_s=8.0)
     rng = random.Random(a.seed)
     for path in paths:

@@ -138,8 +138,12 @@ class LogNormalFit:
         return math.exp(self.mu)
 
     def think(self) -> LogNormalThink:
-        return LogNormalThink(self.median_s, self.sigma, label=f"lognormal-fit(mu={self.mu:.3f},"
-                              f"sigma={self.sigma:.3f},median={self.median_s:.3g}s,n={self.n})")
+        return LogNormalThink(
+            self.median_s,
+            self.sigma,
+            label=f"lognormal-fit(mu={self.mu:.3f},"
+            f"sigma={self.sigma:.3f},median={self.median_s:.3g}s,n={self.n})",
+        )
 
 
 def fit_lognormal(samples: Sequence[float]) -> LogNormalFit:
@@ -198,8 +202,16 @@ class PlannedTurn:
     scripted_suggestion: str | None  # the suggestion the simulator draws before this turn (same seed)
 
 
-def plan_turns(prompts: Sequence[str], suggestions: Sequence[str | None], *, think: ThinkTime, seed: int,
-               scenario: str, rep: int, recorded: Sequence[float | None] = ()) -> list[PlannedTurn]:
+def plan_turns(
+    prompts: Sequence[str],
+    suggestions: Sequence[str | None],
+    *,
+    think: ThinkTime,
+    seed: int,
+    scenario: str,
+    rep: int,
+    recorded: Sequence[float | None] = (),
+) -> list[PlannedTurn]:
     """The prompt sequence both arms of a pair send, with think times.
 
     ``suggestions[i]`` is the suggestion drawn after turn ``i``; the user accepts it when it equals the
@@ -211,5 +223,7 @@ def plan_turns(prompts: Sequence[str], suggestions: Sequence[str | None], *, thi
     for i, prompt in enumerate(prompts):
         drawn = think.draw(think_rng) if i > 0 else 0.0  # nothing to speculate before turn 0
         own = recorded[i] if isinstance(think, RecordedThink) and i < len(recorded) else None
-        out.append(PlannedTurn(i, prompt, drawn if own is None else own, suggestions[i - 1] if i > 0 else None))
+        out.append(
+            PlannedTurn(i, prompt, drawn if own is None else own, suggestions[i - 1] if i > 0 else None)
+        )
     return out

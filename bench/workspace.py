@@ -14,9 +14,12 @@ from speculate.sim.scenario import Scenario
 CACHE_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 
 _GIT_ENV = {
-    "GIT_AUTHOR_NAME": "speculate-bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-    "GIT_COMMITTER_NAME": "speculate-bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "speculate-bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "speculate-bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
 }
 
 
@@ -27,10 +30,13 @@ def prepare_workspace(scenario: Scenario, dest: Path) -> Path:
     root = scenario.materialize(dest)
     if not (root / ".git").exists():
         env = {**os.environ, **_GIT_ENV}
-        for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                    ["git", "commit", "-q", "--no-gpg-sign", "-m", "initial", "--allow-empty"],
-                    ["git", "config", "user.name", _GIT_ENV["GIT_AUTHOR_NAME"]],
-                    ["git", "config", "user.email", _GIT_ENV["GIT_AUTHOR_EMAIL"]]):
+        for cmd in (
+            ["git", "init", "-q", "-b", "main"],
+            ["git", "add", "-A"],
+            ["git", "commit", "-q", "--no-gpg-sign", "-m", "initial", "--allow-empty"],
+            ["git", "config", "user.name", _GIT_ENV["GIT_AUTHOR_NAME"]],
+            ["git", "config", "user.email", _GIT_ENV["GIT_AUTHOR_EMAIL"]],
+        ):
             subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
     return root
 

@@ -39,9 +39,16 @@ def _check(rc: int, what: str) -> None:
 
 
 def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(None if src is None else os.fsencode(src), os.fsencode(target),
-                       None if fstype is None else fstype.encode(), ctypes.c_ulong(flags),
-                       None if data is None else data.encode()), f"mount {target}")
+    _check(
+        _libc.mount(
+            None if src is None else os.fsencode(src),
+            os.fsencode(target),
+            None if fstype is None else fstype.encode(),
+            ctypes.c_ulong(flags),
+            None if data is None else data.encode(),
+        ),
+        f"mount {target}",
+    )
 
 
 def _write(path: str, text: str) -> None:
@@ -75,8 +82,10 @@ def _attach(src: str, at: str) -> None:
     tree = _libc.syscall(_OPEN_TREE, -100, os.fsencode(src), _OPEN_TREE_CLONE | _O_CLOEXEC)
     _check(0 if tree >= 0 else -1, f"open_tree {src}")
     try:
-        _check(_libc.syscall(_MOVE_MOUNT, tree, b"", -100, os.fsencode(at), _MOVE_MOUNT_F_EMPTY_PATH),
-               f"move_mount {at}")
+        _check(
+            _libc.syscall(_MOVE_MOUNT, tree, b"", -100, os.fsencode(at), _MOVE_MOUNT_F_EMPTY_PATH),
+            f"move_mount {at}",
+        )
     finally:
         os.close(tree)
 
@@ -88,8 +97,11 @@ def _handoff(sock: int, argv: list[str]) -> list[str]:
     s.send(b"r")
     _, anc, _, _ = s.recvmsg(1, _socket.CMSG_SPACE(4))
     s.close()
-    fds = [int.from_bytes(data[:4], sys.byteorder) for level, kind, data in anc
-           if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS]
+    fds = [
+        int.from_bytes(data[:4], sys.byteorder)
+        for level, kind, data in anc
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
+    ]
     if not fds:
         raise OSError(0, "no FUSE descriptor was handed over")
     os.set_inheritable(fds[0], True)

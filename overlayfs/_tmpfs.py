@@ -40,8 +40,9 @@ def make(size: int, inodes: int) -> int:
         for key, value in (("size", str(size)), ("nr_inodes", str(inodes)), ("mode", "0700")):
             _check(_libc.syscall(_FSCONFIG, fs, _SET_STRING, key.encode(), value.encode(), 0), f"tmpfs {key}")
         _check(_libc.syscall(_FSCONFIG, fs, _CMD_CREATE, None, None, 0), "tmpfs create")
-        return _check(_libc.syscall(_FSMOUNT, fs, _FSMOUNT_CLOEXEC, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV),
-                      "fsmount")
+        return _check(
+            _libc.syscall(_FSMOUNT, fs, _FSMOUNT_CLOEXEC, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV), "fsmount"
+        )
     finally:
         os.close(fs)
 

@@ -47,7 +47,9 @@ class MountBackend:
     name: ClassVar[str]
     enforces: ClassVar[str]  # what the view itself enforces, in words (reported with a sandboxed run)
     mountable: ClassVar[bool] = True  # False: no directory to run a command in (Bash stays read-only)
-    host_mount_needs_root: ClassVar[bool] = False  # a mount on the host needs root (else: only in a namespace)
+    host_mount_needs_root: ClassVar[bool] = (
+        False  # a mount on the host needs root (else: only in a namespace)
+    )
     # It cannot record what a command read or the bases of what it changed: the lower tree is snapshotted
     # and the bases recorded from it (overlayfs.kernel).
     snapshots_lower: ClassVar[bool] = False
@@ -98,7 +100,9 @@ class PureBackend(MountBackend):
 
 class FuseBackend(MountBackend):
     name = "fuse"
-    enforces = "our FUSE server on the host: it records what each command read and the bases of what it changed"
+    enforces = (
+        "our FUSE server on the host: it records what each command read and the bases of what it changed"
+    )
     told_of_writes = True
 
     def unavailable_reason(self) -> str | None:
@@ -110,8 +114,10 @@ class FuseBackend(MountBackend):
 
 class KernelBackend(MountBackend):
     name = "kernel"
-    enforces = ("kernel overlayfs, mounted per command inside the sandbox's private mount namespace; reads and "
-                "bases recorded from a snapshot of the lower tree")
+    enforces = (
+        "kernel overlayfs, mounted per command inside the sandbox's private mount namespace; reads and "
+        "bases recorded from a snapshot of the lower tree"
+    )
     host_mount_needs_root = True
     snapshots_lower = True
     mounted_per_command = True
@@ -121,8 +127,10 @@ class KernelBackend(MountBackend):
 
     def start(self, ov: kernel.Layers, root: Path, *, snapshot: bool) -> Started:
         if os.geteuid() != 0:
-            raise MountError("kernel overlayfs is only mountable inside a private namespace without root: "
-                             "use overlayfs.sandbox.run_in_overlay(ov, argv, ...)")
+            raise MountError(
+                "kernel overlayfs is only mountable inside a private namespace without root: "
+                "use overlayfs.sandbox.run_in_overlay(ov, argv, ...)"
+            )
         snap = kernel.snapshot(Path(ov.lower)) if snapshot else None
         kernel.mount_host(ov, root, owner=os.getpid())
         return Started(snapshot=snap)
@@ -133,8 +141,10 @@ class KernelBackend(MountBackend):
 
 class FuseOverlayfsBackend(MountBackend):
     name = "fuse-overlayfs"
-    enforces = ("fuse-overlayfs (the C reference), started in a private mount namespace; reads and bases "
-                "recorded from a snapshot of the lower tree")
+    enforces = (
+        "fuse-overlayfs (the C reference), started in a private mount namespace; reads and bases "
+        "recorded from a snapshot of the lower tree"
+    )
     snapshots_lower = True
 
     def unavailable_reason(self) -> str | None:
@@ -170,11 +180,29 @@ def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -
     control, theirs = socket.socketpair()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "overlayfs.fuse", os.fspath(ov.lower), os.fspath(ov.upper),
-             os.fspath(ov.metadir), os.fspath(root), "--owner-pid", str(os.getpid()),
-             "--workdir", os.fspath(ov.workdir), "--control-fd", str(theirs.fileno())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=logf, env=env, cwd="/",
-            start_new_session=True, pass_fds=(theirs.fileno(),))  # a ^C must not kill the server under a mount
+            [
+                sys.executable,
+                "-m",
+                "overlayfs.fuse",
+                os.fspath(ov.lower),
+                os.fspath(ov.upper),
+                os.fspath(ov.metadir),
+                os.fspath(root),
+                "--owner-pid",
+                str(os.getpid()),
+                "--workdir",
+                os.fspath(ov.workdir),
+                "--control-fd",
+                str(theirs.fileno()),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=logf,
+            env=env,
+            cwd="/",
+            start_new_session=True,
+            pass_fds=(theirs.fileno(),),
+        )  # a ^C must not kill the server under a mount
     except BaseException:
         control.close()
         raise
@@ -208,8 +236,9 @@ def _set_read_ahead(root: Path) -> None:
 
 
 # -- the registry ----------------------------------------------------------------------------------
-REGISTRY: dict[str, MountBackend] = {b.name: b for b in (PureBackend(), FuseBackend(), KernelBackend(),
-                                                         FuseOverlayfsBackend())}
+REGISTRY: dict[str, MountBackend] = {
+    b.name: b for b in (PureBackend(), FuseBackend(), KernelBackend(), FuseOverlayfsBackend())
+}
 BACKENDS = tuple(REGISTRY)
 MOUNTABLE = tuple(name for name, b in REGISTRY.items() if b.mountable)
 AUTO_ORDER = ("kernel", "fuse")  # what "auto" tries, best first; "pure" when neither works
@@ -220,7 +249,9 @@ def get(name: str) -> MountBackend:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)} or 'auto'") from None
+        raise ValueError(
+            f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)} or 'auto'"
+        ) from None
 
 
 def unavailable_reason(backend: str) -> str | None:

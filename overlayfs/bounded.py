@@ -68,15 +68,18 @@ class BoundedLayer:
 
     def __init__(self, bound: LayerBound) -> None:
         self.bound = bound
-        self.userns_fd: int | None = None  # the tmpfs's user namespace (a normal user's), to mount overlays in
+        self.userns_fd: int | None = (
+            None  # the tmpfs's user namespace (a normal user's), to mount overlays in
+        )
         if os.geteuid() == 0:
             from overlayfs import _tmpfs
 
             try:
                 self.fd = _tmpfs.make(bound.bytes, bound.inodes)
             except OSError as e:
-                raise LayerUnavailable(e.errno, f"cannot make the bounded upper layer (tmpfs): {e.strerror}") \
-                    from None
+                raise LayerUnavailable(
+                    e.errno, f"cannot make the bounded upper layer (tmpfs): {e.strerror}"
+                ) from None
         else:
             self.fd, self.userns_fd = _make_unprivileged(bound)
         self.path = f"/proc/{os.getpid()}/fd/{self.fd}"
@@ -92,7 +95,7 @@ class BoundedLayer:
     def inherited(self, path: str) -> str:
         """``path`` (under :attr:`path`) as a child that inherits :attr:`fd` at the same number names it:
         ``/proc/self/fd/N/...``, which also works from another user namespace (``/proc/PID`` does not)."""
-        return f"/proc/self/fd/{self.fd}" + path[len(self.path):]
+        return f"/proc/self/fd/{self.fd}" + path[len(self.path) :]
 
     def usage(self) -> LayerUsage:
         sv = os.statvfs(self.path)
@@ -106,8 +109,10 @@ class BoundedLayer:
         return u.bytes_free < bytes_room or u.inodes_free < inode_room
 
     def describe(self) -> str:
-        return (f"upper layer on a private tmpfs: size={self.bound.bytes} bytes, nr_inodes={self.bound.inodes} "
-                "(a write or create past either fails with ENOSPC)")
+        return (
+            f"upper layer on a private tmpfs: size={self.bound.bytes} bytes, nr_inodes={self.bound.inodes} "
+            "(a write or create past either fails with ENOSPC)"
+        )
 
     def close(self) -> None:
         """Drop this process's hold; the kernel frees the tmpfs once no mount or process uses it."""
@@ -128,9 +133,20 @@ def _make_unprivileged(bound: LayerBound) -> tuple[int, int]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with ours, theirs:
         try:
-            proc = subprocess.run([sys.executable, "-I", "-S", os.fspath(HELPER), str(bound.bytes),
-                                   str(bound.inodes), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                  capture_output=True, timeout=30)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    os.fspath(HELPER),
+                    str(bound.bytes),
+                    str(bound.inodes),
+                    str(theirs.fileno()),
+                ],
+                pass_fds=(theirs.fileno(),),
+                capture_output=True,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise LayerUnavailable(0, f"cannot make the bounded upper layer (tmpfs): {e}") from None
         theirs.close()

@@ -56,8 +56,14 @@ def _deleted(rel: str, lpath: str, lst: os.stat_result | None, out: list[Change]
     out.append(Change(rel, "deleted", kind))
 
 
-def _entry(rel: str, upath: str, ust: os.stat_result, lpath: str | None, lst: os.stat_result | None,
-           out: list[Change]) -> None:
+def _entry(
+    rel: str,
+    upath: str,
+    ust: os.stat_result,
+    lpath: str | None,
+    lst: os.stat_result | None,
+    out: list[Change],
+) -> None:
     """Compare upper entry ``upath`` with the real entry (``lst`` None: absent or hidden)."""
     ukind = kind_of(ust.st_mode)
     if lst is None or lpath is None:  # nothing real there (lst is None whenever lpath is)
@@ -81,8 +87,11 @@ def _entry(rel: str, upath: str, ust: os.stat_result, lpath: str | None, lst: os
     elif ukind == "symlink":
         if os.readlink(upath) != os.readlink(lpath):
             out.append(Change(rel, "modified", ukind))
-    elif (ust.st_size != lst.st_size or stat_mod.S_IMODE(ust.st_mode) != stat_mod.S_IMODE(lst.st_mode)
-          or not _same_file(upath, lpath)):
+    elif (
+        ust.st_size != lst.st_size
+        or stat_mod.S_IMODE(ust.st_mode) != stat_mod.S_IMODE(lst.st_mode)
+        or not _same_file(upath, lpath)
+    ):
         out.append(Change(rel, "modified", ukind))
 
 
@@ -119,8 +128,14 @@ def _merged_dir(rel: str, upath: str, lpath: str, out: list[Change]) -> None:
         _entry(join(rel, name), f"{upath}/{name}", st, lp, lstat_or_none(lp), out)
 
 
-def _replaced_dir(rel: str, upath: str, ust: os.stat_result, lpath: str | None, lst: os.stat_result | None,
-                  out: list[Change]) -> None:
+def _replaced_dir(
+    rel: str,
+    upath: str,
+    ust: os.stat_result,
+    lpath: str | None,
+    lst: os.stat_result | None,
+    out: list[Change],
+) -> None:
     """An upper directory hiding whatever the real tree has: compare the whole subtrees."""
     real_dir = lst is not None and stat_mod.S_ISDIR(lst.st_mode)
     if lst is None:
@@ -173,7 +188,9 @@ def _file_diff(lower: str, upper: str, ch: Change) -> list[str]:
     a, b = f"a/{ch.path}", f"b/{ch.path}"
     lp, up = f"{lower}/{ch.path}", f"{upper}/{ch.path}"
     head = [f"diff --git {a} {b}"]
-    old_kind = ch.type if ch.kind == "deleted" else (kind_of(os.lstat(lp).st_mode) if ch.kind == "modified" else "")
+    old_kind = (
+        ch.type if ch.kind == "deleted" else (kind_of(os.lstat(lp).st_mode) if ch.kind == "modified" else "")
+    )
     old = _content(lp, old_kind) if old_kind in ("file", "symlink") else b""
     new = _content(up, ch.type) if ch.kind != "deleted" else b""
     if ch.kind == "added":
@@ -190,9 +207,12 @@ def _file_diff(lower: str, upper: str, ch: Change) -> list[str]:
         old_t, new_t = old.decode("utf-8"), new.decode("utf-8")
     except UnicodeDecodeError:
         return [*head, f"Binary files {a} and {b} differ"]
-    body = difflib.unified_diff(old_t.splitlines(keepends=True), new_t.splitlines(keepends=True),
-                                "/dev/null" if ch.kind == "added" else a,
-                                "/dev/null" if ch.kind == "deleted" else b)
+    body = difflib.unified_diff(
+        old_t.splitlines(keepends=True),
+        new_t.splitlines(keepends=True),
+        "/dev/null" if ch.kind == "added" else a,
+        "/dev/null" if ch.kind == "deleted" else b,
+    )
     lines = [ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in body]
     return [*head, "".join(lines).rstrip("\n")]
 

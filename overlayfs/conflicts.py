@@ -40,8 +40,9 @@ def _why(base: Identity, now: Identity) -> str:
     return "changed in the real tree"
 
 
-def find_conflicts(lower: Path, paths: set[str], bases: dict[str, Identity],
-                   reads: dict[str, Identity]) -> tuple[list[Conflict], dict[str, Stamp | None]]:
+def find_conflicts(
+    lower: Path, paths: set[str], bases: dict[str, Identity], reads: dict[str, Identity]
+) -> tuple[list[Conflict], dict[str, Stamp | None]]:
     """Check ``paths`` (changed ones, and every path whose base was recorded) and the read set; returns the
     conflicts and the stamp of each of ``paths`` as the check saw it (None: absent)."""
     out: dict[str, Conflict] = {}
@@ -61,8 +62,9 @@ def find_conflicts(lower: Path, paths: set[str], bases: dict[str, Identity],
             continue
         if ident.kind == "dir" and ident.sha256 is not None:  # a listing: compare the entry names
             if listing_digest(lower / rel) != ident.sha256:
-                out[rel] = Conflict(rel, "listed by the speculation, then entries were added or removed "
-                                         "in the real tree")
+                out[rel] = Conflict(
+                    rel, "listed by the speculation, then entries were added or removed in the real tree"
+                )
             continue
         now = Identity.of(lower, rel)
         if not _same(ident, now):

@@ -75,8 +75,14 @@ def _check_size(dst: int, end: int, want: int) -> None:
         raise OSError(errno.EIO, f"short copy: {have} of {end} bytes landed")
 
 
-def copy_file(src: str, dst: str, *, mode: int | None = None, fsync: bool = False,
-              times_ns: tuple[int, int] | None = None) -> int:
+def copy_file(
+    src: str,
+    dst: str,
+    *,
+    mode: int | None = None,
+    fsync: bool = False,
+    times_ns: tuple[int, int] | None = None,
+) -> int:
     """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``mode`` (default: src's).
 
     Returns the number of bytes copied. ``fsync`` makes the data durable before a later rename. On any error
@@ -149,8 +155,9 @@ def fsync_dir(path: str) -> None:
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
-def run_all(fn: Callable[..., object], calls: Sequence[tuple[object, ...]], *,
-            threads: bool = True) -> list[BaseException | None]:
+def run_all(
+    fn: Callable[..., object], calls: Sequence[tuple[object, ...]], *, threads: bool = True
+) -> list[BaseException | None]:
     """Run ``fn(*args)`` for every args tuple concurrently (file I/O releases the GIL) and wait for all of
     them, also when one fails; returns each call's exception or None, in order. ``threads=False`` (calls
     that never wait for the disk) runs them one after the other: cheaper than handing each to a thread."""

@@ -99,7 +99,9 @@ class Flush:
     def __enter__(self) -> Flush:
         return self
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -109,8 +111,9 @@ class Flush:
         will be one syncfs (then its files need no fsync of their own)."""
         if self.use_syncfs is None:
             try:
-                self.use_syncfs = (self.fd is not None and paths >= MIN_PATHS
-                                   and dirty_bytes() <= DIRTY_LIMIT + ours)
+                self.use_syncfs = (
+                    self.fd is not None and paths >= MIN_PATHS and dirty_bytes() <= DIRTY_LIMIT + ours
+                )
             except (OSError, ValueError, IndexError):
                 self.use_syncfs = False
         return self.use_syncfs
@@ -119,7 +122,11 @@ class Flush:
         """Make ``paths`` (files and directories, which must exist) durable; returns how: "syncfs" or
         "fsync". Raises OSError (the fsync's names its path; a syncfs error names the project root)."""
         paths = list(paths)
-        if self.plan(len(paths)) and self.fd is not None and all(os.lstat(p).st_dev == self.dev for p in paths):
+        if (
+            self.plan(len(paths))
+            and self.fd is not None
+            and all(os.lstat(p).st_dev == self.dev for p in paths)
+        ):
             try:
                 syncfs(self.fd)
             except OSError as e:

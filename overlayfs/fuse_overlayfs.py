@@ -38,19 +38,38 @@ def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
     if layer.userns_fd is not None:
         fds.append(layer.userns_fd)
     program = stage_program()
-    if program is not None:  # the compiled stage: no interpreter start (a remount follows each file-tool write)
-        first = outer_argv(program, attach=(layer.inherited(layer.path), os.fspath(at)), handoff=theirs.fileno(),
-                           userns=layer.userns_fd, close=[layer.fd], argv=argv)
+    if (
+        program is not None
+    ):  # the compiled stage: no interpreter start (a remount follows each file-tool write)
+        first = outer_argv(
+            program,
+            attach=(layer.inherited(layer.path), os.fspath(at)),
+            handoff=theirs.fileno(),
+            userns=layer.userns_fd,
+            close=[layer.fd],
+            argv=argv,
+        )
     else:
-        spec: dict[str, object] = {"attach": {"from": layer.inherited(layer.path), "at": os.fspath(at)},
-                                   "argv": argv, "close": [layer.fd], "handoff": theirs.fileno()}
+        spec: dict[str, object] = {
+            "attach": {"from": layer.inherited(layer.path), "at": os.fspath(at)},
+            "argv": argv,
+            "close": [layer.fd],
+            "handoff": theirs.fileno(),
+        }
         if layer.userns_fd is not None:
             spec["userns"] = layer.userns_fd
         first = kernel.nsexec_argv(spec)
     logf = open(Path(ov.metadir) / "fuse-server.log", "ab")
     try:
-        proc = subprocess.Popen(first, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=logf, pass_fds=tuple(fds), start_new_session=True, cwd="/")
+        proc = subprocess.Popen(
+            first,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=logf,
+            pass_fds=tuple(fds),
+            start_new_session=True,
+            cwd="/",
+        )
     finally:
         logf.close()
         theirs.close()
@@ -68,9 +87,12 @@ def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
         except OSError as e:
             proc.kill()
             proc.wait()
-            tail = (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace").strip()
-            raise MountError(f"fuse-overlayfs did not come up on the bounded layer at {root}: {e}; {tail}") \
-                from None
+            tail = (
+                (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace").strip()
+            )
+            raise MountError(
+                f"fuse-overlayfs did not come up on the bounded layer at {root}: {e}; {tail}"
+            ) from None
     return proc
 
 
@@ -82,18 +104,30 @@ def _fuse_device(root: Path) -> int:
         fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
         data = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other"
         try:
-            _sys_mount(f"speculate-fuse-overlayfs.{os.getpid()}", root, "fuse.fuse-overlayfs",
-                       _MS_NOSUID | _MS_NODEV, data)
+            _sys_mount(
+                f"speculate-fuse-overlayfs.{os.getpid()}",
+                root,
+                "fuse.fuse-overlayfs",
+                _MS_NOSUID | _MS_NODEV,
+                data,
+            )
         except OSError as e:
             os.close(fd)
             raise OSError(e.errno, f"mounting FUSE at {root}: {e.strerror}") from None
         return fd
-    opts = "rw,nosuid,nodev,default_permissions,subtype=fuse-overlayfs," \
+    opts = (
+        "rw,nosuid,nodev,default_permissions,subtype=fuse-overlayfs,"
         f"fsname=speculate-fuse-overlayfs.{os.getpid()}"
+    )
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        r = subprocess.run(["fusermount3", "-o", opts, "--", os.fspath(root)], capture_output=True, timeout=30,
-                           env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())}, pass_fds=(theirs.fileno(),))
+        r = subprocess.run(
+            ["fusermount3", "-o", opts, "--", os.fspath(root)],
+            capture_output=True,
+            timeout=30,
+            env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())},
+            pass_fds=(theirs.fileno(),),
+        )
         if r.returncode != 0:
             raise OSError(0, f"fusermount3 failed: {r.stderr.decode(errors='replace').strip()}")
         theirs.close()
@@ -105,6 +139,8 @@ def _fuse_device(root: Path) -> int:
 
 
 def _sys_mount(source: str, target: Path, fstype: str, flags: int, data: str) -> None:
-    if _libc.mount(source.encode(), os.fsencode(target), fstype.encode(), ctypes.c_ulong(flags), data.encode()):
+    if _libc.mount(
+        source.encode(), os.fsencode(target), fstype.encode(), ctypes.c_ulong(flags), data.encode()
+    ):
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), os.fspath(target))

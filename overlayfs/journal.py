@@ -43,12 +43,17 @@ Journal = dict[str, Any]
 class PromoteError(OverlayError, OSError):
     """A promotion failed on one path and was rolled back: the real tree is as it was."""
 
-    def __init__(self, cause: OSError, project: str, rel: str, phase: str, *, file: str | None = None,
-                 note: str = "") -> None:
+    def __init__(
+        self, cause: OSError, project: str, rel: str, phase: str, *, file: str | None = None, note: str = ""
+    ) -> None:
         self.cause, self.project, self.rel, self.phase = cause, project, rel, phase
         where = "before" if phase == "prepare" else "after"
-        super().__init__(cause.errno, f"{cause.strerror or cause}; promotion rolled back ({where} the commit "
-                         f"point), the real tree is unchanged{note}", file or f"{project}/{rel}")
+        super().__init__(
+            cause.errno,
+            f"{cause.strerror or cause}; promotion rolled back ({where} the commit "
+            f"point), the real tree is unchanged{note}",
+            file or f"{project}/{rel}",
+        )
 
 
 class Unsettled(OverlayError, OSError):
@@ -58,20 +63,27 @@ class Unsettled(OverlayError, OSError):
     def __init__(self, project: str, changes: int, state: str, cause: str, problems: list[str]) -> None:
         self.project, self.state, self.problems = project, state, problems
         if state == "unreadable":
-            super().__init__(f"the acceptance journal of {project} cannot be read ({cause}); what it did to "
-                             f"the real tree is unknown. Run `speculate recover --abandon {project}` to forget "
-                             "it and keep the tree as it is")
+            super().__init__(
+                f"the acceptance journal of {project} cannot be read ({cause}); what it did to "
+                f"the real tree is unknown. Run `speculate recover --abandon {project}` to forget "
+                "it and keep the tree as it is"
+            )
             return
-        tree = ("is unchanged apart from temporary *.ovl-tmp names (and new, empty directories)"
-                if state == "prepare" else
-                "holds the whole acceptance apart from temporary *.ovl-tmp names" if state == "finish" else
-                "may hold part of the acceptance")
+        tree = (
+            "is unchanged apart from temporary *.ovl-tmp names (and new, empty directories)"
+            if state == "prepare"
+            else "holds the whole acceptance apart from temporary *.ovl-tmp names"
+            if state == "finish"
+            else "may hold part of the acceptance"
+        )
         left = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
         super().__init__(
             f"an acceptance of {changes} change{'' if changes == 1 else 's'} into {project} could not be "
             f"{'finished' if state in ('commit', 'finish') else 'undone'}: {cause}"
-            + (f" ({left})" if left else "") + f". The real tree {tree}. Run `speculate recover {project}` "
-            f"once that is fixed, or `speculate recover --abandon {project}` to keep the tree as it is")
+            + (f" ({left})" if left else "")
+            + f". The real tree {tree}. Run `speculate recover {project}` "
+            f"once that is fixed, or `speculate recover --abandon {project}` to keep the tree as it is"
+        )
 
 
 @dataclass
@@ -139,7 +151,9 @@ def read(path: Path) -> Journal | None:
         return None
     j: Journal = json.loads(plan)
     if j.get("version") not in (2, VERSION):
-        raise ValueError(f"{path}: promotion journal of version {j.get('version')!r}, this code reads {VERSION}")
+        raise ValueError(
+            f"{path}: promotion journal of version {j.get('version')!r}, this code reads {VERSION}"
+        )
     if j["version"] == 2:  # no modes, no stamps: replayed without the identity checks
         j["puts"] = [[*p, None, None] for p in j["puts"]]
         j["rms"] = [[*r, None] for r in j["rms"]]
@@ -176,8 +190,9 @@ def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> Outc
     try:
         begin(path, j)
     except OSError as e:
-        raise PromoteError(e, s.lower, ".", "prepare", file=str(path),
-                           note=" (the acceptance journal could not be written)") from e
+        raise PromoteError(
+            e, s.lower, ".", "prepare", file=str(path), note=" (the acceptance journal could not be written)"
+        ) from e
     try:
         measured = s.prepare()
     except Exception as e:
@@ -197,8 +212,14 @@ def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> Outc
         s.rollback()
         if s.problems:
             raise Unsettled(s.lower, _changes(j), "prepare", _cause(e, s, path), s.problems) from e
-        raise PromoteError(e, s.lower, ".", "prepare", file=str(path),
-                           note=" (the acceptance journal could not be written)" + _try_clear(path, s)) from e
+        raise PromoteError(
+            e,
+            s.lower,
+            ".",
+            "prepare",
+            file=str(path),
+            note=" (the acceptance journal could not be written)" + _try_clear(path, s),
+        ) from e
     j["commit"] = measured
     return _forward(path, s, finalize, aside=True)
 
@@ -235,8 +256,13 @@ def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None], *, aside
             try:
                 mark(path, "abort")
             except OSError as m:  # undoing without a record would let a replay roll forward over the undo
-                raise Unsettled(s.lower, _changes(s.j), "commit", f"{cause}; then the journal could not "
-                                f"record the abort ({m.strerror} at {path})", []) from e
+                raise Unsettled(
+                    s.lower,
+                    _changes(s.j),
+                    "commit",
+                    f"{cause}; then the journal could not record the abort ({m.strerror} at {path})",
+                    [],
+                ) from e
             s.undo()
             if s.problems:
                 raise Unsettled(s.lower, _changes(s.j), "abort", cause, s.problems) from e
@@ -288,8 +314,13 @@ def resume(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> str:
     try:
         clear(path)
     except OSError as e:
-        raise Unsettled(s.lower, _changes(j), "prepare", f"the journal {path} could not be cleared "
-                        f"({e.strerror}) after rolling back", []) from e
+        raise Unsettled(
+            s.lower,
+            _changes(j),
+            "prepare",
+            f"the journal {path} could not be cleared ({e.strerror}) after rolling back",
+            [],
+        ) from e
     return "rolled back"
 
 

@@ -65,9 +65,13 @@ def kernel_available() -> str | None:
         for sub in ("l", "u", "w", "m"):
             os.mkdir(os.path.join(d, sub))
         Path(d, "l", "f").write_text("x")
-        spec = {"target": f"{d}/m", "source": {"overlay": {"lowerdir": f"{d}/l", "upperdir": f"{d}/u",
-                                                              "workdir": f"{d}/w"}},
-                "argv": ["cat", f"{d}/m/f"], "cwd": "/", "isolate": False}
+        spec = {
+            "target": f"{d}/m",
+            "source": {"overlay": {"lowerdir": f"{d}/l", "upperdir": f"{d}/u", "workdir": f"{d}/w"}},
+            "argv": ["cat", f"{d}/m/f"],
+            "cwd": "/",
+            "isolate": False,
+        }
         try:
             r = subprocess.run(nsexec_argv(spec), capture_output=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -98,8 +102,15 @@ def snapshot(lower: Path) -> Snapshot:
                 r = f"{rel}/{e.name}" if rel else e.name
                 st = e.stat(follow_symlinks=False)
                 m = st.st_mode
-                kind = ("dir" if stat_mod.S_ISDIR(m) else "file" if stat_mod.S_ISREG(m)
-                        else "symlink" if stat_mod.S_ISLNK(m) else "other")
+                kind = (
+                    "dir"
+                    if stat_mod.S_ISDIR(m)
+                    else "file"
+                    if stat_mod.S_ISREG(m)
+                    else "symlink"
+                    if stat_mod.S_ISLNK(m)
+                    else "other"
+                )
                 out[r] = layer.Identity(r, True, kind, st.st_size, st.st_mtime_ns, st.st_ino, None)
                 if kind == "dir":
                     stack.append(r)

@@ -117,7 +117,9 @@ def _append(metadir: Path, name: str, ident: Identity) -> None:
     try:
         if os.write(fd, line) != len(line):  # a full disk took part of it: the operation fails (no retry,
             # which could interleave with another appender); readers skip the torn record
-            raise OSError(errno.ENOSPC, "the overlay's record could not be written whole", str(metadir / name))
+            raise OSError(
+                errno.ENOSPC, "the overlay's record could not be written whole", str(metadir / name)
+            )
     finally:
         os.close(fd)
 
@@ -220,9 +222,12 @@ def _set_marker(path: Path, what: str) -> None:
             return
         except OSError as e:
             err = e
-    raise OSError(err.errno if err else errno.EOPNOTSUPP, f"the upper layer's filesystem holds no overlay "
-                  f"xattr ({', '.join(n + what for n in WRITE_NAMESPACES)}): it cannot hold the layer format",
-                  os.fspath(path))
+    raise OSError(
+        err.errno if err else errno.EOPNOTSUPP,
+        f"the upper layer's filesystem holds no overlay "
+        f"xattr ({', '.join(n + what for n in WRITE_NAMESPACES)}): it cannot hold the layer format",
+        os.fspath(path),
+    )
 
 
 def fuse_overlayfs_markers(upper: str) -> bool:
@@ -259,8 +264,13 @@ def _adopt(upper: str, *, rewrite: bool) -> bool:
         foreign = _fuse_overlayfs_opaque(d)
         if not (foreign or is_opaque(d)):
             continue
-        f, w = names[OPAQUE_FILE].stat(follow_symlinks=False), names[FUSE_OVERLAYFS_OPQ].stat(follow_symlinks=False)
-        if not (stat_mod.S_ISREG(f.st_mode) and f.st_size == 0 and stat_mod.S_ISCHR(w.st_mode) and w.st_rdev == 0):
+        f, w = (
+            names[OPAQUE_FILE].stat(follow_symlinks=False),
+            names[FUSE_OVERLAYFS_OPQ].stat(follow_symlinks=False),
+        )
+        if not (
+            stat_mod.S_ISREG(f.st_mode) and f.st_size == 0 and stat_mod.S_ISCHR(w.st_mode) and w.st_rdev == 0
+        ):
             continue
         found = True
         if not rewrite:

@@ -31,8 +31,20 @@ from overlayfs.mountpoints import MNT_PREFIX, cleanup_stale, is_mounted, lazy_un
 
 log = logging.getLogger("overlayfs.mount")
 
-__all__ = ["BACKENDS", "MNT_PREFIX", "MOUNTABLE", "READ_AHEAD_KB", "Mount", "MountError", "available_backends",
-           "choose_backend", "cleanup_stale", "mounted", "open_mount", "unavailable_reason"]
+__all__ = [
+    "BACKENDS",
+    "MNT_PREFIX",
+    "MOUNTABLE",
+    "READ_AHEAD_KB",
+    "Mount",
+    "MountError",
+    "available_backends",
+    "choose_backend",
+    "cleanup_stale",
+    "mounted",
+    "open_mount",
+    "unavailable_reason",
+]
 
 
 @dataclass
@@ -105,9 +117,11 @@ def open_mount(ov: kernel.Layers, backend: str = "auto", *, snapshot: bool = Tru
     caller (:mod:`overlayfs.sandbox.session`)."""
     chosen = choose_backend(backend, need_host_mount=True)
     if not backends.get(chosen).mountable:
-        raise MountError("no mountable backend here (kernel: "
-                         f"{unavailable_reason('kernel')}; fuse: {unavailable_reason('fuse')}); "
-                         "use the pure view and keep Bash read-only")
+        raise MountError(
+            "no mountable backend here (kernel: "
+            f"{unavailable_reason('kernel')}; fuse: {unavailable_reason('fuse')}); "
+            "use the pure view and keep Bash read-only"
+        )
     for name in ("lower", "upper", "metadir"):
         if not Path(getattr(ov, name)).is_dir():
             raise MountError(f"overlay {name} {os.fspath(getattr(ov, name))!r} is not a directory")

@@ -60,8 +60,11 @@ def refusals(lower: str, upper: str, changes: list[Change]) -> list[Conflict]:
             out.append(Conflict(ch.path, f"{kind}: special files are never accepted"))
         elif ch.type == "symlink" and links.escapes(ch.path):
             target = os.readlink(f"{upper}/{ch.path}")
-            out.append(Conflict(ch.path, f"a symlink to {target}, which resolves outside the project: "
-                                         "never accepted"))
+            out.append(
+                Conflict(
+                    ch.path, f"a symlink to {target}, which resolves outside the project: never accepted"
+                )
+            )
     return out
 
 
@@ -93,7 +96,7 @@ class _Links:
         if target.startswith("/"):
             if target != self.lower and not target.startswith(self.lower + "/"):
                 return None
-            stack, target = [self.root], target[len(self.lower):]
+            stack, target = [self.root], target[len(self.lower) :]
         for comp in target.split("/"):
             if comp in ("", "."):
                 continue

@@ -79,8 +79,17 @@ class _RealTree:
         return lstat_or_none(f"{self.lower}/{rel}") if self.is_dir(parent_of(rel)[0]) else None
 
 
-def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full: bool, durable: bool,
-          seen: dict[str, Stamp | None] | None = None, owner: str | None = None) -> Journal:
+def _plan(
+    lower: str,
+    upper: str,
+    metadir: Path,
+    changes: list[Change],
+    *,
+    full: bool,
+    durable: bool,
+    seen: dict[str, Stamp | None] | None = None,
+    owner: str | None = None,
+) -> Journal:
     """The journal of a promotion of ``changes``; ``seen`` holds the stamps the conflict check saw, which
     apply compares again before it replaces or removes each real entry (default: the stamps now); ``owner``
     names the process whose bounded upper layer this is (it dies with that process)."""
@@ -144,11 +153,25 @@ def _plan(lower: str, upper: str, metadir: Path, changes: list[Change], *, full:
         backup = join(parent, f".{name[:40]}.{token}.b{i}{TEMP_SUFFIX}") if rel in replaces else None
         staged.append((rel, join(stage, f".{name[:40]}.{token}.{i}{TEMP_SUFFIX}"), backup, put_mode, want))
     root = os.stat(lower)
-    return {"version": journal.VERSION, "state": "prepare", "lower": lower, "upper": upper,
-            "metadir": str(metadir), "root": [root.st_dev, root.st_ino], "pid": os.getpid(), "token": token,
-            "full": full, "durable": durable, "checks": steps.RECHECK, "rms": trashed, "mkdirs": mkdirs,
-            "pre": pre, "puts": staged, "promoted": [[c.path, c.kind, c.type] for c in changes],
-            "upper_owner": owner}
+    return {
+        "version": journal.VERSION,
+        "state": "prepare",
+        "lower": lower,
+        "upper": upper,
+        "metadir": str(metadir),
+        "root": [root.st_dev, root.st_ino],
+        "pid": os.getpid(),
+        "token": token,
+        "full": full,
+        "durable": durable,
+        "checks": steps.RECHECK,
+        "rms": trashed,
+        "mkdirs": mkdirs,
+        "pre": pre,
+        "puts": staged,
+        "promoted": [[c.path, c.kind, c.type] for c in changes],
+        "upper_owner": owner,
+    }
 
 
 def _under_opaque(upper: str, rel: str) -> bool:
@@ -164,8 +187,11 @@ def _under_opaque(upper: str, rel: str) -> bool:
 def _rewrite(metadir: Path, name: str, drop: set[str], add: list[Identity]) -> None:
     kept = [i for p, i in load_identities(metadir, name).items() if p not in drop] + add
     tmp = metadir / (name + ".tmp")
-    tmp.write_bytes("".join(json.dumps(asdict(i), ensure_ascii=False) + "\n" for i in kept)
-                    .encode("utf-8", "surrogateescape"))
+    tmp.write_bytes(
+        "".join(json.dumps(asdict(i), ensure_ascii=False) + "\n" for i in kept).encode(
+            "utf-8", "surrogateescape"
+        )
+    )
     os.replace(tmp, metadir / name)
 
 
@@ -242,20 +268,28 @@ def _clear(ps: ProjectState, j: Journal | None) -> None:
         journal.clear(ps.journal)
     except OSError as e:
         n = 0 if j is None else len(j["promoted"])
-        raise Unsettled(str(ps.project), n, "prepare", f"the journal {ps.journal} could not be cleared "
-                        f"({e.strerror})", []) from e
+        raise Unsettled(
+            str(ps.project), n, "prepare", f"the journal {ps.journal} could not be cleared ({e.strerror})", []
+        ) from e
 
 
-def promote(ov: Overlay, rels: list[str] | None, *, all_or_nothing: bool, durable: bool,
-            lock_timeout: float = LOCK_TIMEOUT) -> PromoteResult:
+def promote(
+    ov: Overlay,
+    rels: list[str] | None,
+    *,
+    all_or_nothing: bool,
+    durable: bool,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> PromoteResult:
     ps = project_state(ov.lower)
     with locked(ps, lock_timeout):  # one promoter per project; the conflict check must not go stale
         settle(ps)
         return _promote(ov, ps, rels, all_or_nothing=all_or_nothing, durable=durable)
 
 
-def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_nothing: bool,
-             durable: bool) -> PromoteResult:
+def _promote(
+    ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_nothing: bool, durable: bool
+) -> PromoteResult:
     lower, upper = str(ov.lower), str(ov.upper)
     changes = ov.changes()
     selected = changes
@@ -266,12 +300,17 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
         selected = [c for c in changes if any(selects(r, c.path) for r in rels)]
         chosen = {c.path for c in selected}
         parents = {d for c in selected for d in parent_dirs(c.path)}  # a new file needs its new parent
-        selected = [c for c in changes if c.path in chosen
-                    or (c.path in parents and c.type == "dir" and c.kind != "deleted")]
+        selected = [
+            c
+            for c in changes
+            if c.path in chosen or (c.path in parents and c.type == "dir" and c.kind != "deleted")
+        ]
     bases = load_identities(ov.metadir, BASES_FILE)
     # Every path the overlay touched counts, changed or not now: a file moved away, then deleted by the
     # user, is as much a conflict as one edited in place.
-    check = {c.path for c in selected} | {p for p in bases if rels is None or any(selects(r, p) for r in rels)}
+    check = {c.path for c in selected} | {
+        p for p in bases if rels is None or any(selects(r, p) for r in rels)
+    }
     conflicts, seen = find_conflicts(ov.lower, check, bases, load_identities(ov.metadir, READS_FILE))
     conflicts = sorted(conflicts + policy.refusals(lower, upper, selected), key=lambda c: c.path)
     if conflicts:
@@ -284,10 +323,19 @@ def _promote(ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_no
             _finalize(lower, upper, ov.metadir, {"full": True})
         return PromoteResult([], conflicts)
     owner = self_token() if getattr(ov, "layer", None) is not None else None  # the layer dies with us
-    j = _plan(lower, upper, ov.metadir, selected, full=len(selected) == len(changes), durable=durable,
-              seen=seen if steps.RECHECK else None, owner=owner)
+    j = _plan(
+        lower,
+        upper,
+        ov.metadir,
+        selected,
+        full=len(selected) == len(changes),
+        durable=durable,
+        seen=seen if steps.RECHECK else None,
+        owner=owner,
+    )
     out = journal.execute(ps.journal, j, _finalize_journal)
     if out.changed is not None:  # the user changed a target after the check: nothing landed
-        return PromoteResult([], sorted([*conflicts, Conflict(out.changed.rel, out.changed.reason)],
-                                        key=lambda c: c.path))
+        return PromoteResult(
+            [], sorted([*conflicts, Conflict(out.changed.rel, out.changed.reason)], key=lambda c: c.path)
+        )
     return PromoteResult(selected, conflicts, out.notes)

@@ -67,9 +67,12 @@ def _problem(ps: ProjectState, e: OSError) -> Recovery:
         return Recovery(ps.project, problem=str(e))
     if isinstance(e, ProjectLocked):
         return Recovery(ps.project, problem=f"{e.strerror}: {ps.project}")
-    return Recovery(ps.project, problem=f"its promotion state in {ps.dir} cannot be used ({e.strerror or e}"
-                    f"{f': {e.filename}' if e.filename else ''}); run `speculate recover {ps.project}` once "
-                    "that is fixed")
+    return Recovery(
+        ps.project,
+        problem=f"its promotion state in {ps.dir} cannot be used ({e.strerror or e}"
+        f"{f': {e.filename}' if e.filename else ''}); run `speculate recover {ps.project}` once "
+        "that is fixed",
+    )
 
 
 def recover_journal(project: str | os.PathLike[str], *, timeout: float = LOCK_TIMEOUT) -> Recovery | None:
@@ -104,7 +107,9 @@ def recover_project(project: str | os.PathLike[str], *, timeout: float = LOCK_TI
     try:
         with locked(ps, timeout):
             try:
-                action, n = _settle(ps)  # first: rolling forward may finish an upper layer among the stale ones
+                action, n = _settle(
+                    ps
+                )  # first: rolling forward may finish an upper layer among the stale ones
             except Unsettled as e:  # the overlays of dead processes can go all the same
                 problem: OSError | None = e
                 action, n = None, 0
@@ -177,9 +182,16 @@ def recover_all(*, timeout: float = LOCK_TIMEOUT) -> list[Recovery]:
             elif not any(owner_alive(n) for n in _names(base / key / "overlays")):
                 remove_tree(base / key)  # a removed temp project (e.g. a killed benchmark's copies)
         except OSError as e:
-            out.append(Recovery(project, problem=f"could not recover it ({e.strerror or e}"
-                                f"{f': {e.filename}' if e.filename else ''}); skipped"))
+            out.append(
+                Recovery(
+                    project,
+                    problem=f"could not recover it ({e.strerror or e}"
+                    f"{f': {e.filename}' if e.filename else ''}); skipped",
+                )
+            )
     return out
+
+
 def _names(d: Path) -> list[str]:
     try:
         return os.listdir(d)

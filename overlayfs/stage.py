@@ -44,8 +44,9 @@ def _usable(p: Path) -> bool:
     except OSError:
         return False
     # The file and its directory ours (or root's) and writable by no one else: root runs it.
-    return all(s.st_uid in (0, os.geteuid()) and not s.st_mode & 0o022 for s in (st, dst)) \
-        and os.access(p, os.X_OK)
+    return all(s.st_uid in (0, os.geteuid()) and not s.st_mode & 0o022 for s in (st, dst)) and os.access(
+        p, os.X_OK
+    )
 
 
 def _build(out: Path) -> bool:
@@ -61,7 +62,9 @@ def _build(out: Path) -> bool:
     except OSError:
         return False
     try:
-        r = subprocess.run([cc, "-O2", "-Wall", "-o", tmp, os.fspath(SOURCE)], capture_output=True, timeout=120)
+        r = subprocess.run(
+            [cc, "-O2", "-Wall", "-o", tmp, os.fspath(SOURCE)], capture_output=True, timeout=120
+        )
         if r.returncode != 0:
             return False
         os.chmod(tmp, 0o755)
@@ -97,9 +100,18 @@ def stage_program() -> str | None:
     return None
 
 
-def outer_argv(program: str, *, cgroups: Sequence[str] = (), overlay: dict[str, str] | None = None,
-               target: str = "", attach: tuple[str, str] | None = None, handoff: int | None = None,
-               userns: int | None, close: list[int], argv: list[str]) -> list[str]:
+def outer_argv(
+    program: str,
+    *,
+    cgroups: Sequence[str] = (),
+    overlay: dict[str, str] | None = None,
+    target: str = "",
+    attach: tuple[str, str] | None = None,
+    handoff: int | None = None,
+    userns: int | None,
+    close: list[int],
+    argv: list[str],
+) -> list[str]:
     """Stage one: join ``cgroups``; in a private mount namespace (joining ``userns`` first), mount
     ``overlay`` (lowerdir, upperdir, workdir) at ``target`` or clone the mount ``attach[0]`` onto
     ``attach[1]`` and take a descriptor on the socket ``handoff`` for ``{fd}`` in ``argv``; close
@@ -120,8 +132,9 @@ def outer_argv(program: str, *, cgroups: Sequence[str] = (), overlay: dict[str, 
     return [*a, "--", *argv]
 
 
-def inner_argv(program: str, *, rlimits: dict[str, int], landlock: int, writable: list[str],
-               argv: list[str]) -> list[str]:
+def inner_argv(
+    program: str, *, rlimits: dict[str, int], landlock: int, writable: list[str], argv: list[str]
+) -> list[str]:
     """The inner stage: set ``rlimits``, restrict writes to ``writable`` with Landlock ``landlock``, exec."""
     a = [program]
     for name, value in rlimits.items():

@@ -83,8 +83,10 @@ def project_state(project: str | os.PathLike[str]) -> ProjectState:
 def ensure(ps: ProjectState) -> None:
     """Create the project's state dir (private to the user) and record which project it belongs to."""
     if ps.dir.is_relative_to(ps.project) or ps.project.is_relative_to(ps.dir.parent.parent):
-        raise ValueError(f"the state dir {ps.dir} and the project {ps.project} must not contain each other "
-                         f"(set {ENV} elsewhere)")
+        raise ValueError(
+            f"the state dir {ps.dir} and the project {ps.project} must not contain each other "
+            f"(set {ENV} elsewhere)"
+        )
     ps.overlays.mkdir(mode=0o700, parents=True, exist_ok=True)
     marker = ps.dir / "project"
     if not marker.exists():
@@ -106,8 +108,12 @@ def locked(ps: ProjectState, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         except BlockingIOError:
             os.close(fd)
             if time.monotonic() >= deadline:
-                raise ProjectLocked(errno.ETIMEDOUT, f"another process ({_holder(ps)}) is promoting into or "
-                                    f"recovering the project; gave up after {timeout:g} s", str(ps.project)) from None
+                raise ProjectLocked(
+                    errno.ETIMEDOUT,
+                    f"another process ({_holder(ps)}) is promoting into or "
+                    f"recovering the project; gave up after {timeout:g} s",
+                    str(ps.project),
+                ) from None
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
             continue

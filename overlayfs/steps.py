@@ -68,7 +68,9 @@ class Steps(Cleanup):
         st = lstat_or_none(self.p(rel))
         if self.check:
             now = None if st is None else stamp(st)[:6] + (want or [])[6:]  # the link count as it was
-            if (now is None) != (want is None) or (now is not None and want is not None and key(now) != key(want)):
+            if (now is None) != (want is None) or (
+                now is not None and want is not None and key(now) != key(want)
+            ):
                 raise Changed(rel, why(want, st))
         return st
 
@@ -123,7 +125,9 @@ class Steps(Cleanup):
                     unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
             dirs.add(os.path.dirname(dst))
-        if durable and flush.plan(len(copies) + len(unsynced) + len(dirs), size):  # then one syncfs covers them
+        if durable and flush.plan(
+            len(copies) + len(unsynced) + len(dirs), size
+        ):  # then one syncfs covers them
             unsynced += [dst for _, dst, _, _ in copies.values()]
             copies = {i: (src, dst, mode, False) for i, (src, dst, mode, _) in copies.items()}
         # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:
@@ -282,8 +286,13 @@ class Steps(Cleanup):
                 continue  # the user wrote into what we put: an edit of theirs is never undone
             if backup is not None:
                 if os.path.lexists(self.p(backup)):
-                    self._tolerate(f"restore {self.p(rel)} from {self.p(backup)}", self.p(backup), os.replace,
-                                   self.p(backup), self.p(rel))
+                    self._tolerate(
+                        f"restore {self.p(rel)} from {self.p(backup)}",
+                        self.p(backup),
+                        os.replace,
+                        self.p(backup),
+                        self.p(rel),
+                    )
                 else:
                     self.problems.append(f"could not restore {self.p(rel)}: its backup is gone")
             elif not stat_mod.S_ISDIR(st.st_mode):  # nothing stood there, or a directory (moved aside)
@@ -299,12 +308,20 @@ class Steps(Cleanup):
             self.at = rel
             if os.path.lexists(self.p(trash)):
                 if os.path.lexists(self.p(rel)):
-                    self.problems.append(f"could not put {self.p(rel)} back: something new stands there; "
-                                         f"the old one is at {self.p(trash)}")
+                    self.problems.append(
+                        f"could not put {self.p(rel)} back: something new stands there; "
+                        f"the old one is at {self.p(trash)}"
+                    )
                 else:
-                    self._tolerate(f"put {self.p(rel)} back from {self.p(trash)}", self.p(trash), os.rename,
-                                   self.p(trash), self.p(rel))
+                    self._tolerate(
+                        f"put {self.p(rel)} back from {self.p(trash)}",
+                        self.p(trash),
+                        os.rename,
+                        self.p(trash),
+                        self.p(rel),
+                    )
         self.rollback()
+
 
 def _window(t: float) -> None:
     if WINDOWS is not None:

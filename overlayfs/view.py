@@ -72,8 +72,15 @@ class Overlay(ViewReads):
     def write_text(self, path: StrPath, data: str, encoding: str = "utf-8", errors: str = "strict") -> None:
         self.write_bytes(path, data.encode(encoding, errors))
 
-    def open(self, path: StrPath, mode: str = "r", buffering: int = -1, encoding: str | None = None,
-             errors: str | None = None, newline: str | None = None) -> IO[Any]:
+    def open(
+        self,
+        path: StrPath,
+        mode: str = "r",
+        buffering: int = -1,
+        encoding: str | None = None,
+        errors: str | None = None,
+        newline: str | None = None,
+    ) -> IO[Any]:
         """``open()`` through the view, for streaming large files; writing modes copy up first."""
         r = self._resolve(path)
         node = r.node
@@ -224,8 +231,14 @@ class Overlay(ViewReads):
         """A unified diff (git style) of all changes."""
         return unified_diff(self._lower_s, self._upper_s, self.changes())
 
-    def promote(self, paths: list[StrPath] | None = None, *, all_or_nothing: bool = True,
-                durable: bool = True, lock_timeout: float = LOCK_TIMEOUT) -> PromoteResult:
+    def promote(
+        self,
+        paths: list[StrPath] | None = None,
+        *,
+        all_or_nothing: bool = True,
+        durable: bool = True,
+        lock_timeout: float = LOCK_TIMEOUT,
+    ) -> PromoteResult:
         """Write the changes (all, or those at/under ``paths``) into the real tree; see docs/overlay.md.
 
         Raises PromoteError (an OSError naming the file) after rolling back when the write fails, Unsettled
@@ -236,8 +249,9 @@ class Overlay(ViewReads):
         if self.sandbox is not None:  # the kept mount would show the promoted layers stale
             self.sandbox.outdated()
         try:
-            return promote(self, rels, all_or_nothing=all_or_nothing, durable=durable,
-                           lock_timeout=lock_timeout)
+            return promote(
+                self, rels, all_or_nothing=all_or_nothing, durable=durable, lock_timeout=lock_timeout
+            )
         finally:
             self._up.reload()
 

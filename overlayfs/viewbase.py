@@ -28,7 +28,9 @@ LOOKUP_CACHE_MAX = 20_000  # cached lookups per overlay; past it the cache start
 
 def path_error(code: int, path: object) -> OSError:
     """The OSError subclass the kernel's ``code`` maps to, naming the path the caller gave."""
-    return OSError(code, os.strerror(code), os.fsdecode(path) if isinstance(path, bytes | os.PathLike) else path)
+    return OSError(
+        code, os.strerror(code), os.fsdecode(path) if isinstance(path, bytes | os.PathLike) else path
+    )
 
 
 class ViewBase:
@@ -37,8 +39,15 @@ class ViewBase:
     See :class:`overlayfs.view.Overlay` for the arguments.
     """
 
-    def __init__(self, lower: StrPath, upper: StrPath | None = None, *, workdir: StrPath | None = None,
-                 metadir: StrPath | None = None, bound: LayerBound | None = None) -> None:
+    def __init__(
+        self,
+        lower: StrPath,
+        upper: StrPath | None = None,
+        *,
+        workdir: StrPath | None = None,
+        metadir: StrPath | None = None,
+        bound: LayerBound | None = None,
+    ) -> None:
         given = Path(lower)
         if not given.exists():
             raise FileNotFoundError(errno.ENOENT, "overlay lower directory does not exist", str(lower))
@@ -109,8 +118,9 @@ class ViewBase:
     def _attach_upper(self) -> None:
         self._lookups.clear()
         self._upper_s = str(self.upper)
-        self._up = Upper(self._lower_s, self._upper_s, self.metadir,
-                         tmp=self.layer.tmp if self.layer is not None else None)
+        self._up = Upper(
+            self._lower_s, self._upper_s, self.metadir, tmp=self.layer.tmp if self.layer is not None else None
+        )
 
     @property
     def bound(self) -> LayerBound | None:
@@ -124,8 +134,10 @@ class ViewBase:
             return
         self._rel(".")  # refuses a discarded overlay
         if os.listdir(self.upper):
-            raise ValueError(f"the overlay's upper layer {self.upper} already holds changes: it can only be "
-                             "bounded when made (Overlay(lower, bound=...))")
+            raise ValueError(
+                f"the overlay's upper layer {self.upper} already holds changes: it can only be "
+                "bounded when made (Overlay(lower, bound=...))"
+            )
         self._open_layer(bound)
         self._attach_upper()
 

@@ -44,13 +44,27 @@ from speculate.types import Block, Message, text, text_of, tool_result, tool_use
 
 # The loop's vocabulary stays importable from here, as it was before agent_types.py.
 __all__ = [
-    "INTERRUPTED", "MAX_TOKENS_CONTINUE", "Agent", "AgentEvent", "Authorizer", "BoundaryKind", "BoundaryReached",
-    "Hooks", "MaxTurnsReached", "ResponseDone", "ToolDenied", "ToolFinished", "ToolStarted", "TurnResult",
+    "INTERRUPTED",
+    "MAX_TOKENS_CONTINUE",
+    "Agent",
+    "AgentEvent",
+    "Authorizer",
+    "BoundaryKind",
+    "BoundaryReached",
+    "Hooks",
+    "MaxTurnsReached",
+    "ResponseDone",
+    "ToolDenied",
+    "ToolFinished",
+    "ToolStarted",
+    "TurnResult",
     "summarize",
 ]
 
 INTERRUPTED = "Interrupted: the user cancelled this tool call before it finished."
-MAX_TOKENS_CONTINUE = "Your response was cut off by the output token limit. Continue exactly where you stopped."
+MAX_TOKENS_CONTINUE = (
+    "Your response was cut off by the output token limit. Continue exactly where you stopped."
+)
 
 
 @contextmanager
@@ -179,8 +193,13 @@ class Agent(AgentCalls):
         # Claude Code sends it (the system prompt, and so the cache key, stay as they were).
         nested = nested_for_calls(self.ctx.fs, uses, results, self.messages)
         notes = [n for b in uses for n in self._notes.get(b["id"], [])] + ([self._stop] if self._stop else [])
-        self.messages.append(user(*fit_results(results, self.ctx, budget=self.result_budget), *nested,
-                                  *([reminder(notes)] if notes else [])))
+        self.messages.append(
+            user(
+                *fit_results(results, self.ctx, budget=self.result_budget),
+                *nested,
+                *([reminder(notes)] if notes else []),
+            )
+        )
         result.hook_stopped = self._stop or ""
         return self._stop is not None
 
@@ -201,8 +220,9 @@ class Agent(AgentCalls):
         self.messages.append(user(stop_feedback(out.feedback)))
         return False
 
-    async def query(self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]
-                    ) -> ModelResponse:
+    async def query(
+        self, nursery: trio.Nursery, early: dict[str, trio.Event], done: dict[str, Block]
+    ) -> ModelResponse:
         """Stream one response; start a read-only call as soon as its block is complete."""
         all_safe_so_far = True
         async with aclosing(self.model.stream(self.key, self.messages)) as stream:
@@ -220,8 +240,9 @@ class Agent(AgentCalls):
                     return update.response
         raise RuntimeError("model stream ended without a response")
 
-    async def execute(self, uses: list[Block], early: dict[str, trio.Event], done: dict[str, Block],
-                      result: TurnResult) -> list[Block]:
+    async def execute(
+        self, uses: list[Block], early: dict[str, trio.Event], done: dict[str, Block], result: TurnResult
+    ) -> list[Block]:
         """Run the calls: consecutive concurrency-safe calls in parallel, others serially, in call order."""
         self._pending = done
         self._inputs, self._notes, self._stop = {}, {}, None

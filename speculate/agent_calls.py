@@ -86,8 +86,10 @@ class AgentCalls:
                 try:
                     inp = tool.parse(pre.updated_input)
                 except ToolError as e:
-                    raise ToolError(f"PreToolUse hook for {tool.name} returned updatedInput that is not valid "
-                                    f"for the tool: {e}") from None
+                    raise ToolError(
+                        f"PreToolUse hook for {tool.name} returned updatedInput that is not valid "
+                        f"for the tool: {e}"
+                    ) from None
                 await self.authorizer.before_hooks(tool, inp, run)
             hook = pre.decision if pre.decision in ("allow", "ask") else None
             await self.authorizer.authorize(tool, inp, run, hook=hook, hook_reason=pre.reason)
@@ -99,8 +101,18 @@ class AgentCalls:
     def _refuse(self, block: Block, done: dict[str, Block], why: str) -> None:
         """A call that does not run: an is_error result for the model, and a line for the person."""
         done[block["id"]] = tool_result(block["id"], why, is_error=True)
-        self.on_event(ToolFinished(block["id"], block["name"], summarize(block["name"], block.get("input", {})),
-                                   True, 0.0, why, denied=True, input=block.get("input", {})))
+        self.on_event(
+            ToolFinished(
+                block["id"],
+                block["name"],
+                summarize(block["name"], block.get("input", {})),
+                True,
+                0.0,
+                why,
+                denied=True,
+                input=block.get("input", {}),
+            )
+        )
 
     async def _run_one_into(self, block: Block, done: dict[str, Block], ev: trio.Event | None) -> None:
         try:
@@ -121,16 +133,29 @@ class AgentCalls:
             out = tool_result(block["id"], res.content, is_error=res.is_error)
             if self.hooks is not None:
                 ms = elapsed_ms(t0)
-                post = await (self.hooks.post_tool_failure(run, out, duration_ms=ms) if res.is_error else
-                              self.hooks.post_tool(run, out, fs=self.ctx.fs, before=before, duration_ms=ms))
+                post = await (
+                    self.hooks.post_tool_failure(run, out, duration_ms=ms)
+                    if res.is_error
+                    else self.hooks.post_tool(run, out, fs=self.ctx.fs, before=before, duration_ms=ms)
+                )
                 self._notes.setdefault(block["id"], []).extend(post.context)
                 self._stop = self._stop or post.stop
-        except BoundaryReached as b:  # a sandbox bound crossed or its backend died; a hook the fork cannot run
+        except (
+            BoundaryReached
+        ) as b:  # a sandbox bound crossed or its backend died; a hook the fork cannot run
             b.tool_use_id = b.tool_use_id or block["id"]
             raise
-        self.on_event(ToolFinished(block["id"], block["name"], summary, res.is_error,
-                                   time.perf_counter() - t0, text_of_result(out["content"]),
-                                   input=block.get("input", {})))
+        self.on_event(
+            ToolFinished(
+                block["id"],
+                block["name"],
+                summary,
+                res.is_error,
+                time.perf_counter() - t0,
+                text_of_result(out["content"]),
+                input=block.get("input", {}),
+            )
+        )
         if res.written:
             out["_written"] = res.written
         return out

@@ -25,14 +25,26 @@ class ToolDenied(SpeculateError):
 
 
 # Where a speculative fork must stop before a call (see docs/speculation.md, "Boundaries").
-BoundaryKind = Literal["edit", "bash", "hook", "mcp", "instructions", "protected", "unsafe_file", "denied_tool",
-                       "resource", "error"]
+BoundaryKind = Literal[
+    "edit",
+    "bash",
+    "hook",
+    "mcp",
+    "instructions",
+    "protected",
+    "unsafe_file",
+    "denied_tool",
+    "resource",
+    "error",
+]
 
 
 class BoundaryReached(SpeculateError):
     """A speculative fork reached a call it must not make without the user (edit, bash, denied tool, cap)."""
 
-    def __init__(self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False) -> None:
+    def __init__(
+        self, kind: BoundaryKind, detail: str, tool_use_id: str | None = None, *, discard: bool = False
+    ) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind: BoundaryKind = kind
         self.detail = detail
@@ -63,8 +75,15 @@ class Authorizer(Protocol):
 
     async def before_hooks(self, tool: Tool, inp: BaseModel, block: Block) -> None: ...
 
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block, *,
-                        hook: Literal["allow", "ask"] | None = None, hook_reason: str = "") -> None: ...
+    async def authorize(
+        self,
+        tool: Tool,
+        inp: BaseModel,
+        block: Block,
+        *,
+        hook: Literal["allow", "ask"] | None = None,
+        hook_reason: str = "",
+    ) -> None: ...
 
 
 class Hooks(Protocol):
@@ -76,7 +95,9 @@ class Hooks(Protocol):
     async def prompt(self, prompt: str) -> Any: ...
     async def pre_tool(self, block: Block) -> Any: ...
     async def capture(self, block: Block, fs: Any) -> str | None: ...
-    async def post_tool(self, block: Block, result: Block, *, fs: Any, before: str | None, duration_ms: int) -> Any: ...
+    async def post_tool(
+        self, block: Block, result: Block, *, fs: Any, before: str | None, duration_ms: int
+    ) -> Any: ...
     async def post_tool_failure(self, block: Block, result: Block, *, duration_ms: int) -> Any: ...
     async def stop(self, active: bool, last_message: str = "") -> Any: ...
 

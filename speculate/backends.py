@@ -42,8 +42,12 @@ class BackendConfig:
     on_notice: Any = None
 
     def timeouts(self) -> dict[str, Any]:
-        return {"connect_timeout_s": self.connect_timeout_s, "read_timeout_s": self.read_timeout_s,
-                "stall_attempts": self.stall_attempts, "on_notice": self.on_notice}
+        return {
+            "connect_timeout_s": self.connect_timeout_s,
+            "read_timeout_s": self.read_timeout_s,
+            "stall_attempts": self.stall_attempts,
+            "on_notice": self.on_notice,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,14 @@ async def _open_anthropic(cfg: BackendConfig) -> AsyncIterator[Any]:
 
             writer = stack.enter_context(TraceWriter(cfg.record))
 
-            def recorder(request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]) -> None:
+            def recorder(
+                request: dict[str, Any], response: dict[str, Any], timings: dict[str, float]
+            ) -> None:
                 writer.write(request, response, ttft_s=timings["ttft_s"], total_s=timings["total_s"])
 
-        async with AnthropicModel(base_url=cfg.base_url, api_key=key, recorder=recorder,
-                                  name="anthropic", **cfg.timeouts()) as m:
+        async with AnthropicModel(
+            base_url=cfg.base_url, api_key=key, recorder=recorder, name="anthropic", **cfg.timeouts()
+        ) as m:
             yield m
 
 
@@ -141,8 +148,13 @@ async def _claude_cli_on_sim(cfg: BackendConfig) -> AsyncIterator[Any]:
         (scratch / "cwd").mkdir()
         with SimServer(**kwargs) as sim:
             env = ClaudeCode(binary, home=scratch / "home").env(sim.base_url)
-            yield ClaudeCliModel(binary=binary, env=env, cwd=scratch / "cwd", read_timeout_s=cfg.read_timeout_s,
-                                 stall_attempts=cfg.stall_attempts)
+            yield ClaudeCliModel(
+                binary=binary,
+                env=env,
+                cwd=scratch / "cwd",
+                read_timeout_s=cfg.read_timeout_s,
+                stall_attempts=cfg.stall_attempts,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -163,12 +175,16 @@ def _claude_cli(cfg: BackendConfig) -> Any:
         env = {**os.environ, "ANTHROPIC_BASE_URL": cfg.base_url}
     cwd = Path.home() / ".cache" / "speculate" / "claude-cli"  # the CLI keeps its sessions per directory
     cwd.mkdir(parents=True, exist_ok=True)
-    return ClaudeCliModel(binary=binary, env=env, cwd=cwd, read_timeout_s=cfg.read_timeout_s,
-                          stall_attempts=cfg.stall_attempts)
+    return ClaudeCliModel(
+        binary=binary, env=env, cwd=cwd, read_timeout_s=cfg.read_timeout_s, stall_attempts=cfg.stall_attempts
+    )
 
 
-MODEL_BACKENDS: dict[str, ModelBackend] = {b.name: b for b in (
-    ModelBackend("sim", _open_sim, simulator=True),
-    ModelBackend("anthropic", _open_anthropic),
-    ModelBackend("claude-cli", _open_claude_cli),
-)}
+MODEL_BACKENDS: dict[str, ModelBackend] = {
+    b.name: b
+    for b in (
+        ModelBackend("sim", _open_sim, simulator=True),
+        ModelBackend("anthropic", _open_anthropic),
+        ModelBackend("claude-cli", _open_claude_cli),
+    )
+}

@@ -28,28 +28,70 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("repl", "the interactive REPL (the default: `speculate [DIR] [options]`)",
-            "speculate.repl.main:configure"),
-    Command("bench", "speculative vs suggest vs plain benchmark (the README's main job)", "bench.cli:configure"),
-    Command("sim", "the embedded Messages-API simulator", children=(
-        Command("serve", "serve the simulator until interrupted", "speculate.sim.cli:configure"),
-        Command("check", "validate scenario files and replay them (unmet expectations)", "bench.check:configure"),
-    )),
-    Command("check-bash", "classify a shell command as speculative Bash would (JSON)", "speculate.shell.cli:configure"),
-    Command("sandbox", "the speculation sandbox", children=(
-        Command("run", "run a command as speculative Bash would, in a throwaway overlay (JSON summary)",
-                "speculate.cli:configure_sandbox_run"),
-    )),
-    Command("stats", "summarise a session's speculation records (JSON)", "speculate.speculation.stats:configure"),
-    Command("study", "the in-situ randomized study of `repl --study DIR`", children=(
-        Command("report", "pool study directories: saving, acceptance, cost and harm, CIs by person and session",
-                "speculate.study.cli:configure"),
-    )),
-    Command("import", "other agents' sessions as scenarios", children=(
-        Command("claude-code", "Claude Code session transcripts as scenario files (docs/transcripts.md)",
-                "speculate.importers.claude_code:configure"),
-    )),
-    Command("recover", "finish or undo an acceptance a killed process left", "speculate.cli:configure_recover"),
+    Command(
+        "repl",
+        "the interactive REPL (the default: `speculate [DIR] [options]`)",
+        "speculate.repl.main:configure",
+    ),
+    Command(
+        "bench", "speculative vs suggest vs plain benchmark (the README's main job)", "bench.cli:configure"
+    ),
+    Command(
+        "sim",
+        "the embedded Messages-API simulator",
+        children=(
+            Command("serve", "serve the simulator until interrupted", "speculate.sim.cli:configure"),
+            Command(
+                "check",
+                "validate scenario files and replay them (unmet expectations)",
+                "bench.check:configure",
+            ),
+        ),
+    ),
+    Command(
+        "check-bash",
+        "classify a shell command as speculative Bash would (JSON)",
+        "speculate.shell.cli:configure",
+    ),
+    Command(
+        "sandbox",
+        "the speculation sandbox",
+        children=(
+            Command(
+                "run",
+                "run a command as speculative Bash would, in a throwaway overlay (JSON summary)",
+                "speculate.cli:configure_sandbox_run",
+            ),
+        ),
+    ),
+    Command(
+        "stats", "summarise a session's speculation records (JSON)", "speculate.speculation.stats:configure"
+    ),
+    Command(
+        "study",
+        "the in-situ randomized study of `repl --study DIR`",
+        children=(
+            Command(
+                "report",
+                "pool study directories: saving, acceptance, cost and harm, CIs by person and session",
+                "speculate.study.cli:configure",
+            ),
+        ),
+    ),
+    Command(
+        "import",
+        "other agents' sessions as scenarios",
+        children=(
+            Command(
+                "claude-code",
+                "Claude Code session transcripts as scenario files (docs/transcripts.md)",
+                "speculate.importers.claude_code:configure",
+            ),
+        ),
+    ),
+    Command(
+        "recover", "finish or undo an acceptance a killed process left", "speculate.cli:configure_recover"
+    ),
 )
 NAMES = tuple(c.name for c in COMMANDS)
 # `speculate bench export ARGS`: its own argv parser ("module:function", imported only when named, as above).
@@ -59,21 +101,31 @@ BENCH_EXPORT = "bench.export:export_main"
 def build_parser(argv: Sequence[str] = ()) -> Parser:
     """The whole tree; the options of a subcommand named in ``argv`` (or of all, with ``argv=None``-like
     ``("*",)``) are filled in."""
-    root = Parser(prog="speculate", description="Speculative execution for LLM coding agents. "
-                  "`speculate [DIR] [options]` runs the REPL (`speculate repl --help`); with no DIR on the "
-                  "simulator it is the bundled demo.",
-                  epilog="`speculate COMMAND --help` describes each command's options.")
+    root = Parser(
+        prog="speculate",
+        description="Speculative execution for LLM coding agents. "
+        "`speculate [DIR] [options]` runs the REPL (`speculate repl --help`); with no DIR on the "
+        "simulator it is the bundled demo.",
+        epilog="`speculate COMMAND --help` describes each command's options.",
+    )
     root.add_argument("--version", action="store_true", help="print the version and exit")
     _add(root, COMMANDS, set(argv), prefix="speculate")
     return root
 
 
-def _add(parser: argparse.ArgumentParser, commands: Sequence[Command], words: set[str], *, prefix: str) -> None:
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND", dest=f"{prefix.replace(' ', '_')}_cmd",
-                                parser_class=Parser)
+def _add(
+    parser: argparse.ArgumentParser, commands: Sequence[Command], words: set[str], *, prefix: str
+) -> None:
+    sub = parser.add_subparsers(
+        title="commands", metavar="COMMAND", dest=f"{prefix.replace(' ', '_')}_cmd", parser_class=Parser
+    )
     for c in commands:
-        p = sub.add_parser(c.name, help=c.summary, description=c.summary[:1].upper() + c.summary[1:] + ".",
-                           prog=f"{prefix} {c.name}")
+        p = sub.add_parser(
+            c.name,
+            help=c.summary,
+            description=c.summary[:1].upper() + c.summary[1:] + ".",
+            prog=f"{prefix} {c.name}",
+        )
         if c.children:
             p.set_defaults(run=_group_help(p))
             _add(p, c.children, words, prefix=f"{prefix} {c.name}")
@@ -84,6 +136,7 @@ def _add(parser: argparse.ArgumentParser, commands: Sequence[Command], words: se
 
 def _group_help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     """A group named without its subcommand (``speculate sim``): its help, and a usage error."""
+
     def run(_: argparse.Namespace) -> int:
         p.print_help(sys.stderr)
         return 2
@@ -103,8 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args and _looks_like_a_command(args[0]):
             near = difflib.get_close_matches(args[0], [*NAMES, "help"], n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            print(f"speculate: unknown command {args[0]!r}{hint}; commands: {', '.join(NAMES)}. A new project "
-                  f"directory of that name: speculate repl {args[0]}", file=sys.stderr)
+            print(
+                f"speculate: unknown command {args[0]!r}{hint}; commands: {', '.join(NAMES)}. A new project "
+                f"directory of that name: speculate repl {args[0]}",
+                file=sys.stderr,
+            )
             return 2
         args = ["repl", *args]
     parser = build_parser(args)
@@ -153,14 +209,22 @@ def _sandbox_run(ns: argparse.Namespace) -> int:
 
 
 def configure_recover(p: argparse.ArgumentParser) -> None:
-    p.description = ("Finish (roll forward) or undo (roll back) an acceptance that a killed speculate process "
-                     "left in PROJECT, and remove its speculation overlays and the temporary files of speculate "
-                     "processes that are gone. The REPL, the benchmark and every session do this by themselves "
-                     "when they start; when it cannot be done there (a read-only filesystem, say), they say so "
-                     "and this command settles it later.")
-    p.add_argument("project", nargs="?", default=".", metavar="PROJECT", help="project directory (default: .)")
-    p.add_argument("--abandon", action="store_true", help="neither finish nor undo it: keep the real tree as "
-                   "it is, forget the interrupted acceptance and remove its temporary *.ovl-tmp names")
+    p.description = (
+        "Finish (roll forward) or undo (roll back) an acceptance that a killed speculate process "
+        "left in PROJECT, and remove its speculation overlays and the temporary files of speculate "
+        "processes that are gone. The REPL, the benchmark and every session do this by themselves "
+        "when they start; when it cannot be done there (a read-only filesystem, say), they say so "
+        "and this command settles it later."
+    )
+    p.add_argument(
+        "project", nargs="?", default=".", metavar="PROJECT", help="project directory (default: .)"
+    )
+    p.add_argument(
+        "--abandon",
+        action="store_true",
+        help="neither finish nor undo it: keep the real tree as "
+        "it is, forget the interrupted acceptance and remove its temporary *.ovl-tmp names",
+    )
     p.set_defaults(run=_recover)
 
 

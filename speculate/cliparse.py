@@ -23,8 +23,9 @@ class Parser(argparse.ArgumentParser):
             names = list(action.choices)
             near = difflib.get_close_matches(str(value), names, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise argparse.ArgumentError(None, f"unknown subcommand {value!r}{hint}; choose from "
-                                               + ", ".join(names))
+            raise argparse.ArgumentError(
+                None, f"unknown subcommand {value!r}{hint}; choose from " + ", ".join(names)
+            )
         super()._check_value(action, value)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:

@@ -68,14 +68,19 @@ def shrunk(messages: Sequence[Message], budget_chars: int) -> list[Message]:
                 if isinstance(b.get("content"), str):
                     spots.append((len(b["content"]), b, "content"))
                 else:
-                    spots += [(len(x.get("text", "")), x, "text") for x in b.get("content") or []
-                              if x.get("type") == "text"]
+                    spots += [
+                        (len(x.get("text", "")), x, "text")
+                        for x in b.get("content") or []
+                        if x.get("type") == "text"
+                    ]
     total = sum(size for size, _, _ in spots)
     for size, holder, key in sorted(spots, key=lambda s: -s[0]):
         if total <= budget_chars or size <= SHRUNK_BLOCK:
             break
-        holder[key] = (holder[key][:SHRUNK_BLOCK] + f"\n[cut from {size:,} characters to summarise a "
-                       "conversation over the context window]")
+        holder[key] = (
+            holder[key][:SHRUNK_BLOCK] + f"\n[cut from {size:,} characters to summarise a "
+            "conversation over the context window]"
+        )
         total -= size - len(holder[key])
     return out
 
@@ -107,7 +112,9 @@ class Compactor:
 
     def __post_init__(self) -> None:
         if self.margin >= self.window:
-            raise ValueError(f"compaction margin {self.margin} must be below the context window {self.window}")
+            raise ValueError(
+                f"compaction margin {self.margin} must be below the context window {self.window}"
+            )
 
     @property
     def threshold(self) -> int:
@@ -125,8 +132,17 @@ class Compactor:
         """Would a fork that adds up to ``headroom`` tokens to a ``tokens``-sized context cross the threshold?"""
         return tokens > 0 and tokens + headroom >= self.threshold
 
-    async def compact(self, key: CacheKey, messages: list[Message], *, turn: int, trigger: str = "auto",
-                      tokens: int = 0, instructions: str = "", shrink: bool = False) -> CompactionRecord:
+    async def compact(
+        self,
+        key: CacheKey,
+        messages: list[Message],
+        *,
+        turn: int,
+        trigger: str = "auto",
+        tokens: int = 0,
+        instructions: str = "",
+        shrink: bool = False,
+    ) -> CompactionRecord:
         """Summarise ``messages`` and replace them, in place, by the continuation message (``instructions``:
         the user's own, ``/compact TEXT`` in Claude Code, added to the request). ``shrink``: the conversation
         is over the window; the summary request sees it cut to half the window (:func:`shrunk`).
@@ -135,8 +151,9 @@ class Compactor:
         """
         if not any(m["role"] == "assistant" for m in messages):
             raise CompactionFailed("nothing to compact: the conversation has no answer yet")  # not a failure
-        rec = CompactionRecord(turn=turn, trigger=trigger, tokens_before=tokens, messages_before=len(messages),
-                               ok=False)
+        rec = CompactionRecord(
+            turn=turn, trigger=trigger, tokens_before=tokens, messages_before=len(messages), ok=False
+        )
         self.records.append(rec)
         t0 = time.perf_counter()
         try:
@@ -157,9 +174,12 @@ class Compactor:
         return rec
 
 
-async def _summary(model: Model, key: CacheKey, messages: Sequence[Message], instructions: str = ""
-                   ) -> ModelResponse:
-    ask = COMPACT_INSTRUCTION + (f"\n\nAdditional instructions from the user: {instructions}" if instructions else "")
+async def _summary(
+    model: Model, key: CacheKey, messages: Sequence[Message], instructions: str = ""
+) -> ModelResponse:
+    ask = COMPACT_INSTRUCTION + (
+        f"\n\nAdditional instructions from the user: {instructions}" if instructions else ""
+    )
     req: list[Message]
     if messages and messages[-1]["role"] == "user":  # an interrupted turn: the instruction joins it
         req = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"], *user(ask)["content"]]}]

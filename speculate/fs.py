@@ -159,8 +159,9 @@ class LocalShell:
     def __repr__(self) -> str:
         return f"LocalShell({str(self.root)!r})"
 
-    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
-                  env: dict[str, str] | None = None) -> ShellResult:
+    async def run(
+        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+    ) -> ShellResult:
         """``stdin`` (a hook's event JSON) is written and closed; without it stdin is closed at once."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")

@@ -43,8 +43,17 @@ def _under(path: Path, top: Path) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def expand(path: Path, text: str, *, read: Callable[[Path], str | None], seen: set[str], inside: Path | None,
-           notes: list[str], depth: int = 0, by: Path | None = None) -> list[tuple[Path, str, Path | None]]:
+def expand(
+    path: Path,
+    text: str,
+    *,
+    read: Callable[[Path], str | None],
+    seen: set[str],
+    inside: Path | None,
+    notes: list[str],
+    depth: int = 0,
+    by: Path | None = None,
+) -> list[tuple[Path, str, Path | None]]:
     """``path`` with ``text``, then what it imports, depth first: (path, text, imported by) for each file not in
     ``seen`` (realpaths, updated). ``inside``: imports must stay under it (None: anywhere)."""
     real = os.path.realpath(path)
@@ -63,7 +72,11 @@ def expand(path: Path, text: str, *, read: Callable[[Path], str | None], seen: s
         if body is None:
             continue
         if inside is not None and not _under(target, inside):
-            notes.append(f"{path}: @{ref} is outside the project: not imported (Claude Code asks the user first)")
+            notes.append(
+                f"{path}: @{ref} is outside the project: not imported (Claude Code asks the user first)"
+            )
             continue
-        out += expand(target, body, read=read, seen=seen, inside=inside, notes=notes, depth=depth + 1, by=path)
+        out += expand(
+            target, body, read=read, seen=seen, inside=inside, notes=notes, depth=depth + 1, by=path
+        )
     return out

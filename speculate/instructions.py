@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 # Per directory, lowest precedence first. A fork that writes one of these (at the project root, the only
 # directory of the walk inside the project) changes the next request's system prompt: a boundary.
 PROJECT_FILES: tuple[tuple[str, Literal["project", "local"]], ...] = (
-    ("CLAUDE.md", "project"), (".claude/CLAUDE.md", "project"), ("CLAUDE.local.md", "local"),
+    ("CLAUDE.md", "project"),
+    (".claude/CLAUDE.md", "project"),
+    ("CLAUDE.local.md", "local"),
 )
 # AGENTS.md is not loaded, but the root CLAUDE.md often imports it: writing it stays a fork boundary.
 INSTRUCTION_PATHS = frozenset({*(rel for rel, _ in PROJECT_FILES), "AGENTS.md"})
@@ -93,7 +95,9 @@ class Instructions:
 
     def render(self) -> str:
         """The text that goes into the system prompt's dynamic part ("" when there is none)."""
-        return "\n".join(f"Contents of {f.path} ({SCOPES[f.scope]}):\n\n{f.text.rstrip()}\n" for f in self.files)
+        return "\n".join(
+            f"Contents of {f.path} ({SCOPES[f.scope]}):\n\n{f.text.rstrip()}\n" for f in self.files
+        )
 
 
 def cut(text: str, budget: int, path: Path) -> tuple[str, str | None]:
@@ -103,8 +107,10 @@ def cut(text: str, budget: int, path: Path) -> tuple[str, str | None]:
     head = text[:budget]
     if (nl := head.rfind("\n")) > budget * 0.9:
         head = head[: nl + 1]
-    note = (f"{path}: {len(text):,} characters, cut to the first {len(head):,} (speculate sends at most "
-            f"{FILE_BUDGET:,} per instructions file and {TOTAL_BUDGET:,} in all)")
+    note = (
+        f"{path}: {len(text):,} characters, cut to the first {len(head):,} (speculate sends at most "
+        f"{FILE_BUDGET:,} per instructions file and {TOTAL_BUDGET:,} in all)"
+    )
     return f"{head.rstrip()}\n\n[... cut here: {note}]\n", note
 
 
@@ -137,11 +143,15 @@ def load_instructions(cwd: Path, *, user: Path | None = None) -> Instructions:
     return Instructions(*_budgeted(files, notes))
 
 
-def _budgeted(files: Iterable[InstructionFile], notes: list[str]) -> tuple[tuple[InstructionFile, ...], tuple[str, ...]]:
+def _budgeted(
+    files: Iterable[InstructionFile], notes: list[str]
+) -> tuple[tuple[InstructionFile, ...], tuple[str, ...]]:
     out, left = [], TOTAL_BUDGET
     for f in files:
         if left <= 0:
-            notes.append(f"{f.path}: left out (speculate sends at most {TOTAL_BUDGET:,} characters of instructions)")
+            notes.append(
+                f"{f.path}: left out (speculate sends at most {TOTAL_BUDGET:,} characters of instructions)"
+            )
             continue
         text, note = cut(f.text, min(FILE_BUDGET, left), f.path)
         notes += [note] if note else []
@@ -168,8 +178,13 @@ def sent_paths(texts: Iterable[str]) -> set[str]:
     return {m.group(1) for t in texts if (m := _SENT_RE.match(t))}
 
 
-def nested_reminders(root: Path, touched: Iterable[Path], sent: Callable[[], set[str]], *,
-                     read: Callable[[Path], str | None] = _read) -> list[str]:
+def nested_reminders(
+    root: Path,
+    touched: Iterable[Path],
+    sent: Callable[[], set[str]],
+    *,
+    read: Callable[[Path], str | None] = _read,
+) -> list[str]:
     """The ``<system-reminder>`` blocks for the instructions files of the subdirectories holding ``touched``
     (absolute paths of files the agent read or wrote), from below ``root`` down to each file's directory,
     leaving out those already in the conversation (``sent()``, asked only when there is a candidate): each
@@ -196,8 +211,12 @@ def nested_reminders(root: Path, touched: Iterable[Path], sent: Callable[[], set
     return blocks
 
 
-def nested_for_calls(fs: FileSystem, uses: Iterable[Mapping[str, Any]], results: Iterable[Mapping[str, Any]],
-                     messages: Iterable[Mapping[str, Any]]) -> list[str]:
+def nested_for_calls(
+    fs: FileSystem,
+    uses: Iterable[Mapping[str, Any]],
+    results: Iterable[Mapping[str, Any]],
+    messages: Iterable[Mapping[str, Any]],
+) -> list[str]:
     """The agent's side of :func:`nested_reminders`: the files this round's successful Read, Edit and Write
     calls touched, read through the agent's file system ``fs`` (a fork sees its own overlay)."""
     root_of = getattr(fs, "root", None)
@@ -205,9 +224,13 @@ def nested_for_calls(fs: FileSystem, uses: Iterable[Mapping[str, Any]], results:
         return []
     root = Path(root_of)
     ok = {r.get("tool_use_id") for r in results if not r.get("is_error")}
-    touched = [Path(os.path.normpath(root / u["input"]["file_path"])) for u in uses
-               if u.get("name") in NESTED_TOOLS and u.get("id") in ok
-               and isinstance((u.get("input") or {}).get("file_path"), str)]
+    touched = [
+        Path(os.path.normpath(root / u["input"]["file_path"]))
+        for u in uses
+        if u.get("name") in NESTED_TOOLS
+        and u.get("id") in ok
+        and isinstance((u.get("input") or {}).get("file_path"), str)
+    ]
     if not touched:
         return []
 
@@ -219,7 +242,12 @@ def nested_for_calls(fs: FileSystem, uses: Iterable[Mapping[str, Any]], results:
             return None
 
     def sent() -> set[str]:
-        return sent_paths(b.get("text", "") for m in messages if m.get("role") == "user"
-                          and isinstance(m.get("content"), list) for b in m["content"] if b.get("type") == "text")
+        return sent_paths(
+            b.get("text", "")
+            for m in messages
+            if m.get("role") == "user" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "text"
+        )
 
     return nested_reminders(root, touched, sent, read=read)

@@ -27,8 +27,12 @@ def yaml_too_deep(text: str, *, limit: int = MAX_YAML_DEPTH) -> int | None:
     """The line where the YAML ``text`` nests collections deeper than ``limit``, or None. Syntax errors are
     left to the parser, which reports them with their line."""
     depth = 0
-    opening = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
-               yaml.FlowSequenceStartToken)
+    opening = (
+        yaml.BlockMappingStartToken,
+        yaml.BlockSequenceStartToken,
+        yaml.FlowMappingStartToken,
+        yaml.FlowSequenceStartToken,
+    )
     closing = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
     try:
         for token in yaml.scan(text, Loader=yaml.SafeLoader):

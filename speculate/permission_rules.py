@@ -226,5 +226,16 @@ def path_match(rule: Rule, path: str, places: Places, *, directory: bool) -> boo
     return directory and bool(parts) and match_ignore_style(pattern, rel.replace(os.sep, "/") + "/")
 
 
-__all__ = ["DIRECTORY_TOOLS", "KNOWN_TOOLS", "PATH_FIELDS", "PermissionRuleError", "Places", "Rule", "RuleText",
-           "bash_match", "path_match", "split_command", "targets"]
+__all__ = [
+    "DIRECTORY_TOOLS",
+    "KNOWN_TOOLS",
+    "PATH_FIELDS",
+    "PermissionRuleError",
+    "Places",
+    "Rule",
+    "RuleText",
+    "bash_match",
+    "path_match",
+    "split_command",
+    "targets",
+]

@@ -74,7 +74,9 @@ class PermissionGate:
         # The project: relative tool paths and "./path" rules are relative to it ("/path" rules too, unless
         # their settings file says otherwise).
         self.root = Path(os.path.abspath(root)) if root is not None else None
-        self.places = Places(cwd=self.root or Path.cwd(), home=Path(home) if home is not None else Path.home())
+        self.places = Places(
+            cwd=self.root or Path.cwd(), home=Path(home) if home is not None else Path.home()
+        )
 
     def __repr__(self) -> str:
         counts = f"allow={len(self.allow)}, deny={len(self.deny)}, ask={len(self.ask)}"
@@ -113,8 +115,10 @@ class PermissionGate:
         """Whether a Read deny rule covers the project file ``rel``: Glob and Grep leave it out of their
         results (Claude Code does the same; a search of a denied directory itself is refused by check)."""
         path = os.path.join(self.places.cwd, rel)
-        return any(r.tool == "Read" and r.specifier is not None and path_match(r, path, self.places, directory=False)
-                   for r in self.deny)
+        return any(
+            r.tool == "Read" and r.specifier is not None and path_match(r, path, self.places, directory=False)
+            for r in self.deny
+        )
 
     def withheld(self, name: str) -> Rule | None:
         """The deny rule that refuses every call of tool ``name`` (then it is not offered), or None."""
@@ -126,8 +130,9 @@ class PermissionGate:
 
     # -- matching -----------------------------------------------------------------------------------------
 
-    def _first(self, rules: Sequence[Rule], name: str, inp: BaseModel, *, any_part: bool,
-               denying: bool = False) -> Rule | None:
+    def _first(
+        self, rules: Sequence[Rule], name: str, inp: BaseModel, *, any_part: bool, denying: bool = False
+    ) -> Rule | None:
         """First rule matching the call. For a compound Bash command: any part (deny/ask), or every part
         matched by some rule (allow); a command substitution never satisfies an allow rule. For a path:
         any of its forms (as written, symlinks resolved) for deny/ask, all of them for allow."""
@@ -170,5 +175,13 @@ def _cmd(inp: BaseModel) -> str:
     return str(getattr(inp, "command", ""))
 
 
-__all__ = ["MODES", "Decision", "Mode", "PermissionGate", "PermissionRuleError", "Rule", "RuleText",
-           "split_command"]
+__all__ = [
+    "MODES",
+    "Decision",
+    "Mode",
+    "PermissionGate",
+    "PermissionRuleError",
+    "Rule",
+    "RuleText",
+    "split_command",
+]

@@ -93,12 +93,15 @@ def environment(root: Path, *, today: datetime.date | None = None) -> str:
     """The session's environment lines (the simulator reads ``Working directory:``)."""
     git = any((d / ".git").exists() for d in (root, *root.parents))
     day = today or datetime.date.today()
-    return (f"# Environment\nWorking directory: {root}\nIs a git repository: {'yes' if git else 'no'}\n"
-            f"Platform: {platform.system().lower()}\nToday's date: {day.isoformat()}\n")
+    return (
+        f"# Environment\nWorking directory: {root}\nIs a git repository: {'yes' if git else 'no'}\n"
+        f"Platform: {platform.system().lower()}\nToday's date: {day.isoformat()}\n"
+    )
 
 
-def dynamic_system(root: Path, *, instructions: str = "", mcp: str = "",
-                   today: datetime.date | None = None) -> str:
+def dynamic_system(
+    root: Path, *, instructions: str = "", mcp: str = "", today: datetime.date | None = None
+) -> str:
     """The session-specific part: environment, then project instructions, then MCP server instructions."""
     parts = [environment(root, today=today)]
     if instructions:
@@ -108,8 +111,9 @@ def dynamic_system(root: Path, *, instructions: str = "", mcp: str = "",
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
-def system_parts(root: Path, *, instructions: str = "", mcp: str = "",
-                 today: datetime.date | None = None) -> tuple[str, str]:
+def system_parts(
+    root: Path, *, instructions: str = "", mcp: str = "", today: datetime.date | None = None
+) -> tuple[str, str]:
     """(static, dynamic): the two system blocks a session sends."""
     return STATIC_SYSTEM, dynamic_system(root, instructions=instructions, mcp=mcp, today=today)
 

@@ -54,9 +54,16 @@ from speculate.workspace import Workspace, open_workspace
 
 
 class Session(SessionCompaction):
-    def __init__(self, cfg: SessionConfig, nursery: trio.Nursery, *, ask: AskFn | None,
-                 on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
-                 workspace: Workspace | None = None, approve: ApproveFn | None = None) -> None:
+    def __init__(
+        self,
+        cfg: SessionConfig,
+        nursery: trio.Nursery,
+        *,
+        ask: AskFn | None,
+        on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
+        workspace: Workspace | None = None,
+        approve: ApproveFn | None = None,
+    ) -> None:
         self.cfg = cfg
         self.project = cfg.project.resolve()
         # Before anything else: finish or undo an acceptance a killed process left here (the REPL has
@@ -65,9 +72,14 @@ class Session(SessionCompaction):
         self.on_event = on_event or (lambda e: None)
         self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
         rules = self.workspace.settings
-        self.authorizer = MainAuthorizer(mode=cfg.mode, allow=[*cfg.allow, *rules.allow],
-                                         deny=[*cfg.deny, *rules.deny], ask_rules=rules.ask, ask=ask,
-                                         root=self.project)
+        self.authorizer = MainAuthorizer(
+            mode=cfg.mode,
+            allow=[*cfg.allow, *rules.allow],
+            deny=[*cfg.deny, *rules.deny],
+            ask_rules=rules.ask,
+            ask=ask,
+            root=self.project,
+        )
         self.approve = approve
         # A wholly denied tool (a bare "Grep" deny, "mcp__server") is not offered, as in Claude Code: decided
         # once, here, since the tools are part of the cache key.
@@ -75,21 +87,36 @@ class Session(SessionCompaction):
         self.key = self._build_key()
         self.session_id = str(uuid.uuid4())
         self.hook_transcript = self._new_hook_transcript()
-        self.hooks = self.workspace.hooks(shell=LocalShell(self.project, env=cfg.tool_env), session_id=self.session_id,
-                                          mode=lambda: self.cfg.mode, on_event=self.on_event,
-                                          transcript=self.hook_transcript)
+        self.hooks = self.workspace.hooks(
+            shell=LocalShell(self.project, env=cfg.tool_env),
+            session_id=self.session_id,
+            mode=lambda: self.cfg.mode,
+            on_event=self.on_event,
+            transcript=self.hook_transcript,
+        )
         self.events = EventLog(cfg.events_path)
         self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
         # Outputs over a tool's limit are saved here; a directory we made is removed with the session. Made
         # after everything that can fail on bad input (a malformed rule), so a failed Session() leaks none.
         self._own_spill = cfg.spill_dir is None
         self.spill_dir = cfg.spill_dir or temp_dir("spill")
-        self.ctx = ToolContext(fs=LocalFS(self.project), shell=LocalShell(self.project, env=cfg.tool_env),
-                               spill_dir=self.spill_dir)
+        self.ctx = ToolContext(
+            fs=LocalFS(self.project),
+            shell=LocalShell(self.project, env=cfg.tool_env),
+            spill_dir=self.spill_dir,
+        )
         self.messages: list[Message] = []
-        self.agent = Agent(model=cfg.model, key=self.key, tools=self.tools, ctx=self.ctx,
-                           authorizer=self.authorizer, messages=self.messages, max_turns=cfg.max_turns,
-                           on_event=self.on_event, hooks=self.hooks)
+        self.agent = Agent(
+            model=cfg.model,
+            key=self.key,
+            tools=self.tools,
+            ctx=self.ctx,
+            authorizer=self.authorizer,
+            messages=self.messages,
+            max_turns=cfg.max_turns,
+            on_event=self.on_event,
+            hooks=self.hooks,
+        )
         self.engine = SpeculationEngine(session=self, nursery=nursery)
         self.compactor = Compactor(model=cfg.model, window=cfg.context_window, margin=cfg.compact_margin)
         self.turn = 0
@@ -125,9 +152,14 @@ class Session(SessionCompaction):
         self.engine.landing = None  # set again if this turn accepts a speculation
         self.turn += 1
         note = await self._auto_compact()
-        accept = self.cfg.speculate and self.engine.suggestion is not None and prompt in self.engine.candidates
+        accept = (
+            self.cfg.speculate and self.engine.suggestion is not None and prompt in self.engine.candidates
+        )
         if self._reload_instructions() and accept:  # the fork ran under the old system prompt
-            accept, note = False, "speculation discarded: the instructions files changed since it ran; running normally"
+            accept, note = (
+                False,
+                "speculation discarded: the instructions files changed since it ran; running normally",
+            )
         if accept:
             outcome = await self.engine.accept(prompt, t0)
         else:
@@ -142,8 +174,15 @@ class Session(SessionCompaction):
             self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
         return outcome
 
-    async def run_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
-                       spec: SpeculationRecord | None = None) -> TurnOutcome:
+    async def run_turn(
+        self,
+        prompt: str,
+        t0: float,
+        *,
+        resume: bool = False,
+        note: str = "",
+        spec: SpeculationRecord | None = None,
+    ) -> TurnOutcome:
         """A normal turn (the engine's :class:`~speculate.speculation.host.Host` interface): ``resume`` goes on
         from injected speculative messages. Model errors and the turn's limit end it with ``error`` set."""
         before = len(self.messages)
@@ -156,9 +195,14 @@ class Session(SessionCompaction):
                 note = "; ".join(n for n in (note, await self._compact_reactively(e)) if n)
                 result = await self.agent.resume()  # once: the same turn, on the summary
         except PromptBlocked as e:
-            return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
-                               blocked=str(e))
-        except (ModelError, CompactionFailed, MaxTurnsReached) as e:  # the turn ends with a message; the session goes on
+            return TurnOutcome(
+                prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note, blocked=str(e)
+            )
+        except (
+            ModelError,
+            CompactionFailed,
+            MaxTurnsReached,
+        ) as e:  # the turn ends with a message; the session goes on
             self.last_error = True
             what = f"the turn stopped at its limit: {e}" if isinstance(e, MaxTurnsReached) else str(e)
             if too_long(e) and len(self.messages) >= before and not resume:
@@ -166,17 +210,30 @@ class Session(SessionCompaction):
                 del self.messages[before:]
                 self.agent.repair()
                 what += "; this turn was taken back out of the conversation, so the next prompt starts from before it"
-            return TurnOutcome(prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note,
-                               error=what)
+            return TurnOutcome(
+                prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note, error=what
+            )
         self.last_error = False
         if result.responses:
             self._last_usage = result.responses[-1].usage
-        return TurnOutcome(prompt, result.text, time.perf_counter() - t0, spec is not None, result, spec, note,
-                           stopped=result.hook_stopped)
+        return TurnOutcome(
+            prompt,
+            result.text,
+            time.perf_counter() - t0,
+            spec is not None,
+            result,
+            spec,
+            note,
+            stopped=result.hook_stopped,
+        )
 
     def _build_key(self) -> CacheKey:
-        return CacheKey.build(model=self.cfg.model_name, system=self.workspace.system(),
-                              tools=[t.schema() for t in self.tools], max_tokens=self.cfg.max_tokens)
+        return CacheKey.build(
+            model=self.cfg.model_name,
+            system=self.workspace.system(),
+            tools=[t.schema() for t in self.tools],
+            max_tokens=self.cfg.max_tokens,
+        )
 
     def _reload_instructions(self) -> bool:
         """An edited instructions file takes effect on the next turn: a new system prompt, a new key."""
@@ -189,14 +246,20 @@ class Session(SessionCompaction):
         """Append the turn's new messages, usage and timings to the JSONL transcript (if configured)."""
         if self.transcript is None:
             return
-        for m in self.messages[self._logged:]:
+        for m in self.messages[self._logged :]:
             self.transcript.message(m, turn=self.turn)
         self._logged = len(self.messages)
         if outcome.result is not None:
             for r in outcome.result.responses:
                 self.transcript.usage(r.usage.as_dict(), turn=self.turn, ttft_s=r.ttft_s, total_s=r.total_s)
-        self.transcript.timing("turn", outcome.latency_s, turn=self.turn, accepted=outcome.accepted,
-                               error=outcome.error or None, note=outcome.note or None)
+        self.transcript.timing(
+            "turn",
+            outcome.latency_s,
+            turn=self.turn,
+            accepted=outcome.accepted,
+            error=outcome.error or None,
+            note=outcome.note or None,
+        )
 
     async def dismiss(self, reason: IgnoreReason = "dismissed") -> None:
         """The user waves the suggestion away (Esc, typing something else, Ctrl-C): abort and discard it."""
@@ -259,17 +322,22 @@ class Session(SessionCompaction):
         return stats
 
 
-
 @asynccontextmanager
-async def open_session(cfg: SessionConfig, *, ask: AskFn | None = None,
-                       on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None = None,
-                       approve: ApproveFn | None = None) -> AsyncIterator[Session]:
+async def open_session(
+    cfg: SessionConfig,
+    *,
+    ask: AskFn | None = None,
+    on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None = None,
+    approve: ApproveFn | None = None,
+) -> AsyncIterator[Session]:
     """Open the workspace and the session's nursery. An exception from the body (or from opening) comes out
     as itself, not wrapped in the nursery's ExceptionGroup, so callers' ``except`` clauses match.
     ``approve`` is the approval policy on acceptance (default: ``ask``, as the live path would)."""
     with unwrap_single():
-        async with open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws, \
-                trio.open_nursery() as nursery:
+        async with (
+            open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws,
+            trio.open_nursery() as nursery,
+        ):
             s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws, approve=approve)
             try:
                 await s.hooks.session_start("startup")

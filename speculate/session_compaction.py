@@ -27,8 +27,9 @@ class SessionCompaction:
     _last_usage: Usage | None
     _logged: int
 
-    async def compact(self, *, trigger: str = "manual", instructions: str = "", shrink: bool = False
-                      ) -> CompactionRecord:
+    async def compact(
+        self, *, trigger: str = "manual", instructions: str = "", shrink: bool = False
+    ) -> CompactionRecord:
         """Summarise the conversation now (``/compact``; raises CompactionFailed). The speculation on the old
         prefix is dropped; the next suggestion and fork share the new prefix's cache. The PreCompact hooks
         run first (exit 2 refuses: not a failure of the summary), the SessionStart ``compact`` ones after."""
@@ -39,14 +40,26 @@ class SessionCompaction:
             await self.hooks.pre_compact("auto" if trigger == "reactive" else trigger, instructions)
         except CompactBlocked as e:
             raise CompactionFailed(f"compaction blocked by a PreCompact hook: {e}") from None
-        rec = await self.compactor.compact(self.key, self.messages, turn=self.turn, trigger=trigger,
-                                           tokens=context_tokens(self._last_usage), instructions=instructions,
-                                           shrink=shrink)
+        rec = await self.compactor.compact(
+            self.key,
+            self.messages,
+            turn=self.turn,
+            trigger=trigger,
+            tokens=context_tokens(self._last_usage),
+            instructions=instructions,
+            shrink=shrink,
+        )
         await self.hooks.session_start("compact")
         self._last_usage, self._logged = None, 0  # the transcript logs the continuation message
         if self.transcript is not None:
-            self.transcript.write("compaction", turn=self.turn, trigger=trigger, tokens_before=rec.tokens_before,
-                                  messages_before=rec.messages_before, usage=rec.usage.as_dict())
+            self.transcript.write(
+                "compaction",
+                turn=self.turn,
+                trigger=trigger,
+                tokens_before=rec.tokens_before,
+                messages_before=rec.messages_before,
+                usage=rec.usage.as_dict(),
+            )
         return rec
 
     async def _compact_reactively(self, error: ModelError) -> str:

@@ -43,8 +43,16 @@ from pydantic import (
 from speculate.errors import SpeculateError
 from speculate.instructions import user_dir
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
-          "PreCompact", "SessionEnd")
+EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "PreCompact",
+    "SessionEnd",
+)
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})  # the matcher names a tool
 # Events whose matcher names something else: SessionStart's source (startup, clear, compact; Claude Code also
 # has resume), PreCompact's trigger (manual, auto). The others have no matcher (it is ignored).
@@ -128,7 +136,9 @@ class Speculation(BaseModel):
 
         for i, p in enumerate(v):
             if not p.strip() or p.strip() in ("/", "."):
-                raise ValueError(f"[{i}] {p!r}: an empty pattern (or the whole project) protects nothing usefully")
+                raise ValueError(
+                    f"[{i}] {p!r}: an empty pattern (or the whole project) protects nothing usefully"
+                )
             if p.startswith("!"):
                 raise ValueError(f"[{i}] {p!r}: negated patterns are not supported")
             if p.startswith("..") or "/../" in p or p.endswith("/.."):
@@ -184,15 +194,20 @@ class Settings:
     read_only_mcp: frozenset[str] = frozenset()
     env: tuple[str, ...] = ()  # speculation.env: passed into the sandbox
     protected_paths: tuple[str, ...] = ()
-    policy: Speculation = field(default_factory=Speculation)  # its policy keys (value, candidates, ...), merged
+    policy: Speculation = field(
+        default_factory=Speculation
+    )  # its policy keys (value, candidates, ...), merged
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
 
 def settings_paths(project: Path, *, user: Path | None = None) -> list[Path]:
     base = user or user_dir()
-    return [base / "settings.json", project / ".claude" / "settings.json",
-            project / ".claude" / "settings.local.json"]
+    return [
+        base / "settings.json",
+        project / ".claude" / "settings.json",
+        project / ".claude" / "settings.local.json",
+    ]
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -223,8 +238,10 @@ def parse_settings_file(path: Path, text: str) -> tuple[SettingsFile, list[str]]
         for i, m in enumerate(matchers):
             for j, h in enumerate(m.hooks):
                 if h.type != "command":
-                    notes.append(f"{path}: hooks.{event}[{i}].hooks[{j}]: type {h.type!r} is not run here "
-                                 "(only 'command' hooks are); ignored")
+                    notes.append(
+                        f"{path}: hooks.{event}[{i}].hooks[{j}]: type {h.type!r} is not run here "
+                        "(only 'command' hooks are); ignored"
+                    )
     return parsed, notes
 
 
@@ -255,18 +272,34 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
         notes += file_notes
         for event, matchers in parsed.hooks.items():
             if event in EVENTS:
-                hooks += [Hook(event, m.matcher, h.command or "", h.timeout, path)
-                          for m in matchers for h in m.hooks if h.type == "command"]
+                hooks += [
+                    Hook(event, m.matcher, h.command or "", h.timeout, path)
+                    for m in matchers
+                    for h in m.hooks
+                    if h.type == "command"
+                ]
         for key, into in (("allow", allow), ("deny", deny), ("ask", ask)):
             into += _rules(path, key, getattr(parsed.permissions, key), notes, base=base)
         read_only.update(parsed.speculation.readOnlyMcpTools)
         env.update(dict.fromkeys(parsed.speculation.env))
         protected += [p for p in parsed.speculation.protectedPaths if p not in protected]
-        policy = policy.model_copy(update={k: getattr(parsed.speculation, k)
-                                           for k in POLICY_KEYS & parsed.speculation.model_fields_set})
-    return Settings(tuple(hooks), tuple(allow), tuple(deny), tuple(ask), frozenset(read_only), tuple(env),
-                    tuple(protected), policy,
-                    tuple(files), tuple(notes))
+        policy = policy.model_copy(
+            update={
+                k: getattr(parsed.speculation, k) for k in POLICY_KEYS & parsed.speculation.model_fields_set
+            }
+        )
+    return Settings(
+        tuple(hooks),
+        tuple(allow),
+        tuple(deny),
+        tuple(ask),
+        frozenset(read_only),
+        tuple(env),
+        tuple(protected),
+        policy,
+        tuple(files),
+        tuple(notes),
+    )
 
 
 POLICY_KEYS = frozenset({"value", "candidates", "budget", "prior", "pooling", "persist"})

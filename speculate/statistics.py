@@ -50,12 +50,23 @@ def summary(xs: Sequence[float]) -> dict[str, float | int | None]:
     """n, mean, p50, p90, p99 (None when empty) — the shape every latency table uses."""
     if not xs:
         return {"n": 0, "mean": None, "p50": None, "p90": None, "p99": None}
-    return {"n": len(xs), "mean": mean(xs), "p50": percentile(xs, 50), "p90": percentile(xs, 90),
-            "p99": percentile(xs, 99)}
+    return {
+        "n": len(xs),
+        "mean": mean(xs),
+        "p50": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "p99": percentile(xs, 99),
+    }
 
 
-def bootstrap_ci(clusters: Sequence[Sequence[float]], stat: Callable[[Sequence[float]], float] = median, *,
-                 level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_ci(
+    clusters: Sequence[Sequence[float]],
+    stat: Callable[[Sequence[float]], float] = median,
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Percentile-bootstrap CI of ``stat`` over the pooled values, resampling clusters with replacement.
 
     Empty clusters (sessions with no accepted turn) are dropped first, so every resample has values.
@@ -81,11 +92,15 @@ def bootstrap_ci(clusters: Sequence[Sequence[float]], stat: Callable[[Sequence[f
 Nested = Sequence[Sequence[Sequence[float]]]  # scenario -> rep (pair) -> values
 
 
-def hierarchical_bootstrap_ci(groups: Sequence[Sequence[Sequence[T]]],
-                              stat: Callable[[Sequence[T]], float] = median,  # type: ignore[assignment]  # median: for floats
-                              *, level: float = 0.95,
-                              n_resamples: int = 2000, seed: int = 0, max_undefined: float = 0.1
-                              ) -> tuple[float, float] | None:
+def hierarchical_bootstrap_ci(
+    groups: Sequence[Sequence[Sequence[T]]],
+    stat: Callable[[Sequence[T]], float] = median,  # type: ignore[assignment]  # median: for floats
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    max_undefined: float = 0.1,
+) -> tuple[float, float] | None:
     """Percentile-bootstrap CI of ``stat`` over the pooled values, resampling in two stages.
 
     ``groups[i][j]`` are the values of rep ``j`` of scenario ``i``. Each resample draws as many scenarios
@@ -140,8 +155,9 @@ def efficiency(saving_s: float, duration_s: float, available_s: float) -> float 
     return min(saving_s, ideal) / ideal
 
 
-def pooled_efficiency(savings: Sequence[float], durations: Sequence[float],
-                      available: Sequence[float]) -> float | None:
+def pooled_efficiency(
+    savings: Sequence[float], durations: Sequence[float], available: Sequence[float]
+) -> float | None:
     """Sum of savings over sum of ideals (a ratio of sums: short turns do not dominate)."""
     ideals = [min(d, a) for d, a in zip(durations, available, strict=True)]
     if sum(ideals) <= 0:
@@ -167,8 +183,14 @@ def break_even(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return None
 
 
-def break_even_ci(xs: Sequence[float], clusters: Sequence[Nested], *, level: float = 0.95,
-                  n_resamples: int = 1000, seed: int = 0) -> tuple[float, float] | None:
+def break_even_ci(
+    xs: Sequence[float],
+    clusters: Sequence[Nested],
+    *,
+    level: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Bootstrap CI of :func:`break_even` over a curve of means: ``clusters[i]`` are the values at ``xs[i]``
     nested as scenario -> rep -> values, resampled in two stages (scenarios, then reps) independently per
     point. A resample whose curve never reaches 0 counts as +inf (the upper bound is then inf); one already

@@ -52,8 +52,10 @@ class Cleaned:
     def line(self) -> str:
         n = len(self.paths)
         shown = ", ".join(Path(p).name for p in self.paths[:3]) + (f" +{n - 3} more" if n > 3 else "")
-        return (f"removed {n} temporary file{'s' * (n != 1)} of speculate processes that are gone "
-                f"({shown}) from {Path(self.paths[0]).parent}")
+        return (
+            f"removed {n} temporary file{'s' * (n != 1)} of speculate processes that are gone "
+            f"({shown}) from {Path(self.paths[0]).parent}"
+        )
 
 
 def clean_stale(root: Path | None = None, *, now: float | None = None) -> Cleaned:
@@ -85,8 +87,9 @@ def clean_stale(root: Path | None = None, *, now: float | None = None) -> Cleane
             if st.st_size and age < KEEP_LOGS_S:
                 continue
             _remove(Path(e.path), out)
-        elif e.is_dir(follow_symlinks=False) and not any(m == e.path or m.startswith(e.path + "/")
-                                                         for m in mounted):
+        elif e.is_dir(follow_symlinks=False) and not any(
+            m == e.path or m.startswith(e.path + "/") for m in mounted
+        ):
             _remove(Path(e.path), out)
     return out
 
@@ -112,5 +115,8 @@ def _mount_points() -> list[str]:
     except OSError:
         return []
     # Fields are space-separated with spaces and backslashes octal-escaped.
-    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split(" ")[1])
-            for line in text.splitlines() if len(line.split(" ")) > 1]
+    return [
+        re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split(" ")[1])
+        for line in text.splitlines()
+        if len(line.split(" ")) > 1
+    ]

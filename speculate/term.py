@@ -43,5 +43,6 @@ def render(text: Fragments, *, color: bool) -> str:
     """``text`` made :func:`visible`, each fragment then coloured by its SGR parameters when ``color``."""
     if isinstance(text, str):
         return visible(text)
-    return "".join(f"\x1b[{style}m{visible(part)}\x1b[0m" if color and style else visible(part)
-                   for style, part in text)
+    return "".join(
+        f"\x1b[{style}m{visible(part)}\x1b[0m" if color and style else visible(part) for style, part in text
+    )

@@ -53,17 +53,34 @@ class Workspace:
         self.instructions = new
         return changed
 
-    def hooks(self, *, shell: HookShell, session_id: str, mode: Callable[[], str],
-              transcript: HookTranscript | None = None, sandboxed: bool = False, boundary: str | None = None,
-              on_event: Callable[[HookRan], None] | None = None) -> HookRunner:
-        return HookRunner(self.settings.hooks, shell=shell, project=self.project, session_id=session_id,
-                          mode=mode, transcript=transcript, sandboxed=sandboxed, boundary=boundary,
-                          on_event=on_event)
+    def hooks(
+        self,
+        *,
+        shell: HookShell,
+        session_id: str,
+        mode: Callable[[], str],
+        transcript: HookTranscript | None = None,
+        sandboxed: bool = False,
+        boundary: str | None = None,
+        on_event: Callable[[HookRan], None] | None = None,
+    ) -> HookRunner:
+        return HookRunner(
+            self.settings.hooks,
+            shell=shell,
+            project=self.project,
+            session_id=session_id,
+            mode=mode,
+            transcript=transcript,
+            sandboxed=sandboxed,
+            boundary=boundary,
+            on_event=on_event,
+        )
 
 
 @asynccontextmanager
-async def open_workspace(project: Path, *, mcp: bool = True, user: Path | None = None
-                         ) -> AsyncIterator[Workspace]:
+async def open_workspace(
+    project: Path, *, mcp: bool = True, user: Path | None = None
+) -> AsyncIterator[Workspace]:
     """The project's workspace, with its MCP servers connected (and closed on exit)."""
     ws = Workspace.load(project, user=user)
     async with AsyncExitStack() as stack:

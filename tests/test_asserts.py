@@ -24,9 +24,14 @@ PACKAGES = ("speculate", "overlayfs", "bench")
 def _is_narrowing(test: ast.expr) -> bool:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return all(_is_narrowing(v) for v in test.values)
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
-            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
-            and _is_name_or_attribute(test.left))
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+        and _is_name_or_attribute(test.left)
+    )
 
 
 def _is_name_or_attribute(e: ast.expr) -> bool:
@@ -36,8 +41,10 @@ def _is_name_or_attribute(e: ast.expr) -> bool:
 
 
 def _is_pytest_module(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test_")
-               for n in tree.body)
+    return any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test_")
+        for n in tree.body
+    )
 
 
 def offending_asserts(package_dir: Path) -> list[str]:
@@ -50,8 +57,11 @@ def offending_asserts(package_dir: Path) -> list[str]:
         tree = ast.parse(path.read_text(), filename=rel)
         if _is_pytest_module(tree):
             continue
-        found += [f"{rel}:{n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree)
-                  if isinstance(n, ast.Assert) and not _is_narrowing(n.test)]
+        found += [
+            f"{rel}:{n.lineno}: {ast.unparse(n)}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assert) and not _is_narrowing(n.test)
+        ]
     return found
 
 
@@ -62,18 +72,21 @@ def test_production_code_asserts_only_to_narrow_types(package: str) -> None:
     assert bad == [], "asserts vanish under python -O; raise a project error instead:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize(("source", "allowed"), [
-    ("assert x is not None", True),
-    ("assert self.fe is not None, 'attach a front end first'", True),
-    ("assert a.b is not None and c is not None", True),
-    ("assert x", False),
-    ("assert isinstance(x, int)", False),
-    ("assert f() is not None", False),
-    ("assert x is not None or y is not None", False),
-    ("assert x is None", False),
-    ("assert x.y == 0", False),
-    ("assert x is not None and x.ready", False),
-])
+@pytest.mark.parametrize(
+    ("source", "allowed"),
+    [
+        ("assert x is not None", True),
+        ("assert self.fe is not None, 'attach a front end first'", True),
+        ("assert a.b is not None and c is not None", True),
+        ("assert x", False),
+        ("assert isinstance(x, int)", False),
+        ("assert f() is not None", False),
+        ("assert x is not None or y is not None", False),
+        ("assert x is None", False),
+        ("assert x.y == 0", False),
+        ("assert x is not None and x.ready", False),
+    ],
+)
 def test_the_check_tells_narrowing_from_an_invariant(source: str, allowed: bool, tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -111,8 +124,9 @@ for name, call in calls.items():
 
 
 def test_a_tool_handed_another_tools_input_says_so_under_python_O() -> None:
-    out = subprocess.run([sys.executable, "-O", "-c", _WRONG_INPUT], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-O", "-c", _WRONG_INPUT], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 6 and all(" raised: the " in line for line in lines), out.stdout

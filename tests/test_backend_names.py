@@ -56,10 +56,17 @@ def test_the_scan_finds_a_comparison(tmp_path: Path) -> None:
     (tmp_path / "speculate").mkdir()
     (tmp_path / "overlayfs" / "chooser.py").write_text(
         'def pick(b):\n    if b == "kernel":\n        return 1\n    if b in ("fuse", "x"):\n        return 2\n'
-        '    match b:\n        case "fuse-overlayfs":\n            return 3\n')
-    (tmp_path / "speculate" / "model.py").write_text('def sim(cfg):\n    return "claude-cli" != cfg.backend\n')
+        '    match b:\n        case "fuse-overlayfs":\n            return 3\n'
+    )
+    (tmp_path / "speculate" / "model.py").write_text(
+        'def sim(cfg):\n    return "claude-cli" != cfg.backend\n'
+    )
     assert [f.split(": ")[0] for f in name_comparisons(tmp_path, NAMES)] == [
-        "overlayfs/chooser.py:2", "overlayfs/chooser.py:4", "overlayfs/chooser.py:7", "speculate/model.py:2"]
+        "overlayfs/chooser.py:2",
+        "overlayfs/chooser.py:4",
+        "overlayfs/chooser.py:7",
+        "speculate/model.py:2",
+    ]
 
 
 def test_the_registries_are_where_the_names_come_from() -> None:

@@ -28,20 +28,52 @@ ALLOWED_CYCLES: dict[str, frozenset[frozenset[str]]] = {"top": frozenset(), "def
 
 # Which package may import which: overlayfs is the bottom (no speculate, no bench), speculate sits on it,
 # bench (the experiments) on both.
-BELOW = {"overlayfs": {"overlayfs"}, "speculate": {"speculate", "overlayfs"},
-         "bench": {"bench", "speculate", "overlayfs"}}
+BELOW = {
+    "overlayfs": {"overlayfs"},
+    "speculate": {"speculate", "overlayfs"},
+    "bench": {"bench", "speculate", "overlayfs"},
+}
 # The layers of docs/architecture.md, bottom up: a module imports from its own layer and those below it. A
 # module is in the layer of the longest prefix naming it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("overlayfs", ("overlayfs",)),
-    ("base", ("speculate", "speculate.types", "speculate.errors", "speculate.term", "speculate.tempfiles",
-              "speculate.nesting", "speculate.statistics", "speculate.cliparse", "speculate.transcript",
-              "speculate.prompts", "speculate.instruction_imports")),
+    (
+        "base",
+        (
+            "speculate",
+            "speculate.types",
+            "speculate.errors",
+            "speculate.term",
+            "speculate.tempfiles",
+            "speculate.nesting",
+            "speculate.statistics",
+            "speculate.cliparse",
+            "speculate.transcript",
+            "speculate.prompts",
+            "speculate.instruction_imports",
+        ),
+    ),
     ("tools", ("speculate.tools", "speculate.fs", "speculate.shell")),
-    ("loop", ("speculate.agent", "speculate.agent_calls", "speculate.workspace", "speculate.hooks",
-              "speculate.settings", "speculate.permissions", "speculate.compaction", "speculate.agent_types",
-              "speculate.instructions", "speculate.models", "speculate.sim", "speculate.mcp",
-              "speculate.permission_rules", "speculate.importers", "speculate.backends")),
+    (
+        "loop",
+        (
+            "speculate.agent",
+            "speculate.agent_calls",
+            "speculate.workspace",
+            "speculate.hooks",
+            "speculate.settings",
+            "speculate.permissions",
+            "speculate.compaction",
+            "speculate.agent_types",
+            "speculate.instructions",
+            "speculate.models",
+            "speculate.sim",
+            "speculate.mcp",
+            "speculate.permission_rules",
+            "speculate.importers",
+            "speculate.backends",
+        ),
+    ),
     ("engine", ("speculate.speculation", "speculate.session_types")),
     ("session", ("speculate.session", "speculate.session_compaction", "speculate.study")),
     ("drivers", ("bench", "speculate.repl")),
@@ -68,7 +100,8 @@ def _modules() -> dict[str, Path]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 @functools.cache
@@ -107,7 +140,7 @@ def _imports(path: Path, name: str, mods: dict[str, Path], *, deferred: bool) ->
                 base = node.module or ""
                 if node.level:
                     parts = name.split(".") if is_package else name.split(".")[:-1]
-                    parts = parts[:len(parts) - (node.level - 1)]
+                    parts = parts[: len(parts) - (node.level - 1)]
                     base = ".".join([*parts, base] if base else parts)
                 targets = []
                 for a in node.names:
@@ -185,22 +218,34 @@ def test_the_import_picture_has_no_circles(mode: str) -> None:
 
 def test_no_package_imports_one_above_it() -> None:
     graph = import_graph(deferred=True)
-    up = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
-                if t.partition(".")[0] not in BELOW[m.partition(".")[0]])
+    up = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if t.partition(".")[0] not in BELOW[m.partition(".")[0]]
+    )
     assert up == []
 
 
 def _layer(module: str) -> int:
-    found = [(len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes
-             if module == p or module.startswith(p + ".")]
+    found = [
+        (len(p), i)
+        for i, (_, prefixes) in enumerate(LAYERS)
+        for p in prefixes
+        if module == p or module.startswith(p + ".")
+    ]
     assert found, f"{module} is in no layer: add it to LAYERS and to docs/architecture.md"
     return max(found)[1]
 
 
 def test_no_module_imports_one_of_a_layer_above_it() -> None:
     graph = import_graph(deferred=True)
-    up = sorted(f"{m} ({LAYERS[_layer(m)][0]}) -> {t} ({LAYERS[_layer(t)][0]})"
-                for m, targets in graph.items() for t in targets if _layer(t) > _layer(m))
+    up = sorted(
+        f"{m} ({LAYERS[_layer(m)][0]}) -> {t} ({LAYERS[_layer(t)][0]})"
+        for m, targets in graph.items()
+        for t in targets
+        if _layer(t) > _layer(m)
+    )
     assert up == []
 
 
@@ -215,13 +260,21 @@ def test_the_wiring_is_on_top() -> None:
 
 def test_the_graph_sees_deferred_imports_and_skips_type_checking(tmp_path: Path) -> None:
     """The reader itself: a circle through a deferred import is one, a TYPE_CHECKING import is not."""
-    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from speculate import b\n"
-              "def f():\n    from speculate.c import x\n")
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from speculate import b\n"
+        "def f():\n    from speculate.c import x\n"
+    )
     path, init = tmp_path / "a.py", tmp_path / "__init__.py"
     path.write_text(source)
     init.write_text("from speculate.e import e\n")
-    mods = {"speculate": init, "speculate.a": path, "speculate.b": path, "speculate.c": path, "speculate.d": path,
-            "speculate.e": path}
+    mods = {
+        "speculate": init,
+        "speculate.a": path,
+        "speculate.b": path,
+        "speculate.c": path,
+        "speculate.d": path,
+        "speculate.e": path,
+    }
     assert _imports(path, "speculate.a", mods, deferred=False) == set()
     assert _imports(path, "speculate.a", mods, deferred=True) == {"speculate.c"}
     # a submodule by name is that module; a name the package's __init__ binds (even one that is also a

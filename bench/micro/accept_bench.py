@@ -61,12 +61,26 @@ def fork_messages(rels: list[str]) -> list[Message]:
     """The fork's part of a conversation that edited ``rels``: prompt, one Edit and result per file, answer."""
     msgs: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "do it"}]}]
     for i, rel in enumerate(rels):
-        msgs.append({"role": "assistant", "content": [
-            {"type": "text", "text": f"Editing {rel}."},
-            {"type": "tool_use", "id": f"tu{i}", "name": "Edit",
-             "input": {"file_path": rel, "old_string": "return", "new_string": "return 1 +"}}]})
-        msgs.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"tu{i}", "content": f"Edited {rel}."}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Editing {rel}."},
+                    {
+                        "type": "tool_use",
+                        "id": f"tu{i}",
+                        "name": "Edit",
+                        "input": {"file_path": rel, "old_string": "return", "new_string": "return 1 +"},
+                    },
+                ],
+            }
+        )
+        msgs.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"tu{i}", "content": f"Edited {rel}."}],
+            }
+        )
     msgs.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
     return msgs
 
@@ -76,14 +90,17 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool, recheck: bool,
-                windows: list[float]) -> tuple[float, float]:
+def accept_once(
+    project: Path, rels: list[str], n: int, rep: int, durable: bool, recheck: bool, windows: list[float]
+) -> tuple[float, float]:
     ov = Overlay(project)
-    chosen = rels[(rep * n) % len(rels):][:n] or rels[:n]
+    chosen = rels[(rep * n) % len(rels) :][:n] or rels[:n]
     for rel in chosen:
         ov.write_bytes(rel, f"# {n} files, rep {rep}, {recheck}\n".encode() + b"x = 1\n" * 40)
-    main: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                                  {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}]
+    main: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+    ]
     fork = main + fork_messages(chosen)
     steps.RECHECK = recheck
     steps.WINDOWS = []
@@ -115,10 +132,15 @@ def accept_once(project: Path, rels: list[str], n: int, rep: int, durable: bool,
 
 
 # The steps of a promotion the breakdown times: (label, owner, attribute).
-PHASES = (("journal the plan (begin)", journal, "begin"), ("prepare: stage and sync", steps.Steps, "prepare"),
-          ("journal marks (commit, finish)", journal, "mark"), ("apply: swap in and sync", steps.Steps, "apply"),
-          ("finish: drop backups, trash", steps.Steps, "finish"),
-          ("clear the upper layer", promote_mod, "_finalize_journal"), ("clear the journal", journal, "clear"))
+PHASES = (
+    ("journal the plan (begin)", journal, "begin"),
+    ("prepare: stage and sync", steps.Steps, "prepare"),
+    ("journal marks (commit, finish)", journal, "mark"),
+    ("apply: swap in and sync", steps.Steps, "apply"),
+    ("finish: drop backups, trash", steps.Steps, "finish"),
+    ("clear the upper layer", promote_mod, "_finalize_journal"),
+    ("clear the journal", journal, "clear"),
+)
 
 
 @contextlib.contextmanager
@@ -140,6 +162,7 @@ def timed(phases: dict[str, float], syncs: list[tuple[float, float]]) -> Iterato
         setattr(owner, name, call)
 
     for label, owner, name in PHASES:
+
         def add(t: float, u: float, label: str = label) -> None:
             phases[label] = phases.get(label, 0.0) + u - t
 
@@ -196,40 +219,70 @@ def breakdown(project: Path, rels: list[str], n: int, reps: int, durable: bool) 
     rest = [t - sum(p.values()) for t, p, _ in runs]
     print(f"| the rest (lock, changes, conflict check, plan) | {med(rest) * 1e3:.2f} |")
     print(f"| **promote()** | {med([t for t, _, _ in runs]) * 1e3:.2f} |")
-    print(f"| sequential sync rounds: count p50 (min-max) / their wall time p50 | "
-          f"{med([k for _, _, (k, _) in runs]):.0f} ({min(k for _, _, (k, _) in runs)}-"
-          f"{max(k for _, _, (k, _) in runs)}) / {med([w for _, _, (_, w) in runs]) * 1e3:.2f} |", flush=True)
+    print(
+        f"| sequential sync rounds: count p50 (min-max) / their wall time p50 | "
+        f"{med([k for _, _, (k, _) in runs]):.0f} ({min(k for _, _, (k, _) in runs)}-"
+        f"{max(k for _, _, (k, _) in runs)}) / {med([w for _, _, (_, w) in runs]) * 1e3:.2f} |",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.micro.accept_bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.micro.accept_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--reps", type=int, default=100, help="reps for 1 and 20 files (default 100)")
-    ap.add_argument("--reps-1000", type=int, default=20, help="reps for 1,000 files (default 20; 0 leaves "
-                    "that row out)")
-    ap.add_argument("--dir", type=Path, default=None, help="where the project and state dir go "
-                    "(default: a temp dir in $TMPDIR)")
-    ap.add_argument("--not-durable", action="store_true", help="promote(durable=False): no data or directory "
-                    "fsyncs (the journal's stay), to tell the disk's share from the rest")
-    ap.add_argument("--no-syncfs", action="store_true", help="durable batches always by per-file and "
-                    "per-directory fsyncs (overlayfs.flush.SYNCFS = False), to compare with syncfs")
-    ap.add_argument("--breakdown", type=int, default=0, metavar="N", help="also time the steps and the sync "
-                    "rounds of a promotion of N files (--reps reps)")
+    ap.add_argument(
+        "--reps-1000", type=int, default=20, help="reps for 1,000 files (default 20; 0 leaves that row out)"
+    )
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where the project and state dir go (default: a temp dir in $TMPDIR)",
+    )
+    ap.add_argument(
+        "--not-durable",
+        action="store_true",
+        help="promote(durable=False): no data or directory "
+        "fsyncs (the journal's stay), to tell the disk's share from the rest",
+    )
+    ap.add_argument(
+        "--no-syncfs",
+        action="store_true",
+        help="durable batches always by per-file and "
+        "per-directory fsyncs (overlayfs.flush.SYNCFS = False), to compare with syncfs",
+    )
+    ap.add_argument(
+        "--breakdown",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time the steps and the sync rounds of a promotion of N files (--reps reps)",
+    )
     a = ap.parse_args(argv)
     top = Path(tempfile.mkdtemp(prefix="accept-bench-", dir=a.dir))
     os.environ[ENV] = str(top / "state")  # never the user's own state dir
     try:
         project = top / "project"
         rels = build_project(project)
-        fs = subprocess.run(["stat", "-f", "-c", "%T", str(top)], capture_output=True, text=True).stdout.strip()
+        fs = subprocess.run(
+            ["stat", "-f", "-c", "%T", str(top)], capture_output=True, text=True
+        ).stdout.strip()
         durable = not a.not_durable
         flush.SYNCFS = not a.no_syncfs
         flush.Flush.sync = counted(flush.Flush.sync)  # type: ignore[method-assign]  # counts, same result
         load = Path("/proc/loadavg").read_text().split()[:3]
-        print(f"# {PROJECT_FILES}-file project on {fs} ({top}); durable={durable}; {os.cpu_count()} cores, "
-              f"kernel {os.uname().release}, Python {sys.version.split()[0]}")
-        print("| files | reps | promote p50 before / after (ms) | promote p99 before / after (ms) | "
-              "accept p50 after (ms) | injection p50 (ms) |")
+        print(
+            f"# {PROJECT_FILES}-file project on {fs} ({top}); durable={durable}; {os.cpu_count()} cores, "
+            f"kernel {os.uname().release}, Python {sys.version.split()[0]}"
+        )
+        print(
+            "| files | reps | promote p50 before / after (ms) | promote p99 before / after (ms) | "
+            "accept p50 after (ms) | injection p50 (ms) |"
+        )
         print("|---|---|---|---|---|---|")
         windows: dict[tuple[int, bool], list[float]] = {}
         for n, reps in ((1, a.reps), (20, a.reps), (1000, a.reps_1000)):
@@ -239,21 +292,27 @@ def main(argv: list[str] | None = None) -> int:
                 accept_once(project, rels, n, -1, durable, recheck, [])  # warm-up
             runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
             for r in range(reps):
-                for recheck in ((False, True) if r % 2 else (True, False)):
+                for recheck in (False, True) if r % 2 else (True, False):
                     w = windows.setdefault((n, recheck), [])
                     runs[recheck].append(accept_once(project, rels, n, r, durable, recheck, w))
             prom = {k: [p for p, _ in v] for k, v in runs.items()}
             acc = [t for _, t in runs[True]]
             inj = [t - p for p, t in runs[True]]
-            print(f"| {n} | {reps} | {pct(prom[False], 0.5) * 1e3:.1f} / {pct(prom[True], 0.5) * 1e3:.1f} | "
-                  f"{pct(prom[False], 0.99) * 1e3:.1f} / {pct(prom[True], 0.99) * 1e3:.1f} | "
-                  f"{pct(acc, 0.5) * 1e3:.1f} | {statistics.median(inj) * 1e3:.2f} |", flush=True)
+            print(
+                f"| {n} | {reps} | {pct(prom[False], 0.5) * 1e3:.1f} / {pct(prom[True], 0.5) * 1e3:.1f} | "
+                f"{pct(prom[False], 0.99) * 1e3:.1f} / {pct(prom[True], 0.99) * 1e3:.1f} | "
+                f"{pct(acc, 0.5) * 1e3:.1f} | {statistics.median(inj) * 1e3:.2f} |",
+                flush=True,
+            )
         print("\n| files | conflict window before: p50 / max (ms) | after: p50 / p99 / max (µs) |")
         print("|---|---|---|")
         for n in (n for n in (1, 20, 1000) if (n, True) in windows):
             b, w = windows[(n, False)], windows[(n, True)]
-            print(f"| {n} | {pct(b, 0.5) * 1e3:.2f} / {max(b) * 1e3:.2f} | {pct(w, 0.5) * 1e6:.1f} / "
-                  f"{pct(w, 0.99) * 1e6:.1f} / {max(w) * 1e6:.1f} |", flush=True)
+            print(
+                f"| {n} | {pct(b, 0.5) * 1e3:.2f} / {max(b) * 1e3:.2f} | {pct(w, 0.5) * 1e6:.1f} / "
+                f"{pct(w, 0.99) * 1e6:.1f} / {max(w) * 1e6:.1f} |",
+                flush=True,
+            )
         if a.breakdown:
             breakdown(project, rels, a.breakdown, a.reps, durable)
         checks = []
@@ -262,12 +321,16 @@ def main(argv: list[str] | None = None) -> int:
             if (recovered := recover_project(project)) is not None:
                 raise BenchRunFailed(f"the recovery check found something pending: {recovered}")
             checks.append(time.perf_counter() - t)
-        print(f"\ndurable batches (two per promotion): {HOW.get('syncfs', 0)} by one syncfs, {HOW.get('fsync', 0)} "
-              f"by fsyncs (overlayfs.flush: syncfs {'off' if a.no_syncfs else 'on'}, limit "
-              f"{flush.DIRTY_LIMIT >> 20} MiB of others' dirty data); load average "
-              f"{' '.join(load)} at the start, {' '.join(Path('/proc/loadavg').read_text().split()[:3])} at the end")
-        print(f"\nstart-up recovery check, nothing pending (recover_project, 2000 reps): "
-              f"p50 {pct(checks, 0.5) * 1e3:.3f} ms, p99 {pct(checks, 0.99) * 1e3:.3f} ms")
+        print(
+            f"\ndurable batches (two per promotion): {HOW.get('syncfs', 0)} by one syncfs, {HOW.get('fsync', 0)} "
+            f"by fsyncs (overlayfs.flush: syncfs {'off' if a.no_syncfs else 'on'}, limit "
+            f"{flush.DIRTY_LIMIT >> 20} MiB of others' dirty data); load average "
+            f"{' '.join(load)} at the start, {' '.join(Path('/proc/loadavg').read_text().split()[:3])} at the end"
+        )
+        print(
+            f"\nstart-up recovery check, nothing pending (recover_project, 2000 reps): "
+            f"p50 {pct(checks, 0.5) * 1e3:.3f} ms, p99 {pct(checks, 0.99) * 1e3:.3f} ms"
+        )
     finally:
         remove_tree(top)
     return 0

@@ -31,9 +31,9 @@ WRITERS = {
     "fallocate": TINY + "i=0; while fallocate -l 1M fa$i 2>/dev/null; do i=$((i+1)); done; true",
     "dd": TINY + "i=0; while dd if=/dev/zero of=dd$i bs=4M count=1 2>/dev/null; do i=$((i+1)); done; true",
     "python": TINY + "python3 -c \"\nb = b'x' * (1 << 20)\nfor i in range(100000):\n    try:\n"
-              "        open(f'w{i}', 'wb').write(b)\n    except OSError:\n        pass\n\"",
+    "        open(f'w{i}', 'wb').write(b)\n    except OSError:\n        pass\n\"",
     "inodes": TINY + "python3 -c \"\nn = 0\ntry:\n    while n < 10**6:\n        open(f'i{n}', 'w').close()\n"
-              "        n += 1\nexcept OSError:\n    pass\n\"",
+    '        n += 1\nexcept OSError:\n    pass\n"',
 }
 
 
@@ -55,8 +55,12 @@ def measure(backend: str, writer: str, bound: int, inodes: int, lower: Path) -> 
         peak_bytes, peak_inodes = getattr(r, "upper_peak", None) or (0, 0)
     finally:
         ov.discard()
-    return {"over_bytes": max(used, peak_bytes) - bound, "over_inodes": max(count, peak_inodes) - inodes,
-            "flagged": r.limit, "wall_s": round(wall, 2)}
+    return {
+        "over_bytes": max(used, peak_bytes) - bound,
+        "over_inodes": max(count, peak_inodes) - inodes,
+        "flagged": r.limit,
+        "wall_s": round(wall, 2),
+    }
 
 
 def run(backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dict[str, Any]]]:
@@ -72,17 +76,27 @@ def run(backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dic
 
 def baseline(rev: str, backends: list[str], bound: int, inodes: int) -> dict[str, dict[str, dict[str, Any]]]:
     with tempfile.TemporaryDirectory(prefix="bound-bench-old-") as d:
-        archive = subprocess.run(["git", "-C", os.fspath(REPO), "archive", rev, "overlayfs"], capture_output=True)
+        archive = subprocess.run(
+            ["git", "-C", os.fspath(REPO), "archive", rev, "overlayfs"], capture_output=True
+        )
         if archive.returncode != 0:
-            print(f"# no baseline: git archive {rev} failed: {archive.stderr.decode().strip()}", file=sys.stderr)
+            print(
+                f"# no baseline: git archive {rev} failed: {archive.stderr.decode().strip()}", file=sys.stderr
+            )
             return {}
         subprocess.run(["tar", "-x", "-C", d], input=archive.stdout, check=True)
-        code = (f"import json, sys; from bench.micro.bound_bench import run; "
-                f"print(json.dumps(run({backends!r}, {bound}, {inodes})))")
+        code = (
+            f"import json, sys; from bench.micro.bound_bench import run; "
+            f"print(json.dumps(run({backends!r}, {bound}, {inodes})))"
+        )
         extra = os.environ.get("PYTHONPATH")
-        r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": f"{d}:{REPO}"
-                                                               + (f":{extra}" if extra else "")},
-                           capture_output=True, text=True, cwd=d)
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": f"{d}:{REPO}" + (f":{extra}" if extra else "")},
+            capture_output=True,
+            text=True,
+            cwd=d,
+        )
         if r.returncode != 0:
             print(f"# baseline {rev} failed: {r.stderr.strip()[-500:]}", file=sys.stderr)
             return {}
@@ -93,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.micro.bound_bench", description=__doc__)
     ap.add_argument("--bytes-mib", type=int, default=64)
     ap.add_argument("--inodes", type=int, default=5000)
-    ap.add_argument("--baseline-rev", default=None, help="also run the writers with this revision's overlayfs")
+    ap.add_argument(
+        "--baseline-rev", default=None, help="also run the writers with this revision's overlayfs"
+    )
     ap.add_argument("--backends", default=",".join(BACKENDS))
     args = ap.parse_args(argv)
     from overlayfs.mount import unavailable_reason
@@ -102,20 +118,30 @@ def main(argv: list[str] | None = None) -> int:
     bound = args.bytes_mib * MiB
     new = run(backends, bound, args.inodes)
     old = baseline(args.baseline_rev, backends, bound, args.inodes) if args.baseline_rev else {}
-    print(f"\nbound {args.bytes_mib} MiB, {args.inodes} inodes; uid {os.geteuid()}, {os.cpu_count()} cores, "
-          f"kernel {os.uname().release}")
-    print("| backend | writer | bytes over the bound | inodes over | flagged | wall s |"
-          + (f" before ({args.baseline_rev}): bytes over | inodes over | flagged | wall s |" if old else ""))
+    print(
+        f"\nbound {args.bytes_mib} MiB, {args.inodes} inodes; uid {os.geteuid()}, {os.cpu_count()} cores, "
+        f"kernel {os.uname().release}"
+    )
+    print(
+        "| backend | writer | bytes over the bound | inodes over | flagged | wall s |"
+        + (f" before ({args.baseline_rev}): bytes over | inodes over | flagged | wall s |" if old else "")
+    )
     print("|---|---|---|---|---|---|" + ("---|---|---|---|" if old else ""))
     for b in backends:
         for w in WRITERS:
             n = new[b][w]
-            row = (f"| {b} | {w} | {n['over_bytes'] / MiB:+.2f} MiB | {n['over_inodes']:+d} | {n['flagged'] or 'no'} "
-                   f"| {n['wall_s']} |")
+            row = (
+                f"| {b} | {w} | {n['over_bytes'] / MiB:+.2f} MiB | {n['over_inodes']:+d} | {n['flagged'] or 'no'} "
+                f"| {n['wall_s']} |"
+            )
             if old:
                 o = old.get(b, {}).get(w)
-                row += (f" {o['over_bytes'] / MiB:+.2f} MiB | {o['over_inodes']:+d} | {o['flagged'] or 'no'} | "
-                        f"{o['wall_s']} |" if o else " n/a | | | |")
+                row += (
+                    f" {o['over_bytes'] / MiB:+.2f} MiB | {o['over_inodes']:+d} | {o['flagged'] or 'no'} | "
+                    f"{o['wall_s']} |"
+                    if o
+                    else " n/a | | | |"
+                )
             print(row)
     return 0
 

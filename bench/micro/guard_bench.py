@@ -68,15 +68,19 @@ def main(argv: list[str] | None = None) -> int:
             with Overlay(lower=root) as ov:
                 for rel in rels[:n]:
                     ov.write_text(rel, "rewritten\n")
-                for rel in rels[n:n + max(1, n // 10)]:
+                for rel in rels[n : n + max(1, n // 10)]:
                     ov.unlink(rel)
                 changes = ov.changes()
                 prot = Protection(["deploy/"])
-                cols = [timed(ov.changes, args.reps),
-                        timed(functools.partial(check_overlay, ov, changes, protection=prot, command="cmd"),
-                              args.reps),
-                        timed(functools.partial(snapshot, ov.upper), args.reps),
-                        timed(lambda: renames(ov.changes(), ov.lower, ov.upper), args.reps)]
+                cols = [
+                    timed(ov.changes, args.reps),
+                    timed(
+                        functools.partial(check_overlay, ov, changes, protection=prot, command="cmd"),
+                        args.reps,
+                    ),
+                    timed(functools.partial(snapshot, ov.upper), args.reps),
+                    timed(lambda: renames(ov.changes(), ov.lower, ov.upper), args.reps),
+                ]
             print(f"{n:>6} " + " ".join(f"{statistics.median(c):>7.2f} / {pct(c, 0.99):>6.2f}" for c in cols))
     return 0
 

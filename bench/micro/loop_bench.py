@@ -62,8 +62,12 @@ async def one_turn(tree: Path, fork: bool, time_scale: float) -> tuple[float, in
 
     greps = 0
     with SimServer([parse_scenario(SCENARIO)], time_scale=time_scale) as sim:
-        async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
-                SessionConfig(project=tree, model=model, speculate=False, mcp=False), on_event=on_event) as s:
+        async with (
+            AnthropicModel(base_url=sim.base_url, api_key="x") as model,
+            open_session(
+                SessionConfig(project=tree, model=model, speculate=False, mcp=False), on_event=on_event
+            ) as s,
+        ):
             overlay = Overlay(lower=tree)
             ctx = ToolContext(fs=overlay, shell=s.ctx.shell, spill_dir=s.spill_dir)
 
@@ -99,19 +103,26 @@ def main() -> None:
         t0 = time.perf_counter()
         build_tree(tree, args.files)
         print(f"tree: {args.files} files in {time.perf_counter() - t0:.1f}s; time scale {args.time_scale}")
-        results: dict[str, list[tuple[float, int, int]]] = {"no fork": [], "threads (now)": [],
-                                                            "inline (before)": []}
+        results: dict[str, list[tuple[float, int, int]]] = {
+            "no fork": [],
+            "threads (now)": [],
+            "inline (before)": [],
+        }
         for _ in range(args.reps):
             for label in results:
                 tool_base.INLINE_IO = label == "inline (before)"
                 results[label].append(trio.run(one_turn, tree, label != "no fork", args.time_scale))
         tool_base.INLINE_IO = False
-    print(f"{'main turn while a fork greps':<30} {'largest gap (ms)':>18} {'median of reps':>15} "
-          f"{'deltas':>7} {'greps':>6}")
+    print(
+        f"{'main turn while a fork greps':<30} {'largest gap (ms)':>18} {'median of reps':>15} "
+        f"{'deltas':>7} {'greps':>6}"
+    )
     for label, rows in results.items():
         gaps = [r[0] * 1000 for r in rows]
-        print(f"{label:<30} {max(gaps):>18.1f} {statistics.median(gaps):>15.1f} {rows[0][1]:>7} "
-              f"{sum(r[2] for r in rows) / len(rows):>6.1f}")
+        print(
+            f"{label:<30} {max(gaps):>18.1f} {statistics.median(gaps):>15.1f} {rows[0][1]:>7} "
+            f"{sum(r[2] for r in rows) / len(rows):>6.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ def build_tree(root: Path, files: int, big_mb: int) -> None:
         for _ in range(big_mb):
             f.write(chunk)
     (root / "log.txt").write_text("start\n")
-    shutil.copytree(SAMPLE, root / "project",
-                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache"))
+    shutil.copytree(
+        SAMPLE, root / "project", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".ruff_cache")
+    )
 
 
 def sh(cmd: str, cwd: Path) -> None:
@@ -116,9 +117,20 @@ def time_native(lower: Path, name: str, fn: Callable[[Path], object], reps: int)
 def old_server(ov: SimpleNamespace, code: str) -> Iterator[Path]:
     """Another revision's FUSE server (its ``overlayfs`` package in ``code``) serving ``ov``."""
     root = Path(tempfile.mkdtemp(prefix="mb-old-mnt-", dir=Path(ov.metadir).parent))
-    proc = subprocess.Popen([sys.executable, "-m", "overlayfs.fuse", os.fspath(ov.lower), os.fspath(ov.upper),
-                             os.fspath(ov.metadir), os.fspath(root)], stdout=subprocess.PIPE, cwd="/",
-                            env={**os.environ, "PYTHONPATH": code})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "overlayfs.fuse",
+            os.fspath(ov.lower),
+            os.fspath(ov.upper),
+            os.fspath(ov.metadir),
+            os.fspath(root),
+        ],
+        stdout=subprocess.PIPE,
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": code},
+    )
     try:
         assert proc.stdout is not None
         if (line := proc.stdout.readline().strip()) != b"ready":
@@ -207,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline_rev and "fuse" in backends:
             code = top / "old"
             code.mkdir()
-            tar = subprocess.run(["git", "-C", os.fspath(REPO), "archive", args.baseline_rev, "overlayfs"],
-                                 capture_output=True, check=True).stdout
+            tar = subprocess.run(
+                ["git", "-C", os.fspath(REPO), "archive", args.baseline_rev, "overlayfs"],
+                capture_output=True,
+                check=True,
+            ).stdout
             subprocess.run(["tar", "-x", "-C", os.fspath(code)], input=tar, check=True)
             backends.insert(backends.index("fuse") + 1, f"fuse@{code}")
             labels.insert(labels.index("fuse") + 1, f"fuse ({args.baseline_rev})")
@@ -225,14 +240,23 @@ def main(argv: list[str] | None = None) -> int:
                     per[b].append(time_mounted(lower, b, fn, 1, name))
             rows.append((name, native, [statistics.median(per[b]) for b in backends]))
             print(f"# {name}: done", file=sys.stderr)
-        native_e2e = time_native(lower, "pytest sample project", WORKLOADS["pytest sample project"], args.reps)
-        rows.append(("pytest, sandboxed (ns + mount)", native_e2e,
-                     [time_sandboxed(lower, b, args.reps) if "@" not in b else float("nan") for b in backends]))
+        native_e2e = time_native(
+            lower, "pytest sample project", WORKLOADS["pytest sample project"], args.reps
+        )
+        rows.append(
+            (
+                "pytest, sandboxed (ns + mount)",
+                native_e2e,
+                [time_sandboxed(lower, b, args.reps) if "@" not in b else float("nan") for b in backends],
+            )
+        )
     finally:
         shutil.rmtree(top, ignore_errors=True)
-    print(f"\nmedian of {args.reps}, ms (x native); first pass through a fresh mount; "
-          f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nmedian of {args.reps}, ms (x native); first pass through a fresh mount; "
+        f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     header = ["workload", "native", *labels]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
@@ -240,14 +264,22 @@ def main(argv: list[str] | None = None) -> int:
         cells = [f"{v:.0f} ({v / native:.1f}x)" if v == v else "n/a" for v in vals]
         print(f"| {name} | {native:.0f} | " + " | ".join(cells) + " |")
     served = [(b, label) for b, label in zip(backends, labels, strict=True) if b != "kernel"]
-    print("\nCPU time of the FUSE server process during each workload (user+sys, ms, median; steadier than "
-          "seconds on a loaded machine)")
+    print(
+        "\nCPU time of the FUSE server process during each workload (user+sys, ms, median; steadier than "
+        "seconds on a loaded machine)"
+    )
     print("| workload | " + " | ".join(label for _, label in served) + " |")
     print("|---" * (len(served) + 1) + "|")
     for name, _, _ in rows:
         if any((name, b) in CPU for b, _ in served):
-            print(f"| {name} | " + " | ".join(f"{statistics.median(CPU[(name, b)]) * 1000:.0f}"
-                                             if (name, b) in CPU else "n/a" for b, _ in served) + " |")
+            print(
+                f"| {name} | "
+                + " | ".join(
+                    f"{statistics.median(CPU[(name, b)]) * 1000:.0f}" if (name, b) in CPU else "n/a"
+                    for b, _ in served
+                )
+                + " |"
+            )
     return 0
 
 

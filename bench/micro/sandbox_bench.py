@@ -90,15 +90,20 @@ class Timer:
         self._dir = tempfile.TemporaryDirectory(prefix="sandbox-bench-old-") if rev else None
         path = os.fspath(REPO)
         if self._dir is not None and rev:
-            archive = subprocess.run(["git", "-C", path, "archive", rev, "overlayfs"], capture_output=True,
-                                     check=True)
+            archive = subprocess.run(
+                ["git", "-C", path, "archive", rev, "overlayfs"], capture_output=True, check=True
+            )
             subprocess.run(["tar", "-x", "-C", self._dir.name], input=archive.stdout, check=True)
             path = self._dir.name
         extra = os.environ.get("PYTHONPATH")  # a normal user's run may name the venv's packages there
-        self.proc = subprocess.Popen([sys.executable, "-c", _TIMER, os.fspath(lower), backend, str(commands)],
-                                     env={**os.environ, "PYTHONPATH": path + (os.pathsep + extra if extra else "")},
-                                     stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, cwd=path)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _TIMER, os.fspath(lower), backend, str(commands)],
+            env={**os.environ, "PYTHONPATH": path + (os.pathsep + extra if extra else "")},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=path,
+        )
         self.once()  # warm: the probes and the seccomp filter are computed once per process
 
     def once(self) -> list[Any]:
@@ -119,12 +124,19 @@ class Timer:
             self._dir.cleanup()
 
 
-STARTUP_COLUMNS = ("overlay made", "first command", "later command", "after a file-tool write", "discard",
-                   "CPU per later command")
+STARTUP_COLUMNS = (
+    "overlay made",
+    "first command",
+    "later command",
+    "after a file-tool write",
+    "discard",
+    "CPU per later command",
+)
 
 
-def startups(lower: Path, backend: str, reps: int, rev: str | None, commands: int = 5
-             ) -> tuple[list[float], list[float] | None]:
+def startups(
+    lower: Path, backend: str, reps: int, rev: str | None, commands: int = 5
+) -> tuple[list[float], list[float] | None]:
     """Medians (ms) of :data:`STARTUP_COLUMNS`, this checkout's and ``rev``'s, interleaved round by round."""
     timers = [Timer(lower, backend, None, commands)]
     try:
@@ -162,7 +174,9 @@ def pytest_ms(lower: Path, backend: str | None, reps: int) -> float:
         try:
             s = run_sandboxed(ov, cmd, timeout=300, backend=backend)
             if s.exit_code != 0:
-                raise BenchRunFailed(f"{cmd} in the sandbox exited {s.exit_code}: {s.stdout[-500:] + s.stderr[-500:]!r}")
+                raise BenchRunFailed(
+                    f"{cmd} in the sandbox exited {s.exit_code}: {s.stdout[-500:] + s.stderr[-500:]!r}"
+                )
         finally:
             ov.discard()
 
@@ -181,7 +195,11 @@ def cancel_ms(lower: Path, backend: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.micro.sandbox_bench", description=__doc__)
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--baseline-rev", default="572df98", help="git revision of the previous sandbox (default: before issue #27)")
+    ap.add_argument(
+        "--baseline-rev",
+        default="572df98",
+        help="git revision of the previous sandbox (default: before issue #27)",
+    )
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--startup-only", action="store_true", help="skip the pytest and cancel figures")
     ap.add_argument("--commands", type=int, default=5, help="later commands per speculation, each way")
@@ -207,17 +225,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# {b}: done", file=sys.stderr)
     finally:
         shutil.rmtree(top, ignore_errors=True)
-    print(f"\nms, median of {args.reps} speculations of 1 + {2 * args.commands} commands (pytest: of "
-          f"{max(3, args.reps // 3)}); uid {os.geteuid()}, {os.cpu_count()} cores, kernel {os.uname().release}, "
-          f"load average {os.getloadavg()[0]:.1f}; native `bash -c true`: {native:.1f} ms; "
-          f"previous: {args.baseline_rev}, interleaved round by round; CPU: user+sys of the timing process and "
-          "the sandbox's processes per later command (steadier than seconds on a loaded machine)")
-    print("| backend | " + " | ".join(f"{c} (previous)" for c in STARTUP_COLUMNS)
-          + " | pytest native | pytest sandboxed | cancel p50 | cancel max |")
+    print(
+        f"\nms, median of {args.reps} speculations of 1 + {2 * args.commands} commands (pytest: of "
+        f"{max(3, args.reps // 3)}); uid {os.geteuid()}, {os.cpu_count()} cores, kernel {os.uname().release}, "
+        f"load average {os.getloadavg()[0]:.1f}; native `bash -c true`: {native:.1f} ms; "
+        f"previous: {args.baseline_rev}, interleaved round by round; CPU: user+sys of the timing process and "
+        "the sandbox's processes per later command (steadier than seconds on a loaded machine)"
+    )
+    print(
+        "| backend | "
+        + " | ".join(f"{c} (previous)" for c in STARTUP_COLUMNS)
+        + " | pytest native | pytest sandboxed | cancel p50 | cancel max |"
+    )
     print("|---" * (len(STARTUP_COLUMNS) + 5) + "|")
     for b, new, old, rest in rows:
-        cells = [f"{n:.1f} ({o:.1f})" if old is not None else f"{n:.1f} (n/a)"
-                 for n, o in zip(new, old or new, strict=True)]
+        cells = [
+            f"{n:.1f} ({o:.1f})" if old is not None else f"{n:.1f} (n/a)"
+            for n, o in zip(new, old or new, strict=True)
+        ]
         more = "| | | |"
         if rest is not None:
             pn, pb, c50, cmax = rest

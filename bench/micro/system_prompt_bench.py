@@ -59,7 +59,9 @@ turns:
 PROMPTS = ("what does this project do?", "where is the command line defined?")
 # A CLAUDE.md of a typical size (~4 KB, ~1000 tokens).
 CLAUDE_MD = "# Conventions\n" + "".join(
-    f"- Rule {i}: keep module {i} small, typed, tested with pytest, and formatted with ruff.\n" for i in range(50))
+    f"- Rule {i}: keep module {i} small, typed, tested with pytest, and formatted with ruff.\n"
+    for i in range(50)
+)
 
 
 def project(base: Path, name: str) -> Path:
@@ -80,7 +82,9 @@ def key(layout: str, root: Path) -> CacheKey:
     return CacheKey.build(model="claude-sonnet-4-6", system=system, tools=tools)
 
 
-async def first_request_share(layout: str, case: str, *, gap_min: float, time_scale: float) -> tuple[float, Any]:
+async def first_request_share(
+    layout: str, case: str, *, gap_min: float, time_scale: float
+) -> tuple[float, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         a = project(Path(tmp), "shop")
         b = a if case != "other project" else project(Path(tmp), "warehouse")
@@ -98,9 +102,13 @@ async def first_request_share(layout: str, case: str, *, gap_min: float, time_sc
 
 async def run_session(model: AnthropicModel, layout: str, root: Path, prompt: str) -> Any:
     tools = default_tools()
-    agent = Agent(model=model, key=key(layout, root), tools=tools,
-                  ctx=ToolContext(fs=LocalFS(root), shell=LocalShell(root), spill_dir=root.parent / "spill"),
-                  authorizer=MainAuthorizer(mode="acceptEdits", allow=[], deny=[], ask=None, root=root))
+    agent = Agent(
+        model=model,
+        key=key(layout, root),
+        tools=tools,
+        ctx=ToolContext(fs=LocalFS(root), shell=LocalShell(root), spill_dir=root.parent / "spill"),
+        authorizer=MainAuthorizer(mode="acceptEdits", allow=[], deny=[], ask=None, root=root),
+    )
     return await agent.run(prompt)
 
 
@@ -111,15 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     layouts = ("main", "one block", "two parts")
     cases = ("same project", "instructions edited", "other project")
-    print(f"cache-read share of the second session's first request, {args.gap_min:g} simulated minutes "
-          "after the first (read / all input tokens)\n")
+    print(
+        f"cache-read share of the second session's first request, {args.gap_min:g} simulated minutes "
+        "after the first (read / all input tokens)\n"
+    )
     print(f"| layout | {' | '.join(cases)} |\n|---|{'---|' * len(cases)}")
     t0 = time.perf_counter()
     for layout in layouts:
         cells = []
         for case in cases:
-            share, u = trio.run(functools.partial(first_request_share, layout, case, gap_min=args.gap_min,
-                                                  time_scale=args.time_scale))
+            share, u = trio.run(
+                functools.partial(
+                    first_request_share, layout, case, gap_min=args.gap_min, time_scale=args.time_scale
+                )
+            )
             cells.append(f"{share:.0%} ({u.cache_read_input_tokens}/{u.total_input})")
         print(f"| {layout} | {' | '.join(cells)} |")
     print(f"\n({time.perf_counter() - t0:.1f} s)")

@@ -74,12 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("mountpoint", type=Path)
     ap.add_argument("--owner-pid", type=int, default=None, help="unmount and exit when this process ends")
     ap.add_argument("--workdir", type=Path, default=None, help="the overlay's work dir (upper's filesystem)")
-    ap.add_argument("--control-fd", type=int, default=None,
-                    help="a unix socket on which the owner names upper-layer paths it changed itself")
+    ap.add_argument(
+        "--control-fd",
+        type=int,
+        default=None,
+        help="a unix socket on which the owner names upper-layer paths it changed itself",
+    )
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
-                        format="overlayfs.fuse[%(process)d] %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="overlayfs.fuse[%(process)d] %(levelname)s %(message)s",
+    )
     for name in ("lower", "upper", "metadir", "mountpoint"):
         p: Path = getattr(args, name)
         if not p.is_dir():

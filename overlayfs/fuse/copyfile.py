@@ -50,8 +50,12 @@ def copy_file(src: str, dst: str, st: os.stat_result, *, data: bool, work: str |
 
 def _link_fd(fd: int, dst: str) -> None:
     # os.link() would link the /proc magic link itself (EXDEV); linkat with AT_SYMLINK_FOLLOW follows it.
-    if _libc.linkat(_AT_FDCWD, f"/proc/self/fd/{fd}".encode(), _AT_FDCWD, os.fsencode(dst),
-                    _AT_SYMLINK_FOLLOW) != 0:
+    if (
+        _libc.linkat(
+            _AT_FDCWD, f"/proc/self/fd/{fd}".encode(), _AT_FDCWD, os.fsencode(dst), _AT_SYMLINK_FOLLOW
+        )
+        != 0
+    ):
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), dst)
 

@@ -40,6 +40,7 @@ def external(tree: MergedTree, rels: list[str]) -> tuple[list[tuple[int, str]], 
         entries.append((parent.ino, name))
     return entries, attrs
 
+
 def _refresh_dir(tree: MergedTree, node: Node, entries: list[tuple[int, str]]) -> bool:
     """Re-read a cached directory's layers; False if the merged view has no directory there now."""
     parent = node.parent
@@ -52,7 +53,9 @@ def _refresh_dir(tree: MergedTree, node: Node, entries: list[tuple[int, str]]) -
     st = ust if ust is not None else lst
     if st is None or not stat_mod.S_ISDIR(st.st_mode):
         return False
-    opaque = ust is not None and (layer.is_opaque(up) or (lst is not None and not stat_mod.S_ISDIR(lst.st_mode)))
+    opaque = ust is not None and (
+        layer.is_opaque(up) or (lst is not None and not stat_mod.S_ISDIR(lst.st_mode))
+    )
     lower = lst is not None
     if (opaque and not node.opaque) or (node.lower and not lower):  # lower children hidden now
         for name, kid in list(node.kids.items()):
@@ -60,6 +63,7 @@ def _refresh_dir(tree: MergedTree, node: Node, entries: list[tuple[int, str]]) -
             entries.append((node.ino, name))
     node.upper, node.lower, node.opaque = ust is not None, lower, opaque
     return True
+
 
 def _drop_subtree(tree: MergedTree, node: Node) -> None:
     for kid in list(node.kids.values()):

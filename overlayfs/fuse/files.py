@@ -41,8 +41,10 @@ class Files:
         self._check_named(node)
         tree = self.tree
         rel = tree.rel(node)
-        fd = os.open(f"{tree.upper_s if node.upper else tree.lower_s}/{rel}" if rel else tree.upper_s,
-                     os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(
+            f"{tree.upper_s if node.upper else tree.lower_s}/{rel}" if rel else tree.upper_s,
+            os.O_RDONLY | os.O_CLOEXEC,
+        )
         if not node.upper:
             st = os.fstat(fd)
             if stat_mod.S_ISREG(st.st_mode):

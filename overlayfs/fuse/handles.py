@@ -57,7 +57,9 @@ def fuse_error(code: int) -> FUSEError:
 
 def entry_attributes(node: Node, st: os.stat_result) -> StatEntry:
     # A hard-linked file has one inode per name here: no attribute caching keeps the names coherent.
-    return StatEntry(node.ino, st, TIMEOUT, TIMEOUT if st.st_nlink <= 1 or stat_mod.S_ISDIR(st.st_mode) else 0)
+    return StatEntry(
+        node.ino, st, TIMEOUT, TIMEOUT if st.st_nlink <= 1 or stat_mod.S_ISDIR(st.st_mode) else 0
+    )
 
 
 class HandleOps:
@@ -99,8 +101,11 @@ class HandleOps:
     def refused(self) -> None:
         """The upper layer's filesystem refused a write as full: leave the mark the sandbox's runner reads."""
         with contextlib.suppress(OSError):
-            os.close(os.open(self.tree.metadir / layer.REFUSED_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
-                             0o600))
+            os.close(
+                os.open(
+                    self.tree.metadir / layer.REFUSED_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600
+                )
+            )
 
     def fsync(self, inode: int, datasync: bool) -> None:
         fd = self.files.any(self.tree.get(inode))

@@ -26,9 +26,27 @@ _HIDDEN_XATTR = (b"trusted.overlay.", b"user.overlay.")
 _OPEN_STRIP = os.O_CREAT | os.O_EXCL | os.O_NOCTTY | getattr(os, "O_DIRECT", 0)
 
 _HANDLERS = (
-    "lookup", "forget", "getattr", "setattr", "readlink", "readdir", "mkdir", "rmdir", "unlink", "symlink",
-    "rename", "link", "read", "write", "fsync", "statfs", "getxattr", "setxattr",
-    "listxattr", "removexattr", "mknod",
+    "lookup",
+    "forget",
+    "getattr",
+    "setattr",
+    "readlink",
+    "readdir",
+    "mkdir",
+    "rmdir",
+    "unlink",
+    "symlink",
+    "rename",
+    "link",
+    "read",
+    "write",
+    "fsync",
+    "statfs",
+    "getxattr",
+    "setxattr",
+    "listxattr",
+    "removexattr",
+    "mknod",
 )
 
 
@@ -106,8 +124,9 @@ class OverlayOps(HandleOps):
         node = self.tree.get(inode)
         return entry_attributes(node, self._stat(node))
 
-    def setattr(self, inode: int, attr: EntryAttributes, fields: wire.SetattrFields,
-                fh: int | None, ctx: Context) -> Entry:
+    def setattr(
+        self, inode: int, attr: EntryAttributes, fields: wire.SetattrFields, fh: int | None, ctx: Context
+    ) -> Entry:
         node = self.tree.get(inode)
         target: int | str
         if node.parent is None and node is not self.tree.root:
@@ -126,12 +145,18 @@ class OverlayOps(HandleOps):
         if fields.update_mode and not is_link:
             os.chmod(target, stat_mod.S_IMODE(attr.st_mode))
         if fields.update_uid or fields.update_gid:
-            os.chown(target, attr.st_uid if fields.update_uid else -1,
-                     attr.st_gid if fields.update_gid else -1, follow_symlinks=isinstance(target, int))
+            os.chown(
+                target,
+                attr.st_uid if fields.update_uid else -1,
+                attr.st_gid if fields.update_gid else -1,
+                follow_symlinks=isinstance(target, int),
+            )
         if fields.update_atime or fields.update_mtime:
             st = os.stat(target) if isinstance(target, int) else os.lstat(target)
-            times = (attr.st_atime_ns if fields.update_atime else st.st_atime_ns,
-                     attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns)
+            times = (
+                attr.st_atime_ns if fields.update_atime else st.st_atime_ns,
+                attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns,
+            )
             if isinstance(target, int):
                 os.utime(target, ns=times)
             else:
@@ -145,14 +170,22 @@ class OverlayOps(HandleOps):
     def statfs(self, ctx: Context) -> wire.StatvfsData:
         sv = os.statvfs(self.tree.upper_s)
         out = wire.StatvfsData()
-        for f in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree",
-                  "f_favail", "f_namemax"):
+        for f in (
+            "f_bsize",
+            "f_frsize",
+            "f_blocks",
+            "f_bfree",
+            "f_bavail",
+            "f_files",
+            "f_ffree",
+            "f_favail",
+            "f_namemax",
+        ):
             setattr(out, f, getattr(sv, f))
         return out
 
     # -- names ---------------------------------------------------------------------------------------
-    def mkdir(self, parent_inode: int, name: bytes, mode: int,
-              ctx: Context) -> Entry:
+    def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: Context) -> Entry:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
             raise fuse_error(errno.EEXIST)
@@ -178,8 +211,7 @@ class OverlayOps(HandleOps):
         self.files.keep(node)  # open descriptors outlive the name, as on a real filesystem
         self.tree.remove(node)
 
-    def symlink(self, parent_inode: int, name: bytes, target: bytes,
-                ctx: Context) -> Entry:
+    def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Context) -> Entry:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
             raise fuse_error(errno.EEXIST)
@@ -188,8 +220,7 @@ class OverlayOps(HandleOps):
         self._own(path, ctx)
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
-    def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
-              ctx: Context) -> Entry:
+    def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: Context) -> Entry:
         parent, sname = self.tree.get(parent_inode), os.fsdecode(name)
         if self.tree.child(parent, sname) is not None:
             raise fuse_error(errno.EEXIST)
@@ -200,8 +231,7 @@ class OverlayOps(HandleOps):
         self._own(path, ctx)
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
-    def link(self, inode: int, new_parent_inode: int, new_name: bytes,
-             ctx: Context) -> Entry:
+    def link(self, inode: int, new_parent_inode: int, new_name: bytes, ctx: Context) -> Entry:
         node = self.tree.get(inode)
         parent, sname = self.tree.get(new_parent_inode), os.fsdecode(new_name)
         if node.is_dir:
@@ -219,8 +249,15 @@ class OverlayOps(HandleOps):
         # The new name is its own inode here: hard links share data in the upper layer, not inode numbers.
         return self._entry(self.tree.new_node(parent, sname, is_dir=False, replaces_lower=replaces))
 
-    def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
-               flags: int, ctx: Context) -> None:
+    def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: Context,
+    ) -> None:
         if flags & wire.RENAME_EXCHANGE:
             raise fuse_error(errno.EINVAL)
         tree = self.tree

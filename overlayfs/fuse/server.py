@@ -46,8 +46,13 @@ def mount_device(root: Path, *, fsname: str, subtype: str) -> int:
     if os.geteuid() == 0:
         fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
         data = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other"
-        if _libc.mount(fsname.encode(), os.fsencode(root), f"fuse.{subtype}".encode(),
-                       ctypes.c_ulong(_MS_NOSUID | _MS_NODEV), data.encode()):
+        if _libc.mount(
+            fsname.encode(),
+            os.fsencode(root),
+            f"fuse.{subtype}".encode(),
+            ctypes.c_ulong(_MS_NOSUID | _MS_NODEV),
+            data.encode(),
+        ):
             err = ctypes.get_errno()
             os.close(fd)
             raise OSError(err, f"mounting FUSE at {root}: {os.strerror(err)}")
@@ -55,8 +60,13 @@ def mount_device(root: Path, *, fsname: str, subtype: str) -> int:
     opts = f"rw,nosuid,nodev,default_permissions,subtype={subtype},fsname={fsname}"
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        r = subprocess.run(["fusermount3", "-o", opts, "--", os.fspath(root)], capture_output=True, timeout=30,
-                           env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())}, pass_fds=(theirs.fileno(),))
+        r = subprocess.run(
+            ["fusermount3", "-o", opts, "--", os.fspath(root)],
+            capture_output=True,
+            timeout=30,
+            env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())},
+            pass_fds=(theirs.fileno(),),
+        )
         if r.returncode != 0:
             raise OSError(0, f"fusermount3 failed: {r.stderr.decode(errors='replace').strip()}")
         theirs.close()
@@ -84,17 +94,39 @@ class Server:
         self._buf = bytearray(wire.BUFFER)
         self._read_view = memoryview(bytearray(wire.MAX_WRITE))
         self._table: dict[int, Callable[..., bytes | None]] = {
-            wire.LOOKUP: self._lookup, wire.FORGET: self._forget, wire.BATCH_FORGET: self._batch_forget,
-            wire.GETATTR: self._getattr, wire.SETATTR: self._setattr, wire.READLINK: self._readlink,
-            wire.SYMLINK: self._symlink, wire.MKNOD: self._mknod, wire.MKDIR: self._mkdir,
-            wire.UNLINK: self._unlink, wire.RMDIR: self._rmdir, wire.RENAME: self._rename,
-            wire.RENAME2: self._rename2, wire.LINK: self._link, wire.OPEN: self._open, wire.READ: self._read,
-            wire.WRITE: self._write, wire.STATFS: self._statfs, wire.RELEASE: self._release,
-            wire.FSYNC: self._fsync, wire.SETXATTR: self._setxattr, wire.GETXATTR: self._getxattr,
-            wire.LISTXATTR: self._listxattr, wire.REMOVEXATTR: self._removexattr, wire.FLUSH: self._flush,
-            wire.INIT: self._init, wire.OPENDIR: self._opendir, wire.READDIRPLUS: self._readdirplus,
-            wire.RELEASEDIR: self._releasedir, wire.FSYNCDIR: self._fsyncdir, wire.CREATE: self._create,
-            wire.INTERRUPT: self._no_reply, wire.DESTROY: self._destroy,
+            wire.LOOKUP: self._lookup,
+            wire.FORGET: self._forget,
+            wire.BATCH_FORGET: self._batch_forget,
+            wire.GETATTR: self._getattr,
+            wire.SETATTR: self._setattr,
+            wire.READLINK: self._readlink,
+            wire.SYMLINK: self._symlink,
+            wire.MKNOD: self._mknod,
+            wire.MKDIR: self._mkdir,
+            wire.UNLINK: self._unlink,
+            wire.RMDIR: self._rmdir,
+            wire.RENAME: self._rename,
+            wire.RENAME2: self._rename2,
+            wire.LINK: self._link,
+            wire.OPEN: self._open,
+            wire.READ: self._read,
+            wire.WRITE: self._write,
+            wire.STATFS: self._statfs,
+            wire.RELEASE: self._release,
+            wire.FSYNC: self._fsync,
+            wire.SETXATTR: self._setxattr,
+            wire.GETXATTR: self._getxattr,
+            wire.LISTXATTR: self._listxattr,
+            wire.REMOVEXATTR: self._removexattr,
+            wire.FLUSH: self._flush,
+            wire.INIT: self._init,
+            wire.OPENDIR: self._opendir,
+            wire.READDIRPLUS: self._readdirplus,
+            wire.RELEASEDIR: self._releasedir,
+            wire.FSYNCDIR: self._fsyncdir,
+            wire.CREATE: self._create,
+            wire.INTERRUPT: self._no_reply,
+            wire.DESTROY: self._destroy,
         }
         self._done = False
 
@@ -112,7 +144,7 @@ class Server:
                     return
                 raise
             length, op, unique, node, uid, gid, pid, _, _ = wire.IN_HEADER.unpack_from(buf)
-            arg = view[wire.IN_HEADER.size:min(length, n)]
+            arg = view[wire.IN_HEADER.size : min(length, n)]
             if op == wire.READ and self._fast_read(unique, node, arg):  # most requests: no more than needed
                 continue
             handler = self._table.get(op)
@@ -181,10 +213,29 @@ class Server:
         if major != 7:
             raise FUSEError(errno.EPROTO)
         offered = flags | (flags2 << 32 if flags & wire.INIT_EXT else 0)
-        want = (wire.ASYNC_READ | wire.BIG_WRITES | wire.AUTO_INVAL_DATA | wire.DO_READDIRPLUS | wire.MAX_PAGES
-                | wire.INIT_EXT) & offered
-        return wire.INIT_OUT.pack(7, minor, readahead, want & 0xFFFFFFFF, 16, 12, wire.MAX_WRITE, 1,
-                                  wire.MAX_WRITE // 4096, 0, want >> 32, 0, 0)
+        want = (
+            wire.ASYNC_READ
+            | wire.BIG_WRITES
+            | wire.AUTO_INVAL_DATA
+            | wire.DO_READDIRPLUS
+            | wire.MAX_PAGES
+            | wire.INIT_EXT
+        ) & offered
+        return wire.INIT_OUT.pack(
+            7,
+            minor,
+            readahead,
+            want & 0xFFFFFFFF,
+            16,
+            12,
+            wire.MAX_WRITE,
+            1,
+            wire.MAX_WRITE // 4096,
+            0,
+            want >> 32,
+            0,
+            0,
+        )
 
     def _destroy(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         self._done = True
@@ -208,8 +259,9 @@ class Server:
         return self.ops.getattr(node, ctx).pack_attr_out()
 
     def _setattr(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
-        (valid, _, fh, size, _, atime, mtime, _, atimensec, mtimensec, _, mode, _, uid, gid,
-         _) = wire.SETATTR_IN.unpack_from(arg)
+        (valid, _, fh, size, _, atime, mtime, _, atimensec, mtimensec, _, mode, _, uid, gid, _) = (
+            wire.SETATTR_IN.unpack_from(arg)
+        )
         attr = wire.EntryAttributes()
         attr.st_size, attr.st_mode, attr.st_uid, attr.st_gid = size, mode, uid, gid
         import time
@@ -271,7 +323,7 @@ class Server:
 
     def _write(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:
         _, off, size, _, _, _ = wire.WRITE_IN.unpack_from(arg)
-        data = arg[wire.WRITE_IN.size:wire.WRITE_IN.size + size]
+        data = arg[wire.WRITE_IN.size : wire.WRITE_IN.size + size]
         return wire.WRITE_OUT.pack(self.ops.write(node, off, data), 0)
 
     def _statfs(self, node: int, arg: memoryview, ctx: wire.Context) -> bytes:

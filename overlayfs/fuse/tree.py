@@ -26,11 +26,34 @@ class Node:
     this path and is not hidden by a whiteout or an opaque ancestor; ``opaque``: (upper dir) lower children
     hidden."""
 
-    __slots__ = ("ino", "is_dir", "kept", "kids", "listing", "lookups", "lower", "name", "opaque", "parent",
-                 "rfd", "rfd_upper", "upper", "wfd")
+    __slots__ = (
+        "ino",
+        "is_dir",
+        "kept",
+        "kids",
+        "listing",
+        "lookups",
+        "lower",
+        "name",
+        "opaque",
+        "parent",
+        "rfd",
+        "rfd_upper",
+        "upper",
+        "wfd",
+    )
 
-    def __init__(self, ino: int, parent: Node | None, name: str, *, upper: bool, lower: bool,
-                 opaque: bool, is_dir: bool) -> None:
+    def __init__(
+        self,
+        ino: int,
+        parent: Node | None,
+        name: str,
+        *,
+        upper: bool,
+        lower: bool,
+        opaque: bool,
+        is_dir: bool,
+    ) -> None:
         self.ino = ino
         self.parent = parent
         self.name = name
@@ -75,7 +98,8 @@ class MergedTree:
         # Kept open: a first read or change costs one append, not an open, a write and a close.
         self._reads_fd, self._bases_fd = (
             os.open(self.metadir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            for name in (layer.READS_FILE, layer.BASES_FILE))
+            for name in (layer.READS_FILE, layer.BASES_FILE)
+        )
 
     # -- paths ---------------------------------------------------------------------------------------
     def rel(self, node: Node) -> str:
@@ -147,8 +171,9 @@ class MergedTree:
         rel = self.rel(node)
         return (f"{self.upper_s}/{rel}", f"{self.lower_s}/{rel}") if rel else (self.upper_s, self.lower_s)
 
-    def child(self, parent: Node, name: str, paths: tuple[str, str] | None = None
-              ) -> tuple[Node, os.stat_result] | None:
+    def child(
+        self, parent: Node, name: str, paths: tuple[str, str] | None = None
+    ) -> tuple[Node, os.stat_result] | None:
         """Resolve ``name`` in ``parent`` in the merged view: the node and the lstat of its backing file.
         ``paths``: the parent's :meth:`dir_paths`, when the caller has them."""
         upath, lpath = paths or self.dir_paths(parent)
@@ -173,9 +198,14 @@ class MergedTree:
         is_dir = stat_mod.S_ISDIR(st.st_mode)
         opaque = ust is not None and is_dir and layer.is_opaque(f"{upath}/{name}")
         # An upper non-directory over a lower entry, or an upper dir over a lower non-dir, replaces it.
-        node = self._add(parent, name, upper=ust is not None, lower=lst is not None,
-                         opaque=opaque or (ust is not None and lst is not None
-                                           and not stat_mod.S_ISDIR(lst.st_mode)), is_dir=is_dir)
+        node = self._add(
+            parent,
+            name,
+            upper=ust is not None,
+            lower=lst is not None,
+            opaque=opaque or (ust is not None and lst is not None and not stat_mod.S_ISDIR(lst.st_mode)),
+            is_dir=is_dir,
+        )
         if ust is None and st.st_size == 0 and stat_mod.S_ISREG(st.st_mode):
             # Read through the mount, an empty file costs no READ (the kernel knows its size): what a
             # command can learn of it, it learns here, so it goes into the read set here.
@@ -190,8 +220,9 @@ class MergedTree:
             with os.scandir(self.upath(node)) as it:
                 for e in it:
                     name = e.name
-                    if not (e.is_dir(follow_symlinks=False) or e.is_symlink()) \
-                            and layer.is_whiteout_at(e.path, e.stat(follow_symlinks=False)):
+                    if not (e.is_dir(follow_symlinks=False) or e.is_symlink()) and layer.is_whiteout_at(
+                        e.path, e.stat(follow_symlinks=False)
+                    ):
                         hidden.add(name)
                         continue
                     out[name] = True
@@ -224,8 +255,12 @@ class MergedTree:
         rel = node if isinstance(node, str) else self.rel(node)
         if rel not in self._read:
             self._read.add(rel)
-            os.write(self._reads_fd, layer.identity_line(layer.Identity(rel, True, "file", st.st_size,
-                                                                         st.st_mtime_ns, st.st_ino, None)))
+            os.write(
+                self._reads_fd,
+                layer.identity_line(
+                    layer.Identity(rel, True, "file", st.st_size, st.st_mtime_ns, st.st_ino, None)
+                ),
+            )
 
     # -- copy-up -------------------------------------------------------------------------------------
     def copy_up(self, node: Node, *, data: bool = True) -> None:
@@ -267,8 +302,9 @@ class MergedTree:
         old = parent.kids.get(name)
         if old is not None:
             self.detach(old)
-        return self._add(parent, name, upper=True, lower=replaces_lower, opaque=is_dir and replaces_lower,
-                         is_dir=is_dir)
+        return self._add(
+            parent, name, upper=True, lower=replaces_lower, opaque=is_dir and replaces_lower, is_dir=is_dir
+        )
 
     def move(self, node: Node, parent: Node, name: str, *, lower_at_dest: bool) -> None:
         old = parent.kids.get(name)

@@ -18,7 +18,19 @@ from overlayfs.errors import OverlayError
 
 # Opcodes (enum fuse_opcode).
 LOOKUP, FORGET, GETATTR, SETATTR, READLINK, SYMLINK = 1, 2, 3, 4, 5, 6
-MKNOD, MKDIR, UNLINK, RMDIR, RENAME, LINK, OPEN, READ, WRITE, STATFS, RELEASE = 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
+MKNOD, MKDIR, UNLINK, RMDIR, RENAME, LINK, OPEN, READ, WRITE, STATFS, RELEASE = (
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    14,
+    15,
+    16,
+    17,
+    18,
+)
 FSYNC, SETXATTR, GETXATTR, LISTXATTR, REMOVEXATTR, FLUSH, INIT = 20, 21, 22, 23, 24, 25, 26
 OPENDIR, READDIR, RELEASEDIR, FSYNCDIR, ACCESS, CREATE, INTERRUPT, DESTROY = 27, 28, 29, 30, 34, 35, 36, 38
 BATCH_FORGET, READDIRPLUS, RENAME2 = 42, 44, 45
@@ -77,9 +89,23 @@ class Context:
 class EntryAttributes:
     """A node's attributes as the kernel caches them, with how long it may."""
 
-    __slots__ = ("attr_timeout", "entry_timeout", "generation", "st_atime_ns", "st_blksize", "st_blocks",
-                 "st_ctime_ns", "st_gid", "st_ino", "st_mode", "st_mtime_ns", "st_nlink", "st_rdev",
-                 "st_size", "st_uid")
+    __slots__ = (
+        "attr_timeout",
+        "entry_timeout",
+        "generation",
+        "st_atime_ns",
+        "st_blksize",
+        "st_blocks",
+        "st_ctime_ns",
+        "st_gid",
+        "st_ino",
+        "st_mode",
+        "st_mtime_ns",
+        "st_nlink",
+        "st_rdev",
+        "st_size",
+        "st_uid",
+    )
 
     def __init__(self) -> None:
         self.st_ino = self.generation = self.st_mode = self.st_nlink = self.st_uid = self.st_gid = 0
@@ -90,9 +116,24 @@ class EntryAttributes:
 
     def pack_attr(self) -> bytes:
         a, m, c = self.st_atime_ns, self.st_mtime_ns, self.st_ctime_ns
-        return ATTR.pack(self.st_ino, self.st_size, self.st_blocks, a // _NS, m // _NS, c // _NS, a % _NS,
-                         m % _NS, c % _NS, self.st_mode, self.st_nlink, self.st_uid & 0xFFFFFFFF,
-                         self.st_gid & 0xFFFFFFFF, self.st_rdev & 0xFFFFFFFF, self.st_blksize, 0)
+        return ATTR.pack(
+            self.st_ino,
+            self.st_size,
+            self.st_blocks,
+            a // _NS,
+            m // _NS,
+            c // _NS,
+            a % _NS,
+            m % _NS,
+            c % _NS,
+            self.st_mode,
+            self.st_nlink,
+            self.st_uid & 0xFFFFFFFF,
+            self.st_gid & 0xFFFFFFFF,
+            self.st_rdev & 0xFFFFFFFF,
+            self.st_blksize,
+            0,
+        )
 
     def pack_entry(self) -> bytes:
         e, t = _split(self.entry_timeout), _split(self.attr_timeout)
@@ -128,9 +169,24 @@ class StatEntry:
     def _attr(self) -> tuple[int, ...]:
         st = self.st
         a, m, c = st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns
-        return (self.st_ino, st.st_size, st.st_blocks, a // _NS, m // _NS, c // _NS, a % _NS, m % _NS, c % _NS,
-                st.st_mode, st.st_nlink, st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_rdev & 0xFFFFFFFF,
-                st.st_blksize, 0)
+        return (
+            self.st_ino,
+            st.st_size,
+            st.st_blocks,
+            a // _NS,
+            m // _NS,
+            c // _NS,
+            a % _NS,
+            m % _NS,
+            c % _NS,
+            st.st_mode,
+            st.st_nlink,
+            st.st_uid & 0xFFFFFFFF,
+            st.st_gid & 0xFFFFFFFF,
+            st.st_rdev & 0xFFFFFFFF,
+            st.st_blksize,
+            0,
+        )
 
     def pack_entry(self) -> bytes:
         e, t = int(self.entry_timeout), int(self.attr_timeout)
@@ -166,8 +222,16 @@ class StatvfsData:
     f_namemax: int = 255
 
     def pack(self) -> bytes:
-        return STATFS_OUT.pack(self.f_blocks, self.f_bfree, self.f_bavail, self.f_files, self.f_ffree,
-                               self.f_bsize, self.f_namemax, self.f_frsize)
+        return STATFS_OUT.pack(
+            self.f_blocks,
+            self.f_bfree,
+            self.f_bavail,
+            self.f_files,
+            self.f_ffree,
+            self.f_bsize,
+            self.f_namemax,
+            self.f_frsize,
+        )
 
 
 class ReaddirToken:
@@ -183,7 +247,11 @@ class ReaddirToken:
 def readdir_reply(token: ReaddirToken, name: bytes, attrs: EntryAttributes | StatEntry, next_id: int) -> bool:
     """Add one entry (with its attributes: the kernel makes its dentry at once); False when it does not
     fit, and then it was not added."""
-    rec = attrs.pack_entry() + DIRENT.pack(attrs.st_ino, next_id, len(name), (attrs.st_mode >> 12) & 0o17) + name
+    rec = (
+        attrs.pack_entry()
+        + DIRENT.pack(attrs.st_ino, next_id, len(name), (attrs.st_mode >> 12) & 0o17)
+        + name
+    )
     pad = -len(rec) % 8
     if len(token.out) + len(rec) + pad > token.size:
         return False
@@ -194,9 +262,14 @@ def readdir_reply(token: ReaddirToken, name: bytes, attrs: EntryAttributes | Sta
 
 
 def setattr_fields(valid: int) -> SetattrFields:
-    return SetattrFields(bool(valid & FATTR_MODE), bool(valid & FATTR_UID), bool(valid & FATTR_GID),
-                         bool(valid & FATTR_SIZE), bool(valid & (FATTR_ATIME | FATTR_ATIME_NOW)),
-                         bool(valid & (FATTR_MTIME | FATTR_MTIME_NOW)))
+    return SetattrFields(
+        bool(valid & FATTR_MODE),
+        bool(valid & FATTR_UID),
+        bool(valid & FATTR_GID),
+        bool(valid & FATTR_SIZE),
+        bool(valid & (FATTR_ATIME | FATTR_ATIME_NOW)),
+        bool(valid & (FATTR_MTIME | FATTR_MTIME_NOW)),
+    )
 
 
 def cstrings(data: memoryview | bytes, n: int) -> list[bytes]:
@@ -208,4 +281,3 @@ def cstrings(data: memoryview | bytes, n: int) -> list[bytes]:
         out.append(raw[pos:end])
         pos = end + 1
     return out
-

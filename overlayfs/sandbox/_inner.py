@@ -18,15 +18,28 @@ import sys
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # the same on every architecture
 _PATH_BENEATH = 1
 # LANDLOCK_ACCESS_FS_*: every write-side right, by the ABI that introduced it.
-_WRITE_V1 = (1 << 1) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) \
-    | (1 << 11) | (1 << 12)  # WRITE_FILE REMOVE_DIR REMOVE_FILE MAKE_CHAR/DIR/REG/SOCK/FIFO/BLOCK/SYM
+_WRITE_V1 = (
+    (1 << 1)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 9)
+    | (1 << 10)
+    | (1 << 11)
+    | (1 << 12)
+)  # WRITE_FILE REMOVE_DIR REMOVE_FILE MAKE_CHAR/DIR/REG/SOCK/FIFO/BLOCK/SYM
 _REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -37,8 +50,12 @@ class _PathBeneath(ctypes.Structure):
 def _landlock(abi: int, writable: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
-    access = _WRITE_V1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) \
+    access = (
+        _WRITE_V1
+        | (_REFER if abi >= 2 else 0)
+        | (_TRUNCATE if abi >= 3 else 0)
         | (_IOCTL_DEV if abi >= 5 else 0)
+    )
     scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
     attr = _RulesetAttr(access, 0, scoped)
     size = 8 if abi < 4 else 16 if abi < 6 else 24  # older kernels reject fields they do not know
@@ -53,8 +70,16 @@ def _landlock(abi: int, writable: list[str]) -> None:
                 continue
             try:
                 rule = _PathBeneath(access, pfd)
-                if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(_PATH_BENEATH),
-                                ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                if (
+                    libc.syscall(
+                        _SYS_ADD_RULE,
+                        ctypes.c_int(fd),
+                        ctypes.c_int(_PATH_BENEATH),
+                        ctypes.byref(rule),
+                        ctypes.c_uint32(0),
+                    )
+                    != 0
+                ):
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
             finally:
                 os.close(pfd)

@@ -16,29 +16,42 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-USAGE = "speculate sandbox run [--backend auto|kernel|fuse|fuse-overlayfs] [--project DIR] [--timeout S] -- CMD"
+USAGE = (
+    "speculate sandbox run [--backend auto|kernel|fuse|fuse-overlayfs] [--project DIR] [--timeout S] -- CMD"
+)
 
 
-DESCRIPTION = ("Run CMD exactly as speculative Bash would: in the sandbox (bubblewrap, user namespace, seccomp, "
-               "Landlock, cgroup and rlimit bounds) on a fresh copy-on-write overlay of the project. Prints the "
-               "command's output and a JSON summary (exit status, backend, limits hit, the environment variables "
-               "passed, the overlay's changes), then discards the overlay: the project itself never changes.")
+DESCRIPTION = (
+    "Run CMD exactly as speculative Bash would: in the sandbox (bubblewrap, user namespace, seccomp, "
+    "Landlock, cgroup and rlimit bounds) on a fresh copy-on-write overlay of the project. Prints the "
+    "command's output and a JSON summary (exit status, backend, limits hit, the environment variables "
+    "passed, the overlay's changes), then discards the overlay: the project itself never changes."
+)
 
 
 def configure(ap: argparse.ArgumentParser) -> None:
     """The options of ``speculate sandbox run`` (``speculate.cli`` sets what runs them)."""
     ap.description = DESCRIPTION
-    ap.add_argument("--backend", default="auto", choices=["auto", "kernel", "fuse", "fuse-overlayfs"],
-                    help="mount backend of the overlay (default auto: kernel, else fuse)")
-    ap.add_argument("--project", type=Path, default=Path.cwd(), help="the project (default: the current directory)")
+    ap.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "kernel", "fuse", "fuse-overlayfs"],
+        help="mount backend of the overlay (default auto: kernel, else fuse)",
+    )
+    ap.add_argument(
+        "--project", type=Path, default=Path.cwd(), help="the project (default: the current directory)"
+    )
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
-    ap.add_argument("--upper-bytes", type=int, default=None, help="bound on the overlay's writes (default 1 GiB)")
+    ap.add_argument(
+        "--upper-bytes", type=int, default=None, help="bound on the overlay's writes (default 1 GiB)"
+    )
     ap.add_argument("command", nargs=argparse.REMAINDER, help="the shell command, after --")
     ap.set_defaults(parser=ap)
 
 
-def sandbox_main(argv: list[str], *, show: Callable[[str], str],
-                 settings_env: Callable[[Path], Sequence[str]]) -> int:
+def sandbox_main(
+    argv: list[str], *, show: Callable[[str], str], settings_env: Callable[[Path], Sequence[str]]
+) -> int:
     if not argv or argv[0] != "run":
         print(f"usage: {USAGE}", file=sys.stderr)
         return 2
@@ -47,7 +60,9 @@ def sandbox_main(argv: list[str], *, show: Callable[[str], str],
     return run(ap.parse_args(argv[1:]), show=show, settings_env=settings_env)
 
 
-def run(a: argparse.Namespace, *, show: Callable[[str], str], settings_env: Callable[[Path], Sequence[str]]) -> int:
+def run(
+    a: argparse.Namespace, *, show: Callable[[str], str], settings_env: Callable[[Path], Sequence[str]]
+) -> int:
     ap: argparse.ArgumentParser = a.parser
     words = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not words:
@@ -79,7 +94,9 @@ def run(a: argparse.Namespace, *, show: Callable[[str], str], settings_env: Call
     try:
         t0 = time.perf_counter()
         try:
-            r = run_sandboxed(ov, " ".join(words), timeout=a.timeout, backend=a.backend, limits=limits, env=env)
+            r = run_sandboxed(
+                ov, " ".join(words), timeout=a.timeout, backend=a.backend, limits=limits, env=env
+            )
         except (SandboxUnavailable, SandboxSetupFailed) as e:
             print(show(f"speculate sandbox: {e}"), file=sys.stderr)
             return 3
@@ -89,8 +106,18 @@ def run(a: argparse.Namespace, *, show: Callable[[str], str], settings_env: Call
         ov.discard()
     sys.stdout.write(show(r.stdout))
     sys.stderr.write(show(r.stderr))
-    summary = {"exit": r.exit_code, "backend": r.backend, "timed_out": r.timed_out, "limit": r.limit,
-               "backend_failed": r.backend_failed, "seconds": round(elapsed, 4), "enforced": r.enforced,
-               "env": sorted(env), "changes": changes, "project": str(ov.lower), "discarded": True}
+    summary = {
+        "exit": r.exit_code,
+        "backend": r.backend,
+        "timed_out": r.timed_out,
+        "limit": r.limit,
+        "backend_failed": r.backend_failed,
+        "seconds": round(elapsed, 4),
+        "enforced": r.enforced,
+        "env": sorted(env),
+        "changes": changes,
+        "project": str(ov.lower),
+        "discarded": True,
+    }
     print(json.dumps(summary, indent=2))
     return r.exit_code

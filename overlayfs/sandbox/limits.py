@@ -77,8 +77,11 @@ def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
         v2 = own.get("")
         if v2 is not None and (CGROUP_ROOT / "cgroup.controllers").exists():
             parent = CGROUP_ROOT / v2.lstrip("/")
-            ctrls = set((parent / "cgroup.subtree_control").read_text().split()) \
-                if (parent / "cgroup.subtree_control").exists() else set()
+            ctrls = (
+                set((parent / "cgroup.subtree_control").read_text().split())
+                if (parent / "cgroup.subtree_control").exists()
+                else set()
+            )
             if {"pids", "memory"} & ctrls and (leaf := _leaf(parent, name)) is not None:
                 cg.dirs.append(leaf)
                 cg.procs.append(os.fspath(leaf / "cgroup.procs"))
@@ -86,8 +89,10 @@ def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
                     cg.enforced["processes"] = f"cgroup v2 pids.max={processes}"
                 if "memory" in ctrls and _try_write(leaf / "memory.max", str(memory_bytes)):
                     cg.enforced["memory"] = f"cgroup v2 memory.max={memory_bytes}"
-        for ctrl, knob, what, value in (("pids", "pids.max", "processes", processes),
-                                        ("memory", "memory.limit_in_bytes", "memory", memory_bytes)):
+        for ctrl, knob, what, value in (
+            ("pids", "pids.max", "processes", processes),
+            ("memory", "memory.limit_in_bytes", "memory", memory_bytes),
+        ):
             if what in cg.enforced or ctrl not in own or not (CGROUP_ROOT / ctrl / "cgroup.procs").exists():
                 continue
             leaf = _leaf(CGROUP_ROOT / ctrl / own[ctrl].lstrip("/"), name)
@@ -97,8 +102,12 @@ def open_cgroup(*, processes: int, memory_bytes: int) -> Iterator[Cgroup]:
             if _try_write(leaf / knob, str(value)):
                 cg.procs.append(os.fspath(leaf / "cgroup.procs"))
                 cg.enforced[what] = f"cgroup v1 {knob}={value}"
-    cg.enforced.setdefault("processes", f"RLIMIT_NPROC={processes}" if os.geteuid() != 0 else
-                           "not enforced (root ignores RLIMIT_NPROC and no cgroup could be made)")
+    cg.enforced.setdefault(
+        "processes",
+        f"RLIMIT_NPROC={processes}"
+        if os.geteuid() != 0
+        else "not enforced (root ignores RLIMIT_NPROC and no cgroup could be made)",
+    )
     cg.enforced.setdefault("memory", f"RLIMIT_DATA={memory_bytes} per process")
     try:
         yield cg
@@ -123,10 +132,15 @@ def _sweep(own: dict[str, str]) -> None:
     """Remove leaf cgroups left busy by earlier commands of this process or by dead processes."""
     me = str(os.getpid())
     for ctrl, path in own.items():
-        parent = os.path.join(CGROUP_ROOT, ctrl, path.lstrip("/")) if ctrl else \
-            os.path.join(CGROUP_ROOT, path.lstrip("/"))
+        parent = (
+            os.path.join(CGROUP_ROOT, ctrl, path.lstrip("/"))
+            if ctrl
+            else os.path.join(CGROUP_ROOT, path.lstrip("/"))
+        )
         try:
-            leftovers = [n for n in os.listdir(parent) if n.startswith(PREFIX)]  # strings: this runs per command
+            leftovers = [
+                n for n in os.listdir(parent) if n.startswith(PREFIX)
+            ]  # strings: this runs per command
         except OSError:
             continue
         if not leftovers:
@@ -134,7 +148,7 @@ def _sweep(own: dict[str, str]) -> None:
         with _LIVE_LOCK:
             live = set(_LIVE)
         for name in leftovers:
-            owner = name[len(PREFIX):].split("-", 1)[0]
+            owner = name[len(PREFIX) :].split("-", 1)[0]
             if name in live:
                 continue
             if owner == me or not os.path.exists(f"/proc/{owner}"):
@@ -153,8 +167,9 @@ class LayerWatch:
     the peak use, for the run's summary.
     """
 
-    def __init__(self, layer: BoundedLayer, refused: Path, on_hit: Callable[[], None], *,
-                 interval: float = 0.01) -> None:
+    def __init__(
+        self, layer: BoundedLayer, refused: Path, on_hit: Callable[[], None], *, interval: float = 0.01
+    ) -> None:
         self.layer, self.refused, self.on_hit, self.interval = layer, refused, on_hit, interval
         self.hit: str | None = None  # "upper_bytes" or "upper_inodes"
         self.peak = (0, 0)  # bytes, inodes

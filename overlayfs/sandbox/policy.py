@@ -81,8 +81,25 @@ def sandbox_problem() -> str | None:
     except SeccompUnavailable as e:
         return str(e)
     try:
-        r = subprocess.run([bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
-                            "--proc", "/proc", "--dev", "/dev", "--", "true"], capture_output=True, timeout=20)
+        r = subprocess.run(
+            [
+                bwrap,
+                "--unshare-user",
+                "--unshare-pid",
+                "--unshare-net",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--",
+                "true",
+            ],
+            capture_output=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bwrap does not start: {e}"
     if r.returncode != 0:
@@ -121,8 +138,13 @@ def _under(path: str, top: str) -> bool:
 def keep_paths(stage: str | None = None) -> list[str]:
     """Host paths the sandbox itself needs that a private tmpfs would hide (a venv or checkout in /tmp, the
     compiled ``stage`` program's directory)."""
-    wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              os.fspath(INNER.resolve().parent.parent.parent), *([os.path.dirname(stage)] if stage else [])}
+    wanted = {
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        os.fspath(INNER.resolve().parent.parent.parent),
+        *([os.path.dirname(stage)] if stage else []),
+    }
     out = []
     for p in sorted(wanted):
         real = os.path.realpath(p)
@@ -131,17 +153,49 @@ def keep_paths(stage: str | None = None) -> list[str]:
     return out
 
 
-def bwrap_argv(*, view: str, target: str, cwd: str, argv: list[str], limits: SandboxLimits,
-               network: bool, seccomp_fd: int, landlock: int, stage: str | None = None) -> list[str]:
+def bwrap_argv(
+    *,
+    view: str,
+    target: str,
+    cwd: str,
+    argv: list[str],
+    limits: SandboxLimits,
+    network: bool,
+    seccomp_fd: int,
+    landlock: int,
+    stage: str | None = None,
+) -> list[str]:
     """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``.
     Its command is the inner stage: the compiled ``stage`` program (:mod:`overlayfs.stage`), else ``_inner.py``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     uid, gid = os.geteuid(), os.getegid()
-    a = [bwrap, "--unshare-user", "--uid", str(uid), "--gid", str(gid), "--disable-userns",
-         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-         *([] if network else ["--unshare-net"]),
-         "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "speculate",
-         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    a = [
+        bwrap,
+        "--unshare-user",
+        "--uid",
+        str(uid),
+        "--gid",
+        str(gid),
+        "--disable-userns",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        *([] if network else ["--unshare-net"]),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "speculate",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
     for d in PRIVATE_DIRS:
         if os.path.isdir(d) and not os.path.islink(d):
             a += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", d]
@@ -153,12 +207,22 @@ def bwrap_argv(*, view: str, target: str, cwd: str, argv: list[str], limits: San
         a += ["--ro-bind", p, p]
     a += ["--bind", view, target, "--chdir", cwd, "--seccomp", str(seccomp_fd)]
     writable = [target, *PRIVATE_DIRS, "/dev"]
-    rlimits = {"NPROC": limits.processes, "DATA": limits.memory_bytes, "CPU": limits.cpu_seconds,
-               "FSIZE": limits.upper_bytes, "NOFILE": limits.open_files, "CORE": 0}
+    rlimits = {
+        "NPROC": limits.processes,
+        "DATA": limits.memory_bytes,
+        "CPU": limits.cpu_seconds,
+        "FSIZE": limits.upper_bytes,
+        "NOFILE": limits.open_files,
+        "CORE": 0,
+    }
     if stage is not None:
         from overlayfs.stage import inner_argv
 
-        return [*a, "--", *inner_argv(stage, rlimits=rlimits, landlock=landlock, writable=writable, argv=argv)]
+        return [
+            *a,
+            "--",
+            *inner_argv(stage, rlimits=rlimits, landlock=landlock, writable=writable, argv=argv),
+        ]
     import json
 
     inner = {"landlock": landlock, "writable": writable, "rlimits": rlimits}

@@ -56,7 +56,9 @@ class SandboxResult(NamedTuple):
     exit_code: int
     timed_out: bool
     backend: str = ""
-    limit: str | None = None  # "upper_bytes" / "upper_inodes": the upper layer reached its bound (sandbox killed)
+    limit: str | None = (
+        None  # "upper_bytes" / "upper_inodes": the upper layer reached its bound (sandbox killed)
+    )
     backend_failed: str | None = None  # why the view died under the command
     enforced: dict[str, str] | None = None  # which mechanism bounds processes, memory, writes
     cancelled: bool = False
@@ -92,8 +94,9 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _check_args(ov: kernel.Layers, argv: list[str], timeout: float, cwd: str | os.PathLike[str] | None
-                ) -> tuple[str, str]:
+def _check_args(
+    ov: kernel.Layers, argv: list[str], timeout: float, cwd: str | os.PathLike[str] | None
+) -> tuple[str, str]:
     if not argv:
         raise ValueError("argv is empty: nothing to run")
     if timeout <= 0:
@@ -107,10 +110,20 @@ def _check_args(ov: kernel.Layers, argv: list[str], timeout: float, cwd: str | o
     return target, workdir
 
 
-def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
-                   cwd: str | os.PathLike[str] | None = None, network: bool = False, backend: str = "auto",
-                   mount: Mount | None = None, env: dict[str, str] | None = None, stdin: bytes | None = None,
-                   cancel: CancelToken | None = None, limits: SandboxLimits | None = None) -> SandboxResult:
+def run_in_overlay(
+    ov: kernel.Layers,
+    argv: list[str],
+    *,
+    timeout: float,
+    cwd: str | os.PathLike[str] | None = None,
+    network: bool = False,
+    backend: str = "auto",
+    mount: Mount | None = None,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    cancel: CancelToken | None = None,
+    limits: SandboxLimits | None = None,
+) -> SandboxResult:
     """Run ``argv`` in the sandbox with the merged view of ``ov`` at ``ov.lower``'s own path; blocks.
 
     ``cwd`` defaults to the project root and must lie inside it. ``backend`` is "auto", "kernel", "fuse"
@@ -137,8 +150,19 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         lease = session.acquire()
         try:
             out, err, code, timed_out, watch, enforced = _contained(
-                ov, lease, layer, argv, target=target, workdir=workdir, limits=limits, network=network,
-                timeout=timeout, env=env, stdin=stdin, token=token)
+                ov,
+                lease,
+                layer,
+                argv,
+                target=target,
+                workdir=workdir,
+                limits=limits,
+                network=network,
+                timeout=timeout,
+                env=env,
+                stdin=stdin,
+                token=token,
+            )
             enforced["view"] = backends.get(chosen).enforces
         finally:
             failed = session.release(lease)
@@ -156,14 +180,28 @@ def run_in_overlay(ov: kernel.Layers, argv: list[str], *, timeout: float,
         code = BACKEND_FAILED_EXIT if code == 0 else code
     elif limit is not None:
         what = f"{layer.bound.bytes} bytes" if limit == "upper_bytes" else f"{layer.bound.inodes} inodes"
-        err += (f"\nsandbox: stopped: the speculation's upper layer reached its bound of {what} "
-                "(writes past it fail with ENOSPC)\n")
+        err += (
+            f"\nsandbox: stopped: the speculation's upper layer reached its bound of {what} "
+            "(writes past it fail with ENOSPC)\n"
+        )
     return SandboxResult(out, err, code, timed_out, chosen, limit, failed, enforced, cancelled, watch.peak)
 
 
-def _contained(ov: kernel.Layers, lease: Lease, layer: BoundedLayer, argv: list[str], *, target: str,
-               workdir: str, limits: SandboxLimits, network: bool, timeout: float, env: dict[str, str] | None,
-               stdin: bytes | None, token: CancelToken) -> tuple[str, str, int, bool, LayerWatch, dict[str, str]]:
+def _contained(
+    ov: kernel.Layers,
+    lease: Lease,
+    layer: BoundedLayer,
+    argv: list[str],
+    *,
+    target: str,
+    workdir: str,
+    limits: SandboxLimits,
+    network: bool,
+    timeout: float,
+    env: dict[str, str] | None,
+    stdin: bytes | None,
+    token: CancelToken,
+) -> tuple[str, str, int, bool, LayerWatch, dict[str, str]]:
     """One command in the sandbox over ``lease``'s view: stage one, bubblewrap, the inner stage, the command."""
     stage = stages.stage_program()
     view = target if lease.source else lease.view  # kernel: mounted over the project path in stage one
@@ -173,8 +211,17 @@ def _contained(ov: kernel.Layers, lease: Lease, layer: BoundedLayer, argv: list[
         fd = seccomp.filter_fd()
         stack.callback(os.close, fd)
         abi = policy.landlock_abi()
-        inner = policy.bwrap_argv(view=view, target=target, cwd=workdir, argv=list(argv), limits=limits,
-                                  network=network, seccomp_fd=fd, landlock=abi, stage=stage)
+        inner = policy.bwrap_argv(
+            view=view,
+            target=target,
+            cwd=workdir,
+            argv=list(argv),
+            limits=limits,
+            network=network,
+            seccomp_fd=fd,
+            landlock=abi,
+            stage=stage,
+        )
         fds, close, userns = [fd], [], None
         if lease.source:  # stage one mounts the overlay on the layer, named through the inherited descriptor
             close.append(layer.fd)
@@ -183,20 +230,37 @@ def _contained(ov: kernel.Layers, lease: Lease, layer: BoundedLayer, argv: list[
                 userns = layer.userns_fd
                 fds.append(userns)
         if stage is not None:
-            first = stages.outer_argv(stage, cgroups=cg.procs, overlay=lease.source.get("overlay"), target=target,
-                                      userns=userns, close=close, argv=inner)
+            first = stages.outer_argv(
+                stage,
+                cgroups=cg.procs,
+                overlay=lease.source.get("overlay"),
+                target=target,
+                userns=userns,
+                close=close,
+                argv=inner,
+            )
         else:
-            spec: dict[str, object] = {"cgroups": cg.procs, "target": target, "source": lease.source,
-                                       "argv": inner, "close": close}
+            spec: dict[str, object] = {
+                "cgroups": cg.procs,
+                "target": target,
+                "source": lease.source,
+                "argv": inner,
+                "close": close,
+            }
             if userns is not None:
                 spec["userns"] = userns
             first = kernel.nsexec_argv(spec)
         proc_env = policy.sandbox_env() if env is None else env
         with LayerWatch(layer, Path(ov.metadir) / REFUSED_FILE, token.cancel) as watch:
-            out, err, code, timed_out = _run(first, timeout=timeout, env=proc_env, stdin=stdin, token=token,
-                                             pass_fds=tuple(fds))
-    enforced = {**cg.enforced, "writes": f"{layer.describe()}; RLIMIT_FSIZE={limits.upper_bytes}",
-                "landlock": f"ABI {abi}", "stages": "compiled (stage.c)" if stage else "Python"}
+            out, err, code, timed_out = _run(
+                first, timeout=timeout, env=proc_env, stdin=stdin, token=token, pass_fds=tuple(fds)
+            )
+    enforced = {
+        **cg.enforced,
+        "writes": f"{layer.describe()}; RLIMIT_FSIZE={limits.upper_bytes}",
+        "landlock": f"ABI {abi}",
+        "stages": "compiled (stage.c)" if stage else "Python",
+    }
     return out, err, code, timed_out, watch, enforced
 
 
@@ -206,8 +270,10 @@ def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None
     layer = getattr(ov, "layer", None)
     if layer is None:
         if mount is not None:
-            raise ValueError("the mount given is of an unbounded overlay: make the overlay with "
-                             "Overlay(lower, bound=...) before mounting it for the sandbox")
+            raise ValueError(
+                "the mount given is of an unbounded overlay: make the overlay with "
+                "Overlay(lower, bound=...) before mounting it for the sandbox"
+            )
         make = getattr(ov, "make_bounded", None)
         if make is None:
             raise ValueError(f"{ov!r} has no bounded upper layer (overlayfs.Overlay(lower, bound=...))")
@@ -219,25 +285,55 @@ def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None
     return layer
 
 
-def run_sandboxed(ov: kernel.Layers, command: str, *, timeout: float, backend: str = "auto",
-                  cwd: str | os.PathLike[str] | None = None, cancel: CancelToken | None = None,
-                  limits: SandboxLimits | None = None, mount: Mount | None = None,
-                  env: dict[str, str] | None = None) -> SandboxResult:
+def run_sandboxed(
+    ov: kernel.Layers,
+    command: str,
+    *,
+    timeout: float,
+    backend: str = "auto",
+    cwd: str | os.PathLike[str] | None = None,
+    cancel: CancelToken | None = None,
+    limits: SandboxLimits | None = None,
+    mount: Mount | None = None,
+    env: dict[str, str] | None = None,
+) -> SandboxResult:
     """Run a shell command line as speculative Bash would: ``bash -c command`` inside the sandbox.
 
     A command killed by the timeout has exit code 124; :meth:`CancelToken.cancel` (from any thread) kills
     the sandbox at once.
     """
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-    return run_in_overlay(ov, [shell, "-c", command], timeout=timeout, backend=backend, cwd=cwd,
-                          cancel=cancel, limits=limits, mount=mount, env=env)
+    return run_in_overlay(
+        ov,
+        [shell, "-c", command],
+        timeout=timeout,
+        backend=backend,
+        cwd=cwd,
+        cancel=cancel,
+        limits=limits,
+        mount=mount,
+        env=env,
+    )
 
 
-def _run(argv: list[str], *, timeout: float, env: dict[str, str] | None, stdin: bytes | None,
-         token: CancelToken, pass_fds: tuple[int, ...]) -> tuple[str, str, int, bool]:
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
-                            pass_fds=pass_fds)
+def _run(
+    argv: list[str],
+    *,
+    timeout: float,
+    env: dict[str, str] | None,
+    stdin: bytes | None,
+    token: CancelToken,
+    pass_fds: tuple[int, ...],
+) -> tuple[str, str, int, bool]:
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
     token._attach(proc)
     timed_out = False
     try:

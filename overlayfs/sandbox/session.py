@@ -87,8 +87,9 @@ class ViewSession:
     """The view of ``ov`` (an :class:`overlayfs.Overlay` or any :class:`overlayfs.kernel.Layers`) that its
     commands share on ``backend``; a ``mount`` given by the caller is used as it is and never closed."""
 
-    def __init__(self, ov: kernel.Layers, backend: str, *, mount: Mount | None = None,
-                 layer_: Any = None) -> None:
+    def __init__(
+        self, ov: kernel.Layers, backend: str, *, mount: Mount | None = None, layer_: Any = None
+    ) -> None:
         self.ov, self.backend, self.layer = ov, backend, layer_
         self._kind = backends.get(backend)  # what the backend can do itself, and what it leaves to us
         self._given = mount
@@ -125,8 +126,12 @@ class ViewSession:
                     if not self._kind.mounted_per_command and self._mount is None:
                         self._current_mount()
             except OSError as e:
-                log.info("preparing the %s view of %s failed (%s); the first command retries", self.backend,
-                         self.ov.lower, e)
+                log.info(
+                    "preparing the %s view of %s failed (%s); the first command retries",
+                    self.backend,
+                    self.ov.lower,
+                    e,
+                )
             finally:
                 with self._handoff_lock:
                     self._preparing = False
@@ -187,8 +192,12 @@ class ViewSession:
         snapshot's, taken before the first command, so recording them early changes none of them. Not while
         fuse-overlayfs's own markers are in the upper layer: those are read only once it has closed."""
         with self._lock:
-            if (self._snapshot is not None and self._users > 0 and self._given is None
-                    and not self._kind.stale_after_command(os.fspath(self.ov.upper))):
+            if (
+                self._snapshot is not None
+                and self._users > 0
+                and self._given is None
+                and not self._kind.stale_after_command(os.fspath(self.ov.upper))
+            ):
                 self._record()
 
     def outdated(self) -> None:
@@ -215,8 +224,12 @@ class ViewSession:
         m = self._mount
         if m is not None and self._given is None:
             if m._proc is not None and m._proc.poll() is not None:  # died between commands: a fresh one
-                log.warning("the %s server of %s exited (%s) between commands; mounting afresh", self.backend,
-                            self.ov.lower, m._proc.returncode)
+                log.warning(
+                    "the %s server of %s exited (%s) between commands; mounting afresh",
+                    self.backend,
+                    self.ov.lower,
+                    m._proc.returncode,
+                )
                 self._stale = True
             if self._stale and self._users == 0:
                 self._close_mount()
@@ -240,8 +253,11 @@ class ViewSession:
                 raise MountError(f"{len(paths)} paths changed")
             m.invalidate(paths)
         except OSError as e:  # the server cannot be trusted to show the layer: start a fresh one
-            log.warning("the FUSE server of %s was not told of the view's writes (%s); mounting afresh",
-                        self.ov.lower, e)
+            log.warning(
+                "the FUSE server of %s was not told of the view's writes (%s); mounting afresh",
+                self.ov.lower,
+                e,
+            )
             if self._users == 0:
                 self._close_mount()
             else:

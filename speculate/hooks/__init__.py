@@ -21,5 +21,16 @@ from speculate.hooks.events import (
 from speculate.hooks.runner import HookRunner, HookShell, elapsed_ms
 from speculate.hooks.transcript import HookTranscript
 
-__all__ = ["CompactBlocked", "HookRan", "HookRunner", "HookShell", "HookTranscript", "PostOutcome", "PreToolOutcome",
-           "PromptBlocked", "PromptOutcome", "StopOutcome", "elapsed_ms"]
+__all__ = [
+    "CompactBlocked",
+    "HookRan",
+    "HookRunner",
+    "HookShell",
+    "HookTranscript",
+    "PostOutcome",
+    "PreToolOutcome",
+    "PromptBlocked",
+    "PromptOutcome",
+    "StopOutcome",
+    "elapsed_ms",
+]

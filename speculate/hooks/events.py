@@ -40,7 +40,9 @@ class HookRan:
     timed_out: bool = False
     tool: str | None = None
     sandboxed: bool = False
-    parsed: Parsed = field(default_factory=Parsed)  # its JSON output, or plain text, and what did not validate
+    parsed: Parsed = field(
+        default_factory=Parsed
+    )  # its JSON output, or plain text, and what did not validate
 
     @property
     def exited_2(self) -> bool:
@@ -120,7 +122,9 @@ class PreToolOutcome:
 
 @dataclass
 class PostOutcome:
-    context: list[str] = field(default_factory=list)  # block reasons and additional context, after the results
+    context: list[str] = field(
+        default_factory=list
+    )  # block reasons and additional context, after the results
     stop: str | None = None
 
 
@@ -130,8 +134,12 @@ class StopOutcome:
     stop: str | None = None  # continue: false: the turn ends even so
 
 
-STOP_PREAMBLE = "The user's Stop hook kept the turn going; what follows is the hook's output, not the user's words."
-NO_RESPONSE = "No response requested."  # the answer Claude Code records for a turn a hook stopped before a request
+STOP_PREAMBLE = (
+    "The user's Stop hook kept the turn going; what follows is the hook's output, not the user's words."
+)
+NO_RESPONSE = (
+    "No response requested."  # the answer Claude Code records for a turn a hook stopped before a request
+)
 
 
 def stop_feedback(feedback: str) -> str:
@@ -139,5 +147,7 @@ def stop_feedback(feedback: str) -> str:
 
 
 def prompt_stopped(reason: str) -> str:
-    return ("<system-reminder>\nThe text below is the output of a hook, not a message from the user.\n"
-            f"Operation stopped by hook: {reason}\n</system-reminder>")
+    return (
+        "<system-reminder>\nThe text below is the output of a hook, not a message from the user.\n"
+        f"Operation stopped by hook: {reason}\n</system-reminder>"
+    )

@@ -111,7 +111,10 @@ def parse_output(event: str, stdout: str) -> Parsed:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        return Parsed(text=cut(text, HOOK_OUTPUT_BUDGET, what="hook output"), problems=(f"stdout starts like JSON but is not: {e.msg} (column {e.colno})",))
+        return Parsed(
+            text=cut(text, HOOK_OUTPUT_BUDGET, what="hook output"),
+            problems=(f"stdout starts like JSON but is not: {e.msg} (column {e.colno})",),
+        )
     if not isinstance(raw, dict):  # pragma: no cover - a text starting with "{" that parses is an object
         return Parsed(text=text)
     model = OUTPUTS[event]

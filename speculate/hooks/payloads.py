@@ -34,12 +34,17 @@ NO_OUTPUT = "(no output)"  # speculate's Bash result for a command that printed 
 
 def hook_env(*, project: str, session_id: str) -> dict[str, str]:
     """The variables a hook finds besides the session's (or, in a fork, the sandbox's) environment."""
-    return {"CLAUDE_PROJECT_DIR": project, "CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": session_id,
-            "AI_AGENT": f"speculate_{__version__}"}
+    return {
+        "CLAUDE_PROJECT_DIR": project,
+        "CLAUDECODE": "1",
+        "CLAUDE_CODE_SESSION_ID": session_id,
+        "AI_AGENT": f"speculate_{__version__}",
+    }
 
 
-def common_fields(event: str, *, session_id: str, transcript_path: str, cwd: str, prompt_id: str | None,
-                  mode: str) -> dict[str, Any]:
+def common_fields(
+    event: str, *, session_id: str, transcript_path: str, cwd: str, prompt_id: str | None, mode: str
+) -> dict[str, Any]:
     out: dict[str, Any] = {"session_id": session_id, "transcript_path": transcript_path, "cwd": cwd}
     if prompt_id is not None:
         out["prompt_id"] = prompt_id
@@ -69,15 +74,23 @@ def structured_patch(old: str, new: str) -> list[dict[str, Any]]:
     for line in difflib.unified_diff(old.splitlines(), new.splitlines(), n=3, lineterm=""):
         m = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", line)
         if m:
-            hunks.append({"oldStart": int(m[1]), "oldLines": int(m[2] or 1), "newStart": int(m[3]),
-                          "newLines": int(m[4] or 1), "lines": []})
+            hunks.append(
+                {
+                    "oldStart": int(m[1]),
+                    "oldLines": int(m[2] or 1),
+                    "newStart": int(m[3]),
+                    "newLines": int(m[4] or 1),
+                    "lines": [],
+                }
+            )
         elif hunks and not line.startswith(("---", "+++")):
             hunks[-1]["lines"].append(line)
     return hunks
 
 
-def tool_response(name: str, inp: dict[str, Any], result: Block, *, before: str | None, after: str | None,
-                  duration_ms: int) -> Any:
+def tool_response(
+    name: str, inp: dict[str, Any], result: Block, *, before: str | None, after: str | None, duration_ms: int
+) -> Any:
     """The PostToolUse ``tool_response`` for a successful call (``before``/``after``: the file's text around
     an Edit or Write, or a Read's file)."""
     content = result.get("content", "")
@@ -87,20 +100,44 @@ def tool_response(name: str, inp: dict[str, Any], result: Block, *, before: str 
         lines = (after or "").split("\n")
         start = int(inp.get("offset") or 1)
         window = lines[start - 1 : start - 1 + int(inp.get("limit") or 2000)]
-        return {"type": "text", "file": {"filePath": path, "content": "\n".join(window), "numLines": len(window),
-                                         "startLine": start, "totalLines": len(lines)}}
+        return {
+            "type": "text",
+            "file": {
+                "filePath": path,
+                "content": "\n".join(window),
+                "numLines": len(window),
+                "startLine": start,
+                "totalLines": len(lines),
+            },
+        }
     if name == "Edit":
-        return {"filePath": path, "oldString": inp.get("old_string", ""), "newString": inp.get("new_string", ""),
-                "originalFile": before, "structuredPatch": structured_patch(before or "", after or ""),
-                "userModified": False, "replaceAll": bool(inp.get("replace_all", False))}
+        return {
+            "filePath": path,
+            "oldString": inp.get("old_string", ""),
+            "newString": inp.get("new_string", ""),
+            "originalFile": before,
+            "structuredPatch": structured_patch(before or "", after or ""),
+            "userModified": False,
+            "replaceAll": bool(inp.get("replace_all", False)),
+        }
     if name == "Write":
         created = before is None
-        return {"type": "create" if created else "update", "filePath": path, "content": inp.get("content", ""),
-                "structuredPatch": [] if created else structured_patch(before or "", after or ""),
-                "originalFile": before, "userModified": False}
+        return {
+            "type": "create" if created else "update",
+            "filePath": path,
+            "content": inp.get("content", ""),
+            "structuredPatch": [] if created else structured_patch(before or "", after or ""),
+            "originalFile": before,
+            "userModified": False,
+        }
     if name == "Bash":
-        return {"stdout": "" if text == NO_OUTPUT else text, "stderr": "", "interrupted": False, "isImage": False,
-                "noOutputExpected": False}
+        return {
+            "stdout": "" if text == NO_OUTPUT else text,
+            "stderr": "",
+            "interrupted": False,
+            "isImage": False,
+            "noOutputExpected": False,
+        }
     if name == "Glob":
         return _glob(text, duration_ms)
     if name == "Grep":
@@ -114,8 +151,14 @@ def _glob(text: str, duration_ms: int) -> dict[str, Any]:
     if names and (m := re.match(r"\(Results are truncated: showing \d+ of (\d+) files", names[-1])):
         names.pop()
         total = int(m[1])
-    return {"filenames": names, "durationMs": duration_ms, "numFiles": len(names), "truncated": total > len(names),
-            "totalMatches": total, "countIsComplete": True}
+    return {
+        "filenames": names,
+        "durationMs": duration_ms,
+        "numFiles": len(names),
+        "truncated": total > len(names),
+        "totalMatches": total,
+        "countIsComplete": True,
+    }
 
 
 def _grep(text: str, mode: str) -> dict[str, Any]:
@@ -130,7 +173,18 @@ def _grep(text: str, mode: str) -> dict[str, Any]:
         matches = 0
         if lines and (m := re.fullmatch(r"Found (\d+) matching lines in \d+ files", lines[0])):
             lines, matches = lines[1:], int(m[1])
-        return {"mode": mode, "numFiles": len(lines), "filenames": [], "content": "\n".join(lines),
-                "numMatches": matches}
-    return {"mode": mode, "numFiles": 0, "filenames": [], "content": "\n".join(lines), "numLines": len(lines),
-            "totalLines": total or len(lines)}
+        return {
+            "mode": mode,
+            "numFiles": len(lines),
+            "filenames": [],
+            "content": "\n".join(lines),
+            "numMatches": matches,
+        }
+    return {
+        "mode": mode,
+        "numFiles": 0,
+        "filenames": [],
+        "content": "\n".join(lines),
+        "numLines": len(lines),
+        "totalLines": total or len(lines),
+    }

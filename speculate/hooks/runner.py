@@ -49,16 +49,27 @@ RANK: dict[str, int] = {"deny": 3, "ask": 2, "allow": 1}  # deny > ask > allow a
 
 
 class HookShell(Protocol):
-    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
-                  env: dict[str, str] | None = None) -> ShellResult: ...
+    async def run(
+        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+    ) -> ShellResult: ...
 
 
 class HookRunner:
     """The user's hooks around one agent's turns: the methods below are the events."""
 
-    def __init__(self, hooks: Sequence[Hook], *, shell: HookShell, project: Path, session_id: str,
-                 mode: Callable[[], str], transcript: HookTranscript | None = None, sandboxed: bool = False,
-                 boundary: str | None = None, on_event: Callable[[HookRan], None] | None = None) -> None:
+    def __init__(
+        self,
+        hooks: Sequence[Hook],
+        *,
+        shell: HookShell,
+        project: Path,
+        session_id: str,
+        mode: Callable[[], str],
+        transcript: HookTranscript | None = None,
+        sandboxed: bool = False,
+        boundary: str | None = None,
+        on_event: Callable[[HookRan], None] | None = None,
+    ) -> None:
         self.hooks = tuple(hooks)
         self.shell, self.project, self.session_id = shell, project, session_id
         self.mode, self.transcript = mode, transcript
@@ -91,7 +102,9 @@ class HookRunner:
         """In a fork without a sandbox: why a call to ``tool`` must not start (a hook would run around it)."""
         if self.boundary is None:
             return None
-        hooks = [h for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure") for h in self.matching(e, tool)]
+        hooks = [
+            h for e in ("PreToolUse", "PostToolUse", "PostToolUseFailure") for h in self.matching(e, tool)
+        ]
         return f"{hooks[0].event} hook `{hooks[0].command}` on {tool}: {self.boundary}" if hooks else None
 
     def listing(self) -> str:
@@ -105,8 +118,10 @@ class HookRunner:
                 lines.append(f"{event}:")
             for h in hooks:
                 where = "matches " + (h.matcher if h.matcher not in ("", "*") else "everything")
-                lines.append(f"  {h.command}  ({where if event in MATCHED_EVENTS else 'no matcher'}, "
-                             f"timeout {h.timeout:g} s, {_shown(h.source, self.project)})")
+                lines.append(
+                    f"  {h.command}  ({where if event in MATCHED_EVENTS else 'no matcher'}, "
+                    f"timeout {h.timeout:g} s, {_shown(h.source, self.project)})"
+                )
         if self.transcript is not None:
             lines.append(f"transcript for hooks: {self.transcript.path}")
         return "\n".join(lines)
@@ -128,8 +143,9 @@ class HookRunner:
     async def pre_compact(self, trigger: str, instructions: str) -> None:
         """PreCompact; raises CompactBlocked when a hook exits 2 (the compaction does not happen)."""
         self.prompt_id = str(uuid.uuid4())  # Claude Code numbers /compact as a prompt
-        ran = await self._run("PreCompact", {"trigger": trigger, "custom_instructions": instructions or None},
-                              target=trigger)
+        ran = await self._run(
+            "PreCompact", {"trigger": trigger, "custom_instructions": instructions or None}, target=trigger
+        )
         refused = [error_prefix(r) for r in ran if r.exited_2]
         if refused:
             raise CompactBlocked("\n".join(refused))
@@ -163,10 +179,15 @@ class HookRunner:
         for r in await self._run("PreToolUse", payload, target=name):
             d, why = r.decision, r.reason
             if d is None and _unreadable_decision(r):  # not allow, deny or ask: ask the user (a fork stopped)
-                d, why = "ask", f"the PreToolUse hook `{r.command}` gave a permission decision speculate cannot read"
+                d, why = (
+                    "ask",
+                    f"the PreToolUse hook `{r.command}` gave a permission decision speculate cannot read",
+                )
             if d == "deny":
-                refusals.append(f"PreToolUse:{name} hook error: " + (error_prefix(r) if r.exited_2 else
-                                                                     why or f"refused by `{r.command}`"))
+                refusals.append(
+                    f"PreToolUse:{name} hook error: "
+                    + (error_prefix(r) if r.exited_2 else why or f"refused by `{r.command}`")
+                )
             if d is not None and RANK[d] > RANK.get(out.decision or "", 0):
                 out.decision, out.reason = d, why
             if (new := r.parsed.specific("updatedInput")) is not None:
@@ -179,8 +200,9 @@ class HookRunner:
             out.refusal = "\n".join(refusals)
         if updates:
             if self.sandboxed and any(u != updates[0] for u in updates):
-                raise BoundaryReached("hook", f"PreToolUse hooks on {name} changed its input in different ways",
-                                      discard=True)
+                raise BoundaryReached(
+                    "hook", f"PreToolUse hooks on {name} changed its input in different ways", discard=True
+                )
             out.updated_input = updates[0]
         return out
 
@@ -190,25 +212,40 @@ class HookRunner:
             return await file_text(fs, str(block.get("input", {}).get("file_path", "")))
         return None
 
-    async def post_tool(self, block: Block, result: Block, *, fs: FileSystem, before: str | None,
-                        duration_ms: int) -> PostOutcome:
+    async def post_tool(
+        self, block: Block, result: Block, *, fs: FileSystem, before: str | None, duration_ms: int
+    ) -> PostOutcome:
         """PostToolUse, after a successful call: block reasons and context for the model."""
         name, inp = block["name"], block.get("input", {})
         if not self.would_run("PostToolUse", name):
             return PostOutcome()
-        after = await file_text(fs, str(inp.get("file_path", ""))) if name in ("Read", "Edit", "Write") else None
+        after = (
+            await file_text(fs, str(inp.get("file_path", ""))) if name in ("Read", "Edit", "Write") else None
+        )
         response = tool_response(name, inp, result, before=before, after=after, duration_ms=duration_ms)
-        payload = {"tool_name": name, "tool_input": inp, "tool_response": response, "tool_use_id": block["id"],
-                   "duration_ms": duration_ms}
+        payload = {
+            "tool_name": name,
+            "tool_input": inp,
+            "tool_response": response,
+            "tool_use_id": block["id"],
+            "duration_ms": duration_ms,
+        }
         return self._after(name, "PostToolUse", await self._run("PostToolUse", payload, target=name))
 
     async def post_tool_failure(self, block: Block, result: Block, *, duration_ms: int) -> PostOutcome:
         """PostToolUseFailure, after a call that failed (an ``is_error`` result it produced itself)."""
         name = block["name"]
-        payload = {"tool_name": name, "tool_input": block.get("input", {}), "tool_use_id": block["id"],
-                   "error": text_of_result(result.get("content", "")), "is_interrupt": False,
-                   "duration_ms": duration_ms}
-        return self._after(name, "PostToolUseFailure", await self._run("PostToolUseFailure", payload, target=name))
+        payload = {
+            "tool_name": name,
+            "tool_input": block.get("input", {}),
+            "tool_use_id": block["id"],
+            "error": text_of_result(result.get("content", "")),
+            "is_interrupt": False,
+            "duration_ms": duration_ms,
+        }
+        return self._after(
+            name, "PostToolUseFailure", await self._run("PostToolUseFailure", payload, target=name)
+        )
 
     def _after(self, name: str, event: str, ran: list[HookRan]) -> PostOutcome:
         out = PostOutcome()
@@ -241,8 +278,17 @@ class HookRunner:
             raise BoundaryReached("hook", f"{what}: {self.boundary}")
         if self.transcript is not None and self.messages is not None:
             self.transcript.sync(self.messages)  # the hook may read the conversation up to here
-        payload = {**common_fields(event, session_id=self.session_id, transcript_path=self.transcript_path,
-                                   cwd=str(self.project), prompt_id=self.prompt_id, mode=self.mode()), **fields}
+        payload = {
+            **common_fields(
+                event,
+                session_id=self.session_id,
+                transcript_path=self.transcript_path,
+                cwd=str(self.project),
+                prompt_id=self.prompt_id,
+                mode=self.mode(),
+            ),
+            **fields,
+        }
         stdin = json.dumps(payload).encode()
         env = hook_env(project=str(self.project), session_id=self.session_id)
         results: list[ShellResult | None] = [None] * len(hooks)
@@ -263,9 +309,17 @@ class HookRunner:
             parsed = parse_output(event, res.stdout) if not (res.timed_out or res.exit_code == 2) else None
             # Its output reaches the conversation (context, tool results, feedback): cut to a budget, never a
             # poisoned session. JSON is read whole first; the context it carries is cut where it is used.
-            ran = HookRan(event, h.command, res.exit_code, cut(res.stdout, HOOK_OUTPUT_BUDGET, what="hook output"),
-                          cut(res.stderr, HOOK_OUTPUT_BUDGET, what="hook output"), res.timed_out, tool,
-                          self.sandboxed, **({"parsed": parsed} if parsed is not None else {}))
+            ran = HookRan(
+                event,
+                h.command,
+                res.exit_code,
+                cut(res.stdout, HOOK_OUTPUT_BUDGET, what="hook output"),
+                cut(res.stderr, HOOK_OUTPUT_BUDGET, what="hook output"),
+                res.timed_out,
+                tool,
+                self.sandboxed,
+                **({"parsed": parsed} if parsed is not None else {}),
+            )
             self.on_event(ran)
             out.append(ran)
         if self.sandboxed:
@@ -278,22 +332,31 @@ def _unreadable_decision(r: HookRan) -> bool:
     """The hook named a permission decision that did not validate (``"maybe"``, ``"Deny"``)."""
     raw = r.parsed.raw or {}
     spec = raw.get("hookSpecificOutput")
-    named = isinstance(spec, dict) and "permissionDecision" in spec and spec.get("hookEventName") == "PreToolUse"
+    named = (
+        isinstance(spec, dict) and "permissionDecision" in spec and spec.get("hookEventName") == "PreToolUse"
+    )
     return (named and r.parsed.specific("permissionDecision") is None) or (
-        "decision" in raw and r.parsed.get("decision") is None and r.event == "PreToolUse")
+        "decision" in raw and r.parsed.get("decision") is None and r.event == "PreToolUse"
+    )
 
 
 def _fail_closed(r: HookRan) -> None:
     """In a fork: stop at a hook that failed, or whose output speculate cannot read or that stops the turn."""
     if r.failed:
         how = "timed out" if r.timed_out else f"exited {r.exit_code}"
-        raise BoundaryReached("hook", _what(r) + f" {how} in the speculation's sandbox" + _stderr(r), discard=True)
+        raise BoundaryReached(
+            "hook", _what(r) + f" {how} in the speculation's sandbox" + _stderr(r), discard=True
+        )
     if r.parsed.problems:
-        raise BoundaryReached("hook", _what(r) + " printed output speculate cannot read: "
-                              + "; ".join(r.parsed.problems)[:300], discard=True)
+        raise BoundaryReached(
+            "hook",
+            _what(r) + " printed output speculate cannot read: " + "; ".join(r.parsed.problems)[:300],
+            discard=True,
+        )
     if r.stop_reason is not None:
-        raise BoundaryReached("hook", _what(r) + f" stopped the turn (continue: false): {r.stop_reason}"[:300],
-                              discard=True)
+        raise BoundaryReached(
+            "hook", _what(r) + f" stopped the turn (continue: false): {r.stop_reason}"[:300], discard=True
+        )
 
 
 def _what(r: HookRan) -> str:

@@ -57,8 +57,11 @@ class HookTranscript:
 
     @classmethod
     def for_session(cls, project: Path, session_id: str, *, base: Path | None = None) -> HookTranscript:
-        return cls((base or default_dir()) / slug(project) / f"{session_id}.jsonl", session_id=session_id,
-                   cwd=project)
+        return cls(
+            (base or default_dir()) / slug(project) / f"{session_id}.jsonl",
+            session_id=session_id,
+            cwd=project,
+        )
 
     def sync(self, messages: list[Message]) -> None:
         """Write the messages not yet on file. A shorter conversation (compacted, cleared) starts again after
@@ -66,7 +69,7 @@ class HookTranscript:
         if len(messages) < self.written:
             self._line({"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted"})
             self.written = 0
-        for m in messages[self.written:]:
+        for m in messages[self.written :]:
             self._line({"type": m["role"], "message": {"role": m["role"], "content": m["content"]}})
         self.written = len(messages)
 
@@ -87,8 +90,16 @@ class HookTranscript:
 
     def _line(self, record: dict[str, Any]) -> None:
         me = str(uuid.uuid4())
-        line = {"parentUuid": self.parent, "isSidechain": False, **record, "uuid": me, "timestamp": _now(),
-                "sessionId": self.session_id, "cwd": str(self.cwd), "version": f"speculate {__version__}"}
+        line = {
+            "parentUuid": self.parent,
+            "isSidechain": False,
+            **record,
+            "uuid": me,
+            "timestamp": _now(),
+            "sessionId": self.session_id,
+            "cwd": str(self.cwd),
+            "version": f"speculate {__version__}",
+        }
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
         self.parent = me

@@ -24,8 +24,10 @@ from speculate.importers.tree import FileState, recorded_read
 
 _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)\b")
 # Lines whose text changes from run to run: clock times, dates, hex ids, temporary paths.
-_VOLATILE = re.compile(r"\b\d{1,2}:\d{2}(:\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)"
-                       r"[0-9a-f]{7,}\b|/tmp/|/var/folders/")
+_VOLATILE = re.compile(
+    r"\b\d{1,2}:\d{2}(:\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)"
+    r"[0-9a-f]{7,}\b|/tmp/|/var/folders/"
+)
 _NUMBER = re.compile(r"\d+\.\d+|\d{4,}")  # durations, sizes, pids: generalised to \d+
 MIN_LINE, MAX_LINE = 8, 120
 
@@ -50,8 +52,9 @@ def bash_exit(use: ToolUse) -> int | None:
     if r is None:
         return None
     s = r.structured
-    if isinstance(s, dict) and (s.get("interrupted") or s.get("backgroundTaskId")
-                                or s.get("returnCodeInterpretation")):
+    if isinstance(s, dict) and (
+        s.get("interrupted") or s.get("backgroundTaskId") or s.get("returnCodeInterpretation")
+    ):
         return None  # Claude Code calls some non-zero exits success ("No matches found") and drops the code
     m = _EXIT.match(r.text)
     if m:
@@ -110,7 +113,11 @@ def check(use: ToolUse, call: dict[str, Any], before: FileState, ctx: Context) -
         return Check(0, contains=line)
     if name == "Edit":
         old = inp.get("old_string", "")
-        ok = isinstance(before, str) and old and (before.count(old) == 1 or (inp.get("replace_all") and old in before))
+        ok = (
+            isinstance(before, str)
+            and old
+            and (before.count(old) == 1 or (inp.get("replace_all") and old in before))
+        )
         return Check(0) if ok and not r.is_error else None
     if name == "Write":
         return None if r.is_error else Check(0)  # a Write in the project creates what it needs

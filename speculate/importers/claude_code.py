@@ -148,13 +148,20 @@ def _strings(session: RecordedSession) -> Iterable[str]:
                     yield from walk(use.result.structured)
 
 
-def scenario_doc(session: RecordedSession, cfg: ImportConfig, workspace: tuple[str, Path] | None,
-                 counts: Counts, redactor: Redactor | None) -> dict[str, Any]:
+def scenario_doc(
+    session: RecordedSession,
+    cfg: ImportConfig,
+    workspace: tuple[str, Path] | None,
+    counts: Counts,
+    redactor: Redactor | None,
+) -> dict[str, Any]:
     project = Path(session.cwd or "project").name
     if redactor is not None:
         redacted(session, redactor)
         project = redactor.component(project)
-    name = f"cc-{slug(project)}-{slug(session.session_id)[:8]}" + (f"-{session.part}" if session.part > 1 else "")
+    name = f"cc-{slug(project)}-{slug(session.session_id)[:8]}" + (
+        f"-{session.part}" if session.part > 1 else ""
+    )
     if workspace is not None:
         start = repo_reader(workspace[1])
     else:
@@ -163,9 +170,11 @@ def scenario_doc(session: RecordedSession, cfg: ImportConfig, workspace: tuple[s
     ctx = checks.Context(tree_complete=workspace is not None, redacted=redactor is not None, root=session.cwd)
     turns = render_turns(session, Replayed(start, session.cwd), ctx, counts)
     when = next((t.at for t in session.turns if t.at is not None), None)
-    desc = (f"Claude Code {session.version or '?'} session {session.session_id} in {project}"
-            f"{when.strftime(' on %Y-%m-%d') if when else ''} (model {session.model or '?'}); "
-            "imported by speculate import claude-code")
+    desc = (
+        f"Claude Code {session.version or '?'} session {session.session_id} in {project}"
+        f"{when.strftime(' on %Y-%m-%d') if when else ''} (model {session.model or '?'}); "
+        "imported by speculate import claude-code"
+    )
     doc: dict[str, Any] = {"name": name, "description": desc}
     if workspace is not None:
         doc["workspace"] = workspace[0]
@@ -182,8 +191,10 @@ def import_sessions(cfg: ImportConfig) -> Imported:
     res = Imported()
     counts = res.counts
     if cfg.redact and cfg.repo is not None:
-        raise RepoError("--redact with --repo: the exported tree would hold the repository unredacted; "
-                        "redact imports without --repo (the tree the transcript shows)")
+        raise RepoError(
+            "--redact with --repo: the exported tree would hold the repository unredacted; "
+            "redact imports without --repo (the tree the transcript shows)"
+        )
     files = discover(cfg.paths or (DEFAULT_PROJECTS,), counts)
     cfg.out.mkdir(parents=True, exist_ok=True)
     workspace: tuple[str, Path] | None = None
@@ -215,29 +226,50 @@ def import_sessions(cfg: ImportConfig) -> Imported:
             res.written.append(target)
             taken = sum(t.suggestion is not None for t in sc.turns)
             n_exp = sum(st.expect is not None for t in sc.turns for st in t.steps)
-            res.lines.append(f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions), "
-                             f"{n_exp} expectations, {len(sc.files)} files" + (f", workspace {sc.workspace.name}"
-                                                                               if sc.workspace else ""))
+            res.lines.append(
+                f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions), "
+                f"{n_exp} expectations, {len(sc.files)} files"
+                + (f", workspace {sc.workspace.name}" if sc.workspace else "")
+            )
     return res
 
 
 def configure(ap: argparse.ArgumentParser) -> None:
     """The options of ``speculate import claude-code`` (on the command tree of :mod:`speculate.cli`)."""
     ap.description = "Claude Code session transcripts as scenario files (docs/transcripts.md)."
-    ap.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                    help=f"a session .jsonl, a project directory, or the projects directory (default "
-                    f"{DEFAULT_PROJECTS})")
-    ap.add_argument("--out", type=Path, default=Path("imported"), help="where the scenarios go (default ./imported)")
-    ap.add_argument("--repo", type=Path, default=None, metavar="DIR",
-                    help="the project's git repository: its --rev is the starting tree (default: the files the "
-                    "transcript shows)")
-    ap.add_argument("--rev", default=None, metavar="REV", help="with --repo: the revision the sessions started "
-                    "from (default HEAD)")
-    ap.add_argument("--redact", action="store_true",
-                    help="replace string literals and paths by stable placeholders")
-    ap.add_argument("--redact-key", default="", metavar="KEY",
-                    help="with --redact: a secret mixed into the placeholders, so names cannot be confirmed by "
-                    "guessing")
+    ap.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help=f"a session .jsonl, a project directory, or the projects directory (default {DEFAULT_PROJECTS})",
+    )
+    ap.add_argument(
+        "--out", type=Path, default=Path("imported"), help="where the scenarios go (default ./imported)"
+    )
+    ap.add_argument(
+        "--repo",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the project's git repository: its --rev is the starting tree (default: the files the "
+        "transcript shows)",
+    )
+    ap.add_argument(
+        "--rev",
+        default=None,
+        metavar="REV",
+        help="with --repo: the revision the sessions started from (default HEAD)",
+    )
+    ap.add_argument(
+        "--redact", action="store_true", help="replace string literals and paths by stable placeholders"
+    )
+    ap.add_argument(
+        "--redact-key",
+        default="",
+        metavar="KEY",
+        help="with --redact: a secret mixed into the placeholders, so names cannot be confirmed by guessing",
+    )
     ap.set_defaults(run=import_run)
 
 
@@ -258,8 +290,10 @@ def summary(res: Imported) -> str:
 def import_main(argv: list[str]) -> int:
     """``speculate import claude-code ...`` outside the command tree (``argv`` starts with "claude-code")."""
     if not argv or argv[0] != "claude-code":
-        print("usage: speculate import claude-code [PATH ...] [--out DIR] [--repo DIR [--rev REV]] [--redact]",
-              file=sys.stderr)
+        print(
+            "usage: speculate import claude-code [PATH ...] [--out DIR] [--repo DIR [--rev REV]] [--redact]",
+            file=sys.stderr,
+        )
         return 2
     return import_run(build_parser().parse_args(argv[1:]))
 
@@ -268,8 +302,9 @@ def import_run(a: argparse.Namespace) -> int:
     if a.rev is not None and a.repo is None:
         print("speculate import: --rev needs --repo DIR", file=sys.stderr)
         return 2
-    cfg = ImportConfig(paths=tuple(a.paths), out=a.out, repo=a.repo, rev=a.rev, redact=a.redact,
-                       redact_key=a.redact_key)
+    cfg = ImportConfig(
+        paths=tuple(a.paths), out=a.out, repo=a.repo, rev=a.rev, redact=a.redact, redact_key=a.redact_key
+    )
     try:
         res = import_sessions(cfg)
     except (TranscriptError, RepoError) as e:

@@ -108,7 +108,11 @@ class OtherRecord(_Record):
 
 
 Record = UserRecord | AssistantRecord | SystemRecord | OtherRecord
-_MODELS: dict[str, type[UserRecord] | type[AssistantRecord] | type[SystemRecord]] = {"user": UserRecord, "assistant": AssistantRecord, "system": SystemRecord}
+_MODELS: dict[str, type[UserRecord] | type[AssistantRecord] | type[SystemRecord]] = {
+    "user": UserRecord,
+    "assistant": AssistantRecord,
+    "system": SystemRecord,
+}
 
 
 def _reason(e: ValidationError) -> str:
@@ -122,13 +126,18 @@ def parse_line(text: str, *, source: str, line: int) -> Record:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise TranscriptError(source, line, f"not JSON ({e.msg}): not a Claude Code session transcript "
-                              "(one JSON record per line)?") from None
+        raise TranscriptError(
+            source,
+            line,
+            f"not JSON ({e.msg}): not a Claude Code session transcript (one JSON record per line)?",
+        ) from None
     if not isinstance(raw, dict):
         raise TranscriptError(source, line, f"a record must be a JSON object, got {type(raw).__name__}")
     kind = raw.get("type")
     if not isinstance(kind, str) or not kind:
-        raise TranscriptError(source, line, "a record must have a string 'type' (user, assistant, system, ...)")
+        raise TranscriptError(
+            source, line, "a record must have a string 'type' (user, assistant, system, ...)"
+        )
     model = _MODELS.get(kind, OtherRecord)
     try:
         rec = model.model_validate({**raw, "line": line})
@@ -163,5 +172,7 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
     return ""

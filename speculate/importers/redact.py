@@ -20,10 +20,14 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-_EXTS = ("py|pyi|js|mjs|cjs|ts|tsx|jsx|json|md|rst|txt|toml|yaml|yml|cfg|ini|sh|rs|go|java|kt|c|h|cc|cpp|hpp|"
-         "rb|php|html|css|scss|csv|sql|lock|xml|vue|svelte|swift|env|log")
-_PATH = re.compile(r"(?<![\w.@+-])(?:~?/|\.\.?/)?(?:[\w.@+-]+/)+[\w.@+-]*"  # a/b, /a/b, ./a, ~/a, a/
-                   rf"|(?<![\w./@+-])[\w@+-][\w.@+-]*\.(?:{_EXTS})\b(?![/(])")  # a bare file name: x.py
+_EXTS = (
+    "py|pyi|js|mjs|cjs|ts|tsx|jsx|json|md|rst|txt|toml|yaml|yml|cfg|ini|sh|rs|go|java|kt|c|h|cc|cpp|hpp|"
+    "rb|php|html|css|scss|csv|sql|lock|xml|vue|svelte|swift|env|log"
+)
+_PATH = re.compile(
+    r"(?<![\w.@+-])(?:~?/|\.\.?/)?(?:[\w.@+-]+/)+[\w.@+-]*"  # a/b, /a/b, ./a, ~/a, a/
+    rf"|(?<![\w./@+-])[\w@+-][\w.@+-]*\.(?:{_EXTS})\b(?![/(])"
+)  # a bare file name: x.py
 MIN_KNOWN = 3  # shorter literals are replaced only where quoted
 _LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)+"|(?<!\w)\'(?:[^\'\\\n]|\\.)+\'(?!\w)')
 GENERIC = frozenset({
@@ -47,9 +51,14 @@ class Redactor:
         inner = {m.group(0)[1:-1] for t in texts for m in _LITERAL.finditer(t)}
         words = sorted((w for w in inner if len(w) >= MIN_KNOWN and "/" not in w), key=len, reverse=True)
         if words:
-            self.known = re.compile("|".join(
-                (r"(?<!\w)" if w[0].isalnum() or w[0] == "_" else "") + re.escape(w)
-                + (r"(?!\w)" if w[-1].isalnum() or w[-1] == "_" else "") for w in words))
+            self.known = re.compile(
+                "|".join(
+                    (r"(?<!\w)" if w[0].isalnum() or w[0] == "_" else "")
+                    + re.escape(w)
+                    + (r"(?!\w)" if w[-1].isalnum() or w[-1] == "_" else "")
+                    for w in words
+                )
+            )
 
     def _hash(self, kind: str, text: str) -> str:
         return hashlib.sha256(f"{self.key}\0{kind}\0{text}".encode()).hexdigest()[:8]
@@ -67,7 +76,7 @@ class Redactor:
     def path(self, path: str) -> str:
         """A path with each component replaced (the project root, when it leads, kept as it is)."""
         if self.root and path.startswith(self.root + "/"):
-            return self.root + "/" + self.path(path[len(self.root) + 1:])
+            return self.root + "/" + self.path(path[len(self.root) + 1 :])
         return "/".join(self.component(c) for c in path.split("/"))
 
     def _literal(self, m: re.Match[str]) -> str:
@@ -91,7 +100,7 @@ class Redactor:
     def _piece(self, text: str) -> str:
         out, last = [], 0
         for m in _LITERAL.finditer(text):
-            out += [self._plain(text[last:m.start()]), self._literal(m)]
+            out += [self._plain(text[last : m.start()]), self._literal(m)]
             last = m.end()
         return "".join([*out, self._plain(text[last:])])
 
@@ -107,7 +116,7 @@ class Redactor:
         m = re.match(r"(/[\w.@+/-]*)", piece)
         if m is None:
             return self._piece(piece)
-        return self.path(m.group(1)) + self._piece(piece[m.end():])
+        return self.path(m.group(1)) + self._piece(piece[m.end() :])
 
     def value(self, value: Any) -> Any:
         """Every string in a JSON-like value redacted (dictionary keys are field names: kept)."""

@@ -58,7 +58,11 @@ def _validated(name: str, inp: dict[str, Any], counts: Counts) -> dict[str, Any]
         except ValidationError as e:
             loc = e.errors()[0]["loc"]
             field = str(loc[0]) if loc else ""
-            if field not in inp or model.model_fields.get(field, None) is None or model.model_fields[field].is_required():
+            if (
+                field not in inp
+                or model.model_fields.get(field, None) is None
+                or model.model_fields[field].is_required()
+            ):
                 counts[f"{name} calls speculate's tool cannot take (dropped)"] += 1
                 return None
             counts[f"tool input fields dropped ({name}.{field})"] += 1
@@ -90,8 +94,9 @@ def scripted_call(use: ToolUse, cwd: str | None, root: Rooter, counts: Counts) -
     return None
 
 
-def render_turn(turn: RecordedTurn, replayed: Replayed, ctx: checks.Context, cwd: str | None, root: Rooter,
-                counts: Counts) -> list[dict[str, Any]]:
+def render_turn(
+    turn: RecordedTurn, replayed: Replayed, ctx: checks.Context, cwd: str | None, root: Rooter, counts: Counts
+) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     carried: list[str] = []  # text of steps without calls (all dropped, or the answer), for the next step
     ended_on_calls = False
@@ -145,8 +150,9 @@ def _pause(prev: RecordedTurn, turn: RecordedTurn) -> float | None:
     return round(max(0.0, (turn.at - prev.end).total_seconds()), 3)
 
 
-def render_turns(session: RecordedSession, replayed: Replayed, ctx: checks.Context, counts: Counts
-                 ) -> list[dict[str, Any]]:
+def render_turns(
+    session: RecordedSession, replayed: Replayed, ctx: checks.Context, counts: Counts
+) -> list[dict[str, Any]]:
     """The scenario's ``turns``: turns whose every step was dropped are left out (and counted)."""
     root = Rooter(session.cwd)
     kept: list[tuple[RecordedTurn, list[dict[str, Any]]]] = []

@@ -23,8 +23,10 @@ INTERRUPTED = "[Request interrupted by user"  # "...]" or "... for tool use]"
 ACCEPTED = "suggestion_accepted"  # promptSource of a prompt taken from Claude Code's suggestion (Tab)
 # Text Claude Code writes as a user record but the user did not type: slash commands and their output,
 # shell-mode input and output, notifications.
-_INJECTED = re.compile(r"^\s*<(command-name|command-message|local-command-[a-z]+|bash-input|bash-stdout|"
-                       r"bash-stderr|task-notification|system-reminder|user-memory-input)>")
+_INJECTED = re.compile(
+    r"^\s*<(command-name|command-message|local-command-[a-z]+|bash-input|bash-stdout|"
+    r"bash-stderr|task-notification|system-reminder|user-memory-input)>"
+)
 _COMMAND = re.compile(r"<command-name>/?([^<]*)</command-name>")
 
 
@@ -105,23 +107,31 @@ def main_line(records: list[Record], counts: Counts) -> list[Record]:
     # a response's parallel calls. So: a kept record's children that are blocks of the same response (same
     # message id) or tool results are on the line too, and so are theirs (to a fixpoint: a call's result
     # hangs off a call that hangs off the kept one). A child that is another response is a rewind.
-    kept_ids = {r.message.id for r in records if r.uuid in keep and isinstance(r, AssistantRecord)
-                and r.message.id is not None}
+    kept_ids = {
+        r.message.id
+        for r in records
+        if r.uuid in keep and isinstance(r, AssistantRecord) and r.message.id is not None
+    }
     grew = True
     while grew:
         grew = False
         for r in records:
             if r.uuid is None or r.uuid in keep or r.parent not in keep or r.isSidechain:
                 continue
-            same_response = isinstance(r, AssistantRecord) and r.message.id is not None \
-                and r.message.id in kept_ids
-            result = isinstance(r, UserRecord) and any(b.get("type") == "tool_result"
-                                                       for b in blocks(r.message.content))
+            same_response = (
+                isinstance(r, AssistantRecord) and r.message.id is not None and r.message.id in kept_ids
+            )
+            result = isinstance(r, UserRecord) and any(
+                b.get("type") == "tool_result" for b in blocks(r.message.content)
+            )
             if same_response or result:
                 keep.add(r.uuid)
                 grew = True
-    off = sum(1 for r in by_uuid.values() if r.uuid not in keep and not r.isSidechain
-              and r.type in ("user", "assistant"))
+    off = sum(
+        1
+        for r in by_uuid.values()
+        if r.uuid not in keep and not r.isSidechain and r.type in ("user", "assistant")
+    )
     if off:
         counts["messages off the main line (rewound or re-sent)"] += off
     return [r for r in records if r.uuid is not None and r.uuid in keep]
@@ -190,15 +200,19 @@ class _Builder:
         if use is None:
             return  # the answer to a set-aside call (a system turn's, or off the main line)
         content = b.get("content")
-        images = sum(1 for x in content if isinstance(x, dict) and x.get("type") == "image") \
-            if isinstance(content, list) else 0
+        images = (
+            sum(1 for x in content if isinstance(x, dict) and x.get("type") == "image")
+            if isinstance(content, list)
+            else 0
+        )
         if images:
             self.counts["images in tool results"] += images
         error = bool(b.get("is_error"))
         if error:
             self.counts["tool errors"] += 1
-        use.result = ToolResult(text=text_of(content), is_error=error, structured=r.toolUseResult,
-                                images=images, at=r.timestamp)
+        use.result = ToolResult(
+            text=text_of(content), is_error=error, structured=r.toolUseResult, images=images, at=r.timestamp
+        )
         if self.turn is not None:
             self.turn.touch(r.timestamp)
 
@@ -270,13 +284,24 @@ def sessions(path: Path, records: list[Record], counts: Counts) -> list[Recorded
     b.end_turn()
     first = next((r for r in records if isinstance(r, UserRecord | AssistantRecord)), None)
     cwd = next((r.cwd for r in chain if isinstance(r, UserRecord | AssistantRecord) and r.cwd), None)
-    version = next((r.version for r in chain if isinstance(r, UserRecord | AssistantRecord) and r.version), None)
-    model = next((r.message.model for r in chain if isinstance(r, AssistantRecord)
-                  and r.message.model not in (None, "<synthetic>")), None)
+    version = next(
+        (r.version for r in chain if isinstance(r, UserRecord | AssistantRecord) and r.version), None
+    )
+    model = next(
+        (
+            r.message.model
+            for r in chain
+            if isinstance(r, AssistantRecord) and r.message.model not in (None, "<synthetic>")
+        ),
+        None,
+    )
     sid = (first.sessionId if first is not None else None) or path.stem
-    return [RecordedSession(source=str(path), session_id=sid, cwd=cwd, version=version, model=model,
-                            turns=turns, part=i + 1)
-            for i, turns in enumerate(t for t in b.parts if t)]
+    return [
+        RecordedSession(
+            source=str(path), session_id=sid, cwd=cwd, version=version, model=model, turns=turns, part=i + 1
+        )
+        for i, turns in enumerate(t for t in b.parts if t)
+    ]
 
 
 def step_text(step: Step) -> str | None:

@@ -126,9 +126,13 @@ def reconstruct(turns: list[RecordedTurn], cwd: str | None, counts: Counts) -> S
             if isinstance(s.get("originalFile"), str):
                 found(rel, s["originalFile"])
             else:
-                pending.setdefault(rel, []).append((str(use.input.get("old_string", "")),
-                                                    str(use.input.get("new_string", "")),
-                                                    bool(use.input.get("replace_all"))))
+                pending.setdefault(rel, []).append(
+                    (
+                        str(use.input.get("old_string", "")),
+                        str(use.input.get("new_string", "")),
+                        bool(use.input.get("replace_all")),
+                    )
+                )
         elif use.name == "Write":
             if s.get("type") == "create" and not pending.get(rel):
                 tree.files[rel] = None
@@ -181,15 +185,19 @@ def repo_reader(root: Path) -> Callable[[str], FileState]:
             return p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return UNKNOWN
+
     return read
 
 
 def export(repo: Path, rev: str, dest: Path) -> str:
     """Extract ``rev`` of the git repository at ``repo`` (its subtree, when ``repo`` is a subdirectory) into
     ``dest``; returns the full commit id."""
+
     def git(*args: str) -> bytes:
         try:
-            out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True, timeout=300)
+            out = subprocess.run(
+                ["git", "-C", str(repo), *args], capture_output=True, check=True, timeout=300
+            )
         except FileNotFoundError:
             raise RepoError("--repo: git is not installed") from None
         except subprocess.CalledProcessError as e:

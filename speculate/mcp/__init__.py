@@ -14,5 +14,12 @@ from speculate.mcp.client import McpServers, connect_servers
 from speculate.mcp.config import McpConfig, McpConfigError, load_mcp_config
 from speculate.mcp.tool import McpTool, tool_name
 
-__all__ = ["McpConfig", "McpConfigError", "McpServers", "McpTool", "connect_servers", "load_mcp_config",
-           "tool_name"]
+__all__ = [
+    "McpConfig",
+    "McpConfigError",
+    "McpServers",
+    "McpTool",
+    "connect_servers",
+    "load_mcp_config",
+    "tool_name",
+]

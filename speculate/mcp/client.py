@@ -46,8 +46,11 @@ class McpServers:
 
     def instructions(self) -> str:
         """The servers' instructions for the system prompt, each capped at 2048 characters."""
-        return "\n".join(f"## {s.name}\n{s.instructions[:INSTRUCTIONS_CAP].rstrip()}\n"
-                         for s in self.servers if s.instructions.strip())
+        return "\n".join(
+            f"## {s.name}\n{s.instructions[:INSTRUCTIONS_CAP].rstrip()}\n"
+            for s in self.servers
+            if s.instructions.strip()
+        )
 
 
 @asynccontextmanager
@@ -56,8 +59,9 @@ async def _transport(spec: StdioServer | HttpServer, errlog: TextIO) -> AsyncIte
         from mcp import StdioServerParameters, stdio_client
         from mcp.client.stdio import get_default_environment
 
-        params = StdioServerParameters(command=spec.command, args=spec.args,
-                                       env={**get_default_environment(), **spec.env})
+        params = StdioServerParameters(
+            command=spec.command, args=spec.args, env={**get_default_environment(), **spec.env}
+        )
         async with stdio_client(params, errlog=errlog) as streams:
             yield streams
         return
@@ -65,13 +69,18 @@ async def _transport(spec: StdioServer | HttpServer, errlog: TextIO) -> AsyncIte
     from mcp.client.streamable_http import streamable_http_client
 
     # A client we pass in is ours to close, after the transport's session.
-    async with httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, read=300.0)) as http, \
-            streamable_http_client(spec.url, http_client=http) as streams:
+    async with (
+        httpx2.AsyncClient(
+            headers=spec.headers, timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, read=300.0)
+        ) as http,
+        streamable_http_client(spec.url, http_client=http) as streams,
+    ):
         yield streams
 
 
-async def connect_servers(config: McpConfig, stack: AsyncExitStack, *,
-                          read_only: Collection[str] = ()) -> McpServers:
+async def connect_servers(
+    config: McpConfig, stack: AsyncExitStack, *, read_only: Collection[str] = ()
+) -> McpServers:
     """Connect every server of ``config`` into ``stack``; ``read_only``: tool names the user declared
     read-only (settings ``speculation.readOnlyMcpTools``)."""
     from mcp import Client
@@ -98,8 +107,9 @@ async def connect_servers(config: McpConfig, stack: AsyncExitStack, *,
         where = f"MCP server {name} ({config.sources.get(name, '.mcp.json')})"
 
         def open_client(conn: McpConnection, spec: StdioServer | HttpServer = spec) -> Any:
-            return Client(watched(_transport(spec, errlog), conn), read_timeout_seconds=REQUEST_TIMEOUT_S,
-                          mode="legacy")
+            return Client(
+                watched(_transport(spec, errlog), conn), read_timeout_seconds=REQUEST_TIMEOUT_S, mode="legacy"
+            )
 
         conn = McpConnection(name, open_client=open_client, log=errlog, note=note)
         await nursery.start(conn.run)

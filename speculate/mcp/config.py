@@ -94,13 +94,17 @@ def parse_mcp_file(path: Path, text: str) -> dict[str, StdioServer | HttpServer]
         if not NAME_RE.match(name):
             raise McpConfigError(f"{path}: {key}: a server name may hold only letters, digits, '_' and '-'")
         if isinstance(srv, StdioServer):
-            out[name] = StdioServer(command=_expand(srv.command, f"{key}.command", path),
-                                    args=[_expand(a, f"{key}.args[{i}]", path) for i, a in enumerate(srv.args)],
-                                    env={k: _expand(v, f"{key}.env.{k}", path) for k, v in srv.env.items()})
+            out[name] = StdioServer(
+                command=_expand(srv.command, f"{key}.command", path),
+                args=[_expand(a, f"{key}.args[{i}]", path) for i, a in enumerate(srv.args)],
+                env={k: _expand(v, f"{key}.env.{k}", path) for k, v in srv.env.items()},
+            )
         else:
-            out[name] = HttpServer(type="http", url=_expand(srv.url, f"{key}.url", path),
-                                   headers={k: _expand(v, f"{key}.headers.{k}", path)
-                                            for k, v in srv.headers.items()})
+            out[name] = HttpServer(
+                type="http",
+                url=_expand(srv.url, f"{key}.url", path),
+                headers={k: _expand(v, f"{key}.headers.{k}", path) for k, v in srv.headers.items()},
+            )
     return out
 
 

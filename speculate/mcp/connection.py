@@ -65,8 +65,9 @@ class McpConnection:
     """``open_client()``: a fresh ``mcp.Client`` (an async context manager) for this server; ``log``: the
     session's MCP log (the servers' stderr goes there too); ``note``: one line for the user's notes."""
 
-    def __init__(self, name: str, *, open_client: Callable[[Any], Any], log: TextIO,
-                 note: Callable[[str], None]) -> None:
+    def __init__(
+        self, name: str, *, open_client: Callable[[Any], Any], log: TextIO, note: Callable[[str], None]
+    ) -> None:
         self.name, self._open, self._log, self._note = name, open_client, log, note
         self.client: Any = None  # the live mcp.Client, or None while (re)connecting or once gone
         self.specs: list[Any] = []  # the tools/list of the first connection (the session keeps these)
@@ -108,8 +109,9 @@ class McpConnection:
                     self._set(None)
                     self._lost = trio.Event()
                 if self.bad_lines >= MAX_BAD_LINES:
-                    return self._give_up(f"wrote {self.bad_lines} lines to stdout that are not JSON-RPC; "
-                                         "disconnected")
+                    return self._give_up(
+                        f"wrote {self.bad_lines} lines to stdout that are not JSON-RPC; disconnected"
+                    )
                 if failures == 0:
                     self.restarts += 1
                 if self.restarts > MAX_RESTARTS or failures >= len(RECONNECT_DELAYS_S):
@@ -152,7 +154,9 @@ class McpConnection:
     def bad_line(self, e: Exception) -> None:
         self.bad_lines += 1
         if self.bad_lines <= MAX_BAD_LINES:
-            self.log_line(f"MCP server {self.name}: stdout line {self.bad_lines} is not JSON-RPC: {_bad_line(e)}")
+            self.log_line(
+                f"MCP server {self.name}: stdout line {self.bad_lines} is not JSON-RPC: {_bad_line(e)}"
+            )
         if self.bad_lines == MAX_BAD_LINES:
             self.lose("wrote lines to stdout that are not JSON-RPC")
 
@@ -163,8 +167,10 @@ class McpConnection:
             while self.client is None and self.gone is None and not self._closing:
                 await self._changed.wait()
         if self.client is None:
-            raise ServerGone(f"MCP server {self.name} is not connected"
-                             + (f": it {self.gone}" if self.gone else " (still restarting)"))
+            raise ServerGone(
+                f"MCP server {self.name} is not connected"
+                + (f": it {self.gone}" if self.gone else " (still restarting)")
+            )
         return self.client
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, read_timeout_seconds: float) -> Any:
@@ -178,13 +184,21 @@ class McpConnection:
             if e.error.code != CONNECTION_CLOSED:
                 raise  # the server answered with a protocol error: the connection is fine
             self.lose("stopped")
-            raise ServerGone(f"MCP server {self.name} stopped during the call; it is being restarted for "
-                             "the next call") from None
-        except (OSError, EOFError, anyio.ClosedResourceError, anyio.BrokenResourceError,
-                anyio.EndOfStream) as e:
+            raise ServerGone(
+                f"MCP server {self.name} stopped during the call; it is being restarted for the next call"
+            ) from None
+        except (
+            OSError,
+            EOFError,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            anyio.EndOfStream,
+        ) as e:
             self.lose(f"stopped ({type(e).__name__} during a call)")
-            raise ServerGone(f"MCP server {self.name} stopped during the call ({type(e).__name__}); it is being "
-                             "restarted for the next call") from None
+            raise ServerGone(
+                f"MCP server {self.name} stopped during the call ({type(e).__name__}); it is being "
+                "restarted for the next call"
+            ) from None
 
 
 async def _list_tools(client: Any) -> list[Any]:
@@ -204,6 +218,7 @@ async def watched(transport: Any, conn: McpConnection) -> AsyncIterator[tuple[An
     async with transport as (read, write):
         send, recv = anyio.create_memory_object_stream[Any](0)
         async with anyio.create_task_group() as tg:
+
             async def pump() -> None:
                 try:
                     async with send:

@@ -60,12 +60,16 @@ class McpTool(Tool):
         from speculate.mcp.connection import ServerGone
 
         try:
-            res = await self.client.call_tool(self.remote_name, inp.model_dump(), read_timeout_seconds=CALL_TIMEOUT_S)
+            res = await self.client.call_tool(
+                self.remote_name, inp.model_dump(), read_timeout_seconds=CALL_TIMEOUT_S
+            )
         except MCPError as e:  # the server answered with a protocol error (unknown tool, bad arguments)
             raise ToolError(f"MCP server {self.server}: {e}") from None
         except ServerGone as e:  # crashed, restarting, or given up (speculate.mcp.connection)
             raise ToolError(str(e)) from None
-        return ToolResult(to_content(res, ctx, tool=self.name, limit=self.max_result_chars), is_error=bool(res.is_error))
+        return ToolResult(
+            to_content(res, ctx, tool=self.name, limit=self.max_result_chars), is_error=bool(res.is_error)
+        )
 
 
 def to_content(res: Any, ctx: ToolContext, *, tool: str, limit: int) -> str | list[dict[str, Any]]:
@@ -76,18 +80,26 @@ def to_content(res: Any, ctx: ToolContext, *, tool: str, limit: int) -> str | li
         if kind == "text":
             blocks.append({"type": "text", "text": c.text})
         elif kind == "image" and c.mime_type in IMAGE_TYPES:
-            blocks.append({"type": "image", "source": {"type": "base64", "media_type": c.mime_type, "data": c.data}})
+            blocks.append(
+                {"type": "image", "source": {"type": "base64", "media_type": c.mime_type, "data": c.data}}
+            )
         elif kind == "resource":
             r = c.resource
-            body = r.text if hasattr(r, "text") else f"({len(r.blob) * 3 // 4} bytes of {r.mime_type or 'data'})"
+            body = (
+                r.text if hasattr(r, "text") else f"({len(r.blob) * 3 // 4} bytes of {r.mime_type or 'data'})"
+            )
             blocks.append({"type": "text", "text": f"[resource {r.uri}]\n{body}"})
         elif kind == "resource_link":
             blocks.append({"type": "text", "text": f"[resource link {c.uri}] {c.description or c.name}"})
         else:  # audio, images the API does not take, and types newer than this client
-            blocks.append({"type": "text", "text": f"[{kind} content ({getattr(c, 'mime_type', '')}) not shown]"})
+            blocks.append(
+                {"type": "text", "text": f"[{kind} content ({getattr(c, 'mime_type', '')}) not shown]"}
+            )
     if not blocks and res.structured_content is not None:
         blocks.append({"type": "text", "text": json.dumps(res.structured_content)})
     if all(b["type"] == "text" for b in blocks):
         return spill("\n".join(b["text"] for b in blocks) or "(no output)", ctx, tool=tool, limit=limit)
-    return [{"type": "text", "text": spill(b["text"], ctx, tool=tool, limit=limit)} if b["type"] == "text" else b
-            for b in blocks]
+    return [
+        {"type": "text", "text": spill(b["text"], ctx, tool=tool, limit=limit)} if b["type"] == "text" else b
+        for b in blocks
+    ]

@@ -69,12 +69,16 @@ class AnthropicModel:
         on_notice: Callable[[str], None] | None = None,
     ) -> None:
         if not (connect_timeout_s > 0 and read_timeout_s > 0 and stall_attempts >= 1):
-            raise ValueError(f"timeouts must be > 0 and stall_attempts >= 1, not {connect_timeout_s}, "
-                             f"{read_timeout_s}, {stall_attempts}")
+            raise ValueError(
+                f"timeouts must be > 0 and stall_attempts >= 1, not {connect_timeout_s}, "
+                f"{read_timeout_s}, {stall_attempts}"
+            )
         self.name = name
         self.base_url = base_url
         self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=api_key or "sk-none", max_retries=0,
+            base_url=base_url,
+            api_key=api_key or "sk-none",
+            max_retries=0,
             timeout=httpx2.Timeout(read_timeout_s, connect=connect_timeout_s),
         )
         self.max_attempts = max_attempts
@@ -89,15 +93,17 @@ class AnthropicModel:
         await self._client.__aenter__()
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self._client.__aexit__(et, e, tb)
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-                     ) -> AsyncGenerator[StreamUpdate, None]:
+    async def stream(
+        self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncGenerator[StreamUpdate, None]:
         body = key.request(messages, max_tokens=max_tokens)
         last_error = ""
         stalls = 0
@@ -116,18 +122,27 @@ class AnthropicModel:
                 last_error = _describe(e, attempt)
                 delay = _retry_after(e) or self._backoff(attempt)
             # A connection dropped mid-stream surfaces as the transport's own error, not the SDK's.
-            except (anthropic.APIConnectionError, httpx2.TransportError, StreamStalled, StreamProtocolError,
-                    _StreamError) as e:
+            except (
+                anthropic.APIConnectionError,
+                httpx2.TransportError,
+                StreamStalled,
+                StreamProtocolError,
+                _StreamError,
+            ) as e:
                 stalled = _timed_out(e)
                 stalls += stalled
                 what = self._describe_failure(e) if stalled else f"{type(e).__name__}: {e}"
                 if attempt == self.max_attempts or stalls >= self.stall_attempts:
-                    raise ModelError(f"{what}; gave up after {attempt} attempt(s)"
-                                     + (" (--connect-timeout, --read-timeout)" if stalled else "")) from e
+                    raise ModelError(
+                        f"{what}; gave up after {attempt} attempt(s)"
+                        + (" (--connect-timeout, --read-timeout)" if stalled else "")
+                    ) from e
                 last_error = what
                 delay = self._backoff(attempt)
-                self._notice(f"{what}; retrying (attempt {attempt + 1} of "
-                             f"{self.stall_attempts if stalled else self.max_attempts})")
+                self._notice(
+                    f"{what}; retrying (attempt {attempt + 1} of "
+                    f"{self.stall_attempts if stalled else self.max_attempts})"
+                )
             await trio.sleep(delay)
         raise ModelError(f"gave up: {last_error}")  # pragma: no cover - loop always returns or raises
 
@@ -181,22 +196,46 @@ class AnthropicModel:
                 raise _StreamError("stream ended without message_stop")
             total = time.perf_counter() - t0
             message: Message = {"role": "assistant", "content": [_clean(b) for b in snap.blocks]}
-            resp = ModelResponse(message=message, stop_reason=snap.stop_reason, usage=snap.usage,
-                                 model=snap.model, ttft_s=ttft or total, total_s=total, attempts=attempt,
-                                 raw_events=events)
+            resp = ModelResponse(
+                message=message,
+                stop_reason=snap.stop_reason,
+                usage=snap.usage,
+                model=snap.model,
+                ttft_s=ttft or total,
+                total_s=total,
+                attempts=attempt,
+                raw_events=events,
+            )
             if self.recorder is not None:
-                self.recorder(body, {"id": snap.id, "type": "message", "role": "assistant", "model": snap.model,
-                                     "content": message["content"], "stop_reason": snap.stop_reason,
-                                     "usage": snap.usage.as_dict()},
-                              {"ttft_s": resp.ttft_s, "total_s": total})
+                self.recorder(
+                    body,
+                    {
+                        "id": snap.id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": snap.model,
+                        "content": message["content"],
+                        "stop_reason": snap.stop_reason,
+                        "usage": snap.usage.as_dict(),
+                    },
+                    {"ttft_s": resp.ttft_s, "total_s": total},
+                )
             delivered = True  # the caller has the usage from here on
             yield Done(resp)
         except (trio.Cancelled, GeneratorExit):
             # Cancelled by the caller mid-stream (a fork thrown away, a suggestion no longer wanted): the API
             # still bills the input message_start reported and the output streamed so far.
             if snap.started and not delivered:
-                charge_cancelled(snap.usage if snap.stopped else cancelled_usage(
-                    snap.usage, snap.blocks, snap.partial_json, model=snap.model or str(body.get("model", ""))))
+                charge_cancelled(
+                    snap.usage
+                    if snap.stopped
+                    else cancelled_usage(
+                        snap.usage,
+                        snap.blocks,
+                        snap.partial_json,
+                        model=snap.model or str(body.get("model", "")),
+                    )
+                )
             raise
 
 

@@ -60,7 +60,7 @@ class CacheKey:
         system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self.system]
         # The prefix breakpoints go on its last blocks: (static, dynamic) system parts, else tools + system.
         prefix = ([tools[-1]] if tools else []) + system
-        for block in prefix[-(MAX_BREAKPOINTS - MESSAGE_BREAKPOINTS):]:
+        for block in prefix[-(MAX_BREAKPOINTS - MESSAGE_BREAKPOINTS) :]:
             block["cache_control"] = EPHEMERAL
         body: dict[str, Any] = {
             "model": self.model,
@@ -161,5 +161,6 @@ class Model(Protocol):
 
     name: str
 
-    def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-               ) -> AsyncGenerator[StreamUpdate, None]: ...
+    def stream(
+        self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncGenerator[StreamUpdate, None]: ...

@@ -65,8 +65,9 @@ def _tokens(chars: int) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN) if chars > 0 else 0
 
 
-def received_output_tokens(blocks: Sequence[dict[str, Any]], partial_json: Sequence[str] = (), *,
-                           token_scale: float = 1.0) -> int:
+def received_output_tokens(
+    blocks: Sequence[dict[str, Any]], partial_json: Sequence[str] = (), *, token_scale: float = 1.0
+) -> int:
     """Output tokens a cancelled stream had delivered, estimated from its blocks so far (at least 1: the API
     reports one output token in ``message_start``)."""
     n = 0
@@ -82,12 +83,17 @@ def received_output_tokens(blocks: Sequence[dict[str, Any]], partial_json: Seque
     return max(1, math.ceil(n * token_scale))
 
 
-def cancelled_usage(started: Usage, blocks: Sequence[dict[str, Any]], partial_json: Sequence[str] = (), *,
-                    model: str = "") -> Usage:
+def cancelled_usage(
+    started: Usage, blocks: Sequence[dict[str, Any]], partial_json: Sequence[str] = (), *, model: str = ""
+) -> Usage:
     """The bill of a stream cut after ``message_start`` (whose usage is ``started``) and ``blocks``."""
     from speculate.models.profiles import find_profile
 
     profile = find_profile(model) if model else None
     out = received_output_tokens(blocks, partial_json, token_scale=profile.token_scale if profile else 1.0)
-    return Usage(started.input_tokens, max(out, started.output_tokens), started.cache_creation_input_tokens,
-                 started.cache_read_input_tokens)
+    return Usage(
+        started.input_tokens,
+        max(out, started.output_tokens),
+        started.cache_creation_input_tokens,
+        started.cache_read_input_tokens,
+    )

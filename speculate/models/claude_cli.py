@@ -78,15 +78,24 @@ class ClaudeCliModel:
 
     name = "claude-cli"
 
-    def __init__(self, *, binary: str | os.PathLike[str] = "claude", env: Mapping[str, str] | None = None,
-                 cwd: str | os.PathLike[str] | None = None,
-                 validators: Mapping[str, type[BaseModel] | None] | None = None, timeout_s: float = 600.0,
-                 read_timeout_s: float = READ_TIMEOUT_S, stall_attempts: int = STALL_ATTEMPTS) -> None:
+    def __init__(
+        self,
+        *,
+        binary: str | os.PathLike[str] = "claude",
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        validators: Mapping[str, type[BaseModel] | None] | None = None,
+        timeout_s: float = 600.0,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        stall_attempts: int = STALL_ATTEMPTS,
+    ) -> None:
         self.binary, self.timeout_s = str(binary), timeout_s
         base = dict(env) if env is not None else dict(os.environ)
         # The user's own values win; ours bound a dead or silent endpoint.
-        self.limits = {"API_TIMEOUT_MS": base.get("API_TIMEOUT_MS") or str(int(read_timeout_s * 1000)),
-                       "CLAUDE_CODE_MAX_RETRIES": base.get("CLAUDE_CODE_MAX_RETRIES") or str(max(stall_attempts - 1, 0))}
+        self.limits = {
+            "API_TIMEOUT_MS": base.get("API_TIMEOUT_MS") or str(int(read_timeout_s * 1000)),
+            "CLAUDE_CODE_MAX_RETRIES": base.get("CLAUDE_CODE_MAX_RETRIES") or str(max(stall_attempts - 1, 0)),
+        }
         self.env = {**base, **self.limits}
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         if validators is None:
@@ -108,7 +117,9 @@ class ClaudeCliModel:
 
     def _resume_point(self, key: CacheKey, messages: Sequence[Message]) -> tuple[int, _Session | None]:
         for k in range(len(messages) - 1, 0, -1):
-            if messages[k - 1]["role"] == "assistant" and (s := self.sessions.get(_digest(key, messages[:k]))):
+            if messages[k - 1]["role"] == "assistant" and (
+                s := self.sessions.get(_digest(key, messages[:k]))
+            ):
                 return k, s
         return 0, None
 
@@ -128,8 +139,9 @@ class ClaudeCliModel:
             args += ["--resume", session.id, "--fork-session"]
         return [*args, "--", prompt]
 
-    async def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-                     ) -> AsyncGenerator[StreamUpdate, None]:
+    async def stream(
+        self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncGenerator[StreamUpdate, None]:
         # max_tokens: the CLI has no output cap flag; a suggestion's cap is not applied here.
         if not messages or messages[-1]["role"] != "user":
             raise ModelError("claude-cli: the conversation must end with a user message")
@@ -139,8 +151,15 @@ class ClaudeCliModel:
         t0 = time.perf_counter()
         with trio.move_on_after(self.timeout_s) as scope:
             try:
-                proc = await trio.run_process(args, cwd=self.cwd, env=self.env, capture_stdout=True,
-                                              capture_stderr=True, check=False, stdin=b"")
+                proc = await trio.run_process(
+                    args,
+                    cwd=self.cwd,
+                    env=self.env,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    stdin=b"",
+                )
             except OSError as e:  # not installed, not executable, cwd gone
                 raise ModelError(f"claude-cli: cannot run {self.binary!r} in {self.cwd}: {e}") from None
         if scope.cancelled_caught:
@@ -158,22 +177,47 @@ class ClaudeCliModel:
         self.sessions[_digest(key, [*messages, resp.message])] = _Session(new_id, invalid=tuple(invalid))
         yield Done(resp)
 
-    def _response(self, events: list[dict[str, Any]], proc: Any, t0: float,
-                  validators: Mapping[str, type[BaseModel] | None]) -> tuple[ModelResponse, str, list[str]]:
+    def _response(
+        self,
+        events: list[dict[str, Any]],
+        proc: Any,
+        t0: float,
+        validators: Mapping[str, type[BaseModel] | None],
+    ) -> tuple[ModelResponse, str, list[str]]:
         result = next((e for e in events if e.get("type") == "result"), None)
         if result is None or result.get("is_error") or proc.returncode != 0:
-            why = (result or {}).get("result") or proc.stderr.decode()[-500:].strip() or f"exit {proc.returncode}"
+            why = (
+                (result or {}).get("result")
+                or proc.stderr.decode()[-500:].strip()
+                or f"exit {proc.returncode}"
+            )
             raise ModelError(f"claude-cli failed: {why} ({self._limits_text()})")
-        answer = "".join(b.get("text", "") for e in events if e.get("type") == "assistant"
-                         for b in e["message"].get("content") or [] if b.get("type") == "text")
+        answer = "".join(
+            b.get("text", "")
+            for e in events
+            if e.get("type") == "assistant"
+            for b in e["message"].get("content") or []
+            if b.get("type") == "text"
+        )
         got = extract(answer, validators)
         content: list[dict[str, Any]] = [{"type": "text", "text": got.text}] if got.text else []
         content += got.uses
         u = result.get("usage") or {}
-        usage = Usage(u.get("input_tokens", 0), u.get("output_tokens", 0), u.get("cache_creation_input_tokens", 0),
-                      u.get("cache_read_input_tokens", 0))
+        usage = Usage(
+            u.get("input_tokens", 0),
+            u.get("output_tokens", 0),
+            u.get("cache_creation_input_tokens", 0),
+            u.get("cache_read_input_tokens", 0),
+        )
         model = next((e["message"].get("model", "") for e in events if e.get("type") == "assistant"), "")
         total = time.perf_counter() - t0
-        resp = ModelResponse({"role": "assistant", "content": content}, "tool_use" if got.uses else "end_turn",
-                             usage, model=model, ttft_s=total, total_s=total, raw_events=events)
+        resp = ModelResponse(
+            {"role": "assistant", "content": content},
+            "tool_use" if got.uses else "end_turn",
+            usage,
+            model=model,
+            ttft_s=total,
+            total_s=total,
+            raw_events=events,
+        )
         return resp, str(result.get("session_id", "")), got.invalid

@@ -50,8 +50,13 @@ def accumulate_event(event: dict[str, Any], snap: Snapshot) -> Snapshot:
     snap = replace(snap, completed_index=None)
     if t == "message_start":
         m = event["message"]
-        return replace(snap, id=m.get("id", ""), model=m.get("model", ""), started=True,
-                       usage=_usage(snap.usage, m.get("usage")))
+        return replace(
+            snap,
+            id=m.get("id", ""),
+            model=m.get("model", ""),
+            started=True,
+            usage=_usage(snap.usage, m.get("usage")),
+        )
     if not snap.started and t not in ("ping", "error"):
         raise StreamProtocolError(f"event {t!r} before message_start")
     if t == "content_block_start":
@@ -69,7 +74,9 @@ def accumulate_event(event: dict[str, Any], snap: Snapshot) -> Snapshot:
         if dt == "text_delta":
             block["text"] = block.get("text", "") + d["text"]
         elif dt == "input_json_delta":
-            return replace(snap, partial_json=_set(snap.partial_json, i, snap.partial_json[i] + d["partial_json"]))
+            return replace(
+                snap, partial_json=_set(snap.partial_json, i, snap.partial_json[i] + d["partial_json"])
+            )
         elif dt == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + d["thinking"]
         elif dt == "signature_delta":
@@ -90,8 +97,11 @@ def accumulate_event(event: dict[str, Any], snap: Snapshot) -> Snapshot:
         return replace(snap, blocks=_set(snap.blocks, i, block), completed_index=i)
     if t == "message_delta":
         d = event.get("delta", {})
-        return replace(snap, stop_reason=d.get("stop_reason", snap.stop_reason),
-                       usage=_usage(snap.usage, event.get("usage")))
+        return replace(
+            snap,
+            stop_reason=d.get("stop_reason", snap.stop_reason),
+            usage=_usage(snap.usage, event.get("usage")),
+        )
     if t == "message_stop":
         return replace(snap, stopped=True)
     # ping, and unknown event types, which the API says clients should ignore.

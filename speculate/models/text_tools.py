@@ -34,8 +34,14 @@ each result comes back in a <tool_result> block with the same id. When you need 
 
 
 def tools_reminder(tools: Sequence[Mapping[str, Any]]) -> str:
-    defs = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t.get("input_schema", {})}
-            for t in tools]
+    defs = [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "input_schema": t.get("input_schema", {}),
+        }
+        for t in tools
+    ]
     return f"<system-reminder>\n{INSTRUCTIONS}\n<tools>\n{json.dumps(defs)}\n</tools>\n</system-reminder>"
 
 
@@ -123,7 +129,9 @@ def extract(text: str, validators: Mapping[str, type[BaseModel] | None]) -> Extr
             try:
                 model.model_validate(inp)
             except ValidationError as e:
-                errors = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'input'}: {x['msg']}" for x in e.errors())
+                errors = "; ".join(
+                    f"{'.'.join(map(str, x['loc'])) or 'input'}: {x['msg']}" for x in e.errors()
+                )
                 out.invalid.append(f"{name}: invalid input ({errors})")
                 continue
         call_id = call.get("id")
@@ -136,5 +144,7 @@ def extract(text: str, validators: Mapping[str, type[BaseModel] | None]) -> Extr
 def feedback(invalid: Sequence[str]) -> str:
     """The reminder sent with the next turn about the calls :func:`extract` dropped."""
     lines = "\n".join(f"- {x}" for x in invalid)
-    return (f"<system-reminder>\nThese tool calls in your last answer were invalid and were not run:\n{lines}\n"
-            "Call only the offered tools, with inputs that match their schemas.\n</system-reminder>")
+    return (
+        f"<system-reminder>\nThese tool calls in your last answer were invalid and were not run:\n{lines}\n"
+        "Call only the offered tools, with inputs that match their schemas.\n</system-reminder>"
+    )

@@ -19,6 +19,9 @@ def choose(raw: str, choices: Sequence[str]) -> str:
     if len(hits) == 1:
         return hits[0]
     expected = ", ".join(choices[:-1]) + f" or {choices[-1]}"
-    what = f"{raw.strip()!r} is ambiguous" if len(hits) > 1 else (f"{raw.strip()!r} is not an answer"
-                                                                   if answer else "no answer")
+    what = (
+        f"{raw.strip()!r} is ambiguous"
+        if len(hits) > 1
+        else (f"{raw.strip()!r} is not an answer" if answer else "no answer")
+    )
     raise BadAnswer(f"{what}: type {expected} (or the first letter), then Enter")

@@ -37,7 +37,7 @@ def rest_of(prediction: str | None, text: str) -> str | None:
     """What is still to type of ``prediction`` after ``text``; None when ``text`` is not a prefix of it."""
     if prediction is None or not prediction.startswith(text) or len(text) == len(prediction):
         return None
-    return prediction[len(text):]
+    return prediction[len(text) :]
 
 
 class PredictionSuggest(AutoSuggest):
@@ -63,10 +63,19 @@ class PromptFrontend:
 
     color = True
 
-    def __init__(self, *, toolbar: Callable[[], AnyFormattedText], on_diverge: Callable[[], None],
-                 history: History | None = None, input: Any = None, output: Any = None,
-                 message: AnyFormattedText = "› ", policy: DivergePolicy = "keep",
-                 on_stop: Callable[[], None] | None = None, running: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        toolbar: Callable[[], AnyFormattedText],
+        on_diverge: Callable[[], None],
+        history: History | None = None,
+        input: Any = None,
+        output: Any = None,
+        message: AnyFormattedText = "› ",
+        policy: DivergePolicy = "keep",
+        on_stop: Callable[[], None] | None = None,
+        running: Callable[[], bool] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._prediction: str | None = None
         self._diverged = False  # the line is off the prediction (keep policy: ghost hidden, not dropped)
@@ -78,9 +87,15 @@ class PromptFrontend:
         self.typeahead = ""  # keys typed while a turn ran; the next prompt gets them first
         self._held = False  # the turn they were typed in was cancelled: their Enter sends nothing
         self.session: PromptSession[str] = PromptSession(
-            history=history or InMemoryHistory(), auto_suggest=PredictionSuggest(self.prediction),
-            key_bindings=self._bindings(), bottom_toolbar=toolbar, refresh_interval=0.5,
-            input=input, output=output, enable_history_search=False)
+            history=history or InMemoryHistory(),
+            auto_suggest=PredictionSuggest(self.prediction),
+            key_bindings=self._bindings(),
+            bottom_toolbar=toolbar,
+            refresh_interval=0.5,
+            input=input,
+            output=output,
+            enable_history_search=False,
+        )
         self._io = {"input": input, "output": output}
         self._asking: PromptSession[str] | None = None  # the permission question on screen, if any
         self._closed = False  # abort() was called: no more prompts
@@ -248,8 +263,9 @@ class PromptFrontend:
     async def read(self) -> str:
         return await trio.to_thread.run_sync(self.prompt_blocking)
 
-    async def keys_during_turn(self, on_escape: Callable[[], None],
-                               on_expand: Callable[[], None] | None = None) -> None:
+    async def keys_during_turn(
+        self, on_escape: Callable[[], None], on_expand: Callable[[], None] | None = None
+    ) -> None:
         """While a turn streams (no prompt running): read the terminal without echo, so Esc interrupts the
         turn instead of printing ``^[`` and eating the next key; Ctrl-O shows the last collapsed result
         whole; other keys are kept for the next prompt (and shown on the turn's live line). Ctrl-C stays

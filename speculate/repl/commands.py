@@ -34,8 +34,22 @@ keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or 
   cancelled: then only a fresh Enter sends them)."""
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = ("/help", "/last", "/stats", "/study", "/memory", "/context", "/mcp", "/hooks", "/model", "/clear", "/compact",
-           "/accept", "/quit", "/exit")
+NO_ARGS = (
+    "/help",
+    "/last",
+    "/stats",
+    "/study",
+    "/memory",
+    "/context",
+    "/mcp",
+    "/hooks",
+    "/model",
+    "/clear",
+    "/compact",
+    "/accept",
+    "/quit",
+    "/exit",
+)
 
 
 class Quit(SpeculateError):
@@ -56,11 +70,18 @@ async def run_command(r: Repl, text: str) -> None:
     elif name == "/spec" and r.study is not None:
         r._line("/spec: in a study each turn's arm is drawn at random (/study lists them); it cannot be set")
     elif name == "/study":
-        r._line(r.study.listing() if r.study is not None else "no study runs: speculate repl --study DIR starts one")
+        r._line(
+            r.study.listing()
+            if r.study is not None
+            else "no study runs: speculate repl --study DIR starts one"
+        )
     elif name == "/spec":
         if arg not in ("on", "off"):
-            r._line(f"/spec takes on or off, not {arg!r}" if arg else
-                    f"speculation is {'on' if r.s.cfg.speculate else 'off'}; /spec on|off")
+            r._line(
+                f"/spec takes on or off, not {arg!r}"
+                if arg
+                else f"speculation is {'on' if r.s.cfg.speculate else 'off'}; /spec on|off"
+            )
             return
         await r.s.set_speculation(arg == "on")
         r.status.set_speculation(arg == "on")
@@ -69,8 +90,11 @@ async def run_command(r: Repl, text: str) -> None:
             r._predict_next()
     elif name == "/mode":
         if arg not in MODES:
-            r._line(f"unknown permission mode {arg!r}: choose one of {', '.join(MODES)}" if arg
-                    else f"mode is {r.s.cfg.mode}; /mode {'|'.join(MODES)}")
+            r._line(
+                f"unknown permission mode {arg!r}: choose one of {', '.join(MODES)}"
+                if arg
+                else f"mode is {r.s.cfg.mode}; /mode {'|'.join(MODES)}"
+            )
             return
         r.s.set_mode(cast(PermissionMode, arg))
         r.status.mode = arg
@@ -80,8 +104,10 @@ async def run_command(r: Repl, text: str) -> None:
             r._line(f"/diff takes no arguments (got {arg!r}); /diff last shows the last accepted change")
             return
         if r.study is not None and arg != "last":  # whether a speculation runs would tell the turn's arm
-            r._line("/diff of the running speculation is hidden during a study; /diff last shows the last "
-                    "accepted change")
+            r._line(
+                "/diff of the running speculation is hidden during a study; /diff last shows the last "
+                "accepted change"
+            )
             return
         show_diff(r, last=arg == "last")
     elif name == "/last":
@@ -160,29 +186,50 @@ def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
     """The session's figures under one set of names: counts as integers, rates as percentages, times in
     seconds, costs in dollars. ``scripted``: the demo's scripted prompts offered as ghost text, which are
     not the model's suggestions and not counted as such."""
+
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])) or "none"
 
     sugg, spec = st.get("suggestion_outcomes", {}), st.get("speculation_outcomes", {})
     rows = [
-        ("turns", f"{st.get('turns', 0)} ({st.get('accepted_turns', 0)} answered by an accepted speculation)"),
-        ("suggestions", f"{st.get('suggestions', 0)} made, {st.get('suggestions_shown', 0)} shown: {counts(sugg)}"),
+        (
+            "turns",
+            f"{st.get('turns', 0)} ({st.get('accepted_turns', 0)} answered by an accepted speculation)",
+        ),
+        (
+            "suggestions",
+            f"{st.get('suggestions', 0)} made, {st.get('suggestions_shown', 0)} shown: {counts(sugg)}",
+        ),
         ("acceptance rate", f"{st.get('acceptance_rate', 0.0):.0%} of the suggestions shown"),
         ("speculations", f"{st.get('speculations', 0)}: {counts(spec)}"),
         ("stopped at", counts(st.get("boundaries", {}))),
         ("time saved", f"{st.get('time_saved_s', 0.0):.1f}s"),
-        ("wasted tokens", f"{st.get('wasted_tokens', 0)} by speculations, {st.get('wasted_suggestion_tokens', 0)} "
-                          f"by suggestions; {st.get('tokens_after_divergence', 0)} spent after typing over one"),
+        (
+            "wasted tokens",
+            f"{st.get('wasted_tokens', 0)} by speculations, {st.get('wasted_suggestion_tokens', 0)} "
+            f"by suggestions; {st.get('tokens_after_divergence', 0)} spent after typing over one",
+        ),
         ("cost", f"${st.get('cost_usd', 0.0):.4f} (wasted ${st.get('wasted_cost_usd', 0.0):.4f})"),
     ]
     if st.get("suppressed_reasons"):
         rows.insert(3, ("not shown", counts(st["suppressed_reasons"])))
     if scripted:
-        rows.insert(2, ("demo script", f"{scripted} scripted prompt{'s' * (scripted != 1)} offered as ghost text "
-                                       "where the model had no suggestion (not counted above)"))
+        rows.insert(
+            2,
+            (
+                "demo script",
+                f"{scripted} scripted prompt{'s' * (scripted != 1)} offered as ghost text "
+                "where the model had no suggestion (not counted above)",
+            ),
+        )
     if st.get("compactions") or st.get("compaction_failures"):
-        rows.append(("compactions", f"{st.get('compactions', 0)}" + (
-            f" ({st['compaction_failures']} failed)" if st.get("compaction_failures") else "")))
+        rows.append(
+            (
+                "compactions",
+                f"{st.get('compactions', 0)}"
+                + (f" ({st['compaction_failures']} failed)" if st.get("compaction_failures") else ""),
+            )
+        )
     if st.get("speculative_bash"):
         rows.append(("speculative Bash", "; ".join(st["speculative_bash"])))
     width = max(len(k) for k, _ in rows)

@@ -47,10 +47,16 @@ class Repl(SessionOutput):
     prompt; the engine only predicts from the second turn on); ``on_submitted`` hears every prompt sent.
     """
 
-    def __init__(self, *, out: TextIO | None = None, model_label: str = "",
-                 fallback_prediction: Callable[[], str | None] | None = None,
-                 on_submitted: Callable[[str], None] | None = None,
-                 on_cleared: Callable[[], None] | None = None, policy: str = "keep") -> None:
+    def __init__(
+        self,
+        *,
+        out: TextIO | None = None,
+        model_label: str = "",
+        fallback_prediction: Callable[[], str | None] | None = None,
+        on_submitted: Callable[[str], None] | None = None,
+        on_cleared: Callable[[], None] | None = None,
+        policy: str = "keep",
+    ) -> None:
         super().__init__(out)
         self.model_label = model_label
         self.fallback = fallback_prediction or (lambda: None)
@@ -117,6 +123,7 @@ class Repl(SessionOutput):
     def diverged(self) -> None:
         """The user typed off the prediction (called from the prompt's thread). ``keep``: the speculation
         runs on (the cost is recorded) until a different prompt is submitted; ``abort``: drop it now."""
+
         def start() -> None:
             if self.policy == "keep":
                 if self.s is not None:
@@ -130,6 +137,7 @@ class Repl(SessionOutput):
 
     def stop_speculation(self) -> None:
         """Ctrl-C at the prompt with a speculation in flight (prompt's thread): stop and discard it."""
+
         def start() -> None:
             self._cancel_prediction()
             assert self._nursery is not None
@@ -138,7 +146,11 @@ class Repl(SessionOutput):
         self._from_thread(start)
 
     def speculation_running(self) -> bool:
-        return self.status.spec_on and not self.status.busy and self.status.state in ("generating", "speculating")
+        return (
+            self.status.spec_on
+            and not self.status.busy
+            and self.status.state in ("generating", "speculating")
+        )
 
     def _from_thread(self, fn: Callable[[], None]) -> None:
         if self._token is None or self._nursery is None:
@@ -222,8 +234,12 @@ class Repl(SessionOutput):
             self._start_keys()
             try:
                 outcome = await self.s.submit(prompt)
-            except Exception as e:  # a bug below us ends this turn, not the REPL; the conversation is repaired
-                self._line(self._c("31", f"error: the turn failed: {type(e).__name__}: {e}; the session goes on"))
+            except (
+                Exception
+            ) as e:  # a bug below us ends this turn, not the REPL; the conversation is repaired
+                self._line(
+                    self._c("31", f"error: the turn failed: {type(e).__name__}: {e}; the session goes on")
+                )
             finally:
                 self._turn_scope = None
                 self.status.busy = False
@@ -245,8 +261,19 @@ class Repl(SessionOutput):
     def _report(self, o: TurnOutcome) -> None:
         if o.accepted and o.speculation is not None:
             rec = o.speculation
-            self._line(self._c("36", accepted_line(rec.files_written, rec.tools_run, rec.time_saved_s, columns(),
-                                                   deleted=rec.files_deleted, renamed=rec.files_renamed)))
+            self._line(
+                self._c(
+                    "36",
+                    accepted_line(
+                        rec.files_written,
+                        rec.tools_run,
+                        rec.time_saved_s,
+                        columns(),
+                        deleted=rec.files_deleted,
+                        renamed=rec.files_renamed,
+                    ),
+                )
+            )
         if o.note:
             self._line(self._c("33", o.note))
         if o.blocked:

@@ -35,8 +35,10 @@ def find_scenario(name_or_path: str) -> Path:
         except ValueError:
             continue
     if name_or_path not in bundled:
-        raise DemoError(f"no bundled scenario named {name_or_path!r}; choose one of: "
-                        + ", ".join(sorted({load_name(p) for p in bundled.values()})))
+        raise DemoError(
+            f"no bundled scenario named {name_or_path!r}; choose one of: "
+            + ", ".join(sorted({load_name(p) for p in bundled.values()}))
+        )
     return bundled[name_or_path]
 
 

@@ -58,8 +58,10 @@ def run_args(args: argparse.Namespace) -> int:
 
     for name in ("time_scale", "connect_timeout", "read_timeout"):
         if not getattr(args, name) > 0:
-            print(f"speculate repl: --{name.replace('_', '-')} must be > 0, not {getattr(args, name)}",
-                  file=sys.stderr)
+            print(
+                f"speculate repl: --{name.replace('_', '-')} must be > 0, not {getattr(args, name)}",
+                file=sys.stderr,
+            )
             return 2
     try:
         if not prepare(args):  # a study: its consent first, before anything starts
@@ -90,8 +92,11 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     demo: Demo | None = None
     scenarios: list[Path] = []
     temp: Path | None = None
-    fresh_dir = args.dir is None or not Path(args.dir).expanduser().exists() or (
-        Path(args.dir).expanduser().is_dir() and not any(Path(args.dir).expanduser().iterdir()))
+    fresh_dir = (
+        args.dir is None
+        or not Path(args.dir).expanduser().exists()
+        or (Path(args.dir).expanduser().is_dir() and not any(Path(args.dir).expanduser().iterdir()))
+    )
     if args.scenario or (is_simulator(args.model) and fresh_dir):  # an existing project gets no script
         path = find_scenario(args.scenario or DEFAULT_SCENARIO)
         demo = Demo(load_scenario(path))
@@ -138,9 +143,13 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         if demo is not None:
             demo.cleared()
 
-    repl = Repl(model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
-                fallback_prediction=demo.next_prompt if demo else None,
-                on_submitted=submitted, on_cleared=cleared, policy=args.on_diverge)
+    repl = Repl(
+        model_label=f"{args.model}" + (f" at {args.base_url}" if args.base_url else ""),
+        fallback_prediction=demo.next_prompt if demo else None,
+        on_submitted=submitted,
+        on_cleared=cleared,
+        policy=args.on_diverge,
+    )
     repl.study = study
     repl.status.study = study is not None
     if plain:
@@ -165,34 +174,60 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             text = repl.status.line(width=get_app().output.get_size().columns - 2)
             return FormattedText([("", " " + text.replace("\n", "\n "))])
 
-        repl.attach(PromptFrontend(toolbar=toolbar,
-                                   on_diverge=repl.diverged, history=FileHistory(str(hist)),
-                                   policy=args.on_diverge, on_stop=repl.stop_speculation,
-                                   # In a study Ctrl-C at the prompt clears the line in every arm.
-                                   running=repl.speculation_running if study is None else lambda: False))
+        repl.attach(
+            PromptFrontend(
+                toolbar=toolbar,
+                on_diverge=repl.diverged,
+                history=FileHistory(str(hist)),
+                policy=args.on_diverge,
+                on_stop=repl.stop_speculation,
+                # In a study Ctrl-C at the prompt clears the line in every arm.
+                running=repl.speculation_running if study is None else lambda: False,
+            )
+        )
     if study is not None:
         from speculate.repl.study import StudyFrontend
 
         assert repl.fe is not None
-        repl.attach(StudyFrontend(repl.fe, study, model_suggestion=lambda: repl.s.suggestion if repl.s else None))
-    print(visible(f"speculate: project {project}" + (f" (scenario {demo.scenario.name})" if demo else "")
-                  + f"; model {args.model}; mode {mode}"
-                  + (" (the demo's; --mode default asks before edits)" if demo is not None and args.mode is None else "")
-                  + f"; speculation {'off' if args.no_spec else 'drawn per turn (study)' if study else 'on'}"))
+        repl.attach(
+            StudyFrontend(repl.fe, study, model_suggestion=lambda: repl.s.suggestion if repl.s else None)
+        )
+    print(
+        visible(
+            f"speculate: project {project}"
+            + (f" (scenario {demo.scenario.name})" if demo else "")
+            + f"; model {args.model}; mode {mode}"
+            + (
+                " (the demo's; --mode default asks before edits)"
+                if demo is not None and args.mode is None
+                else ""
+            )
+            + f"; speculation {'off' if args.no_spec else 'drawn per turn (study)' if study else 'on'}"
+        )
+    )
     if not args.no_spec:  # said once: whether a speculation may run Bash, and if not, why
         from speculate.speculation.sandbox_shell import bash_sandbox
 
         print(visible(f"speculative Bash: {bash_sandbox().line}"))
     if is_simulator(args.model) and demo is None:  # said once: why no ghost text will appear here
-        print("note: the simulator answers only the prompts of its scenarios, so on your own project every prompt "
-              "gets a marked fallback answer and there is nothing to predict (no ghost text). `speculate repl` "
-              "with no DIR runs the demo; for a real model: speculate repl DIR --model anthropic "
-              "(ANTHROPIC_API_KEY set, or --base-url URL).")
+        print(
+            "note: the simulator answers only the prompts of its scenarios, so on your own project every prompt "
+            "gets a marked fallback answer and there is nothing to predict (no ghost text). `speculate repl` "
+            "with no DIR runs the demo; for a real model: speculate repl DIR --model anthropic "
+            "(ANTHROPIC_API_KEY set, or --base-url URL)."
+        )
     print("Tab takes the grey prediction; /help lists commands; Ctrl-D leaves.")
-    bcfg = BackendConfig(backend=args.model, base_url=args.base_url, scenarios=scenarios,
-                         time_scale=args.time_scale, record=args.record, trace=args.trace,
-                         connect_timeout_s=args.connect_timeout, read_timeout_s=args.read_timeout,
-                         on_notice=repl.notice)
+    bcfg = BackendConfig(
+        backend=args.model,
+        base_url=args.base_url,
+        scenarios=scenarios,
+        time_scale=args.time_scale,
+        record=args.record,
+        trace=args.trace,
+        connect_timeout_s=args.connect_timeout,
+        read_timeout_s=args.read_timeout,
+        on_notice=repl.notice,
+    )
     scfg_extra = {"model_name": args.model_name} if args.model_name else {}
     spill = temp_dir("repl-spill")  # long tool outputs; gone at exit (or at the next start, after a kill)
 
@@ -207,11 +242,26 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
 
         ask, approve = timed(study, repl.ask), timed(study, repl.approve)
     try:
-        async with open_model(bcfg) as model, open_session(
-                SessionConfig(project=project, model=model, mode=mode, speculate=not args.no_spec,
-                              events_path=args.events, spill_dir=spill, keep_accepted_diff=True,
-                              spec_value=args.spec_value, spec_candidates=args.spec_candidates, **scfg_extra),
-                ask=ask, on_event=on_event, approve=approve) as session:
+        async with (
+            open_model(bcfg) as model,
+            open_session(
+                SessionConfig(
+                    project=project,
+                    model=model,
+                    mode=mode,
+                    speculate=not args.no_spec,
+                    events_path=args.events,
+                    spill_dir=spill,
+                    keep_accepted_diff=True,
+                    spec_value=args.spec_value,
+                    spec_candidates=args.spec_candidates,
+                    **scfg_extra,
+                ),
+                ask=ask,
+                on_event=on_event,
+                approve=approve,
+            ) as session,
+        ):
             for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
                 print(visible(f"note: {note}"))
             if study is not None:
@@ -224,8 +274,13 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             shutil.rmtree(temp, ignore_errors=True)
         if study is not None:  # after the session: its last, undecided cycle is recorded by now
             study.close()
-            print(visible(study.listing() if args.study_reveal else
-                          study.summary() + "; --study-reveal (or /study before leaving) lists each turn's arm"))
+            print(
+                visible(
+                    study.listing()
+                    if args.study_reveal
+                    else study.summary() + "; --study-reveal (or /study before leaving) lists each turn's arm"
+                )
+            )
     if repl.signal is not None:
         return 128 + repl.signal
     print("bye")

@@ -21,53 +21,119 @@ MODE_HELP = {
     "bypassPermissions": "asks nothing (deny rules still refuse)",
     "plan": "read-only: refuses every edit and every command that may write",
 }
-DEMO_MODE: Mode = "acceptEdits"  # the simulator demo flows without a question per edit; said in --help and at start
+DEMO_MODE: Mode = (
+    "acceptEdits"  # the simulator demo flows without a question per edit; said in --help and at start
+)
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
     """The options of ``speculate repl``."""
-    p.description = ("Interactive coding agent with speculative execution: after each answer it predicts "
-                     "your next prompt (grey ghost text) and runs it ahead in a sandboxed copy-on-write "
-                     "overlay; Tab takes the prediction, Enter sends it, and a finished speculation answers "
-                     "at once.")
+    p.description = (
+        "Interactive coding agent with speculative execution: after each answer it predicts "
+        "your next prompt (grey ghost text) and runs it ahead in a sandboxed copy-on-write "
+        "overlay; Tab takes the prediction, Enter sends it, and a finished speculation answers "
+        "at once."
+    )
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = ("permission modes (--mode, /mode):\n" + "\n".join(f"  {m:<18} {h}" for m, h in MODE_HELP.items())
-                + f"\nThe default is `default`; the simulator demo (no DIR, or --scenario) starts in {DEMO_MODE} "
-                "so that it flows.")
-    p.add_argument("dir", nargs="?", metavar="DIR",
-                   help="project directory (default: with --model sim, a temporary copy of the demo "
-                        "scenario's project; otherwise the current directory). A new or empty DIR gets the "
-                        "demo project; an existing one is used as it is")
-    p.add_argument("--model", choices=tuple(MODEL_BACKENDS), default="sim",
-                   help="model backend (default sim: the embedded simulator)")
-    p.add_argument("--base-url", help="an Anthropic-compatible endpoint (with --model anthropic, or claude-cli: the CLI's ANTHROPIC_BASE_URL)")
+    p.epilog = (
+        "permission modes (--mode, /mode):\n"
+        + "\n".join(f"  {m:<18} {h}" for m, h in MODE_HELP.items())
+        + f"\nThe default is `default`; the simulator demo (no DIR, or --scenario) starts in {DEMO_MODE} "
+        "so that it flows."
+    )
+    p.add_argument(
+        "dir",
+        nargs="?",
+        metavar="DIR",
+        help="project directory (default: with --model sim, a temporary copy of the demo "
+        "scenario's project; otherwise the current directory). A new or empty DIR gets the "
+        "demo project; an existing one is used as it is",
+    )
+    p.add_argument(
+        "--model",
+        choices=tuple(MODEL_BACKENDS),
+        default="sim",
+        help="model backend (default sim: the embedded simulator)",
+    )
+    p.add_argument(
+        "--base-url",
+        help="an Anthropic-compatible endpoint (with --model anthropic, or claude-cli: the CLI's ANTHROPIC_BASE_URL)",
+    )
     p.add_argument("--model-name", default=None, help="model id sent in requests")
-    p.add_argument("--scenario", default=None, metavar="NAME|FILE",
-                   help="simulator demo scenario: a bundled name or a .yaml file (default: fix-pagination)")
-    p.add_argument("--mode", choices=MODES, default=None,
-                   help=f"permission mode (default: default; the demo: {DEMO_MODE}); see below")
+    p.add_argument(
+        "--scenario",
+        default=None,
+        metavar="NAME|FILE",
+        help="simulator demo scenario: a bundled name or a .yaml file (default: fix-pagination)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help=f"permission mode (default: default; the demo: {DEMO_MODE}); see below",
+    )
     p.add_argument("--no-spec", action="store_true", help="start with speculation off")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
-                   help="simulator speed: 1.0 is real time, 0.1 ten times faster")
-    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="S",
-                   help=f"seconds to wait for the model endpoint to accept a connection (default {CONNECT_TIMEOUT_S:g})")
-    p.add_argument("--read-timeout", type=float, default=READ_TIMEOUT_S, metavar="S",
-                   help=f"seconds without a byte from the model (before its headers, or mid-stream) before the "
-                        f"request is retried, at most {STALL_ATTEMPTS} tries in all (default {READ_TIMEOUT_S:g})")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="simulator speed: 1.0 is real time, 0.1 ten times faster",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for the model endpoint to accept a connection (default {CONNECT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=READ_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds without a byte from the model (before its headers, or mid-stream) before the "
+        f"request is retried, at most {STALL_ATTEMPTS} tries in all (default {READ_TIMEOUT_S:g})",
+    )
     p.add_argument("--events", type=Path, default=None, help="write speculation records (JSONL) here")
-    p.add_argument("--record", type=Path, default=None, metavar="FILE",
-                   help="with --model anthropic: save every request/response with timings (a replayable trace)")
-    p.add_argument("--trace", type=Path, default=None, metavar="FILE",
-                   help="with --model sim: also serve a trace recorded with --record")
-    p.add_argument("--on-diverge", choices=("keep", "abort"), default="keep",
-                   help="typing off the ghost text: keep its speculation running until a different prompt is "
-                        "sent (editing back brings the ghost back; its extra tokens are recorded), or abort it")
+    p.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --model anthropic: save every request/response with timings (a replayable trace)",
+    )
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --model sim: also serve a trace recorded with --record",
+    )
+    p.add_argument(
+        "--on-diverge",
+        choices=("keep", "abort"),
+        default="keep",
+        help="typing off the ghost text: keep its speculation running until a different prompt is "
+        "sent (editing back brings the ghost back; its extra tokens are recorded), or abort it",
+    )
     p.add_argument("--plain", action="store_true", help="line mode even on a terminal")
-    p.add_argument("--spec-value", type=_spec_value, default=None, metavar="λ",
-                   help="fork only where value × P(accept) × expected saving > (1 − P) × expected cost; value in "
-                        "dollars per second saved ('inf': always, the default; settings: speculation.value)")
-    p.add_argument("--spec-candidates", type=int, choices=range(1, 6), default=None, metavar="K",
-                   help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)")
+    p.add_argument(
+        "--spec-value",
+        type=_spec_value,
+        default=None,
+        metavar="λ",
+        help="fork only where value × P(accept) × expected saving > (1 − P) × expected cost; value in "
+        "dollars per second saved ('inf': always, the default; settings: speculation.value)",
+    )
+    p.add_argument(
+        "--spec-candidates",
+        type=int,
+        choices=range(1, 6),
+        default=None,
+        metavar="K",
+        help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)",
+    )
     from speculate.repl.study import add_options as add_study_options
 
     add_study_options(p)
@@ -85,7 +151,9 @@ def _spec_value(s: str) -> float:
     try:
         v = float(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not a number (dollars per second saved, or inf)") from None
+        raise argparse.ArgumentTypeError(
+            f"{s!r} is not a number (dollars per second saved, or inf)"
+        ) from None
     if not v >= 0:
         raise argparse.ArgumentTypeError(f"{s}: must be >= 0")
     return v

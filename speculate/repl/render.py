@@ -25,26 +25,41 @@ def columns() -> int:
     return 80
 
 
-def accepted_line(written: Sequence[str], tools: int, saved_s: float, width: int, *,
-                  deleted: Sequence[str] = (), renamed: Sequence[str] = ()) -> str:
+def accepted_line(
+    written: Sequence[str],
+    tools: int,
+    saved_s: float,
+    width: int,
+    *,
+    deleted: Sequence[str] = (),
+    renamed: Sequence[str] = (),
+) -> str:
     """``⚡ speculation accepted: …`` in one line of ``width``: what happened to the person's files, as what
     it is (``deleted build/``, ``renamed a.py → b.py``, ``wrote c.py``; as many names as fit), tool caches
     (.pytest_cache, __pycache__, node_modules, .benchmarks: :func:`is_cache_dir`) summarised as a count.
     Any other file is named, a hidden one too (a hook's ``.audit/log.jsonl`` is no cache)."""
+
     def cache(path: str) -> str | None:
         parts = path.rstrip("/").split("/")
-        return next((d for d in parts[:-1] if is_cache_dir(d)), parts[-1] if is_cache_dir(parts[-1]) else None)
+        return next(
+            (d for d in parts[:-1] if is_cache_dir(d)), parts[-1] if is_cache_dir(parts[-1]) else None
+        )
 
     dirs = {p.rsplit("/", 1)[0] for p in written if "/" in p}
     written = [p for p in written if not any(d == p or d.startswith(p + "/") for d in dirs)]  # files only
-    groups = [("deleted", sorted(p for p in deleted if cache(p) is None)),
-              ("renamed", sorted(r.replace(" -> ", " → ") for r in renamed)),
-              ("wrote", sorted(p for p in written if cache(p) is None))]
+    groups = [
+        ("deleted", sorted(p for p in deleted if cache(p) is None)),
+        ("renamed", sorted(r.replace(" -> ", " → ") for r in renamed)),
+        ("wrote", sorted(p for p in written if cache(p) is None)),
+    ]
     cached = [p for p in (*written, *deleted) if cache(p) is not None]
     caches = sorted({c for p in cached if (c := cache(p)) is not None})
     head = f"⚡ speculation accepted: {tools} tool{'s' * (tools != 1)} ran ahead, saved {saved_s:.1f}s"
-    tails = [f"; {len(cached)} in caches ({', '.join(caches)})", f"; {len(cached)} in caches", ""] if caches \
+    tails = (
+        [f"; {len(cached)} in caches ({', '.join(caches)})", f"; {len(cached)} in caches", ""]
+        if caches
         else ["", ""]
+    )
     for tail in tails:  # the cache names go first when the line is too long, then the count
         room = width - 1 - len(head) - len(tail)
         parts, complete = _fit(groups, room)
@@ -60,8 +75,11 @@ def is_cache_dir(name: str) -> bool:
     """A directory tools fill by themselves: the SKIP_DIRS ones, any ``*cache*``, a few known others."""
     from speculate.tools.common import SKIP_DIRS
 
-    return (name in SKIP_DIRS and name not in (".git", ".hg", ".svn")) or "cache" in name.lower() \
+    return (
+        (name in SKIP_DIRS and name not in (".git", ".hg", ".svn"))
+        or "cache" in name.lower()
         or name in CACHE_NAMES
+    )
 
 
 def _group_text(verb: str, names: list[str], total: int) -> str:
@@ -98,10 +116,13 @@ def approval_lines(pending: Sequence[PendingApproval]) -> list[str]:
     calls = distinct(pending)
     n = len(calls)
     rules = ", ".join(dict.fromkeys(p.rule for p in calls))
-    return [f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
-            *(f"  {p.summary} → {p.effect()}" for p in calls),
-            "n or Esc: discard it and run the prompt normally (asking as usual); always: also allow "
-            + ("this command" if n == 1 else "these commands") + f" for the rest of this session ({rules})"]
+    return [
+        f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
+        *(f"  {p.summary} → {p.effect()}" for p in calls),
+        "n or Esc: discard it and run the prompt normally (asking as usual); always: also allow "
+        + ("this command" if n == 1 else "these commands")
+        + f" for the rest of this session ({rules})",
+    ]
 
 
 def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
@@ -116,6 +137,7 @@ def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:
 def hook_lines(ev: HookRan) -> list[list[tuple[str, str]]]:
     """A hook's lines: what it shows (its ``systemMessage`` or plain stdout), what it refused, a warning, output
     speculate cannot read, a stopped turn; none when there is nothing to say."""
+
     def first(text: str) -> str:
         return text.strip().splitlines()[0][:100] if text.strip() else ""
 
@@ -124,17 +146,32 @@ def hook_lines(ev: HookRan) -> list[list[tuple[str, str]]]:
     if ev.timed_out:
         out.append([("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} timed out and was killed")])
     elif ev.failed:
-        out.append([("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
-                           + (f": {first(ev.stderr)}" if first(ev.stderr) else ""))])
+        out.append(
+            [
+                (
+                    "33",
+                    f"  ⚠ {ev.event} hook `{ev.command}`{on} failed (exit {ev.exit_code})"
+                    + (f": {first(ev.stderr)}" if first(ev.stderr) else ""),
+                )
+            ]
+        )
     if ev.blocked and ev.event != "UserPromptSubmit":  # a refused prompt is reported with the turn
         what = {"PreToolUse": "refused the call", "Stop": "keeps the turn going"}.get(ev.event, "feedback")
         out.append([("35", f"  ⛔ {ev.event} hook {what}{on}: {first(ev.reason)}")])
-    elif first(ev.shown) and (ev.parsed.get("systemMessage") or (ev.exit_code == 0
-                              and ev.event != "UserPromptSubmit")):  # a prompt's stdout is the model's context
+    elif first(ev.shown) and (
+        ev.parsed.get("systemMessage") or (ev.exit_code == 0 and ev.event != "UserPromptSubmit")
+    ):  # a prompt's stdout is the model's context
         out.append([("2", f"  ↪ {ev.event} hook{on}: {first(ev.shown)}")])
     if ev.parsed.problems:
-        out.append([("33", f"  ⚠ {ev.event} hook `{ev.command}`{on} printed output speculate cannot read: "
-                           f"{ev.parsed.problems[0][:120]}")])
+        out.append(
+            [
+                (
+                    "33",
+                    f"  ⚠ {ev.event} hook `{ev.command}`{on} printed output speculate cannot read: "
+                    f"{ev.parsed.problems[0][:120]}",
+                )
+            ]
+        )
     if ev.stop_reason is not None:
         out.append([("35", f"  ⛔ {ev.event} hook stopped the turn{on}: {first(ev.stop_reason)}")])
     return out
@@ -143,6 +180,7 @@ def hook_lines(ev: HookRan) -> list[list[tuple[str, str]]]:
 def cancelled_line(landing: Landing | None, edits: Sequence[str]) -> str:
     """What a cancelled turn left in the project: of an accepted speculation, whether its files landed; of
     the live path, the files it had edited (they stay)."""
+
     def names(paths: Sequence[str]) -> str:
         shown = list(dict.fromkeys(paths))
         return ", ".join(shown[:5]) + (f" +{len(shown) - 5} more" if len(shown) > 5 else "")
@@ -152,9 +190,13 @@ def cancelled_line(landing: Landing | None, edits: Sequence[str]) -> str:
         return f"turn cancelled{live}; the session goes on"
     if landing.promoted:
         landed = landing.files.words() or "nothing"
-        return (f"turn cancelled: the accepted speculation had landed ({landed}); what came after it was "
-                f"stopped{live}; the session goes on")
+        return (
+            f"turn cancelled: the accepted speculation had landed ({landed}); what came after it was "
+            f"stopped{live}; the session goes on"
+        )
     if landing.dropped:
         return f"turn cancelled: the speculation was discarded, nothing of it was applied{live}; the session goes on"
-    return ("turn cancelled: nothing of the accepted speculation was applied (what it showed above was "
-            "discarded; the project is as it was); the session goes on")
+    return (
+        "turn cancelled: nothing of the accepted speculation was applied (what it showed above was "
+        "discarded; the project is as it was); the session goes on"
+    )

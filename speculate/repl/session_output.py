@@ -46,7 +46,9 @@ class SessionOutput(Output):
                 line.response_done(ev.response.usage.output_tokens)
         elif isinstance(ev, ToolFinished):
             self._tool_finished(ev)
-        elif isinstance(ev, ToolStarted):  # its line comes when it finishes (with its status); the live line names it
+        elif isinstance(
+            ev, ToolStarted
+        ):  # its line comes when it finishes (with its status); the live line names it
             self._newline()
             if line is not None:
                 line.tool_started(ev.summary)

@@ -30,7 +30,13 @@ class Status:
         d = ev.detail
         self.state = ev.state
         if ev.state == "generating":
-            self.suggestion, self.tools_run, self.started, self.elapsed_s, self.boundary = None, 0, None, None, ""
+            self.suggestion, self.tools_run, self.started, self.elapsed_s, self.boundary = (
+                None,
+                0,
+                None,
+                None,
+                "",
+            )
             self.approvals = 0
         elif ev.state == "speculating":
             self.suggestion = ev.suggestion
@@ -56,7 +62,13 @@ class Status:
     def set_speculation(self, on: bool) -> None:
         """/spec on|off: a fresh state (not the last speculation's "aborted")."""
         self.spec_on = on
-        self.state, self.suggestion, self.started, self.elapsed_s, self.boundary = "idle", None, None, None, ""
+        self.state, self.suggestion, self.started, self.elapsed_s, self.boundary = (
+            "idle",
+            None,
+            None,
+            None,
+            "",
+        )
 
     def elapsed(self, now: float | None = None) -> float:
         if self.elapsed_s is not None:
@@ -101,9 +113,9 @@ class Status:
         first_room = width - len(" │ ".join([*head, ""]))
         cut = what.rfind(" ", 0, first_room + 1)
         if cut > 0 and len(what) - cut - 1 <= room:  # two lines: the state, then the rest and the tail
-            return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([what[cut + 1:], *tail])
+            return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([what[cut + 1 :], *tail])
         if cut > 0:
-            rest = what[cut + 1:]
+            rest = what[cut + 1 :]
             rest = rest[: max(room - 1, 0)] + "…"
             return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([rest, *tail])[:width]
         return " │ ".join([*head, what[: max(room - 1, 0)] + "…", *tail])[:width]

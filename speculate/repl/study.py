@@ -29,20 +29,40 @@ def add_options(p: argparse.ArgumentParser) -> None:
     from speculate.study.arms import ARM_HELP, DEFAULT_ARMS
 
     g = p.add_argument_group("study (docs/study.md)")
-    g.add_argument("--study", type=Path, default=None, metavar="DIR",
-                   help="an in-situ randomized study: each turn's arm is drawn at random and every turn is "
-                        "recorded in DIR (only there); asks for consent the first time")
-    g.add_argument("--study-seed", type=int, default=None, metavar="N",
-                   help="the seed of the arm assignment (default: a fresh random one, recorded)")
-    g.add_argument("--study-arms", default=",".join(DEFAULT_ARMS), metavar="A,B[,C]",
-                   help="the arms to draw from, with equal probability: "
-                        + "; ".join(f"{a}: {h}" for a, h in ARM_HELP.items())
-                        + f" (default {','.join(DEFAULT_ARMS)})")
-    g.add_argument("--study-reveal", action="store_true",
-                   help="at the exit, list each recorded turn's arm (otherwise only /study shows them, on request)")
-    g.add_argument("--study-user", default=None, metavar="ID",
-                   help="the participant id stored with the consent (default: a random one); the report "
-                        "clusters by it")
+    g.add_argument(
+        "--study",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="an in-situ randomized study: each turn's arm is drawn at random and every turn is "
+        "recorded in DIR (only there); asks for consent the first time",
+    )
+    g.add_argument(
+        "--study-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the seed of the arm assignment (default: a fresh random one, recorded)",
+    )
+    g.add_argument(
+        "--study-arms",
+        default=",".join(DEFAULT_ARMS),
+        metavar="A,B[,C]",
+        help="the arms to draw from, with equal probability: "
+        + "; ".join(f"{a}: {h}" for a, h in ARM_HELP.items())
+        + f" (default {','.join(DEFAULT_ARMS)})",
+    )
+    g.add_argument(
+        "--study-reveal",
+        action="store_true",
+        help="at the exit, list each recorded turn's arm (otherwise only /study shows them, on request)",
+    )
+    g.add_argument(
+        "--study-user",
+        default=None,
+        metavar="ID",
+        help="the participant id stored with the consent (default: a random one); the report clusters by it",
+    )
 
 
 def prepare(args: argparse.Namespace) -> bool:
@@ -71,22 +91,37 @@ def prepare(args: argparse.Namespace) -> bool:
         return sys.stdin.readline()
 
     try:
-        args.study_consent = obtain(args.study, args.study_arms_parsed, user=args.study_user, ask=ask,
-                                    say=lambda text: print(text, flush=True))
+        args.study_consent = obtain(
+            args.study,
+            args.study_arms_parsed,
+            user=args.study_user,
+            ask=ask,
+            say=lambda text: print(text, flush=True),
+        )
     except NoConsent:
-        print("no consent given: nothing was recorded, and the REPL does not start in study mode", file=sys.stderr)
+        print(
+            "no consent given: nothing was recorded, and the REPL does not start in study mode",
+            file=sys.stderr,
+        )
         return False
     return True
 
 
 def recorder(args: argparse.Namespace, *, plain: bool) -> StudyRecorder:
-    return StudyRecorder(study_dir=args.study, user=args.study_consent.user, seed=args.study_seed,
-                         arms=args.study_arms_parsed, model=args.model, frontend="plain" if plain else "prompt",
-                         time_scale=args.time_scale if is_simulator(args.model) else 1.0)
+    return StudyRecorder(
+        study_dir=args.study,
+        user=args.study_consent.user,
+        seed=args.study_seed,
+        arms=args.study_arms_parsed,
+        model=args.model,
+        frontend="plain" if plain else "prompt",
+        time_scale=args.time_scale if is_simulator(args.model) else 1.0,
+    )
 
 
 def timed(rec: StudyRecorder, fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """``fn`` (the REPL's permission or approval question), with the time the person took told to ``rec``."""
+
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         t0 = time.monotonic()
         try:
@@ -115,7 +150,9 @@ class StudyFrontend:
         return getattr(self.fe, name)
 
     def push(self, prediction: str | None) -> None:
-        source: Source = "model" if prediction is not None and prediction == self._model_suggestion() else "script"
+        source: Source = (
+            "model" if prediction is not None and prediction == self._model_suggestion() else "script"
+        )
         self.fe.push(self.rec.offer(prediction, source))
 
     def invalidate(self) -> None:
@@ -148,6 +185,10 @@ class StudyFrontend:
         if text == prev:
             return
         prediction = self.fe.prediction()
-        took = (prediction is not None and text == prediction and prediction.startswith(prev)
-                and len(text) - len(prev) > 1)
+        took = (
+            prediction is not None
+            and text == prediction
+            and prediction.startswith(prev)
+            and len(text) - len(prev) > 1
+        )
         self.rec.key(took_ghost=took)

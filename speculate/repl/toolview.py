@@ -65,8 +65,16 @@ def snippet_diff(old: str, new: str) -> list[str]:
 def file_diff(path: str, old: str | None, new: str) -> list[str]:
     """The whole file ``path`` going from ``old`` (None: absent) to ``new``, with line numbers in its hunk
     headers."""
-    return list(difflib.unified_diff((old or "").splitlines(), new.splitlines(),
-                                     "/dev/null" if old is None else f"a/{path}", f"b/{path}", lineterm="", n=3))
+    return list(
+        difflib.unified_diff(
+            (old or "").splitlines(),
+            new.splitlines(),
+            "/dev/null" if old is None else f"a/{path}",
+            f"b/{path}",
+            lineterm="",
+            n=3,
+        )
+    )
 
 
 def edited(tool: str, inp: dict[str, Any], current: str | None) -> str | None:
@@ -134,12 +142,17 @@ def full_call(tool: str, inp: dict[str, Any]) -> str:
     (a Write's content and an Edit's strings are shown as the diff instead)."""
     primary = next((k for k in _PRIMARY if k in inp), None)
     parts = [str(inp[primary])] if primary is not None else []
-    parts += [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in inp.items()
-              if k != primary and not (tool in ("Write", "Edit") and k in _SHOWN_AS_DIFF)]
+    parts += [
+        f"{k}={json.dumps(v, ensure_ascii=False)}"
+        for k, v in inp.items()
+        if k != primary and not (tool in ("Write", "Edit") and k in _SHOWN_AS_DIFF)
+    ]
     return f"{tool}({', '.join(parts)})"
 
 
-def question_lines(tool: str, inp: dict[str, Any], rule: str, read: Callable[[str], str | None]) -> list[Line]:
+def question_lines(
+    tool: str, inp: dict[str, Any], rule: str, read: Callable[[str], str | None]
+) -> list[Line]:
     """What a permission question shows above itself: the full call, for a Write or Edit the diff it would
     make to the file (``read`` gives a file's text now, None if it cannot be read), and what ``always``
     allows (the rule, for the rest of this session)."""
@@ -148,11 +161,11 @@ def question_lines(tool: str, inp: dict[str, Any], rule: str, read: Callable[[st
         path = str(inp.get("file_path", ""))
         current = read(path) if path else None
         after = edited(tool, inp, current)
-        lines = (file_diff(path, current, after)[2:] if after is not None else edit_lines(tool, inp))
+        lines = file_diff(path, current, after)[2:] if after is not None else edit_lines(tool, inp)
         shown = coloured_diff(lines[:QUESTION_DIFF_LINES])
         out += [[("", "    "), *ln] for ln in shown]
         if len(lines) > QUESTION_DIFF_LINES:
             out.append([("2", f"    … +{len(lines) - QUESTION_DIFF_LINES} more diff lines")])
-    scope = ("this command" if rule.startswith("Bash(") else f"every {tool} call")
+    scope = "this command" if rule.startswith("Bash(") else f"every {tool} call"
     out.append([("2", f"  always: allow {scope} for the rest of this session (rule {rule}); Esc: no")])
     return out

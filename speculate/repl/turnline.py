@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from speculate.term import visible
 
 FRAMES = ("·", "✢", "✳", "✶", "✻", "✽", "✻", "✶", "✳", "✢")
-_SEQUENCE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|O.|.)?", re.S)  # an escape sequence: an arrow, F-key, Alt-x
+_SEQUENCE = re.compile(
+    r"\x1b(\[[0-9;?]*[ -/]*[@-~]|O.|.)?", re.S
+)  # an escape sequence: an arrow, F-key, Alt-x
 
 
 def typed_ahead(raw: str) -> str:
@@ -73,7 +75,7 @@ class TurnLine:
             line[1] = ("", what[:keep] + "…")
             used = len(head) + len(line[1][1]) + len(tail)
         if ahead and used + 4 < room:
-            shown = ahead if used + 3 + len(ahead) <= room else "…" + ahead[-(room - used - 4):]
+            shown = ahead if used + 3 + len(ahead) <= room else "…" + ahead[-(room - used - 4) :]
             line.append(("36", f"  › {shown}"))
         text_len = sum(len(t) for _, t in line)
         if text_len > room:

@@ -13,7 +13,9 @@ def register(tool: Callable[..., Callable[[Rule], Rule]]) -> None:
     tool("tar", "gtar", "bsdtar")(_tar)
     tool("zip")(_zip)
     tool("unzip")(_unzip)
-    tool("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "brotli", "compress")(_compressor)
+    tool("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "brotli", "compress")(
+        _compressor
+    )
 
 
 def _tar(ctx: Ctx, name: str, args: Args) -> None:
@@ -36,17 +38,35 @@ def _tar(ctx: Ctx, name: str, args: Args) -> None:
         k += 1
         flag, eq, value = w.partition("=")
         if w.startswith("--"):
-            long_modes = {"--create": "c", "--extract": "x", "--get": "x", "--list": "t", "--append": "r",
-                          "--update": "u", "--concatenate": "A", "--catenate": "A", "--diff": "d",
-                          "--compare": "d", "--delete": "D"}
+            long_modes = {
+                "--create": "c",
+                "--extract": "x",
+                "--get": "x",
+                "--list": "t",
+                "--append": "r",
+                "--update": "u",
+                "--concatenate": "A",
+                "--catenate": "A",
+                "--diff": "d",
+                "--compare": "d",
+                "--delete": "D",
+            }
             if flag in long_modes:
                 mode.add(long_modes[flag])
             elif flag in ("--file", "--directory"):
-                (archive if flag == "--file" else directory).append(value if eq else words[k] if k < len(words)
-                                                                     else "")
+                (archive if flag == "--file" else directory).append(
+                    value if eq else words[k] if k < len(words) else ""
+                )
                 k += 0 if eq else 1
-            elif flag in ("--to-command", "--use-compress-program", "--rsh-command", "--info-script",
-                          "--new-volume-script", "--checkpoint-action", "--rmt-command"):
+            elif flag in (
+                "--to-command",
+                "--use-compress-program",
+                "--rsh-command",
+                "--info-script",
+                "--new-volume-script",
+                "--checkpoint-action",
+                "--rmt-command",
+            ):
                 ctx.risky(f"tar {flag} runs a program")
             elif flag in ("--absolute-names", "--to-stdout"):
                 mode.add("P" if flag == "--absolute-names" else "O")

@@ -50,7 +50,9 @@ class Parsed:
         return [v for f, v in self.opts if f in flags]
 
 
-def split(args: Sequence[str | None], takes_value: Iterable[str] = (), *, stop_at_operand: bool = False) -> Parsed:
+def split(
+    args: Sequence[str | None], takes_value: Iterable[str] = (), *, stop_at_operand: bool = False
+) -> Parsed:
     """Split GNU-style arguments. ``takes_value`` names options with a value ("-o", "--output").
 
     Bundled short flags are expanded (-rf -> -r -f); a short option taking a value swallows the rest of

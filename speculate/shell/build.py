@@ -20,11 +20,25 @@ LOCAL = frozenset(
     pyflakes hypothesis sphinx-build mkdocs doctest
     """.split()
 )
-_OUTPUT_OPTS = ("-o", "--output", "--outdir", "--out-dir", "--target-dir", "--basetemp", "-C",
-                "--directory", "--cache-dir", "--build-dir", "-B", "--prefix")
+_OUTPUT_OPTS = (
+    "-o",
+    "--output",
+    "--outdir",
+    "--out-dir",
+    "--target-dir",
+    "--basetemp",
+    "-C",
+    "--directory",
+    "--cache-dir",
+    "--build-dir",
+    "-B",
+    "--prefix",
+)
 # Formatters rewrite the files they are given.
 _REWRITES_OPERANDS = frozenset({"black", "isort", "rustfmt", "prettier", "ruff"})
-_MAKE_RISKY_TARGETS = frozenset({"install", "uninstall", "deploy", "publish", "release", "upload", "dist-upload"})
+_MAKE_RISKY_TARGETS = frozenset(
+    {"install", "uninstall", "deploy", "publish", "release", "upload", "dist-upload"}
+)
 
 
 def register(tool: Callable[..., Callable[[Rule], Rule]]) -> None:
@@ -53,16 +67,44 @@ def _local(ctx: Ctx, name: str, args: Args) -> None:
         elif w.startswith("-o") and len(w) > 2 and name in ("gcc", "g++", "cc", "c++", "clang", "clang++"):
             ctx.write(w[2:], f"{name} -o")
     if name in ("make", "gmake"):
-        p = split(args, ("-C", "--directory", "-f", "--file", "--makefile", "-j", "--jobs", "-I", "-o", "-W",
-                         "-l", "--load-average"))
+        p = split(
+            args,
+            (
+                "-C",
+                "--directory",
+                "-f",
+                "--file",
+                "--makefile",
+                "-j",
+                "--jobs",
+                "-I",
+                "-o",
+                "-W",
+                "-l",
+                "--load-average",
+            ),
+        )
         targets = {t for t in p.operands if t is not None and "=" not in t}
         if targets & _MAKE_RISKY_TARGETS:
             ctx.risky(f"make {' '.join(sorted(targets & _MAKE_RISKY_TARGETS))} writes outside the project")
         for d in p.values("-C", "--directory"):
             ctx.write(d, "make -C")
     if name in _REWRITES_OPERANDS:
-        p = split(words, ("--config", "-l", "--line-length", "--target-version", "--extend-select",
-                          "--select", "--ignore", "--exclude", "--include", "--settings-path"))
+        p = split(
+            words,
+            (
+                "--config",
+                "-l",
+                "--line-length",
+                "--target-version",
+                "--extend-select",
+                "--select",
+                "--ignore",
+                "--exclude",
+                "--include",
+                "--settings-path",
+            ),
+        )
         for target in p.operands:
             if target not in ("check", "format", "rule", "."):
                 ctx.write(target, name)
@@ -80,8 +122,16 @@ def python_rule(ctx: Ctx, name: str, args: Args) -> None:
         if module in ("pip", "pip3"):
             _pip(ctx, "pip", rest)
             return
-        if module in ("ensurepip", "http.server", "SimpleHTTPServer", "smtpd", "webbrowser", "ftplib",
-                      "pydoc_data.serve", "twine"):
+        if module in (
+            "ensurepip",
+            "http.server",
+            "SimpleHTTPServer",
+            "smtpd",
+            "webbrowser",
+            "ftplib",
+            "pydoc_data.serve",
+            "twine",
+        ):
             ctx.risky(f"python -m {module} reaches the network or the system")
         if module in ("venv", "virtualenv"):
             for target in split(rest, ("--prompt",)).operands:
@@ -96,7 +146,9 @@ def _pip(ctx: Ctx, name: str, args: Args) -> None:
     sub = p.operands[0] if p.operands else None
     if is_version_query(args) or sub in ("list", "show", "freeze", "check", "help", "inspect", "debug"):
         return
-    ctx.risky(f"pip {sub or ''} installs or changes packages (network, outside the project)".replace("  ", " "))
+    ctx.risky(
+        f"pip {sub or ''} installs or changes packages (network, outside the project)".replace("  ", " ")
+    )
 
 
 _NPM_LOCAL = {"test", "t", "tst", "run", "run-script", "start", "stop", "restart", "build", "rebuild"}
@@ -128,8 +180,26 @@ def _yarn(ctx: Ctx, name: str, args: Args) -> None:
     ctx.risky(f"{name} {sub or 'install'} may install, fetch or publish packages")
 
 
-_CARGO_LOCAL = {"build", "b", "check", "c", "test", "t", "bench", "run", "r", "clippy", "doc", "d", "fmt",
-                "fix", "clean", "metadata", "tree", "version"}
+_CARGO_LOCAL = {
+    "build",
+    "b",
+    "check",
+    "c",
+    "test",
+    "t",
+    "bench",
+    "run",
+    "r",
+    "clippy",
+    "doc",
+    "d",
+    "fmt",
+    "fix",
+    "clean",
+    "metadata",
+    "tree",
+    "version",
+}
 
 
 def _cargo(ctx: Ctx, name: str, args: Args) -> None:
@@ -154,4 +224,3 @@ def _go(ctx: Ctx, name: str, args: Args) -> None:
         _local(ctx, f"go {sub}", args[1:])
         return
     ctx.risky(f"go {sub} may fetch or install modules")
-

@@ -69,8 +69,12 @@ def classify(command: str, *, project_root: str | None = None, full_sandbox: boo
     tree = parse(command)
     depth = syntax_depth(tree)
     if depth > MAX_DEPTH:  # the walk recurses per level: refuse to read it rather than overflow the stack
-        return Classification(False, False, f"risky: the command is nested {depth} levels deep (syntax tree); "
-                                            f"deeper than {MAX_DEPTH} is not read")
+        return Classification(
+            False,
+            False,
+            f"risky: the command is nested {depth} levels deep (syntax tree); "
+            f"deeper than {MAX_DEPTH} is not read",
+        )
     try:
         if tree.root_node.has_error:
             walker.risky("the command cannot be parsed")

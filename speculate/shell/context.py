@@ -40,9 +40,32 @@ _SYSTEM_BIN_DIRS = frozenset(
 )
 # Variables that change what later commands run or where they write.
 _DANGEROUS_VARS = frozenset(
-    {"PATH", "IFS", "HOME", "CDPATH", "ENV", "BASH_ENV", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS",
-     "TMPDIR", "PAGER", "EDITOR", "VISUAL", "PYTHONSTARTUP", "NODE_OPTIONS", "LESSOPEN", "LESSCLOSE",
-     "PERL5OPT", "RUBYOPT", "SSH_ASKPASS", "GLOBIGNORE", "PYTHONPATH", "GCONV_PATH"}
+    {
+        "PATH",
+        "IFS",
+        "HOME",
+        "CDPATH",
+        "ENV",
+        "BASH_ENV",
+        "PROMPT_COMMAND",
+        "PS4",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "TMPDIR",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "PYTHONSTARTUP",
+        "NODE_OPTIONS",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "PERL5OPT",
+        "RUBYOPT",
+        "SSH_ASKPASS",
+        "GLOBIGNORE",
+        "PYTHONPATH",
+        "GCONV_PATH",
+    }
 )
 _DANGEROUS_VAR_PREFIXES = ("LD_", "DYLD_", "GIT_", "BASH_FUNC_", "XDG_")
 _FD_SINK = re.compile(r"/dev/fd/[0-9]+")  # a descriptor the shell already has open
@@ -151,7 +174,9 @@ class Context:
             self.risky(f"cannot inspect {name}")
             return
         first = head.split(b"\n", 1)[0]
-        if re.match(rb"#!.*\b(ba|da|z|k)?sh\b", first) or (name.endswith(".sh") and not first.startswith(b"#!")):
+        if re.match(rb"#!.*\b(ba|da|z|k)?sh\b", first) or (
+            name.endswith(".sh") and not first.startswith(b"#!")
+        ):
             self.script_file(name)
         elif re.match(rb"#!.*\bpython[0-9.]*\b", first):
             self.code(f"{name} is a project-local Python script")

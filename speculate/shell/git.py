@@ -73,8 +73,12 @@ def _subcommand(ctx: Ctx, sub: str, rest: list[str]) -> str:
             return "read"
         ctx.risky(f"git {sub} reaches the network or runs external tools")
     outputs = [r.split("=", 1)[1] for r in rest if r.startswith(("--output=", "--output-directory="))]
-    outputs += [rest[k + 1] for k, r in enumerate(rest[:-1]) if r in ("--output", "-o", "--output-directory")
-                and sub in ("diff", "log", "show", "format-patch", "archive")]
+    outputs += [
+        rest[k + 1]
+        for k, r in enumerate(rest[:-1])
+        if r in ("--output", "-o", "--output-directory")
+        and sub in ("diff", "log", "show", "format-patch", "archive")
+    ]
     for out in outputs:
         ctx.write(out, f"git {sub} --output")
     if sub in READ:
@@ -101,7 +105,9 @@ def _subcommand(ctx: Ctx, sub: str, rest: list[str]) -> str:
             return "write"
         ctx.risky(f"git remote {' '.join(rest[:1])} may reach the network")
     if sub == "symbolic-ref":
-        return "read" if len([r for r in rest if not r.startswith("-")]) <= 1 and "-d" not in rest else "write"
+        return (
+            "read" if len([r for r in rest if not r.startswith("-")]) <= 1 and "-d" not in rest else "write"
+        )
     if sub == "hash-object":
         return "write" if "-w" in rest else "read"
     if sub == "bisect":
@@ -111,7 +117,7 @@ def _subcommand(ctx: Ctx, sub: str, rest: list[str]) -> str:
     if sub in _MIXED:
         reads, _ = _MIXED[sub]
         if sub == "worktree" and rest[:1] in (["add"], ["move"]):
-            for target in split(rest[1:], ("-b", "-B", "--reason")).operands[:1 if rest[0] == "add" else 2]:
+            for target in split(rest[1:], ("-b", "-B", "--reason")).operands[: 1 if rest[0] == "add" else 2]:
                 ctx.write(target, f"git worktree {rest[0]}")
         if sub == "reflog" and (not rest or rest[0].startswith("-") or rest[0] not in ("expire", "delete")):
             return "read"
@@ -120,11 +126,37 @@ def _subcommand(ctx: Ctx, sub: str, rest: list[str]) -> str:
     return "write"
 
 
-_BRANCH_READ_FLAGS = {"-a", "--all", "-r", "--remotes", "-l", "--list", "-v", "-vv", "--verbose",
-                      "--show-current", "--color", "--no-color", "--column", "--no-column", "-i",
-                      "--ignore-case", "--omit-empty", "-q", "--quiet"}
-_BRANCH_VALUE_FLAGS = {"--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--sort",
-                       "--format", "--abbrev"}
+_BRANCH_READ_FLAGS = {
+    "-a",
+    "--all",
+    "-r",
+    "--remotes",
+    "-l",
+    "--list",
+    "-v",
+    "-vv",
+    "--verbose",
+    "--show-current",
+    "--color",
+    "--no-color",
+    "--column",
+    "--no-column",
+    "-i",
+    "--ignore-case",
+    "--omit-empty",
+    "-q",
+    "--quiet",
+}
+_BRANCH_VALUE_FLAGS = {
+    "--contains",
+    "--no-contains",
+    "--merged",
+    "--no-merged",
+    "--points-at",
+    "--sort",
+    "--format",
+    "--abbrev",
+}
 
 
 def _branch(rest: list[str]) -> str:
@@ -148,17 +180,30 @@ def _branch(rest: list[str]) -> str:
 
 def _tag(rest: list[str]) -> str:
     flags = [r for r in rest if r.startswith("-")]
-    if any(f in ("-d", "--delete", "-a", "--annotate", "-s", "--sign", "-u", "-f", "--force", "-m", "-F")
-           or f.startswith(("-m", "--message", "--file")) for f in flags):
+    if any(
+        f in ("-d", "--delete", "-a", "--annotate", "-s", "--sign", "-u", "-f", "--force", "-m", "-F")
+        or f.startswith(("-m", "--message", "--file"))
+        for f in flags
+    ):
         return "write"
-    listing = any(f in ("-l", "--list") or f.startswith(("-n", "--contains", "--points-at", "--sort",
-                                                         "--merged", "--no-merged", "--format"))
-                  for f in flags)
+    listing = any(
+        f in ("-l", "--list")
+        or f.startswith(("-n", "--contains", "--points-at", "--sort", "--merged", "--no-merged", "--format"))
+        for f in flags
+    )
     return "read" if listing or len(flags) == len(rest) else "write"
 
 
-_CONFIG_READ = {"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "--get-color",
-                "--get-colorbool"}
+_CONFIG_READ = {
+    "--get",
+    "--get-all",
+    "--get-regexp",
+    "--get-urlmatch",
+    "--list",
+    "-l",
+    "--get-color",
+    "--get-colorbool",
+}
 
 
 def _config(ctx: Ctx, rest: list[str]) -> str:
@@ -166,9 +211,24 @@ def _config(ctx: Ctx, rest: list[str]) -> str:
     words = [r for r in rest if not r.startswith("-")]
     if "--edit" in flags or "-e" in flags:
         ctx.risky("git config --edit opens an editor")
-    reading = bool(_CONFIG_READ.intersection(flags)) or (words[:1] in (["get"], ["list"])) or (
-        len(words) == 1 and not any(f in ("--unset", "--unset-all", "--remove-section", "--rename-section",
-                                          "--add", "--replace-all") for f in flags)
+    reading = (
+        bool(_CONFIG_READ.intersection(flags))
+        or (words[:1] in (["get"], ["list"]))
+        or (
+            len(words) == 1
+            and not any(
+                f
+                in (
+                    "--unset",
+                    "--unset-all",
+                    "--remove-section",
+                    "--rename-section",
+                    "--add",
+                    "--replace-all",
+                )
+                for f in flags
+            )
+        )
     )
     if reading:
         return "read"

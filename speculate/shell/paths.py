@@ -25,7 +25,7 @@ def normalize(path: str) -> str:
         p = "/" + p.lstrip("/")
     m = _PROC_ALIAS.match(p)
     if m is not None:
-        rest = p[m.end():].lstrip("/")
+        rest = p[m.end() :].lstrip("/")
         return normalize("/" + rest) if m.group(3) == "root" else (rest or ".")
     return p
 
@@ -65,7 +65,9 @@ def _inside(full: str, root: str, real_root: bool) -> bool:
             return True
         # A symlink inside the project may lead out of it.
         real = os.path.realpath(full)
-        return _under(real, os.path.realpath(root)) or any(_under(real, os.path.realpath(t)) for t in TEMP_DIRS)
+        return _under(real, os.path.realpath(root)) or any(
+            _under(real, os.path.realpath(t)) for t in TEMP_DIRS
+        )
     return any(_under(full, t) for t in TEMP_DIRS)
 
 

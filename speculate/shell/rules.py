@@ -75,9 +75,12 @@ def lookup(name: str) -> Rule:
         return found
     if name in READ_ONLY:
         return read_only
-    for group, why in ((NETWORK, "reaches the network"), (PRIVILEGE, "changes privileges"),
-                       (SYSTEM, "acts on the system outside the project"),
-                       (PACKAGES, "installs or resolves packages (network, system-wide)")):
+    for group, why in (
+        (NETWORK, "reaches the network"),
+        (PRIVILEGE, "changes privileges"),
+        (SYSTEM, "acts on the system outside the project"),
+        (PACKAGES, "installs or resolves packages (network, system-wide)"),
+    ):
         if name in group:
             return _fixed_risk(why)
     from speculate.shell import tools  # registers on import; late to keep the modules acyclic
@@ -95,10 +98,18 @@ def _fixed_risk(why: str) -> Rule:
 # -- writers whose operands are all written ------------------------------------------------------------
 
 _WRITER_VALUES = {
-    "rm": (), "rmdir": (), "unlink": (), "shred": ("-n", "-s", "--iterations", "--size"),
-    "mkdir": ("-m", "--mode", "--context"), "touch": ("-r", "-t", "-d", "--reference", "--date"),
-    "truncate": ("-s", "-r", "--size", "--reference"), "tee": (), "mv": ("-t", "-S", "--target-directory"),
-    "chmod": ("--reference",), "chown": ("--reference", "--from"), "chgrp": ("--reference",),
+    "rm": (),
+    "rmdir": (),
+    "unlink": (),
+    "shred": ("-n", "-s", "--iterations", "--size"),
+    "mkdir": ("-m", "--mode", "--context"),
+    "touch": ("-r", "-t", "-d", "--reference", "--date"),
+    "truncate": ("-s", "-r", "--size", "--reference"),
+    "tee": (),
+    "mv": ("-t", "-S", "--target-directory"),
+    "chmod": ("--reference",),
+    "chown": ("--reference", "--from"),
+    "chgrp": ("--reference",),
 }
 
 
@@ -118,8 +129,9 @@ def _writer(ctx: Ctx, name: str, args: Args) -> None:
 
 @rule("cp", "install")
 def _copy(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(args, ("-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g",
-                     "--group"))
+    p = split(
+        args, ("-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group")
+    )
     targets = p.values("-t", "--target-directory")
     if name == "install" and p.has("-d", "--directory"):
         targets += p.operands
@@ -256,9 +268,11 @@ def _declare(ctx: Ctx, name: str, args: Args) -> None:
 @rule("command", "builtin", "exec", "time", "nice", "nohup", "stdbuf", "timeout", "ionice", "env")
 def _wrapper(ctx: Ctx, name: str, args: Args) -> None:
     values = {
-        "time": ("-o", "-f", "--output", "--format"), "nice": ("-n", "--adjustment"),
+        "time": ("-o", "-f", "--output", "--format"),
+        "nice": ("-n", "--adjustment"),
         "stdbuf": ("-i", "-o", "-e", "--input", "--output", "--error"),
-        "timeout": ("-s", "-k", "--signal", "--kill-after"), "ionice": ("-c", "-n", "--class", "--classdata"),
+        "timeout": ("-s", "-k", "--signal", "--kill-after"),
+        "ionice": ("-c", "-n", "--class", "--classdata"),
         "env": ("-u", "-C", "--unset", "--chdir", "-S", "--split-string"),
     }.get(name, ())
     p = split(args, values, stop_at_operand=True)
@@ -289,9 +303,28 @@ def _wrapper(ctx: Ctx, name: str, args: Args) -> None:
 
 @rule("xargs")
 def _xargs(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(args, ("-I", "-L", "-n", "-P", "-d", "-E", "-s", "-a", "--arg-file", "--delimiter",
-                     "--max-args", "--max-procs", "--max-lines", "--eof", "--max-chars", "--replace"),
-              stop_at_operand=True)
+    p = split(
+        args,
+        (
+            "-I",
+            "-L",
+            "-n",
+            "-P",
+            "-d",
+            "-E",
+            "-s",
+            "-a",
+            "--arg-file",
+            "--delimiter",
+            "--max-args",
+            "--max-procs",
+            "--max-lines",
+            "--eof",
+            "--max-chars",
+            "--replace",
+        ),
+        stop_at_operand=True,
+    )
     command = p.operands or ["echo"]
     replace = [v for f, v in p.opts if f in ("-I", "--replace", "-i")]
     if replace:

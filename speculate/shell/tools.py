@@ -156,8 +156,24 @@ def _sed(ctx: Ctx, name: str, args: Args) -> None:
 @tool("awk", "gawk", "mawk", "nawk")
 def _awk(ctx: Ctx, name: str, args: Args) -> None:
     words = static_args(ctx, name, args)
-    p = split(words, ("-F", "-v", "-f", "-i", "-e", "-E", "-l", "--source", "--include", "--load", "--file",
-                      "--field-separator", "--assign"))
+    p = split(
+        words,
+        (
+            "-F",
+            "-v",
+            "-f",
+            "-i",
+            "-e",
+            "-E",
+            "-l",
+            "--source",
+            "--include",
+            "--load",
+            "--file",
+            "--field-separator",
+            "--assign",
+        ),
+    )
     if p.values("-f", "--file", "-E", "-l", "--load"):
         ctx.risky(f"{name} runs a program file that is not inspected")
     includes = p.values("-i", "--include")
@@ -216,13 +232,30 @@ def _perl(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("sort", "shuf", "tree", "iconv")
 def _output_flag(ctx: Ctx, name: str, args: Args) -> None:
-    flags = {"sort": ("-o", "--output"), "shuf": ("-o", "--output"), "tree": ("-o",),
-             "iconv": ("-o", "--output")}[name]
-    values = {"sort": ("-k", "-t", "-S", "-T", "--key", "--field-separator", "--buffer-size",
-                       "--temporary-directory", "--parallel", "--batch-size", "--files0-from"),
-              "shuf": ("-n", "-i", "--head-count", "--input-range", "--random-source"),
-              "tree": ("-L", "-P", "-I", "--charset", "--filelimit", "--timefmt", "--sort"),
-              "iconv": ("-f", "-t", "--from-code", "--to-code")}[name]
+    flags = {
+        "sort": ("-o", "--output"),
+        "shuf": ("-o", "--output"),
+        "tree": ("-o",),
+        "iconv": ("-o", "--output"),
+    }[name]
+    values = {
+        "sort": (
+            "-k",
+            "-t",
+            "-S",
+            "-T",
+            "--key",
+            "--field-separator",
+            "--buffer-size",
+            "--temporary-directory",
+            "--parallel",
+            "--batch-size",
+            "--files0-from",
+        ),
+        "shuf": ("-n", "-i", "--head-count", "--input-range", "--random-source"),
+        "tree": ("-L", "-P", "-I", "--charset", "--filelimit", "--timefmt", "--sort"),
+        "iconv": ("-f", "-t", "--from-code", "--to-code"),
+    }[name]
     p = split(static_args(ctx, name, args), (*flags, *values))
     if p.has("--compress-program"):
         ctx.risky("sort --compress-program runs a program")
@@ -234,9 +267,19 @@ def _output_flag(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("uniq", "xxd")
 def _second_operand(ctx: Ctx, name: str, args: Args) -> None:
-    values = {"uniq": ("-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars", "--group",
-                       "--all-repeated"),
-              "xxd": ("-c", "-g", "-l", "-s", "-o", "-n", "-C", "-cols", "-len", "-seek", "-offset", "-name")}
+    values = {
+        "uniq": (
+            "-f",
+            "-s",
+            "-w",
+            "--skip-fields",
+            "--skip-chars",
+            "--check-chars",
+            "--group",
+            "--all-repeated",
+        ),
+        "xxd": ("-c", "-g", "-l", "-s", "-o", "-n", "-C", "-cols", "-len", "-seek", "-offset", "-name"),
+    }
     p = split(static_args(ctx, name, args), values[name])
     if len(p.operands) > 1:
         ctx.write(p.operands[1], name)
@@ -244,9 +287,27 @@ def _second_operand(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("split", "csplit")
 def _split_files(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(static_args(ctx, name, args), ("-l", "-b", "-C", "-n", "-a", "-t", "-f", "--prefix", "--lines",
-                                         "--bytes", "--line-bytes", "--number", "--suffix-length",
-                                         "--additional-suffix", "--separator", "--filter"))
+    p = split(
+        static_args(ctx, name, args),
+        (
+            "-l",
+            "-b",
+            "-C",
+            "-n",
+            "-a",
+            "-t",
+            "-f",
+            "--prefix",
+            "--lines",
+            "--bytes",
+            "--line-bytes",
+            "--number",
+            "--suffix-length",
+            "--additional-suffix",
+            "--separator",
+            "--filter",
+        ),
+    )
     if p.values("--filter"):
         ctx.risky("split --filter runs a shell command")
     if name == "split":
@@ -257,8 +318,25 @@ def _split_files(ctx: Ctx, name: str, args: Args) -> None:
 
 @tool("patch")
 def _patch(ctx: Ctx, name: str, args: Args) -> None:
-    p = split(static_args(ctx, name, args), ("-p", "-d", "-o", "-i", "-r", "-B", "-z", "-F", "-D", "--directory",
-                                         "--output", "--input", "--reject-file", "--strip"))
+    p = split(
+        static_args(ctx, name, args),
+        (
+            "-p",
+            "-d",
+            "-o",
+            "-i",
+            "-r",
+            "-B",
+            "-z",
+            "-F",
+            "-D",
+            "--directory",
+            "--output",
+            "--input",
+            "--reject-file",
+            "--strip",
+        ),
+    )
     if p.has("--dry-run", "-C", "--check"):
         return
     directory = (p.values("-d", "--directory") or ["."])[-1]
@@ -271,8 +349,13 @@ def _patch(ctx: Ctx, name: str, args: Args) -> None:
 @tool("yq", "clang-format", "gofmt", "autopep8", "sponge")
 def _in_place_flag(ctx: Ctx, name: str, args: Args) -> None:
     words = static_args(ctx, name, args)
-    flag = {"yq": ("-i", "--inplace"), "clang-format": ("-i",), "gofmt": ("-w",), "autopep8": ("-i",
-            "--in-place"), "sponge": ()}[name]
+    flag = {
+        "yq": ("-i", "--inplace"),
+        "clang-format": ("-i",),
+        "gofmt": ("-w",),
+        "autopep8": ("-i", "--in-place"),
+        "sponge": (),
+    }[name]
     p = split(words, ("-o", "--output-format", "-p", "--input-format", "--style", "-r", "--assume-filename"))
     if name == "sponge" or p.has(*flag):
         for target in p.operands[1:] if name == "yq" else p.operands:

@@ -22,15 +22,57 @@ from speculate.shell.context import Context, Level
 _PROJECT_SEARCH_PATHS = frozenset({"PYTHONPATH", "NODE_PATH"})
 # Node types that only group other nodes; their children are walked in order.
 _STRUCTURAL = frozenset(
-    {"program", "list", "compound_statement", "do_group", "if_statement", "elif_clause", "else_clause",
-     "while_statement", "c_style_for_statement", "case_statement", "case_item",
-     "negated_command", "test_command", "binary_expression", "unary_expression", "ternary_expression",
-     "postfix_expression", "parenthesized_expression", "redirected_statement", "herestring_redirect",
-     "heredoc_redirect", "heredoc_body", "variable_assignments", "unset_command", "word", "string",
-     "raw_string", "concatenation", "simple_expansion", "expansion", "arithmetic_expansion", "number",
-     "ansi_c_string", "translated_string", "brace_expression", "command_name", "string_content",
-     "variable_name", "subscript", "special_variable_name", "array", "regex", "extglob_pattern",
-     "file_descriptor", "test_operator", "heredoc_start", "heredoc_content", "heredoc_end", "comment"}
+    {
+        "program",
+        "list",
+        "compound_statement",
+        "do_group",
+        "if_statement",
+        "elif_clause",
+        "else_clause",
+        "while_statement",
+        "c_style_for_statement",
+        "case_statement",
+        "case_item",
+        "negated_command",
+        "test_command",
+        "binary_expression",
+        "unary_expression",
+        "ternary_expression",
+        "postfix_expression",
+        "parenthesized_expression",
+        "redirected_statement",
+        "herestring_redirect",
+        "heredoc_redirect",
+        "heredoc_body",
+        "variable_assignments",
+        "unset_command",
+        "word",
+        "string",
+        "raw_string",
+        "concatenation",
+        "simple_expansion",
+        "expansion",
+        "arithmetic_expansion",
+        "number",
+        "ansi_c_string",
+        "translated_string",
+        "brace_expression",
+        "command_name",
+        "string_content",
+        "variable_name",
+        "subscript",
+        "special_variable_name",
+        "array",
+        "regex",
+        "extglob_pattern",
+        "file_descriptor",
+        "test_operator",
+        "heredoc_start",
+        "heredoc_content",
+        "heredoc_end",
+        "comment",
+    }
 )
 _SCOPED = frozenset({"subshell", "command_substitution", "process_substitution"})
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
@@ -51,15 +93,23 @@ class Walker(Context):
     def script(self, text: str, *, subshell: bool) -> None:
         """Parse and walk a literal script (bash -c, eval, trap); ``subshell`` keeps `cd` local."""
         tree = parse(text)
-        with self._deeper(), (self._scope() if subshell else nullcontext()):
+        with self._deeper(), self._scope() if subshell else nullcontext():
             saved = self.current
             self.visit(tree.root_node)
             self.current = saved
 
     def visit(self, node: tree_sitter.Node) -> None:
         kind = node.type
-        if self.cd_must_succeed and kind not in ("command", "redirected_statement", "list", "command_name",
-                                                 "word", "string", "raw_string", "concatenation"):
+        if self.cd_must_succeed and kind not in (
+            "command",
+            "redirected_statement",
+            "list",
+            "command_name",
+            "word",
+            "string",
+            "raw_string",
+            "concatenation",
+        ):
             self.cd_must_succeed = False
             try:
                 self.visit(node)
@@ -87,7 +137,9 @@ class Walker(Context):
         elif kind == "variable_assignment":
             self._assignment(node)
         elif kind == "declaration_command":
-            if any(c.type == "word" and source(c).startswith(b"-") and b"n" in source(c) for c in node.children):
+            if any(
+                c.type == "word" and source(c).startswith(b"-") and b"n" in source(c) for c in node.children
+            ):
                 self.risky("declares a name reference, which can set any variable")
             self._children(node)
         elif kind == "for_statement":

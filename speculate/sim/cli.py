@@ -37,10 +37,14 @@ def port(text: str) -> int:
 
 def configure(p: argparse.ArgumentParser) -> None:
     """The options of ``speculate sim serve`` (on the command tree of :mod:`speculate.cli`)."""
-    p.description = ("Serve the Messages-API simulator on 127.0.0.1 in the foreground until interrupted "
-                     "(SIGINT or SIGTERM): scripted scenarios, recorded traces, prompt caching, latencies, "
-                     "rate limits and injected faults, for any client (docs/simulator.md).")
-    p.add_argument("--port", type=port, default=0, help="TCP port on 127.0.0.1, 0 to 65535 (0: pick a free one)")
+    p.description = (
+        "Serve the Messages-API simulator on 127.0.0.1 in the foreground until interrupted "
+        "(SIGINT or SIGTERM): scripted scenarios, recorded traces, prompt caching, latencies, "
+        "rate limits and injected faults, for any client (docs/simulator.md)."
+    )
+    p.add_argument(
+        "--port", type=port, default=0, help="TCP port on 127.0.0.1, 0 to 65535 (0: pick a free one)"
+    )
     p.add_argument(
         "--scenario",
         action="append",

@@ -79,8 +79,14 @@ class ClientConventions:
     continuation_notes: Sequence[str] = DEFAULT_CONTINUATION_NOTES
 
     def __post_init__(self) -> None:
-        for what in ("injected", "wrappers", "root_patterns", "suggestion_patterns", "compaction_patterns",
-                     "continuation_notes"):
+        for what in (
+            "injected",
+            "wrappers",
+            "root_patterns",
+            "suggestion_patterns",
+            "compaction_patterns",
+            "continuation_notes",
+        ):
             for pattern in getattr(self, what):
                 try:
                     re.compile(pattern)
@@ -131,7 +137,7 @@ class ClientConventions:
             prompts = json.loads(found.group(1))
         except ValueError:
             prompts = []
-        rest = text[found.end():]
+        rest = text[found.end() :]
         for note in self.continuation_notes:
             rest = re.sub(note, "", rest)
         if "</summary>" in rest:  # the summary block our prompt list sits in
@@ -203,7 +209,9 @@ class Conversation:
 
 
 # A suggestion request asking for several candidates, one per line (speculate.prompts.suggestion_instruction).
-_SUGGESTION_COUNT_RE = re.compile(r"\bup to (\d{1,2}) (?:alternatives|candidates|suggestions|predictions)\b", re.I)
+_SUGGESTION_COUNT_RE = re.compile(
+    r"\bup to (\d{1,2}) (?:alternatives|candidates|suggestions|predictions)\b", re.I
+)
 _TOOLS_TEXT_RE = re.compile(r"<tools>\s*(\[.*?\])\s*</tools>", re.DOTALL)
 # A text-tool-calling client that starts a fresh session on an existing conversation sends all of it as one
 # prompt, earlier answers in <assistant> tags (speculate.models.text_tools.render).
@@ -244,7 +252,9 @@ def read_conversation(
     body: dict[str, Any], conventions: ClientConventions = DEFAULT_CONVENTIONS
 ) -> Conversation:
     root = project_root(body, conventions)
-    messages = split_inline([m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"])
+    messages = split_inline(
+        [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") != "system"]
+    )
     suggestion_mode = compaction_mode = False
     count = 1
     if messages and messages[-1].get("role") == "user":

@@ -28,8 +28,9 @@ def draw_suggestion(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
     return draw(scenario, turn, seed=seed, hit_rate=hit_rate)[0]
 
 
-def draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float | None = None
-         ) -> tuple[Candidate, MissKind | None]:
+def draw(
+    scenario: Scenario, turn: int, *, seed: int, hit_rate: float | None = None
+) -> tuple[Candidate, MissKind | None]:
     """The candidate offered after ``turn`` and, under a forced ``hit_rate``, the kind of miss it is (None
     for a hit, and always None for the natural draw by the scenario's weights)."""
     if hit_rate is not None and turn + 1 < len(scenario.turns):
@@ -41,8 +42,9 @@ def draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float | None = N
     return rng.choices(options, weights=[c.weight for c in options])[0], None
 
 
-def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
-                ) -> tuple[Candidate, MissKind | None]:
+def forced_draw(
+    scenario: Scenario, turn: int, *, seed: int, hit_rate: float
+) -> tuple[Candidate, MissKind | None]:
     """The suggestion after ``turn`` when it is the intent with probability ``hit_rate``; and, for a miss,
     which kind of wrong suggestion it is (None for a hit)."""
     if not 0.0 <= hit_rate <= 1.0:
@@ -61,8 +63,9 @@ def forced_draw(scenario: Scenario, turn: int, *, seed: int, hit_rate: float
     return Candidate(scenario.turns[turn].prompt), "unscripted"
 
 
-def draw_candidates(scenario: Scenario, turn: int, *, seed: int, k: int, hit_rate: float | None = None
-                    ) -> list[Candidate]:
+def draw_candidates(
+    scenario: Scenario, turn: int, *, seed: int, k: int, hit_rate: float | None = None
+) -> list[Candidate]:
     """Top-K: the first is :func:`draw`'s (so k=1 offers what it always did), then the turn's other candidates
     by weight, drawn without replacement from this seed (the intent among them, if the turn has it; weight-0
     candidates only under a forced rate, where they stand for wrong guesses). At most ``k``, all with text."""
@@ -70,8 +73,11 @@ def draw_candidates(scenario: Scenario, turn: int, *, seed: int, k: int, hit_rat
     if first.text is None or k <= 1:
         return [] if first.text is None else [first]
     forced = hit_rate is not None and turn + 1 < len(scenario.turns)
-    rest = [c for c in scenario.turns[turn].options
-            if c.text is not None and c.text != first.text and (c.weight > 0 or forced)]
+    rest = [
+        c
+        for c in scenario.turns[turn].options
+        if c.text is not None and c.text != first.text and (c.weight > 0 or forced)
+    ]
     rng = rng_for("candidates", seed, scenario.name, turn)
     out = [first]
     while rest and len(out) < k:

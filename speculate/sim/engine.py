@@ -82,7 +82,9 @@ class Engine:
     ) -> None:
         scenarios = list(scenarios)
         check_unique(scenarios)
-        self.script = Script(scenarios, seed=seed, hit_rate=hit_rate, conventions=conventions or DEFAULT_CONVENTIONS)
+        self.script = Script(
+            scenarios, seed=seed, hit_rate=hit_rate, conventions=conventions or DEFAULT_CONVENTIONS
+        )
         self.replays = list(replays)
         self.seed = seed
         self.profiles = profiles

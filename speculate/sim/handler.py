@@ -113,7 +113,9 @@ class Handler(BaseHTTPRequestHandler):
     timeout = 120  # an idle keep-alive connection frees its thread after this
     disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
     request_id = ""
-    _streaming: tuple[Planned, list[Event]] | None = None  # the stream being sent, and how many events went out
+    _streaming: tuple[Planned, list[Event]] | None = (
+        None  # the stream being sent, and how many events went out
+    )
     _sent = 0
 
     def setup(self) -> None:

@@ -55,7 +55,12 @@ class Realism:
     output_tokens_per_minute: int = TIER1_SONNET[2]
 
     def __post_init__(self) -> None:
-        if self.ttft_sigma < 0 or self.tail_sigma < 0 or self.tail_median < 1 or not 0 <= self.tail_share <= 1:
+        if (
+            self.ttft_sigma < 0
+            or self.tail_sigma < 0
+            or self.tail_median < 1
+            or not 0 <= self.tail_share <= 1
+        ):
             raise ValueError("Realism: sigmas must be >= 0, tail_median >= 1 and tail_share within 0..1")
         if min(self.requests_per_minute, self.input_tokens_per_minute, self.output_tokens_per_minute) < 1:
             raise ValueError("Realism: every per-minute limit must be >= 1")
@@ -106,7 +111,9 @@ class KeyedLimiter:
             buckets = self._buckets.get((key, model))
             if buckets is None:
                 limits = (r.requests_per_minute, r.input_tokens_per_minute, r.output_tokens_per_minute)
-                buckets = self._buckets[key, model] = tuple(_Debt(x / 60.0, float(x), float(x), now) for x in limits)
+                buckets = self._buckets[key, model] = tuple(
+                    _Debt(x / 60.0, float(x), float(x), now) for x in limits
+                )
             wait = max(b.take(c, now) for b, c in zip(buckets, (1, input_tokens, output_tokens), strict=True))
             if wait > 0:
                 self.queued += 1

@@ -97,7 +97,12 @@ class TraceWriter:
         self._lock = threading.Lock()
 
     def write(
-        self, request: dict[str, Any], response: Any, *, ttft_s: float, total_s: float,
+        self,
+        request: dict[str, Any],
+        response: Any,
+        *,
+        ttft_s: float,
+        total_s: float,
         served: dict[str, Any] | None = None,
     ) -> None:
         """Record one response (a dict or an SDK ``Message``) with its time to first token and total time;

@@ -104,7 +104,9 @@ class _Parser(NodeReader):
                 allowed = ", ".join(tool_inputs()[name].model_fields)
                 reason = f"unknown key {what!r} in {where} {label} input (allowed: {allowed})"
                 raise self.fail(key_node, reason) from None
-            raise self.fail(value_node, f"{where} {label}.{what}: {err['msg']}, got {err['input']!r}") from None
+            raise self.fail(
+                value_node, f"{where} {label}.{what}: {err['msg']}, got {err['input']!r}"
+            ) from None
         return ToolCall(name=name, input=inp)
 
     def expect(self, kv: tuple[yaml.Node, yaml.Node], what: str) -> Expect:
@@ -159,13 +161,17 @@ class _Parser(NodeReader):
         return tuple(out)
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
-        top = self.mapping(root, "scenario", ("name", "description", "workspace", "files", "turns", "tool_calls"))
+        top = self.mapping(
+            root, "scenario", ("name", "description", "workspace", "files", "turns", "tool_calls")
+        )
         tool_calls = "api"
         if "tool_calls" in top:
             tool_calls = self.string(top["tool_calls"][1], "tool_calls") or ""
             if tool_calls not in TOOL_CALL_MODES:
-                raise self.fail(top["tool_calls"][1], f"tool_calls must be one of {', '.join(TOOL_CALL_MODES)}, "
-                                                      f"got {tool_calls!r}")
+                raise self.fail(
+                    top["tool_calls"][1],
+                    f"tool_calls must be one of {', '.join(TOOL_CALL_MODES)}, got {tool_calls!r}",
+                )
         name = self.string(self.require(top, root, "scenario", "name"), "name")
         description = ""
         if "description" in top:
@@ -198,7 +204,8 @@ class _Parser(NodeReader):
                 (
                     turn_node,
                     self.mapping(
-                        turn_node, f"turns[{i}]",
+                        turn_node,
+                        f"turns[{i}]",
                         ("prompt", "pause_s", "steps", "suggestion", "suggestion_steps", "suggestions"),
                     ),
                 )
@@ -214,8 +221,11 @@ class _Parser(NodeReader):
             next_prompt = prompts[i + 1] if i + 1 < len(prompts) else None
             pause = _pause(self, fields, where, first=i == 0)
             if "suggestions" in fields:
-                turns.append(replace(_candidates(self, fields, where, str(prompts[i]), steps, next_prompt),
-                                     pause_s=pause))
+                turns.append(
+                    replace(
+                        _candidates(self, fields, where, str(prompts[i]), steps, next_prompt), pause_s=pause
+                    )
+                )
                 continue
             suggestion = None
             if "suggestion" in fields:
@@ -255,19 +265,29 @@ class _Parser(NodeReader):
         )
 
 
-def _pause(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, *, first: bool
-           ) -> float | None:
+def _pause(
+    self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, *, first: bool
+) -> float | None:
     """``pause_s``: recorded seconds from the previous answer's end to this prompt (imported sessions)."""
     hit = fields.get("pause_s")
     if hit is None:
         return None
     value = self.value(hit[1])
     if first or isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise self.fail(hit[1], f"{where}.pause_s must be seconds >= 0, after an answer (not on the first turn)")
+        raise self.fail(
+            hit[1], f"{where}.pause_s must be seconds >= 0, after an answer (not on the first turn)"
+        )
     return float(value)
 
 
-def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], where: str, prompt: str, steps: tuple[Step, ...], next_prompt: str | None) -> Turn:
+def _candidates(
+    self: _Parser,
+    fields: dict[str, tuple[yaml.Node, yaml.Node]],
+    where: str,
+    prompt: str,
+    steps: tuple[Step, ...],
+    next_prompt: str | None,
+) -> Turn:
     """``suggestions: [{text, weight, steps}]``: weighted candidates, drawn per session from the seed."""
     for old in ("suggestion", "suggestion_steps"):
         if old in fields:
@@ -285,21 +305,28 @@ def _candidates(self: _Parser, fields: dict[str, tuple[yaml.Node, yaml.Node]], w
             raise self.fail(f["weight"][1] if "weight" in f else item, f"{w}.weight must be a number >= 0")
         needs = text is not None and text != next_prompt
         if weight == 0 and not needs:  # never drawn naturally: only the sweep's forced misses offer it
-            raise self.fail(f["weight"][1], f"{w}.weight 0 is only for a wrong suggestion (one the acceptance "
-                            "sweep may offer as a miss); this one is null or the next prompt")
+            raise self.fail(
+                f["weight"][1],
+                f"{w}.weight 0 is only for a wrong suggestion (one the acceptance "
+                "sweep may offer as a miss); this one is null or the next prompt",
+            )
         if "steps" in f and not needs:
             raise self.fail(f["steps"][0], f"{w}.steps is unused: the text is null or equals the next prompt")
         if needs and "steps" not in f:
-            raise self.fail(item, f"{w}.text differs from the next turn's prompt, so steps is required "
-                            "(what the agent does if the suggestion is run)")
+            raise self.fail(
+                item,
+                f"{w}.text differs from the next turn's prompt, so steps is required "
+                "(what the agent does if the suggestion is run)",
+            )
         out.append(Candidate(text, float(weight), self.steps(f["steps"][1], f"{w}.steps") if needs else None))
     if len({c.text for c in out}) != len(out):
         raise self.fail(node, f"{where}.suggestions: two candidates have the same text")
     if not any(c.weight > 0 for c in out):
         raise self.fail(node, f"{where}.suggestions: every weight is 0; at least one must be drawn naturally")
     top = max(out, key=lambda c: c.weight)
-    return Turn(prompt=prompt, steps=steps, suggestion=top.text, suggestion_steps=top.steps,
-                candidates=tuple(out))
+    return Turn(
+        prompt=prompt, steps=steps, suggestion=top.text, suggestion_steps=top.steps, candidates=tuple(out)
+    )
 
 
 def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | None = None) -> Scenario:
@@ -317,8 +344,10 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: StrPath | N
             reason = f"YAML syntax error: {exc.problem or exc.context}"
             block = _open_block_scalar(lines[:line])
             if block is not None:  # the usual cause: a line of a | or > text less indented than its first
-                reason += (f" (probably the text block opened on line {block}: every line of a | or > block "
-                           "must be indented at least as far as its first line)")
+                reason += (
+                    f" (probably the text block opened on line {block}: every line of a | or > block "
+                    "must be indented at least as far as its first line)"
+                )
             raise ScenarioError(source, line, reason) from None
         if root is None:
             raise ScenarioError(source, 1, "file is empty")

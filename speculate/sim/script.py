@@ -91,11 +91,15 @@ def compaction_summary(conv: Conversation, *, tagged: bool = False) -> Reply:
     ``tagged``: in the <analysis>/<summary> blocks a request asked for (Claude Code's /compact keeps the
     summary block)."""
     lines = "\n".join(f"{i}. {p}" for i, p in enumerate(conv.prompts, start=1)) or "(none)"
-    text = (f"Summary of the conversation so far (simulated). The user asked, in order:\n{lines}\n"
-            f"<sim-prompts>{json.dumps(list(conv.prompts))}</sim-prompts>")
+    text = (
+        f"Summary of the conversation so far (simulated). The user asked, in order:\n{lines}\n"
+        f"<sim-prompts>{json.dumps(list(conv.prompts))}</sim-prompts>"
+    )
     if tagged:
         text = f"<analysis>\nThe simulator lists the prompts.\n</analysis>\n\n<summary>\n{text}\n</summary>"
-    return Reply([{"type": "text", "text": text}], "end_turn", f"compaction summary of {len(conv.prompts)} prompts")
+    return Reply(
+        [{"type": "text", "text": text}], "end_turn", f"compaction summary of {len(conv.prompts)} prompts"
+    )
 
 
 def as_text(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,14 +196,19 @@ class Script:
         if on_script:
             return _Position(scenario, last, via)
         n = len(conv.prompts)
-        where = (f"the next scripted prompt is {substitute(turns[last + 1].prompt, conv.root)[:80]!r}"
-                 if last + 1 < len(turns) else f"its {len(turns)} turns are done")
+        where = (
+            f"the next scripted prompt is {substitute(turns[last + 1].prompt, conv.root)[:80]!r}"
+            if last + 1 < len(turns)
+            else f"its {len(turns)} turns are done"
+        )
         return f"prompt {n} {conv.prompts[-1][:80]!r} is not in scenario {scenario.name!r}'s script; {where}"
 
     def reply(self, body: dict[str, Any]) -> Reply:
         conv = _read(body, self.conventions)
         if conv.compaction_mode:
-            return compaction_summary(conv, tagged="<summary>" in json.dumps(body.get("messages") or [])[-20_000:])
+            return compaction_summary(
+                conv, tagged="<summary>" in json.dumps(body.get("messages") or [])[-20_000:]
+            )
         where = self._locate(conv)
         if isinstance(where, str) and conv.suggestion_mode:
             return Reply([], "end_turn", f"no suggestion: {where}")  # off script: nothing to predict
@@ -209,11 +218,24 @@ class Script:
         label = f"scenario {scenario.name!r} turn {t + 1}"
         if conv.suggestion_mode:
             if conv.suggestion_count > 1:  # top-K: the scenario's candidates, by weight, one per line
-                texts = [] if where.via_suggestion else [c.text for c in draw_candidates(
-                    scenario, t, seed=self.seed, k=conv.suggestion_count, hit_rate=self.hit_rate) if c.text]
+                texts = (
+                    []
+                    if where.via_suggestion
+                    else [
+                        c.text
+                        for c in draw_candidates(
+                            scenario, t, seed=self.seed, k=conv.suggestion_count, hit_rate=self.hit_rate
+                        )
+                        if c.text
+                    ]
+                )
                 suggestion = "\n".join(texts) or None
             else:
-                suggestion = None if where.via_suggestion else draw_suggestion(scenario, t, seed=self.seed, hit_rate=self.hit_rate).text
+                suggestion = (
+                    None
+                    if where.via_suggestion
+                    else draw_suggestion(scenario, t, seed=self.seed, hit_rate=self.hit_rate).text
+                )
             content: list[dict[str, Any]] = (
                 [] if suggestion is None else [{"type": "text", "text": substitute(suggestion, conv.root)}]
             )

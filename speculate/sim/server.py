@@ -124,12 +124,20 @@ class SimServer:
         if self._keyed is None or self.realism is None:
             return 0.0
         usage = planned.message["usage"]
-        wait = self._keyed.admit(api_key, model, input_tokens=usage["input_tokens"]
-                                 + usage["cache_creation_input_tokens"], output_tokens=usage["output_tokens"],
-                                 now=self.engine.clock())
+        wait = self._keyed.admit(
+            api_key,
+            model,
+            input_tokens=usage["input_tokens"] + usage["cache_creation_input_tokens"],
+            output_tokens=usage["output_tokens"],
+            now=self.engine.clock(),
+        )
         profile = find_profile(model, self.profiles)
-        factor = self.realism.ttft_factor(base_sigma=profile.jitter if profile else 0.0, seed=self.engine.seed,
-                                          key=api_key, n=self._keyed.next_index(api_key))
+        factor = self.realism.ttft_factor(
+            base_sigma=profile.jitter if profile else 0.0,
+            seed=self.engine.seed,
+            key=api_key,
+            n=self._keyed.next_index(api_key),
+        )
         decode = planned.total_s - planned.ttft_s
         planned.ttft_s *= factor
         planned.total_s = planned.ttft_s + decode
@@ -143,8 +151,10 @@ class SimServer:
         if sent == 0:
             return
         profile = find_profile(planned.message["model"], self.profiles)
-        billed = {k: usage.get(k, 0) for k in ("input_tokens", "cache_creation_input_tokens",
-                                               "cache_read_input_tokens")}
+        billed = {
+            k: usage.get(k, 0)
+            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        }
         billed["output_tokens"] = streamed
         cost = profile.cost_usd(billed) if profile is not None else 0.0
         with self._fault_lock:
@@ -152,7 +162,9 @@ class SimServer:
             c["streams"] = c.get("streams", 0) + 1
             for k, v in billed.items():
                 c[k] = c.get(k, 0) + v
-            c["output_tokens_not_streamed"] = c.get("output_tokens_not_streamed", 0) + usage["output_tokens"] - streamed
+            c["output_tokens_not_streamed"] = (
+                c.get("output_tokens_not_streamed", 0) + usage["output_tokens"] - streamed
+            )
             c["cost_usd"] = c.get("cost_usd", 0.0) + cost
             c.setdefault("each", []).append({"source": planned.source, "events_sent": sent, **billed})
 
@@ -216,8 +228,9 @@ class SimServer:
             faults = dict(self._fault_counts)
             cancelled = {k: (list(v) if isinstance(v, list) else v) for k, v in self._cancelled.items()}
         queued = {"requests": self._keyed.queued, "waited_s": self._keyed.waited_s} if self._keyed else {}
-        return SimStatistics(self.engine.statistics(), cache.entries, cache.hits, cache.misses, faults, cancelled,
-                             queued)
+        return SimStatistics(
+            self.engine.statistics(), cache.entries, cache.hits, cache.misses, faults, cancelled, queued
+        )
 
     def __enter__(self) -> SimServer:
         return self.start()

@@ -92,24 +92,32 @@ def check(spec: Speculation) -> Promotion | None:
     changes = ov.changes()
     conflicts, _ = find_conflicts(ov.lower, {c.path for c in changes} | set(bases), bases, ov.reads())
     conflicts += refusals(str(ov.lower), str(ov.upper), changes)
-    return Promotion(False, "conflict", conflict_note(sorted(conflicts, key=lambda c: c.path))) if conflicts \
+    return (
+        Promotion(False, "conflict", conflict_note(sorted(conflicts, key=lambda c: c.path)))
+        if conflicts
         else None
+    )
 
 
 def stopped_note(rec: Any, *, shown: bool = False) -> str:
     """Why a fork that kept nothing to land (it stopped holding what made its boundary: a protected path
     written, a hook that failed, its bounds; or before it began) is not used: the turn runs live."""
     detail = f": {rec.boundary_detail[:200]}" if rec.boundary_detail else ""
-    return (f"speculation discarded: it stopped at a boundary ({rec.boundary}{detail}); nothing of "
-            + ("what it showed" if shown else "it") + " was applied; running normally")
+    return (
+        f"speculation discarded: it stopped at a boundary ({rec.boundary}{detail}); nothing of "
+        + ("what it showed" if shown else "it")
+        + " was applied; running normally"
+    )
 
 
 def conflict_note(conflicts: Any) -> str:
     """Each path with its own reason: the user changed a file, or acceptance never lands what stands there
     (overlayfs.policy: a FIFO, a link out of the project)."""
-    return ("speculation discarded, nothing of it landed: "
-            + "; ".join(f"{c.path}: {c.reason}" if hasattr(c, "reason") else str(c) for c in conflicts)
-            + "; running normally")
+    return (
+        "speculation discarded, nothing of it landed: "
+        + "; ".join(f"{c.path}: {c.reason}" if hasattr(c, "reason") else str(c) for c in conflicts)
+        + "; running normally"
+    )
 
 
 def replay(spec: Speculation, on_event: Callable[[Any], None]) -> None:
@@ -126,12 +134,17 @@ def promote(spec: Speculation) -> Promotion:
     try:
         # Renames are told apart from a deletion and an addition by content, which only the real tree
         # still holds before promotion.
-        pairs = spec.renames if spec.renames is not None else renames(spec.overlay.changes(), spec.overlay.lower,
-                                                                      spec.overlay.upper)
+        pairs = (
+            spec.renames
+            if spec.renames is not None
+            else renames(spec.overlay.changes(), spec.overlay.lower, spec.overlay.upper)
+        )
         result = spec.overlay.promote()
     except OSError as e:  # rolled back (disk full, no permission), or another session held the lock
         rec.promote_s = time.perf_counter() - tp
-        return Promotion(False, "error", f"speculation discarded: accepting it failed ({e}); running normally")
+        return Promotion(
+            False, "error", f"speculation discarded: accepting it failed ({e}); running normally"
+        )
     rec.promote_s = time.perf_counter() - tp
     if result.conflicts:
         return Promotion(False, "conflict", conflict_note(result.conflicts))

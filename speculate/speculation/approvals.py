@@ -66,8 +66,9 @@ class Approvals:
 
     def expect(self, tool: str, summary: str, command: str, reason: str, tool_use_id: str) -> None:
         """A call the live path would ask about is about to run: note the upper layer before it."""
-        self.pending.append(PendingApproval(tool, summary, command, reason, tool_use_id,
-                                            before=snapshot(self.overlay.upper)))
+        self.pending.append(
+            PendingApproval(tool, summary, command, reason, tool_use_id, before=snapshot(self.overlay.upper))
+        )
 
     def finish(self, tool_use_id: str) -> None:
         """The call returned: what it changed is the difference in the upper layer (hooks around it included)."""
@@ -103,8 +104,9 @@ def distinct(pending: Sequence[PendingApproval]) -> list[PendingApproval]:
     return out
 
 
-async def ask_each(pending: Sequence[PendingApproval], ask: AskFn | None,
-                   remember: Callable[[PendingApproval], None]) -> Answer:
+async def ask_each(
+    pending: Sequence[PendingApproval], ask: AskFn | None, remember: Callable[[PendingApproval], None]
+) -> Answer:
     """The default policy: the live path's questions through the session's ``ask``, one by one; the first
     ``n`` declines (the rest are not asked); ``always`` adds that command's allow rule as it would live."""
     if ask is None:

@@ -34,8 +34,9 @@ FILE_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep"}
 HookDecision = Literal["allow", "ask"] | None
 
 
-def _gate(mode: Mode, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
-          ) -> Any:
+def _gate(
+    mode: Mode, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
+) -> Any:
     from speculate.permissions import PermissionGate
 
     return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), ask=list(ask), root=root)
@@ -59,8 +60,16 @@ def always_rule(tool: str, inp: BaseModel) -> str:
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
 
-    def __init__(self, *, mode: Mode, allow: list[str], deny: list[str], ask: AskFn | None,
-                 root: Path | None = None, ask_rules: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        mode: Mode,
+        allow: list[str],
+        deny: list[str],
+        ask: AskFn | None,
+        root: Path | None = None,
+        ask_rules: Sequence[str] = (),
+    ) -> None:
         self.mode, self.allow, self.deny, self.ask, self.root = mode, list(allow), list(deny), ask, root
         self.ask_rules = list(ask_rules)
         self.gate = _gate(mode, self.allow, self.deny, root, self.ask_rules)
@@ -80,8 +89,9 @@ class MainAuthorizer:
         if tool.name in FILE_TOOLS and (d := self.gate.check(tool, inp)).behavior == "deny":
             raise ToolDenied(d.reason)
 
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None,
-                        hook_reason: str = "") -> None:
+    async def authorize(
+        self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None, hook_reason: str = ""
+    ) -> None:
         d = self.gate.check(tool, inp)
         if d.behavior == "deny":
             raise ToolDenied(d.reason)
@@ -125,10 +135,21 @@ class SpecAuthorizer:
     no sandbox (:meth:`speculate.hooks.HookRunner.stops_call`).
     """
 
-    def __init__(self, *, mode: Mode, allow: list[str], deny: list[str], sandboxed_bash: bool,
-                 root: Path | None = None, bash_off: str = "off (no sandbox here)", ask_rules: Sequence[str] = (),
-                 hook_stop: Callable[[str], str | None] | None = None, protection: Protection | None = None,
-                 fs: Any = None, approvals: Approvals | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        mode: Mode,
+        allow: list[str],
+        deny: list[str],
+        sandboxed_bash: bool,
+        root: Path | None = None,
+        bash_off: str = "off (no sandbox here)",
+        ask_rules: Sequence[str] = (),
+        hook_stop: Callable[[str], str | None] | None = None,
+        protection: Protection | None = None,
+        fs: Any = None,
+        approvals: Approvals | None = None,
+    ) -> None:
         from speculate.speculation.guard import Protection
 
         self.gate = _gate(mode, allow, deny, root, ask_rules)
@@ -145,8 +166,15 @@ class SpecAuthorizer:
     def go_live(self, main: MainAuthorizer) -> None:
         self.live = main
 
-    def _boundary(self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = "", *,
-                  early: bool = False) -> tuple[BoundaryKind, str] | None:
+    def _boundary(
+        self,
+        tool: Tool,
+        inp: BaseModel,
+        hook: HookDecision = None,
+        hook_reason: str = "",
+        *,
+        early: bool = False,
+    ) -> tuple[BoundaryKind, str] | None:
         """Where the fork must stop before this call. ``early``: before its PreToolUse hooks, only what no hook
         decision changes (a deny, what the sandbox cannot hold, protected paths)."""
         is_mcp = tool.name.startswith("mcp__")
@@ -165,11 +193,16 @@ class SpecAuthorizer:
             if kind == "instructions":
                 return "instructions", f"{tool.name} {path}: the next request's system prompt would change"
             if kind == "protected":
-                return "protected", (f"{tool.name} {path}: it configures what runs later (git, editor, Claude "
-                                     "Code, direnv, or speculation.protectedPaths); it lands only through a "
-                                     "normal turn")
+                return "protected", (
+                    f"{tool.name} {path}: it configures what runs later (git, editor, Claude "
+                    "Code, direnv, or speculation.protectedPaths); it lands only through a "
+                    "normal turn"
+                )
             if not early and hook == "ask":
-                return "edit", f"{tool.name} {path}: a PreToolUse hook asks ({hook_reason or 'no reason given'})"
+                return (
+                    "edit",
+                    f"{tool.name} {path}: a PreToolUse hook asks ({hook_reason or 'no reason given'})",
+                )
             if not early and d.behavior == "ask" and not (hook == "allow" and d.rule is None):
                 return "edit", f"{tool.name} {path} needs permission"
         elif tool.name == "Bash":
@@ -189,7 +222,10 @@ class SpecAuthorizer:
         elif early:
             pass
         elif hook == "ask":
-            return "hook", f"{tool.name}: a PreToolUse hook asks before it ({hook_reason or 'no reason given'})"
+            return (
+                "hook",
+                f"{tool.name}: a PreToolUse hook asks before it ({hook_reason or 'no reason given'})",
+            )
         elif d.behavior == "ask" and d.rule is not None:  # an explicit ask rule: the user would be asked
             return "denied_tool", d.reason
         why = self.hook_stop(tool.name)
@@ -206,7 +242,9 @@ class SpecAuthorizer:
             return None
         return self.protection.of_write(self.fs, rel) if self.fs is not None else self.protection.kind(rel)
 
-    def _asks(self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = "") -> str | None:
+    def _asks(
+        self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = ""
+    ) -> str | None:
         """Why the live path would ask before this call (a sandboxed Bash command), or None."""
         if tool.name != "Bash":
             return None
@@ -223,8 +261,9 @@ class SpecAuthorizer:
         if b is not None:
             raise BoundaryReached(b[0], b[1], block.get("id"))
 
-    async def authorize(self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None,
-                        hook_reason: str = "") -> None:
+    async def authorize(
+        self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None, hook_reason: str = ""
+    ) -> None:
         b = self._boundary(tool, inp, hook, hook_reason)
         if b is not None:
             raise BoundaryReached(b[0], b[1], block.get("id"))
@@ -237,5 +276,10 @@ class SpecAuthorizer:
             return
         if self.approvals is None:
             raise BoundaryReached("bash", f"{getattr(inp, 'command', '')!r}: {why}", block.get("id"))
-        self.approvals.expect(tool.name, summarize(tool.name, block.get("input", {})),
-                              str(getattr(inp, "command", "")), why, str(block.get("id", "")))
+        self.approvals.expect(
+            tool.name,
+            summarize(tool.name, block.get("input", {})),
+            str(getattr(inp, "command", "")),
+            why,
+            str(block.get("id", "")),
+        )

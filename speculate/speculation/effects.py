@@ -46,7 +46,7 @@ def _entry_name(rel: str) -> tuple[str, bool]:
     if name == OPAQUE_FILE:
         return head or ".", True
     if name.startswith(WH_PREFIX):
-        return (f"{head}/" if head else "") + name[len(WH_PREFIX):], True
+        return (f"{head}/" if head else "") + name[len(WH_PREFIX) :], True
     return rel, False
 
 
@@ -72,6 +72,7 @@ def _is_dir(e: Entry) -> bool:
 
 def attribute(changes: Iterable[Change], paths: set[str], replaced: set[str]) -> list[Change]:
     """The changes a command made, given what it touched (:func:`touched`)."""
+
     def ours(c: Change) -> bool:
         if c.path in paths:
             return True
@@ -95,10 +96,13 @@ class FileSummary:
 
     def words(self, limit: int = 4) -> str:
         """``deleted build/; wrote a.py, b.py +2 more`` (or ``no change to the project``)."""
-        parts = [f"{verb} " + ", ".join(items[:limit]) + (f" +{len(items) - limit} more" if len(items) > limit
-                                                          else "")
-                 for verb, items in (("deleted", self.deleted), ("renamed", self.renamed),
-                                     ("wrote", self.written)) if items]
+        parts = [
+            f"{verb} "
+            + ", ".join(items[:limit])
+            + (f" +{len(items) - limit} more" if len(items) > limit else "")
+            for verb, items in (("deleted", self.deleted), ("renamed", self.renamed), ("wrote", self.written))
+            if items
+        ]
         return "; ".join(parts) or "no change to the project"
 
 
@@ -110,15 +114,20 @@ def summarize(changes: Sequence[Change], pairs: Iterable[tuple[str, str]] = ()) 
     taken = {p for pair in pairs for p in pair}
     tops = [p for p in sorted(deleted) if p not in taken and not _under_any(p, deleted)]
     return FileSummary(
-        written=sorted(c.path for c in changes if c.kind != "deleted" and c.type != "dir" and c.path not in taken),
+        written=sorted(
+            c.path for c in changes if c.kind != "deleted" and c.type != "dir" and c.path not in taken
+        ),
         deleted=[p + "/" if deleted[p].type == "dir" else p for p in tops],
-        renamed=[f"{old} -> {new}" for old, new in sorted(pairs)])
+        renamed=[f"{old} -> {new}" for old, new in sorted(pairs)],
+    )
 
 
 def _under_any(path: str, deleted: dict[str, Change]) -> bool:
     parts = path.split("/")
-    return any(deleted.get("/".join(parts[:k])) is not None and deleted["/".join(parts[:k])].type == "dir"
-               for k in range(1, len(parts)))
+    return any(
+        deleted.get("/".join(parts[:k])) is not None and deleted["/".join(parts[:k])].type == "dir"
+        for k in range(1, len(parts))
+    )
 
 
 def renames(changes: Sequence[Change], lower: Path | str, upper: Path | str) -> list[tuple[str, str]]:

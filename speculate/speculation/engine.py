@@ -56,7 +56,9 @@ class SpeculationEngine(EngineRecords):
         self.policy = policy.for_session(session, self.opts)
         self.forks = topk.ForkSet(token_budget=self.opts.budget_tokens, cpus=self.opts.budget_cpus)
         self.state: State = "idle"
-        self.runner = ForkRunner(session=session, forks=self.forks, emit=self._emit_for, k=self.opts.candidates)
+        self.runner = ForkRunner(
+            session=session, forks=self.forks, emit=self._emit_for, k=self.opts.candidates
+        )
         self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
         self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)
 
@@ -174,19 +176,28 @@ class SpeculationEngine(EngineRecords):
             return await self._drop(spec, prompt, t0, "aborted", step.stopped_note(rec, shown=True))
         landing = self.landing
         if landing is None or spec.agent is None:  # our bug; checked before promotion touches the project
-            raise InternalError(f"accepting a speculation with no landing ({landing}) or no agent ({spec.agent})")
+            raise InternalError(
+                f"accepting a speculation with no landing ({landing}) or no agent ({spec.agent})"
+            )
         if self.s.cfg.keep_accepted_diff:
             landing.diff = spec.overlay.diff()  # the upper layer is spent by promotion
         promotion = step.promote(spec)
         if not promotion.ok:
-            return await self._drop(spec, prompt, t0, promotion.outcome, promotion.note + (
-                "; nothing of what it showed was applied" if spec.shown else ""))
+            return await self._drop(
+                spec,
+                prompt,
+                t0,
+                promotion.outcome,
+                promotion.note + ("; nothing of what it showed was applied" if spec.shown else ""),
+            )
         landing.promoted, landing.files = True, step.summary_of(rec)
         self.accepted_diff = landing.diff
         if len(self.s.messages) != spec.prefix_len:  # our bug, never the user's: it must not vanish under -O
-            raise InternalError(f"the main conversation moved under the speculation ({len(self.s.messages)} "
-                               f"messages, the fork started at {spec.prefix_len})")
-        self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len:], complete=spec.complete))
+            raise InternalError(
+                f"the main conversation moved under the speculation ({len(self.s.messages)} "
+                f"messages, the fork started at {spec.prefix_len})"
+            )
+        self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len :], complete=spec.complete))
         self._spec = None
         self._close(spec, "accepted", promotion.note)
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
@@ -194,13 +205,21 @@ class SpeculationEngine(EngineRecords):
             self._pipelined_from = spec
             self.s.set_agent_last_usage(spec.last_usage or self.s.agent_last_usage())
             last = self.s.messages[-1]
-            return TurnOutcome(prompt, text_of(last) if last["role"] == "assistant" else "",
-                               time.perf_counter() - t0, True, None, rec, promotion.note)
+            return TurnOutcome(
+                prompt,
+                text_of(last) if last["role"] == "assistant" else "",
+                time.perf_counter() - t0,
+                True,
+                None,
+                rec,
+                promotion.note,
+            )
         await self._cancel_cycle()
         return await self.s.run_turn(prompt, t0, resume=True, spec=rec, note=promotion.note)
 
-    async def _drop(self, spec: Speculation, prompt: str, t0: float, outcome: SpecOutcome, note: str
-                    ) -> TurnOutcome:
+    async def _drop(
+        self, spec: Speculation, prompt: str, t0: float, outcome: SpecOutcome, note: str
+    ) -> TurnOutcome:
         """The speculation is not used after all: discard it (and a pipelined suggestion built on it) and run
         the turn normally, saying why."""
         if self.landing is not None:
@@ -218,7 +237,7 @@ class SpeculationEngine(EngineRecords):
             return
         self._spec = chosen
         with trio.CancelScope(shield=True):  # short (a cancelled fork stops at its next checkpoint), and each
-            for other in others:            # stopped fork must be closed, its overlay discarded
+            for other in others:  # stopped fork must be closed, its overlay discarded
                 other.scope.cancel()
                 await other.exited.wait()
                 self._close(other, "aborted", "other_candidate")
@@ -228,14 +247,17 @@ class SpeculationEngine(EngineRecords):
         self.policy.observe_turn(latency_s=latency_s, time_saved_s=spec.time_saved_s if spec else None)
 
     # -- the cycle ----------------------------------------------------------------------------------
-    async def _cycle(self, scope: trio.CancelScope, snapshot: list[Message], turn: int,
-                     source: Speculation | None) -> None:
+    async def _cycle(
+        self, scope: trio.CancelScope, snapshot: list[Message], turn: int, source: Speculation | None
+    ) -> None:
         # Captured: after an accept, the next cycle replaces these while this one may still be finishing
         # the pipelined suggestion.
         done, ready = self._cycle_done, self._suggestion_ready
         try:
             with scope:
-                text = await (self._pipelined(source) if source is not None else self._suggest(snapshot, turn))
+                text = await (
+                    self._pipelined(source) if source is not None else self._suggest(snapshot, turn)
+                )
                 if text is None:
                     return
                 self.suggestion = text
@@ -243,7 +265,9 @@ class SpeculationEngine(EngineRecords):
                 ready.set()
                 if self.s.cfg.fork:  # without a fork, accepting the suggestion runs a normal turn
                     last = source.last_usage if source is not None else self.s.agent_last_usage()
-                    specs = self._decide(snapshot, turn, pipelined=source is not None, context=context_tokens(last))
+                    specs = self._decide(
+                        snapshot, turn, pipelined=source is not None, context=context_tokens(last)
+                    )
                     await topk.run_forks(specs, lambda spec: self.runner.run(snapshot, spec))
         finally:
             ready.set()
@@ -258,9 +282,14 @@ class SpeculationEngine(EngineRecords):
 
     async def _suggest(self, snapshot: list[Message], turn: int) -> str | None:
         last = self.s.agent_last_usage()
-        reason = suggest.suppression_reason(snapshot, mode=self.s.cfg.mode, last_error=self.s.last_error,
-                                            pending_ask=self.s.authorizer.pending_ask, last_usage=last,
-                                            near_limit=self.s.near_context_limit())
+        reason = suggest.suppression_reason(
+            snapshot,
+            mode=self.s.cfg.mode,
+            last_error=self.s.last_error,
+            pending_ask=self.s.authorizer.pending_ask,
+            last_usage=last,
+            near_limit=self.s.near_context_limit(),
+        )
         if reason:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
             return None
@@ -288,15 +317,24 @@ class SpeculationEngine(EngineRecords):
         self.candidates = out.candidates
         return out.text
 
-    def _decide(self, snapshot: list[Message], turn: int, *, pipelined: bool, context: int) -> list[Speculation]:
+    def _decide(
+        self, snapshot: list[Message], turn: int, *, pipelined: bool, context: int
+    ) -> list[Speculation]:
         """The policy's decision per candidate, recorded with its numbers; the forks to run, registered."""
         decisions = self.policy.decide(self.candidates, messages=snapshot, context_tokens=context)
         if self._sugg_rec is not None:
             self._sugg_rec.decisions = decisions
             if not any(d.fork for d in decisions):
                 self._sugg_rec.outcome = "abstained"  # shown all the same; the user's choice is added later
-        specs = [self.forks.add(Speculation(suggestion=d.text, prefix_len=len(snapshot), turn=turn,
-                                            pipelined=pipelined, rank=d.rank)) for d in decisions if d.fork]
+        specs = [
+            self.forks.add(
+                Speculation(
+                    suggestion=d.text, prefix_len=len(snapshot), turn=turn, pipelined=pipelined, rank=d.rank
+                )
+            )
+            for d in decisions
+            if d.fork
+        ]
         self._spec = specs[0] if specs else None  # the lowest-ranked fork: the toolbar shows it
         return specs
 
@@ -305,4 +343,3 @@ class SpeculationEngine(EngineRecords):
         if self._scope is not None:
             self._scope.cancel()
         await self._cycle_done.wait()
-

@@ -28,12 +28,18 @@ class EngineRecords:
     _sugg_rec: SuggestionRecord | None
     _sugg_shown_at: float
 
-    def _suggestion_record(self, out: suggest.SuggestionOutcome, turn: int, *, pipelined: bool
-                           ) -> SuggestionRecord:
-        return SuggestionRecord(turn=turn, text=out.text or "", generation_s=out.duration_s,
-                                candidates=out.texts if len(out.texts) > 1 else [],
-                                pipelined=pipelined, tokens=out.usage.as_dict(),
-                                cost_usd=cost_usd(self.s.cfg.model_name, out.usage))
+    def _suggestion_record(
+        self, out: suggest.SuggestionOutcome, turn: int, *, pipelined: bool
+    ) -> SuggestionRecord:
+        return SuggestionRecord(
+            turn=turn,
+            text=out.text or "",
+            generation_s=out.duration_s,
+            candidates=out.texts if len(out.texts) > 1 else [],
+            pipelined=pipelined,
+            tokens=out.usage.as_dict(),
+            cost_usd=cost_usd(self.s.cfg.model_name, out.usage),
+        )
 
     def _decide_suggestion(self, outcome: SuggestionOutcome, prompt: str | None = None) -> None:
         rec, self._sugg_rec = self._sugg_rec, None
@@ -47,8 +53,15 @@ class EngineRecords:
         self.policy.observe_choice(rec.decisions, rec.chosen, time_to_decision_s=rec.time_to_decision_s)
         self.s.events.write(rec)
 
-    def _close(self, spec: Speculation, outcome: SpecOutcome, reason: str, *, saved: bool = True,
-               abort_started: float | None = None) -> None:
+    def _close(
+        self,
+        spec: Speculation,
+        outcome: SpecOutcome,
+        reason: str,
+        *,
+        saved: bool = True,
+        abort_started: float | None = None,
+    ) -> None:
         rec = spec.record
         rec.outcome, rec.reason = outcome, reason
         end = spec.finished_at if spec.finished_at is not None else time.perf_counter()
@@ -80,9 +93,16 @@ class EngineRecords:
     def _cancelled_suggestion(self, meter: Meter, turn: int, *, pipelined: bool) -> None:
         """A suggestion request cut mid-stream: recorded as discarded, with what the API bills for it."""
         if meter.cancelled:
-            self.s.events.write(SuggestionRecord(
-                turn=turn, outcome="discarded", reason="cancelled mid-request", pipelined=pipelined,
-                tokens=meter.usage.as_dict(), cost_usd=cost_usd(self.s.cfg.model_name, meter.usage)))
+            self.s.events.write(
+                SuggestionRecord(
+                    turn=turn,
+                    outcome="discarded",
+                    reason="cancelled mid-request",
+                    pipelined=pipelined,
+                    tokens=meter.usage.as_dict(),
+                    cost_usd=cost_usd(self.s.cfg.model_name, meter.usage),
+                )
+            )
 
     def _emit_for(self, spec: Speculation, state: State, suggestion: str | None, **detail: Any) -> None:
         if spec is self._spec:  # top-K: the toolbar follows the lowest-ranked fork

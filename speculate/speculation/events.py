@@ -113,7 +113,9 @@ class SpeculationRecord(_Record):
     bash: str = ""  # how speculative Bash ran: "sandboxed (...)" or "off (why)"
     hooks_run: int = 0  # the user's hooks the fork ran (in its sandbox)
     hook_denials: list[str] = []  # PreToolUse refusals inside the fork: "tool: reason"
-    hook_errors: list[str] = []  # hooks that failed in the fork (it stopped there): "event hook `cmd` ...: stderr"
+    hook_errors: list[
+        str
+    ] = []  # hooks that failed in the fork (it stopped there): "event hook `cmd` ...: stderr"
     # Calls the live path would have asked about, run in the sandbox: "Bash(rm -rf build): deleted build/".
     approvals: list[str] = []
     approval: Approval | Unset = ""  # the answer on acceptance
@@ -168,8 +170,10 @@ def read_records(path: Path) -> list[SuggestionRecord | SpeculationRecord]:
 
 def validation_reason(e: ValidationError) -> str:
     """Pydantic's errors on one line: ``field: message`` for each (the kind first, for a record's field)."""
-    return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"] else err["msg"]
-                     for err in e.errors(include_url=False))
+    return "; ".join(
+        f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"] else err["msg"]
+        for err in e.errors(include_url=False)
+    )
 
 
 def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> dict[str, Any]:
@@ -187,7 +191,8 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
         "wasted_suggestion_tokens": sum(sum(r.tokens.values()) for r in sugg if r.outcome != "accepted"),
         # Taken: the user sent a candidate, whether a fork answered it (accepted) or it ran live (abstained).
         "acceptance_rate": (sum(r.chosen is not None or r.outcome == "accepted" for r in shown) / len(shown))
-        if shown else 0.0,
+        if shown
+        else 0.0,
         "abstained": sum(r.outcome == "abstained" for r in sugg),
         "abstained_taken": sum(r.outcome == "abstained" and r.chosen is not None for r in sugg),
         "speculations": len(spec),

@@ -10,22 +10,55 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SINGLE_WORDS = {"yes", "yeah", "yep", "ok", "okay", "sure", "no", "continue", "go", "push", "commit",
-                "deploy", "proceed", "retry", "undo", "revert", "stop", "test", "tests", "lint", "build"}
+SINGLE_WORDS = {
+    "yes",
+    "yeah",
+    "yep",
+    "ok",
+    "okay",
+    "sure",
+    "no",
+    "continue",
+    "go",
+    "push",
+    "commit",
+    "deploy",
+    "proceed",
+    "retry",
+    "undo",
+    "revert",
+    "stop",
+    "test",
+    "tests",
+    "lint",
+    "build",
+}
 DONE = {"done", "nothing", "none", "n/a", "na", "no suggestion", "nothing else", "that's all", "thats all"}
 MAX_WORDS = 12
 MAX_CHARS = 100
 
-_META = re.compile(r"\b(suggest(ion|ed)?|predict(ion|ed)?|the user (would|might|will)|next prompt|"
-                   r"user'?s? (next|likely))\b", re.I)
-_ERROR = re.compile(r"^(error|exception|traceback|api error|failed to)\b|\b(rate limit|overloaded|"
-                    r"internal server error|status code \d{3})\b", re.I)
+_META = re.compile(
+    r"\b(suggest(ion|ed)?|predict(ion|ed)?|the user (would|might|will)|next prompt|"
+    r"user'?s? (next|likely))\b",
+    re.I,
+)
+_ERROR = re.compile(
+    r"^(error|exception|traceback|api error|failed to)\b|\b(rate limit|overloaded|"
+    r"internal server error|status code \d{3})\b",
+    re.I,
+)
 _LABEL = re.compile(r"^\s*(user|prompt|suggestion|next|answer|response)\s*:", re.I)
 _FORMAT = re.compile(r"(^\s*([-*•>#]|\d+[.)])\s)|```|`|\*\*|__|\n|\[.+\]\(.+\)")
-_EVALUATIVE = re.compile(r"^(great|thanks|thank you|perfect|awesome|nice|good job|well done|excellent|"
-                         r"looks good|lgtm|cool|amazing|wonderful)\b", re.I)
-_ASSISTANT = re.compile(r"^(i'll|i will|i can|i've|i have|i'm|i am|let me|here's|here is|sure,|certainly|"
-                        r"would you like|do you want|shall i|should i)\b", re.I)
+_EVALUATIVE = re.compile(
+    r"^(great|thanks|thank you|perfect|awesome|nice|good job|well done|excellent|"
+    r"looks good|lgtm|cool|amazing|wonderful)\b",
+    re.I,
+)
+_ASSISTANT = re.compile(
+    r"^(i'll|i will|i can|i've|i have|i'm|i am|let me|here's|here is|sure,|certainly|"
+    r"would you like|do you want|shall i|should i)\b",
+    re.I,
+)
 _SENTENCE_END = re.compile(r"[.!?](\s+|$)")
 
 

@@ -23,7 +23,9 @@ from speculate.speculation.events import Boundary, SpeculationRecord
 class Speculation:
     """One fork: its overlay, agent, timings and outcome."""
 
-    def __init__(self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool, rank: int = 0) -> None:
+    def __init__(
+        self, *, suggestion: str, prefix_len: int, turn: int, pipelined: bool, rank: int = 0
+    ) -> None:
         self.suggestion = suggestion
         self.rank = rank  # top-K: which candidate it runs (0: the ghost text)
         self.scope = trio.CancelScope()  # its own, so one of K forks can be stopped while the others go on
@@ -49,7 +51,9 @@ class Speculation:
         # session's event callback) hears the rest as it happens, as a normal turn streams.
         self.shown: list[AgentEvent] = []
         self.live: Callable[[AgentEvent], None] | None = None
-        self.diverged_at_tokens: int | None = None  # the fork's tokens when the user first typed off its prompt
+        self.diverged_at_tokens: int | None = (
+            None  # the fork's tokens when the user first typed off its prompt
+        )
         self.record = SpeculationRecord(turn=turn, suggestion=suggestion, pipelined=pipelined)
 
     @property
@@ -65,6 +69,8 @@ class Speculation:
         if r.blocked and r.event == "PreToolUse":
             self.record.hook_denials.append(f"{r.tool}: {r.reason or r.command}")
         elif r.failed:  # the fork stops here (fail closed): what the hook said goes in the record
-            self.record.hook_errors.append(f"{r.event} hook `{r.command}`: "
-                                           + ("timed out" if r.timed_out else f"exit {r.exit_code}")
-                                           + (f": {r.stderr.strip()}" if r.stderr.strip() else ""))
+            self.record.hook_errors.append(
+                f"{r.event} hook `{r.command}`: "
+                + ("timed out" if r.timed_out else f"exit {r.exit_code}")
+                + (f": {r.stderr.strip()}" if r.stderr.strip() else "")
+            )

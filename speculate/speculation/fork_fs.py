@@ -13,8 +13,9 @@ from typing import Any
 from speculate.agent_types import BoundaryReached
 
 # The overlay's methods that write its upper layer (open() for writing is not used by the tools).
-WRITES = frozenset({"write_bytes", "write_text", "mkdir", "unlink", "rmdir", "rmtree", "rename", "chmod",
-                    "symlink"})
+WRITES = frozenset(
+    {"write_bytes", "write_text", "mkdir", "unlink", "rmdir", "rmtree", "rename", "chmod", "symlink"}
+)
 
 
 def fork_overlay(project: Path, limits: Any = None) -> Any:
@@ -58,8 +59,11 @@ class BoundedWrites:
                     raise
                 bound = getattr(self._overlay, "bound", None)
                 what = f" of {bound.bytes} bytes, {bound.inodes} inodes" if bound is not None else ""
-                raise BoundaryReached("resource", f"{name} {e.filename or ''}: the speculation's upper layer "
-                                      f"reached its bound{what} ({e.strerror})") from e
+                raise BoundaryReached(
+                    "resource",
+                    f"{name} {e.filename or ''}: the speculation's upper layer "
+                    f"reached its bound{what} ({e.strerror})",
+                ) from e
 
         return call
 

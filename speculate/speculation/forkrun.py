@@ -63,21 +63,43 @@ class ForkRunner:
         # The user's hooks are untrusted code with side effects, as Bash is: in the sandbox against the
         # overlay, or (no sandbox) a boundary wherever one would run.
         hooks = self.s.workspace.hooks(
-            shell=shell, session_id=self.s.session_id, mode=lambda: self.s.cfg.mode, sandboxed=sandboxed,
-            boundary=None if sandboxed else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
+            shell=shell,
+            session_id=self.s.session_id,
+            mode=lambda: self.s.cfg.mode,
+            sandboxed=sandboxed,
+            boundary=None
+            if sandboxed
+            else f"hooks run in a speculation only in its sandbox: {self.bash_line}",
             on_event=spec.hook_ran,
-            transcript=self.s.hook_transcript.fork() if self.s.hook_transcript is not None else None)
+            transcript=self.s.hook_transcript.fork() if self.s.hook_transcript is not None else None,
+        )
         spec.approvals = Approvals(spec.overlay)
         authorizer = spec.authorizer = SpecAuthorizer(
-            mode=self.s.cfg.mode, allow=self.s.authorizer.allow, deny=self.s.authorizer.deny,
-            ask_rules=self.s.authorizer.ask_rules, sandboxed_bash=sandboxed, root=self.s.project,
-            bash_off=self.bash_line, hook_stop=hooks.stops_call, protection=protection, fs=spec.overlay,
-            approvals=spec.approvals)
-        spec.agent = Agent(model=self.s.cfg.model, key=self.s.key, tools=self.s.tools,
-                           ctx=ToolContext(fs=BoundedWrites(spec.overlay), shell=shell, spill_dir=self.s.spill_dir),
-                           authorizer=authorizer, messages=copy.deepcopy(snapshot),
-                           max_turns=self.s.cfg.spec_max_turns, max_messages=self.s.cfg.spec_max_messages,
-                           on_event=lambda e: self.on_event(spec, e), repair_on_interrupt=False, hooks=hooks)
+            mode=self.s.cfg.mode,
+            allow=self.s.authorizer.allow,
+            deny=self.s.authorizer.deny,
+            ask_rules=self.s.authorizer.ask_rules,
+            sandboxed_bash=sandboxed,
+            root=self.s.project,
+            bash_off=self.bash_line,
+            hook_stop=hooks.stops_call,
+            protection=protection,
+            fs=spec.overlay,
+            approvals=spec.approvals,
+        )
+        spec.agent = Agent(
+            model=self.s.cfg.model,
+            key=self.s.key,
+            tools=self.s.tools,
+            ctx=ToolContext(fs=BoundedWrites(spec.overlay), shell=shell, spill_dir=self.s.spill_dir),
+            authorizer=authorizer,
+            messages=copy.deepcopy(snapshot),
+            max_turns=self.s.cfg.spec_max_turns,
+            max_messages=self.s.cfg.spec_max_messages,
+            on_event=lambda e: self.on_event(spec, e),
+            repair_on_interrupt=False,
+            hooks=hooks,
+        )
         spec.record.fork_start_s = time.perf_counter() - spec.started
         self.emit(spec, "speculating", text, tools_run=0, elapsed_s=0.0)
         try:
@@ -102,27 +124,46 @@ class ForkRunner:
             spec.overlay = None
         spec.finished_at = time.perf_counter()
         spec.record.completed = True
-        if spec.overlay is not None:  # renames need the real tree before promotion: learn them now, not on Tab
+        if (
+            spec.overlay is not None
+        ):  # renames need the real tree before promotion: learn them now, not on Tab
             ov = spec.overlay
             with trio.CancelScope(shield=True):  # short; and what follows must run
-                spec.renames = await trio.to_thread.run_sync(lambda: renames(ov.changes(), ov.lower, ov.upper))
+                spec.renames = await trio.to_thread.run_sync(
+                    lambda: renames(ov.changes(), ov.lower, ov.upper)
+                )
         spec.finished.set()
         approvals = len(spec.approvals.pending) if spec.overlay is not None else 0
         if spec.complete:
-            self.emit(spec, "ready", text, tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started,
-                      approvals=approvals)
+            self.emit(
+                spec,
+                "ready",
+                text,
+                tools_run=spec.tools_run,
+                elapsed_s=spec.finished_at - spec.started,
+                approvals=approvals,
+            )
             try:
                 with billed_to(spec.next_meter):
-                    spec.next = await suggest.generate(self.s.cfg.model, spec.agent.key, spec.agent.messages,
-                                                       k=self.k)
+                    spec.next = await suggest.generate(
+                        self.s.cfg.model, spec.agent.key, spec.agent.messages, k=self.k
+                    )
             except ModelError:
                 spec.next = None
             finally:
                 spec.next_ready.set()
         else:
             spec.next_ready.set()
-            self.emit(spec, "boundary", text, boundary=spec.record.boundary, detail=spec.record.boundary_detail,
-                      tools_run=spec.tools_run, elapsed_s=spec.finished_at - spec.started, approvals=approvals)
+            self.emit(
+                spec,
+                "boundary",
+                text,
+                boundary=spec.record.boundary,
+                detail=spec.record.boundary_detail,
+                tools_run=spec.tools_run,
+                elapsed_s=spec.finished_at - spec.started,
+                approvals=approvals,
+            )
 
     def _shell_for(self, overlay: Any, protection: Protection) -> tuple[Any, bool, str]:
         from speculate.speculation.sandbox_shell import NoShell, SandboxShell, bash_sandbox
@@ -131,8 +172,14 @@ class ForkRunner:
         self.bash_line = box.line
         if box.backend is None:
             return NoShell(box.line), False, "pure"
-        shell = SandboxShell(overlay, box.backend, limits=self.s.cfg.sandbox_limits, protection=protection,
-                             env=self.s.cfg.tool_env, passed_env=self.s.workspace.settings.env)
+        shell = SandboxShell(
+            overlay,
+            box.backend,
+            limits=self.s.cfg.sandbox_limits,
+            protection=protection,
+            env=self.s.cfg.tool_env,
+            passed_env=self.s.workspace.settings.env,
+        )
         return self.forks.wrap_shell(shell), True, box.backend
 
     def on_event(self, spec: Speculation, e: AgentEvent) -> None:
@@ -151,6 +198,10 @@ class ForkRunner:
             if spec.approvals is not None and spec.overlay is not None:
                 spec.approvals.finish(e.id)
             spec.tools_run += 1
-            self.emit(spec, "speculating", spec.suggestion, tools_run=spec.tools_run,
-                      elapsed_s=time.perf_counter() - spec.started)
-
+            self.emit(
+                spec,
+                "speculating",
+                spec.suggestion,
+                tools_run=spec.tools_run,
+                elapsed_s=time.perf_counter() - spec.started,
+            )

@@ -50,15 +50,18 @@ class Protection:
         self.patterns = (*EXECUTION_CONFIG, *patterns)
         # A plain name (no "/", no glob) matches a path segment: a set lookup, not a regex per parent; the
         # check runs over every change after every command.
-        self._names = frozenset(p.rstrip("/") for p in self.patterns
-                                if "/" not in p.rstrip("/") and not has_magic(p))
+        self._names = frozenset(
+            p.rstrip("/") for p in self.patterns if "/" not in p.rstrip("/") and not has_magic(p)
+        )
         self._globs = tuple(p for p in self.patterns if p.rstrip("/") not in self._names)
 
     def kind(self, rel: str) -> Kind | None:
         rel = os.path.normpath(rel)
         if is_instructions_path(rel):
             return "instructions"
-        if rel != "." and (not self._names.isdisjoint(rel.split("/")) or any(matches(p, rel) for p in self._globs)):
+        if rel != "." and (
+            not self._names.isdisjoint(rel.split("/")) or any(matches(p, rel) for p in self._globs)
+        ):
             return "protected"
         return None
 
@@ -105,8 +108,14 @@ def leads_out(fs: Any, rel: str) -> bool:
     return False
 
 
-def check_overlay(fs: Any, changes: Sequence[Change], *, protection: Protection, command: str,
-                  read_only: Callable[[str], bool] | None = None) -> None:
+def check_overlay(
+    fs: Any,
+    changes: Sequence[Change],
+    *,
+    protection: Protection,
+    command: str,
+    read_only: Callable[[str], bool] | None = None,
+) -> None:
     """After a sandboxed command (or hook): raise BoundaryReached(discard=True) if the overlay now holds a
     write to a protected path, a special file, or a symlink out of the project.
 
@@ -115,24 +124,38 @@ def check_overlay(fs: Any, changes: Sequence[Change], *, protection: Protection,
     real index is left as the user's git keeps it."""
     special = [c.path for c in changes if c.kind != "deleted" and c.type == "other"]
     if special:
-        raise BoundaryReached("unsafe_file", f"{command!r} made {_names(special)}: a device node, FIFO or "
-                              "socket, which the project cannot receive", discard=True)
+        raise BoundaryReached(
+            "unsafe_file",
+            f"{command!r} made {_names(special)}: a device node, FIFO or "
+            "socket, which the project cannot receive",
+            discard=True,
+        )
     out = [c.path for c in changes if c.kind != "deleted" and c.type == "symlink" and leads_out(fs, c.path)]
     if out:
-        raise BoundaryReached("unsafe_file", f"{command!r} made {_names(out)}: a symlink that leads out of "
-                              "the project", discard=True)
+        raise BoundaryReached(
+            "unsafe_file",
+            f"{command!r} made {_names(out)}: a symlink that leads out of the project",
+            discard=True,
+        )
     hits = [(c.path, k) for c in changes if (k := protection.kind(c.path)) is not None]
     if hits and all(p == GIT_INDEX for p, _ in hits) and read_only is not None and read_only(command):
         _drop_upper(fs, GIT_INDEX)
         return
     if any(k == "instructions" for _, k in hits):
         names = _names([p for p, k in hits if k == "instructions"])
-        raise BoundaryReached("instructions", f"{command!r} wrote {names}: the next request's system prompt "
-                              "would change", discard=True)
+        raise BoundaryReached(
+            "instructions",
+            f"{command!r} wrote {names}: the next request's system prompt would change",
+            discard=True,
+        )
     if hits:
-        raise BoundaryReached("protected", f"{command!r} wrote {_names([p for p, _ in hits])}: files that "
-                              "make something run later (git, editor, Claude Code or direnv configuration, or "
-                              "speculation.protectedPaths) land only through a normal turn", discard=True)
+        raise BoundaryReached(
+            "protected",
+            f"{command!r} wrote {_names([p for p, _ in hits])}: files that "
+            "make something run later (git, editor, Claude Code or direnv configuration, or "
+            "speculation.protectedPaths) land only through a normal turn",
+            discard=True,
+        )
 
 
 def _drop_upper(fs: Any, rel: str) -> None:

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 # The records' vocabulary (how a fork ended, what became of a speculation or a suggestion) lives with the
 # records, so that one schema checks both what the engine writes and what ``speculate stats`` reads.
 # Why a speculation was dropped (SpeculationRecord.reason for an abort).
-IgnoreReason = Literal["typed", "dismissed", "stopped", "instructions_changed", "no_speculation", "shutdown",
-                       "compacted"]
+IgnoreReason = Literal[
+    "typed", "dismissed", "stopped", "instructions_changed", "no_speculation", "shutdown", "compacted"
+]
 
 
 class Host(Protocol):
@@ -48,7 +49,14 @@ class Host(Protocol):
     def set_agent_last_usage(self, usage: Usage | None) -> None: ...
     def near_context_limit(self) -> bool: ...
 
-    async def run_turn(self, prompt: str, t0: float, *, resume: bool = False, note: str = "",
-                       spec: SpeculationRecord | None = None) -> TurnOutcome:
+    async def run_turn(
+        self,
+        prompt: str,
+        t0: float,
+        *,
+        resume: bool = False,
+        note: str = "",
+        spec: SpeculationRecord | None = None,
+    ) -> TurnOutcome:
         """A normal turn for ``prompt`` (or, ``resume``, from the injected messages on)."""
         ...

@@ -65,7 +65,15 @@ def length_bucket(text: str) -> str:
 
 
 def context_bucket(tokens: int) -> str:
-    return "<8k" if tokens < 8_000 else "8-32k" if tokens < 32_000 else "32-128k" if tokens < 128_000 else "128k+"
+    return (
+        "<8k"
+        if tokens < 8_000
+        else "8-32k"
+        if tokens < 32_000
+        else "32-128k"
+        if tokens < 128_000
+        else "128k+"
+    )
 
 
 def last_turn_tools(messages: Sequence[Message]) -> str:
@@ -98,14 +106,28 @@ class Features:
         return [base, k1, k2, f"{k2}|first={self.first_word}|len={self.length}"]
 
     def as_dict(self) -> dict[str, str]:
-        return {"rank": str(self.rank), "prev": self.prev, "tools": self.tools, "context": self.context,
-                "first_word": self.first_word, "length": self.length}
+        return {
+            "rank": str(self.rank),
+            "prev": self.prev,
+            "tools": self.tools,
+            "context": self.context,
+            "first_word": self.first_word,
+            "length": self.length,
+        }
 
 
-def features_of(text: str, *, rank: int, prev: str, messages: Sequence[Message], context_tokens: int) -> Features:
+def features_of(
+    text: str, *, rank: int, prev: str, messages: Sequence[Message], context_tokens: int
+) -> Features:
     words = text.split()
-    return Features(rank=rank, prev=prev, tools=last_turn_tools(messages), context=context_bucket(context_tokens),
-                    first_word=words[0].lower().strip(",.!?:;") if words else "", length=length_bucket(text))
+    return Features(
+        rank=rank,
+        prev=prev,
+        tools=last_turn_tools(messages),
+        context=context_bucket(context_tokens),
+        first_word=words[0].lower().strip(",.!?:;") if words else "",
+        length=length_bucket(text),
+    )
 
 
 @dataclass
@@ -212,21 +234,32 @@ class SpecPolicy:
         """A turn ended: the suggestion before it (if any was shown) is the next one's previous outcome."""
         self.prev, self._outcome = self._outcome or "none", None
 
-    def decide(self, candidates: Sequence[str], *, messages: Sequence[Message], context_tokens: int
-               ) -> list[Decision]:
+    def decide(
+        self, candidates: Sequence[str], *, messages: Sequence[Message], context_tokens: int
+    ) -> list[Decision]:
         out = []
         s = self.saving.value
         c = self.cost.estimate(self.model_name, context_tokens)
         for rank, text in enumerate(candidates):
             f = features_of(text, rank=rank, prev=self.prev, messages=messages, context_tokens=context_tokens)
             p = self.beta.p_accept(f.keys())
-            out.append(Decision(text=text, rank=rank, p_accept=p, expected_saving_s=s, expected_cost_usd=c,
-                                value=self.value, fork=should_fork(p=p, saving_s=s, cost_usd=c, value=self.value),
-                                features=f.as_dict()))
+            out.append(
+                Decision(
+                    text=text,
+                    rank=rank,
+                    p_accept=p,
+                    expected_saving_s=s,
+                    expected_cost_usd=c,
+                    value=self.value,
+                    fork=should_fork(p=p, saving_s=s, cost_usd=c, value=self.value),
+                    features=f.as_dict(),
+                )
+            )
         return out
 
-    def observe_choice(self, decisions: Sequence[Decision], chosen: int | None, *, time_to_decision_s: float
-                       ) -> None:
+    def observe_choice(
+        self, decisions: Sequence[Decision], chosen: int | None, *, time_to_decision_s: float
+    ) -> None:
         """The user sent candidate ``chosen`` (None: none of them)."""
         for d in decisions:
             self.beta.observe(_keys(d), d.rank == chosen)
@@ -257,8 +290,12 @@ class SpecPolicy:
             m.n, m.total = int(n), float(total)
 
     def _estimates(self) -> dict[str, MeanEstimate]:
-        return {"saving_s": self.saving, "requests": self.cost.requests, "written": self.cost.written,
-                "output": self.cost.output}
+        return {
+            "saving_s": self.saving,
+            "requests": self.cost.requests,
+            "written": self.cost.written,
+            "output": self.cost.output,
+        }
 
     def load(self, path: Path) -> None:
         try:
@@ -275,9 +312,14 @@ class SpecPolicy:
 
 def _keys(d: Decision) -> list[str]:
     f = d.features
-    return Features(rank=d.rank, prev=f.get("prev", "none"), tools=f.get("tools", "none"),
-                    context=f.get("context", "<8k"), first_word=f.get("first_word", ""),
-                    length=f.get("length", "1")).keys()
+    return Features(
+        rank=d.rank,
+        prev=f.get("prev", "none"),
+        tools=f.get("tools", "none"),
+        context=f.get("context", "<8k"),
+        first_word=f.get("first_word", ""),
+        length=f.get("length", "1"),
+    ).keys()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,15 +340,24 @@ def options_for(cfg: SessionConfig, settings: Any) -> Options:
     """``cfg`` a SessionConfig, ``settings`` the workspace's merged settings."""
     sp = settings.policy
     value = cfg.spec_value if cfg.spec_value is not None else sp.value
-    return Options(value=None if value is not None and math.isinf(value) else value,
-                   candidates=cfg.spec_candidates or sp.candidates, budget_tokens=sp.budget.tokens,
-                   budget_cpus=sp.budget.cpus, prior=tuple(sp.prior), pooling=sp.pooling, persist=sp.persist)
+    return Options(
+        value=None if value is not None and math.isinf(value) else value,
+        candidates=cfg.spec_candidates or sp.candidates,
+        budget_tokens=sp.budget.tokens,
+        budget_cpus=sp.budget.cpus,
+        prior=tuple(sp.prior),
+        pooling=sp.pooling,
+        persist=sp.persist,
+    )
 
 
 def for_session(host: Host, opts: Options) -> SpecPolicy:
     """The session's policy; with ``persist``, starting from the project's history."""
-    pol = SpecPolicy(value=opts.value, model_name=host.cfg.model_name,
-                     beta=BetaBackoff(prior=opts.prior, pooling=opts.pooling))
+    pol = SpecPolicy(
+        value=opts.value,
+        model_name=host.cfg.model_name,
+        beta=BetaBackoff(prior=opts.prior, pooling=opts.pooling),
+    )
     if host.cfg.spec_history:
         pol.load_state(host.cfg.spec_history)
     if opts.persist:

@@ -77,8 +77,16 @@ class SandboxShell:
     explicitly for every command (as LocalShell's).
     """
 
-    def __init__(self, overlay: Any, backend: str, *, limits: Any = None, protection: Protection | None = None,
-                 env: dict[str, str] | None = None, passed_env: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        overlay: Any,
+        backend: str,
+        *,
+        limits: Any = None,
+        protection: Protection | None = None,
+        env: dict[str, str] | None = None,
+        passed_env: Sequence[str] = (),
+    ) -> None:
         # `git status` must not refresh the index as a side effect: a write under .git/ would end the
         # speculation.
         self.env = {"GIT_OPTIONAL_LOCKS": "0", **(env or {})}
@@ -96,8 +104,9 @@ class SandboxShell:
             except MountError:
                 pass  # nothing to keep: each command meets the same error and stops the fork with it
 
-    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
-                  env: dict[str, str] | None = None) -> ShellResult:
+    async def run(
+        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+    ) -> ShellResult:
         from overlayfs.mount import MountError
         from overlayfs.sandbox import CancelToken, SandboxLimits, run_in_overlay, sandbox_env
 
@@ -118,27 +127,48 @@ class SandboxShell:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(kill_on_cancel)
                 out = await trio.to_thread.run_sync(
-                    lambda: run_in_overlay(self.overlay, [shell, "-c", command], timeout=timeout,
-                                           backend=self.backend, cancel=token, limits=self.limits, stdin=stdin,
-                                           env={**sandbox_env(passed=self.passed_env), **extra}))
+                    lambda: run_in_overlay(
+                        self.overlay,
+                        [shell, "-c", command],
+                        timeout=timeout,
+                        backend=self.backend,
+                        cancel=token,
+                        limits=self.limits,
+                        stdin=stdin,
+                        env={**sandbox_env(passed=self.passed_env), **extra},
+                    )
+                )
                 nursery.cancel_scope.cancel()
         except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e
         if out.limit is not None:
             raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
-        fsize = (self.limits.upper_bytes if self.limits is not None else SandboxLimits().upper_bytes)
+        fsize = self.limits.upper_bytes if self.limits is not None else SandboxLimits().upper_bytes
         if file_size_hit(out.exit_code, out.stdout + out.stderr):
             big = _largest_file(self.overlay.upper, fsize)
-            raise BoundaryReached("resource", f"{command!r}: a file reached the file size bound of {fsize} bytes "
-                                  "(RLIMIT_FSIZE)" + (f": {big}" if big else ""), discard=True)
+            raise BoundaryReached(
+                "resource",
+                f"{command!r}: a file reached the file size bound of {fsize} bytes "
+                "(RLIMIT_FSIZE)" + (f": {big}" if big else ""),
+                discard=True,
+            )
         if rename_refused(out.exit_code, out.stdout + out.stderr):
-            raise BoundaryReached("bash", f"{command!r}: a directory rename the speculation's overlay answers with "
-                                  "EXDEV (mv copies instead; rename(2) fails): the live path runs it", discard=True)
+            raise BoundaryReached(
+                "bash",
+                f"{command!r}: a directory rename the speculation's overlay answers with "
+                "EXDEV (mv copies instead; rename(2) fails): the live path runs it",
+                discard=True,
+            )
         if out.backend_failed is not None:
             raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
         if self.protection is not None:
-            check_overlay(self.overlay, self.overlay.changes(), protection=self.protection, command=command,
-                          read_only=self._read_only)
+            check_overlay(
+                self.overlay,
+                self.overlay.changes(),
+                protection=self.protection,
+                command=command,
+                read_only=self._read_only,
+            )
         return ShellResult(out.stdout, out.stderr, out.exit_code, out.timed_out)
 
     def _read_only(self, command: str) -> bool:
@@ -180,6 +210,7 @@ class NoShell:
     def __init__(self, why: str) -> None:
         self.why = why
 
-    async def run(self, command: str, *, timeout: float, stdin: bytes | None = None,
-                  env: dict[str, str] | None = None) -> ShellResult:
+    async def run(
+        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+    ) -> ShellResult:
         raise BoundaryReached("bash", f"{command!r}: speculative Bash is {self.why}")

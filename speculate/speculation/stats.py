@@ -15,8 +15,10 @@ from speculate.term import visible
 
 def configure(p: argparse.ArgumentParser) -> None:
     """The options of ``speculate stats`` (on the command tree of :mod:`speculate.cli`)."""
-    p.description = ("Summarise a session's suggestion and speculation records (the JSONL file `speculate repl "
-                     "--events FILE` writes) as JSON: acceptance, time saved, boundaries, tokens and cost wasted.")
+    p.description = (
+        "Summarise a session's suggestion and speculation records (the JSONL file `speculate repl "
+        "--events FILE` writes) as JSON: acceptance, time saved, boundaries, tokens and cost wasted."
+    )
     p.add_argument("events", type=Path, metavar="EVENTS.jsonl", help="the records file")
     p.set_defaults(run=lambda ns: summarize_file(ns.events))
 

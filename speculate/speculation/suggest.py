@@ -32,8 +32,15 @@ class SuggestionOutcome:
         return self.texts or ([self.text] if self.text is not None else [])
 
 
-def suppression_reason(messages: list[Message], *, mode: str, last_error: bool, pending_ask: bool,
-                       last_usage: Usage | None, near_limit: bool = False) -> str:
+def suppression_reason(
+    messages: list[Message],
+    *,
+    mode: str,
+    last_error: bool,
+    pending_ask: bool,
+    last_usage: Usage | None,
+    near_limit: bool = False,
+) -> str:
     """Why no suggestion should be generated now ("" if one should)."""
     if sum(m["role"] == "assistant" for m in messages) < 2:
         return "first_turn"
@@ -45,7 +52,10 @@ def suppression_reason(messages: list[Message], *, mode: str, last_error: bool, 
         return "plan_mode"
     if near_limit:  # the fork would cross the compaction threshold, and a fork never compacts
         return "context_limit"
-    if last_usage is not None and last_usage.input_tokens + last_usage.cache_creation_input_tokens > COLD_CACHE_TOKENS:
+    if (
+        last_usage is not None
+        and last_usage.input_tokens + last_usage.cache_creation_input_tokens > COLD_CACHE_TOKENS
+    ):
         return "cold_cache"
     return ""
 
@@ -64,9 +74,11 @@ async def generate(model: Model, key: CacheKey, messages: list[Message], *, k: i
     refused = len(tool_uses(resp.message))
     if k > 1:
         texts, reason = filters.check_many(text_of(resp.message), k)
-        return SuggestionOutcome(texts[0] if texts else None, reason, resp.usage, time.perf_counter() - t0,
-                                 refused, texts)
+        return SuggestionOutcome(
+            texts[0] if texts else None, reason, resp.usage, time.perf_counter() - t0, refused, texts
+        )
     verdict = filters.check(text_of(resp.message))
-    out = SuggestionOutcome(verdict.text if verdict.ok else None, verdict.reason, resp.usage,
-                            time.perf_counter() - t0, refused)
+    out = SuggestionOutcome(
+        verdict.text if verdict.ok else None, verdict.reason, resp.usage, time.perf_counter() - t0, refused
+    )
     return out

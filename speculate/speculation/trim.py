@@ -25,7 +25,9 @@ def completed_part(messages: list[Message], *, complete: bool) -> list[Message]:
         ok = {b["tool_use_id"] for b in results if not b.get("is_error")}
         asst, res = out[-2], out[-1]
         asst["content"] = [b for b in asst["content"] if b.get("type") != "tool_use" or b["id"] in ok]
-        res["content"] = [b for b in res["content"] if b.get("type") != "tool_result" or b["tool_use_id"] in ok]
+        res["content"] = [
+            b for b in res["content"] if b.get("type") != "tool_result" or b["tool_use_id"] in ok
+        ]
         if not res["content"]:
             out.pop()
             if not any(b.get("type") == "tool_use" for b in asst["content"]):

@@ -38,7 +38,9 @@ def parse_arms(text: str) -> tuple[Arm, ...]:
         raise ValueError(f"--study-arms {text!r}: unknown arm {bad[0]!r}; choose from {', '.join(ARMS)}")
     if len(set(names)) != len(names) or len(names) < 2:
         raise ValueError(f"--study-arms {text!r}: name two or more different arms (of {', '.join(ARMS)})")
-    return tuple(a for a in ARMS if a in names)  # canonical order: the draw does not depend on how they were typed
+    return tuple(
+        a for a in ARMS if a in names
+    )  # canonical order: the draw does not depend on how they were typed
 
 
 class Assigner:

@@ -12,14 +12,24 @@ from speculate.study.records import StudyFileError
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.description = ("Pool the study directories of one or many people (written by `speculate repl --study DIR`) "
-                     "and report what the benchmark reports: the saving per turn taken as-is and per later turn, "
-                     "acceptance as an outcome, cost and harm, with CIs clustered by person and session; plus "
-                     "acceptance by the suggestion's length and first word (docs/study.md).")
+    p.description = (
+        "Pool the study directories of one or many people (written by `speculate repl --study DIR`) "
+        "and report what the benchmark reports: the saving per turn taken as-is and per later turn, "
+        "acceptance as an outcome, cost and harm, with CIs clustered by person and session; plus "
+        "acceptance by the suggestion's length and first word (docs/study.md)."
+    )
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="study directories")
-    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the report as JSON ('-': stdout only)")
+    p.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the report as JSON ('-': stdout only)",
+    )
     p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
-    p.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    p.add_argument(
+        "--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)"
+    )
     p.set_defaults(run=run)
 
 
@@ -69,79 +79,124 @@ def _rate(r: dict[str, Any]) -> str:
 
 
 def format_report(r: dict[str, Any]) -> str:
-    out = [f"speculate study report: {r['users']} people, {r['sessions']} sessions, {r['turns']} turns "
-           f"({r['eligible_turns']} eligible, {r['usable_turns']} usable: eligible and answered); eligible turns "
-           "by arm: " + ", ".join(f"{a} {n}" for a, n in r["turns_by_arm"].items()),
-           "models: " + ", ".join(f"{m} ×{n}" for m, n in r["models"].items())
-           + "; front ends: " + ", ".join(f"{m} ×{n}" for m, n in r["frontends"].items())]
+    out = [
+        f"speculate study report: {r['users']} people, {r['sessions']} sessions, {r['turns']} turns "
+        f"({r['eligible_turns']} eligible, {r['usable_turns']} usable: eligible and answered); eligible turns "
+        "by arm: " + ", ".join(f"{a} {n}" for a, n in r["turns_by_arm"].items()),
+        "models: "
+        + ", ".join(f"{m} ×{n}" for m, n in r["models"].items())
+        + "; front ends: "
+        + ", ".join(f"{m} ×{n}" for m, n in r["frontends"].items()),
+    ]
     if r["simulated"]:
-        out.append("SIMULATED: every session ran on the simulator or with a program as the user. These figures "
-                   "check the pipeline; real figures need real people and a real model.")
+        out.append(
+            "SIMULATED: every session ran on the simulator or with a program as the user. These figures "
+            "check the pipeline; real figures need real people and a real model."
+        )
     if r["time_scales"] != [1.0]:
-        out.append("time scale " + ", ".join(f"{x:g}" for x in r["time_scales"]) + ": seconds below are wall "
-                   "seconds of a simulator run that much faster than real time")
-    out.append(f"CIs (95%): {r['ci_method']}; {r['resamples']} resamples, seed {r['seed']}. [no CI]: fewer than "
-               "two sessions in all, or too few of them holding both sides of a contrast.")
+        out.append(
+            "time scale " + ", ".join(f"{x:g}" for x in r["time_scales"]) + ": seconds below are wall "
+            "seconds of a simulator run that much faster than real time"
+        )
+    out.append(
+        f"CIs (95%): {r['ci_method']}; {r['resamples']} resamples, seed {r['seed']}. [no CI]: fewer than "
+        "two sessions in all, or too few of them holding both sides of a contrast."
+    )
     for base, v in r["vs"].items():
-        what = ("what the fork buys; both arms show the same ghost text" if base == "suggest"
-                else "no ghost text in plain: what the person does differs too")
+        what = (
+            "what the fork buys; both arms show the same ghost text"
+            if base == "suggest"
+            else "no ghost text in plain: what the person does differs too"
+        )
         out += ["", f"speculative vs {base} ({what}); a saving is {base} minus speculative"]
         out += _versus(v)
     if "suggest_vs_plain" in r:
         out += ["", "suggest vs plain (what the ghost text alone buys; behaviour differs)"]
         out += _versus(r["suggest_vs_plain"])
     if r["speculation_used_share"] is not None:
-        out.append(f"  the speculation answered {100 * r['speculation_used_share']:.0f}% of the speculative arm's "
-                   "turns taken as-is (the rest: no fork, a conflict, declined, ...)")
+        out.append(
+            f"  the speculation answered {100 * r['speculation_used_share']:.0f}% of the speculative arm's "
+            "turns taken as-is (the rest: no fork, a conflict, declined, ...)"
+        )
     acc = r["acceptance"]
-    out += ["", "acceptance of the model's suggestions, an outcome (the arm is hidden until the prompt is sent)",
-            f"  {'arm':<12} {'shown':>5}  {'taken':<22} {'edited':<22} ignored"]
+    out += [
+        "",
+        "acceptance of the model's suggestions, an outcome (the arm is hidden until the prompt is sent)",
+        f"  {'arm':<12} {'shown':>5}  {'taken':<22} {'edited':<22} ignored",
+    ]
     for a, v in acc.items():
         if a == "taken_difference":
             continue
-        out.append(f"  {a:<12} {v['taken']['n']:>5}  {_rate(v['taken']):<22} {_rate(v['edited']):<22} "
-                   f"{_rate(v['ignored'])}")
+        out.append(
+            f"  {a:<12} {v['taken']['n']:>5}  {_rate(v['taken']):<22} {_rate(v['edited']):<22} "
+            f"{_rate(v['ignored'])}"
+        )
     if "taken_difference" in acc:
         d = acc["taken_difference"]
         out.append(f"  taken, speculative minus suggest: {_s(d['difference'], '%')} {_ci(d['ci95'], '%')}")
     c = r["cost"]
     out += ["", "cost per eligible turn (main turn + the suggestion and fork before it)"]
-    out += [f"  {a:<12} {_s(v['per_turn_usd'], '$', False)} (suggestion and fork {_s(v['engine_per_turn_usd'], '$', False)}; "
-            f"{v['turns']} turns)" for a, v in c.items() if isinstance(v, dict)]
+    out += [
+        f"  {a:<12} {_s(v['per_turn_usd'], '$', False)} (suggestion and fork {_s(v['engine_per_turn_usd'], '$', False)}; "
+        f"{v['turns']} turns)"
+        for a, v in c.items()
+        if isinstance(v, dict)
+    ]
     out.append(f"  never-decided last cycles of sessions: {_s(c['trailing_engine_usd'], '$', False)} in all")
     h = r["harm"]
-    out += ["", "harm",
-            "  answer latency on turns not taken, speculative minus suggest (positive: slower): "
-            + _est(h["slower_when_not_taken_s"], "mean"),
-            "  failed or cancelled turns: " + ", ".join(f"{a} {v['failed']}/{v['turns']}"
-                                                         for a, v in h["failed_or_cancelled"].items()),
-            "  speculation outcomes: " + _counts(h["speculation_outcomes"]) + "; boundaries: "
-            + _counts(h["boundaries"]),
-            "  questions put to the person per turn (their answering time is part of the answer's latency): "
-            + ", ".join(f"{a} {_n(v['per_turn'])} ({_n(v['seconds_per_turn'])} s)" for a, v in h["questions"].items()),
-            f"  taken as-is but the speculation not used: {h['taken_but_not_used']['turns']}"
-            + (f" ({_counts(h['taken_but_not_used']['outcomes'])})" if h["taken_but_not_used"]["turns"] else "")]
-    out += ["", "times by arm, median (n): think and typing should not differ (the arm is hidden until sent)",
-            f"  {'arm':<12} {'think':<14} {'typing':<14} {'first token':<14} answer"]
+    out += [
+        "",
+        "harm",
+        "  answer latency on turns not taken, speculative minus suggest (positive: slower): "
+        + _est(h["slower_when_not_taken_s"], "mean"),
+        "  failed or cancelled turns: "
+        + ", ".join(f"{a} {v['failed']}/{v['turns']}" for a, v in h["failed_or_cancelled"].items()),
+        "  speculation outcomes: "
+        + _counts(h["speculation_outcomes"])
+        + "; boundaries: "
+        + _counts(h["boundaries"]),
+        "  questions put to the person per turn (their answering time is part of the answer's latency): "
+        + ", ".join(
+            f"{a} {_n(v['per_turn'])} ({_n(v['seconds_per_turn'])} s)" for a, v in h["questions"].items()
+        ),
+        f"  taken as-is but the speculation not used: {h['taken_but_not_used']['turns']}"
+        + (f" ({_counts(h['taken_but_not_used']['outcomes'])})" if h["taken_but_not_used"]["turns"] else ""),
+    ]
+    out += [
+        "",
+        "times by arm, median (n): think and typing should not differ (the arm is hidden until sent)",
+        f"  {'arm':<12} {'think':<14} {'typing':<14} {'first token':<14} answer",
+    ]
     for a, v in r["timings"].items():
-        out.append(f"  {a:<12} " + " ".join(f"{_med(v[k]):<14}" for k in ("think_s", "typing_s", "ttft_s"))
-                   + _med(v["latency_s"]))
+        out.append(
+            f"  {a:<12} "
+            + " ".join(f"{_med(v[k]):<14}" for k in ("think_s", "typing_s", "ttft_s"))
+            + _med(v["latency_s"])
+        )
     for title, key in (("by suggestion length (words)", "by_length"), ("by first word", "by_first_word")):
         out += ["", f"acceptance {title}, ghost-text arms pooled: taken as-is [CI], edited"]
-        out += [f"  {k:<12} n {v['taken']['n']:>4}  {_rate(v['taken']):<24} edited {100 * v['edited_share']:.0f}%"
-                for k, v in r[key].items()]
+        out += [
+            f"  {k:<12} n {v['taken']['n']:>4}  {_rate(v['taken']):<24} edited {100 * v['edited_share']:.0f}%"
+            for k, v in r[key].items()
+        ]
     return "\n".join(out)
 
 
 def _versus(v: dict[str, Any]) -> list[str]:
     rows = []
     if "saved_per_accepted_turn_s" in v:
-        rows += ["  per turn taken as-is, wait (typing + answer): " + _est(v["saved_per_accepted_turn_s"], "median"),
-                 "  per turn taken as-is, answer only:            " + _est(v["saved_per_accepted_turn_answer_s"], "median")]
-    rows += ["  per later turn, wait (typing + answer):       " + _est(v["saved_per_later_turn_s"], "mean"),
-             "  per later turn, answer only:                  " + _est(v["saved_per_later_turn_answer_s"], "mean"),
-             "  extra cost per turn:                          " + _est(v["extra_cost_per_turn_usd"], "mean", "$"),
-             f"  dollars per second saved: {_s(v['cost_per_second_saved_usd'], '$', False)}"]
+        rows += [
+            "  per turn taken as-is, wait (typing + answer): "
+            + _est(v["saved_per_accepted_turn_s"], "median"),
+            "  per turn taken as-is, answer only:            "
+            + _est(v["saved_per_accepted_turn_answer_s"], "median"),
+        ]
+    rows += [
+        "  per later turn, wait (typing + answer):       " + _est(v["saved_per_later_turn_s"], "mean"),
+        "  per later turn, answer only:                  " + _est(v["saved_per_later_turn_answer_s"], "mean"),
+        "  extra cost per turn:                          " + _est(v["extra_cost_per_turn_usd"], "mean", "$"),
+        f"  dollars per second saved: {_s(v['cost_per_second_saved_usd'], '$', False)}",
+    ]
     return rows
 
 

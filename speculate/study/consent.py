@@ -32,11 +32,13 @@ class NoConsent(SpeculateError):
 
 def consent_text(study_dir: Path, arms: tuple[Arm, ...]) -> str:
     arms_text = "; ".join(f"{a}: {ARM_HELP[a]}" for a in arms)
-    return (f"Study: each turn is assigned at random to one arm ({arms_text}). "
-            f"Recorded per turn, in {study_dir} only: the suggestion shown and the prompt you sent, whether you "
-            "took, edited or ignored it, think and typing times, latencies, tokens and cost, and what the "
-            "speculation did. Not recorded: the model's answers, file contents, your project's path. Nothing "
-            "leaves this machine. /study lists the arms of past turns; delete the directory to withdraw.")
+    return (
+        f"Study: each turn is assigned at random to one arm ({arms_text}). "
+        f"Recorded per turn, in {study_dir} only: the suggestion shown and the prompt you sent, whether you "
+        "took, edited or ignored it, think and typing times, latencies, tokens and cost, and what the "
+        "speculation did. Not recorded: the model's answers, file contents, your project's path. Nothing "
+        "leaves this machine. /study lists the arms of past turns; delete the directory to withdraw."
+    )
 
 
 def load(study_dir: Path) -> Consent | None:
@@ -47,12 +49,19 @@ def load(study_dir: Path) -> Consent | None:
     try:
         return Consent.model_validate_json(path.read_bytes())
     except ValidationError as e:
-        raise ValueError(f"{path}: not a consent record ({e.error_count()} problem(s)); remove it to be "
-                         "asked again") from None
+        raise ValueError(
+            f"{path}: not a consent record ({e.error_count()} problem(s)); remove it to be asked again"
+        ) from None
 
 
-def obtain(study_dir: Path, arms: tuple[Arm, ...], *, user: str | None, ask: Callable[[str], str],
-           say: Callable[[str], None]) -> Consent:
+def obtain(
+    study_dir: Path,
+    arms: tuple[Arm, ...],
+    *,
+    user: str | None,
+    ask: Callable[[str], str],
+    say: Callable[[str], None],
+) -> Consent:
     """Show the consent line; the first time for ``study_dir``, ``ask`` for an explicit yes (``y``/``yes``) and
     store it. NoConsent on anything else; ValueError when ``user`` differs from the one stored."""
     text = consent_text(study_dir, arms)

@@ -84,9 +84,19 @@ class Past:
 
 
 class StudyRecorder:
-    def __init__(self, *, study_dir: Path, user: str, seed: int, arms: Sequence[Arm] = armlib.DEFAULT_ARMS,
-                 model: str, frontend: Literal["prompt", "plain", "api"], time_scale: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        study_dir: Path,
+        user: str,
+        seed: int,
+        arms: Sequence[Arm] = armlib.DEFAULT_ARMS,
+        model: str,
+        frontend: Literal["prompt", "plain", "api"],
+        time_scale: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.dir = study_dir
         self.user = user
         self.assigner = Assigner(seed=seed, arms=arms)
@@ -116,10 +126,20 @@ class StudyRecorder:
         self.model_name = session.cfg.model_name  # what its costs are priced at
         session.on_turn_end = self.turn_ended
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._write(SessionStart(
-            session=self.id, user=self.user, seed=self.seed, arms=list(self.assigner.arms), started=self.wall(),
-            model=self.model, model_name=self.model_name, frontend=self.frontend, time_scale=self.time_scale,
-            edit_similarity={"after_tab": TAB_EDIT_SIMILARITY, "typed": TYPED_EDIT_SIMILARITY}))
+        self._write(
+            SessionStart(
+                session=self.id,
+                user=self.user,
+                seed=self.seed,
+                arms=list(self.assigner.arms),
+                started=self.wall(),
+                model=self.model,
+                model_name=self.model_name,
+                frontend=self.frontend,
+                time_scale=self.time_scale,
+                edit_similarity={"after_tab": TAB_EDIT_SIMILARITY, "typed": TYPED_EDIT_SIMILARITY},
+            )
+        )
         self._events_seen = len(session.events.records)
         self._assign(after=0)
         self._open = _Prompt(ready=self.clock(), ready_at=self.wall(), eligible=False)
@@ -131,8 +151,15 @@ class StudyRecorder:
             return
         self.prompt_open()
         tokens, cost, _, _ = self._engine_since()
-        self._write(SessionEnd(session=self.id, turns=self.turn, ended=self.wall(),
-                               trailing_engine_cost_usd=cost, trailing_engine_tokens=tokens))
+        self._write(
+            SessionEnd(
+                session=self.id,
+                turns=self.turn,
+                ended=self.wall(),
+                trailing_engine_cost_usd=cost,
+                trailing_engine_tokens=tokens,
+            )
+        )
         self._closed = True
 
     # -- what the front end reports ----------------------------------------------------------------------
@@ -217,8 +244,12 @@ class StudyRecorder:
 
     # -- called by the session as a turn ends ------------------------------------------------------------
     def turn_ended(self, outcome: TurnOutcome) -> None:
-        self._finish(outcome, error=outcome.error or (f"blocked: {outcome.blocked}" if outcome.blocked else "")
-                     or (f"stopped by a hook: {outcome.stopped}" if outcome.stopped else ""))
+        self._finish(
+            outcome,
+            error=outcome.error
+            or (f"blocked: {outcome.blocked}" if outcome.blocked else "")
+            or (f"stopped by a hook: {outcome.stopped}" if outcome.stopped else ""),
+        )
 
     def _finish(self, o: TurnOutcome | None, *, error: str) -> None:
         assert self.session is not None
@@ -233,20 +264,40 @@ class StudyRecorder:
         tokens, engine_cost, sugg, spec = self._engine_since()
         usage = o.result.usage if o is not None and o.result is not None else Usage()
         rec = TurnRecord(
-            session=self.id, turn=self.turn, conversation_turn=self.session.turn, arm=self.arm,
-            eligible=p.eligible, ready_at=p.ready_at, suggestion=p.suggestion, suggestion_source=p.source,
-            shown_s=_rel(p.shown, p.ready), first_key_s=_rel(key, p.ready), took_ghost=p.took_ghost,
-            ghost_taken_s=_rel(p.ghost_taken, p.ready), submit_s=p.submit - p.ready, typed_ahead=p.typed_ahead,
-            commands=p.commands, prompt=p.prompt, taken=taken, similarity=sim,
+            session=self.id,
+            turn=self.turn,
+            conversation_turn=self.session.turn,
+            arm=self.arm,
+            eligible=p.eligible,
+            ready_at=p.ready_at,
+            suggestion=p.suggestion,
+            suggestion_source=p.source,
+            shown_s=_rel(p.shown, p.ready),
+            first_key_s=_rel(key, p.ready),
+            took_ghost=p.took_ghost,
+            ghost_taken_s=_rel(p.ghost_taken, p.ready),
+            submit_s=p.submit - p.ready,
+            typed_ahead=p.typed_ahead,
+            commands=p.commands,
+            prompt=p.prompt,
+            taken=taken,
+            similarity=sim,
             think_s=key - p.shown if key is not None and p.shown is not None and key >= p.shown else None,
             typing_s=p.submit - key if key is not None else None,
-            ttft_s=_rel(p.first_token, p.submit), latency_s=end - p.submit, questions=p.questions,
+            ttft_s=_rel(p.first_token, p.submit),
+            latency_s=end - p.submit,
+            questions=p.questions,
             question_s=p.question_s,
-            accepted=bool(o is not None and o.accepted), tokens=usage.as_dict(),
-            cost_usd=cost_usd(self.model_name, usage), engine_tokens=tokens, engine_cost_usd=engine_cost,
+            accepted=bool(o is not None and o.accepted),
+            tokens=usage.as_dict(),
+            cost_usd=cost_usd(self.model_name, usage),
+            engine_tokens=tokens,
+            engine_cost_usd=engine_cost,
             suggestion_outcome=sugg.outcome if sugg is not None else "",
             speculation=_summary(spec) if spec is not None else None,
-            error=error, note=o.note if o is not None else "")
+            error=error,
+            note=o.note if o is not None else "",
+        )
         self._write(rec)
         self.past.append(Past(self.turn, self.arm, p.source, taken, rec.latency_s, rec.accepted, error))
         # The next turn: eligible when a cycle will start now whatever its arm (the session starts one after a
@@ -258,23 +309,40 @@ class StudyRecorder:
         assert self.session is not None
         self.arm = self.assigner.draw()
         armlib.apply(self.session.cfg, self.arm)
-        self._write(Assignment(session=self.id, turn=after + 1, arm=self.arm, seed=self.seed,
-                               draw=self.assigner.draws, after_turn=after, at=self.wall()))
+        self._write(
+            Assignment(
+                session=self.id,
+                turn=after + 1,
+                arm=self.arm,
+                seed=self.seed,
+                draw=self.assigner.draws,
+                after_turn=after,
+                at=self.wall(),
+            )
+        )
 
-    def _engine_since(self) -> tuple[dict[str, int], float, SuggestionRecord | None, SpeculationRecord | None]:
+    def _engine_since(
+        self,
+    ) -> tuple[dict[str, int], float, SuggestionRecord | None, SpeculationRecord | None]:
         """The engine's records written since the last call: their tokens and cost, the model suggestion the
         person decided on (accepted or ignored), and the last speculation."""
         assert self.session is not None
-        recs = self.session.events.records[self._events_seen:]
+        recs = self.session.events.records[self._events_seen :]
         self._events_seen = len(self.session.events.records)
         tokens = dict.fromkeys(TOKEN_KINDS, 0)
         for r in recs:
             for k in TOKEN_KINDS:
                 tokens[k] += int(r.tokens.get(k, 0))
-        decided = [r for r in recs if isinstance(r, SuggestionRecord) and r.outcome in ("accepted", "ignored")]
+        decided = [
+            r for r in recs if isinstance(r, SuggestionRecord) and r.outcome in ("accepted", "ignored")
+        ]
         specs = [r for r in recs if isinstance(r, SpeculationRecord)]
-        return (tokens, sum(r.cost_usd for r in recs), decided[-1] if decided else None,
-                specs[-1] if specs else None)
+        return (
+            tokens,
+            sum(r.cost_usd for r in recs),
+            decided[-1] if decided else None,
+            specs[-1] if specs else None,
+        )
 
     def _write(self, rec: _Record) -> None:
         with self.path.open("a", encoding="utf-8") as f:
@@ -283,8 +351,10 @@ class StudyRecorder:
     # -- what the person may see ----------------------------------------------------------------------------
     def summary(self) -> str:
         """What the exit says without being asked: how many turns were recorded, and where (not their arms)."""
-        return (f"study: {len(self.past)} turn{'s' * (len(self.past) != 1)} recorded in {self.path} "
-                f"(seed {self.seed}, arms {', '.join(self.assigner.arms)})")
+        return (
+            f"study: {len(self.past)} turn{'s' * (len(self.past) != 1)} recorded in {self.path} "
+            f"(seed {self.seed}, arms {', '.join(self.assigner.arms)})"
+        )
 
     def listing(self) -> str:
         """On request (/study, or the exit with --study-reveal): the arm of every finished turn (never the
@@ -295,10 +365,15 @@ class StudyRecorder:
         rows = [f"  {'turn':>4}  {'arm':<11}  {'ghost text':<10}  {'you':<7}  answer"]
         for t in self.past:
             ghost = {"model": "model", "script": "demo", None: "none"}[t.source]
-            what = f"{t.latency_s:.1f}s" + (" (speculation used)" if t.accepted else "") + (
-                f" ({t.error})" if t.error else "")
+            what = (
+                f"{t.latency_s:.1f}s"
+                + (" (speculation used)" if t.accepted else "")
+                + (f" ({t.error})" if t.error else "")
+            )
             rows.append(f"  {t.turn:>4}  {t.arm:<11}  {ghost:<10}  {t.taken:<7}  {what}")
-        return "\n".join([head, *rows, "  (the open turn's arm is drawn already; it is listed once the turn is over)"])
+        return "\n".join(
+            [head, *rows, "  (the open turn's arm is drawn already; it is listed once the turn is over)"]
+        )
 
 
 def _rel(t: float | None, base: float) -> float | None:
@@ -306,5 +381,12 @@ def _rel(t: float | None, base: float) -> float | None:
 
 
 def _summary(r: SpeculationRecord) -> SpeculationSummary:
-    return SpeculationSummary(outcome=r.outcome, reason=r.reason[:REASON_CHARS], boundary=r.boundary, completed=r.completed,
-                              duration_s=r.duration_s, time_saved_s=r.time_saved_s, tools_run=r.tools_run)
+    return SpeculationSummary(
+        outcome=r.outcome,
+        reason=r.reason[:REASON_CHARS],
+        boundary=r.boundary,
+        completed=r.completed,
+        duration_s=r.duration_s,
+        time_saved_s=r.time_saved_s,
+        tools_run=r.tools_run,
+    )

@@ -156,13 +156,17 @@ def read_session(path: Path) -> StudySession:
                 break  # a last line cut by a kill
             raise StudyFileError(f"{path}:{n}: {validation_reason(e)}") from None
     if not recs or not isinstance(recs[0], SessionStart):
-        raise StudyFileError(f"{path}:1: not a study session file (its first record must be the session header)")
+        raise StudyFileError(
+            f"{path}:1: not a study session file (its first record must be the session header)"
+        )
     out = StudySession(path, recs[0])
     for r in recs[1:]:
         if isinstance(r, SessionStart):
             raise StudyFileError(f"{path}: a second session header (one file per session)")
         if r.session != out.start.session:
-            raise StudyFileError(f"{path}: a record of session {r.session!r} in session {out.start.session!r}'s file")
+            raise StudyFileError(
+                f"{path}: a record of session {r.session!r} in session {out.start.session!r}'s file"
+            )
         if isinstance(r, Assignment):
             out.assignments.append(r)
         elif isinstance(r, TurnRecord):
@@ -178,6 +182,8 @@ def session_files(study_dir: Path) -> list[Path]:
         raise StudyFileError(f"{study_dir}: not a directory")
     files = sorted((study_dir / "sessions").glob("*.jsonl"))
     if not files:
-        raise StudyFileError(f"{study_dir}: no study sessions (expected {study_dir / 'sessions'}/*.jsonl, "
-                             "written by `speculate repl --study DIR`)")
+        raise StudyFileError(
+            f"{study_dir}: no study sessions (expected {study_dir / 'sessions'}/*.jsonl, "
+            "written by `speculate repl --study DIR`)"
+        )
     return files

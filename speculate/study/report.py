@@ -24,9 +24,11 @@ from speculate.backends import is_simulator
 from speculate.study.classify import LENGTH_BUCKETS, first_word, length_bucket
 from speculate.study.records import StudySession, TurnRecord, read_session, session_files
 
-CI_METHOD = ("percentile bootstrap, two-stage: people (study directories' participant ids) with replacement, "
-             "then sessions within each drawn person; a contrast undefined on a resample (one side not drawn) "
-             "leaves that resample out, and is reported without a CI when that happens to over 10% of them")
+CI_METHOD = (
+    "percentile bootstrap, two-stage: people (study directories' participant ids) with replacement, "
+    "then sessions within each drawn person; a contrast undefined on a resample (one side not drawn) "
+    "leaves that resample out, and is reported without a CI when that happens to over 10% of them"
+)
 GHOST_ARMS = ("speculative", "suggest")
 LENGTH_ORDER = ("0", *(f"{lo}-{hi}" if hi is not None else f"{lo}+" for lo, hi in LENGTH_BUCKETS))
 FIRST_WORDS = 10  # the most frequent first words listed one by one; the rest pooled as "(other)"
@@ -66,9 +68,12 @@ def _flat(groups: Nested) -> list[Any]:
     return [x for user in groups for sess in user for x in sess]
 
 
-def contrast(center: Callable[[Sequence[float]], float], base: str, arm: str) -> Callable[[Sequence[Any]], float]:
+def contrast(
+    center: Callable[[Sequence[float]], float], base: str, arm: str
+) -> Callable[[Sequence[Any]], float]:
     """A statistic of ``(arm, value)`` pairs: center(base's values) - center(arm's values); NaN when a side
     has none (a bootstrap resample that drew none of them)."""
+
     def stat(pairs: Sequence[Any]) -> float:
         b = [x for a, x in pairs if a == base]
         s = [x for a, x in pairs if a == arm]
@@ -77,24 +82,38 @@ def contrast(center: Callable[[Sequence[float]], float], base: str, arm: str) ->
     return stat
 
 
-def estimate(turns: Sequence[Turn], value: Callable[[TurnRecord], float | None], center: str, base: str,
-             arm: str, *, seed: int, resamples: int) -> dict[str, Any]:
+def estimate(
+    turns: Sequence[Turn],
+    value: Callable[[TurnRecord], float | None],
+    center: str,
+    base: str,
+    arm: str,
+    *,
+    seed: int,
+    resamples: int,
+) -> dict[str, Any]:
     """``base`` minus ``arm`` of ``center`` (median or mean) of ``value``, with both sides' n and centers and
     the CI."""
     fn = st.median if center == "median" else st.mean
-    groups = nest((t for t in turns if t.rec.arm in (base, arm)),
-                  lambda t: None if (v := value(t.rec)) is None else (t.rec.arm, v))
+    groups = nest(
+        (t for t in turns if t.rec.arm in (base, arm)),
+        lambda t: None if (v := value(t.rec)) is None else (t.rec.arm, v),
+    )
     pairs = _flat(groups)
     sides = {a: [x for b, x in pairs if b == a] for a in (base, arm)}
     point = contrast(fn, base, arm)(pairs)
     ci = st.hierarchical_bootstrap_ci(groups, contrast(fn, base, arm), seed=seed, n_resamples=resamples)
-    return {"n": {a: len(v) for a, v in sides.items()},
-            center: {a: fn(v) if v else None for a, v in sides.items()},
-            "difference": None if math.isnan(point) else point, "ci95": list(ci) if ci else None}
+    return {
+        "n": {a: len(v) for a, v in sides.items()},
+        center: {a: fn(v) if v else None for a, v in sides.items()},
+        "difference": None if math.isnan(point) else point,
+        "ci95": list(ci) if ci else None,
+    }
 
 
-def rate(turns: Sequence[Turn], hit: Callable[[TurnRecord], bool], *, seed: int, resamples: int
-         ) -> dict[str, Any]:
+def rate(
+    turns: Sequence[Turn], hit: Callable[[TurnRecord], bool], *, seed: int, resamples: int
+) -> dict[str, Any]:
     """The share of ``turns`` for which ``hit`` holds, with its CI (the mean of 0/1 values)."""
     groups = nest(turns, lambda t: 1.0 if hit(t.rec) else 0.0)
     xs = _flat(groups)
@@ -133,7 +152,8 @@ def versus(turns: Sequence[Turn], base: str, arm: str, *, seed: int, resamples: 
     taken = [t for t in ts if t.rec.taken == "taken"]
     kw = {"seed": seed, "resamples": resamples}
     out: dict[str, Any] = {
-        "base": base, "arm": arm,
+        "base": base,
+        "arm": arm,
         "saved_per_later_turn_s": estimate(ts, wait, "mean", base, arm, **kw),
         "saved_per_later_turn_answer_s": estimate(ts, answer, "mean", base, arm, **kw),
         # arm minus base: what a turn costs more in ``arm``
@@ -142,7 +162,10 @@ def versus(turns: Sequence[Turn], base: str, arm: str, *, seed: int, resamples: 
     if base != "plain":  # plain shows nothing to take
         out["saved_per_accepted_turn_s"] = estimate(taken, wait, "median", base, arm, **kw)
         out["saved_per_accepted_turn_answer_s"] = estimate(taken, answer, "median", base, arm, **kw)
-    saved, extra = out["saved_per_later_turn_answer_s"]["difference"], out["extra_cost_per_turn_usd"]["difference"]
+    saved, extra = (
+        out["saved_per_later_turn_answer_s"]["difference"],
+        out["extra_cost_per_turn_usd"]["difference"],
+    )
     out["cost_per_second_saved_usd"] = extra / saved if saved and extra is not None and saved > 0 else None
     return out
 
@@ -167,7 +190,9 @@ def acceptance(turns: Sequence[Turn], arms: Sequence[str], *, seed: int, resampl
         if mine:
             out[a] = {k: rate(mine, _taken_is(k), **kw) for k in ("taken", "edited", "ignored")}
     if all(a in out for a in GHOST_ARMS):
-        diff = estimate(shown, lambda r: 1.0 if r.taken == "taken" else 0.0, "mean", "suggest", "speculative", **kw)
+        diff = estimate(
+            shown, lambda r: 1.0 if r.taken == "taken" else 0.0, "mean", "suggest", "speculative", **kw
+        )
         out["taken_difference"] = _negated(diff)  # speculative minus suggest
     return out
 
@@ -176,31 +201,51 @@ def harm(turns: Sequence[Turn], arms: Sequence[str], *, seed: int, resamples: in
     """What speculation may cost the person: slower answers on the turns where its fork was thrown away (not
     taken), turns that failed or were cancelled, and the engine's outcomes other than a clean acceptance."""
     not_taken = [t for t in turns if usable(t) and t.rec.taken != "taken"]
-    slower = _negated(estimate(not_taken, answer, "mean", "suggest", "speculative", seed=seed, resamples=resamples))
+    slower = _negated(
+        estimate(not_taken, answer, "mean", "suggest", "speculative", seed=seed, resamples=resamples)
+    )
     eligible = [t for t in turns if t.rec.eligible]
     spec = [t.rec.speculation for t in turns if t.rec.speculation is not None]
-    dropped = [t for t in turns if t.rec.arm == "speculative" and t.rec.taken == "taken" and not t.rec.accepted
-               and t.rec.speculation is not None and not t.rec.error]
+    dropped = [
+        t
+        for t in turns
+        if t.rec.arm == "speculative"
+        and t.rec.taken == "taken"
+        and not t.rec.accepted
+        and t.rec.speculation is not None
+        and not t.rec.error
+    ]
     return {
         "slower_when_not_taken_s": slower,  # speculative minus suggest: positive is harm
-        "failed_or_cancelled": {a: {"turns": sum(t.rec.arm == a for t in eligible),
-                                    "failed": sum(t.rec.arm == a and bool(t.rec.error) for t in eligible)}
-                                for a in arms},
+        "failed_or_cancelled": {
+            a: {
+                "turns": sum(t.rec.arm == a for t in eligible),
+                "failed": sum(t.rec.arm == a and bool(t.rec.error) for t in eligible),
+            }
+            for a in arms
+        },
         # Accepting asks once about what the fork ran; a live turn asks call by call: both count, and the
         # time the person took to answer is part of the answer's latency.
-        "questions": {a: _questions([t.rec for t in eligible if t.rec.arm == a and not t.rec.error]) for a in arms},
+        "questions": {
+            a: _questions([t.rec for t in eligible if t.rec.arm == a and not t.rec.error]) for a in arms
+        },
         "speculation_outcomes": dict(sorted(Counter(s.outcome for s in spec).items())),
         "boundaries": dict(sorted(Counter(s.boundary for s in spec if s.boundary).items())),
-        "taken_but_not_used": {"turns": len(dropped),
-                               "outcomes": dict(sorted(Counter(t.rec.speculation.outcome for t in dropped
-                                                               if t.rec.speculation).items()))},
+        "taken_but_not_used": {
+            "turns": len(dropped),
+            "outcomes": dict(
+                sorted(Counter(t.rec.speculation.outcome for t in dropped if t.rec.speculation).items())
+            ),
+        },
     }
 
 
 def _questions(rs: Sequence[TurnRecord]) -> dict[str, float | None]:
     n = len(rs)
-    return {"per_turn": sum(r.questions for r in rs) / n if n else None,
-            "seconds_per_turn": sum(r.question_s for r in rs) / n if n else None}
+    return {
+        "per_turn": sum(r.questions for r in rs) / n if n else None,
+        "seconds_per_turn": sum(r.question_s for r in rs) / n if n else None,
+    }
 
 
 def costs(eligible: Sequence[Turn], arms: Sequence[str]) -> dict[str, Any]:
@@ -208,27 +253,45 @@ def costs(eligible: Sequence[Turn], arms: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in arms:
         rs = [t.rec for t in eligible if t.rec.arm == a]
-        out[a] = {"turns": len(rs), "per_turn_usd": sum(r.cost_total_usd for r in rs) / len(rs) if rs else None,
-                  "engine_per_turn_usd": sum(r.engine_cost_usd for r in rs) / len(rs) if rs else None}
+        out[a] = {
+            "turns": len(rs),
+            "per_turn_usd": sum(r.cost_total_usd for r in rs) / len(rs) if rs else None,
+            "engine_per_turn_usd": sum(r.engine_cost_usd for r in rs) / len(rs) if rs else None,
+        }
     return out
 
 
-def by_group(turns: Sequence[Turn], key: Callable[[str], str], *, seed: int, resamples: int, top: int | None = None,
-             order: Sequence[str] | None = None) -> dict[str, Any]:
+def by_group(
+    turns: Sequence[Turn],
+    key: Callable[[str], str],
+    *,
+    seed: int,
+    resamples: int,
+    top: int | None = None,
+    order: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Acceptance of the model's suggestions (ghost-text arms pooled), grouped by ``key(suggestion)``."""
     shown = [t for t in turns if usable(t) and shown_model(t) and t.rec.arm in GHOST_ARMS]
     groups: dict[str, list[Turn]] = defaultdict(list)
     for t in shown:
         groups[key(t.rec.suggestion or "")].append(t)
-    names = ([k for k in order if k in groups] if order is not None
-             else sorted(groups, key=lambda k: (-len(groups[k]), k)))
+    names = (
+        [k for k in order if k in groups]
+        if order is not None
+        else sorted(groups, key=lambda k: (-len(groups[k]), k))
+    )
     if top is not None and len(names) > top:
         other = [t for k in names[top:] for t in groups.pop(k)]
         names = [*names[:top], "(other)"]
         groups["(other)"] = other
     kw = {"seed": seed, "resamples": resamples}
-    return {k: {"taken": rate(groups[k], lambda r: r.taken == "taken", **kw),
-                "edited_share": sum(t.rec.taken == "edited" for t in groups[k]) / len(groups[k])} for k in names}
+    return {
+        k: {
+            "taken": rate(groups[k], lambda r: r.taken == "taken", **kw),
+            "edited_share": sum(t.rec.taken == "edited" for t in groups[k]) / len(groups[k]),
+        }
+        for k in names
+    }
 
 
 def timings(turns: Sequence[Turn], arms: Sequence[str]) -> dict[str, Any]:
@@ -237,8 +300,10 @@ def timings(turns: Sequence[Turn], arms: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in arms:
         rs = [t.rec for t in turns if usable(t) and t.rec.arm == a]
-        out[a] = {name: st.summary([v for r in rs if (v := getattr(r, name)) is not None])
-                  for name in ("think_s", "typing_s", "ttft_s", "latency_s")}
+        out[a] = {
+            name: st.summary([v for r in rs if (v := getattr(r, name)) is not None])
+            for name in ("think_s", "typing_s", "ttft_s", "latency_s")
+        }
     return out
 
 
@@ -250,21 +315,27 @@ def build_report(sessions: Sequence[StudySession], *, seed: int = 0, resamples: 
     kw = {"seed": seed, "resamples": resamples}
     eligible = [t for t in turns if t.rec.eligible]
     report: dict[str, Any] = {
-        "users": len({s.start.user for s in sessions}), "sessions": len(sessions), "turns": len(turns),
-        "eligible_turns": len(eligible), "usable_turns": sum(usable(t) for t in turns),
+        "users": len({s.start.user for s in sessions}),
+        "sessions": len(sessions),
+        "turns": len(turns),
+        "eligible_turns": len(eligible),
+        "usable_turns": sum(usable(t) for t in turns),
         "turns_by_arm": {a: sum(t.rec.arm == a for t in eligible) for a in arms},
         "models": dict(Counter(f"{s.start.model} ({s.start.model_name})" for s in sessions)),
         "frontends": dict(Counter(s.start.frontend for s in sessions)),
         "time_scales": sorted({s.start.time_scale for s in sessions}),
         "simulated": all(is_simulator(s.start.model) or s.start.frontend == "api" for s in sessions),
-        "ci_method": CI_METHOD, "resamples": resamples, "seed": seed,
+        "ci_method": CI_METHOD,
+        "resamples": resamples,
+        "seed": seed,
         "vs": {b: v for b in ("suggest", "plain") if (v := versus(turns, b, "speculative", **kw))},
     }
     if (sp := versus(turns, "plain", "suggest", **kw)) is not None:
         report["suggest_vs_plain"] = sp
     spec_taken = [t for t in turns if usable(t) and t.rec.arm == "speculative" and t.rec.taken == "taken"]
-    report["speculation_used_share"] = (sum(t.rec.accepted for t in spec_taken) / len(spec_taken)
-                                        if spec_taken else None)
+    report["speculation_used_share"] = (
+        sum(t.rec.accepted for t in spec_taken) / len(spec_taken) if spec_taken else None
+    )
     report["acceptance"] = acceptance(turns, arms, **kw)
     report["cost"] = costs(eligible, arms)
     report["cost"]["trailing_engine_usd"] = sum(s.end.trailing_engine_cost_usd for s in sessions if s.end)

@@ -110,8 +110,9 @@ class Tool(ABC):
 
     def wrong_input(self, inp: BaseModel) -> InternalError:
         """For a call given another model than its own ``Input``: ``parse`` makes that, so this is our bug."""
-        return InternalError(f"the {self.name} tool was called with a {type(inp).__name__}, "
-                             f"not its {self.Input.__name__}")
+        return InternalError(
+            f"the {self.name} tool was called with a {type(inp).__name__}, not its {self.Input.__name__}"
+        )
 
     @abstractmethod
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult: ...

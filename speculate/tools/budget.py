@@ -32,8 +32,10 @@ def cut(text: str, budget: int, *, what: str) -> str:
     ``what`` was left out. Text within the budget is returned as it is."""
     if len(text) <= budget:
         return text
-    return (text[:budget] + f"\n[{what} cut to its first {budget:,} of {len(text):,} characters: the rest is "
-            "not sent to the model]")
+    return (
+        text[:budget] + f"\n[{what} cut to its first {budget:,} of {len(text):,} characters: the rest is "
+        "not sent to the model]"
+    )
 
 
 def preview(content: str, ctx: ToolContext, *, tool_use_id: str) -> str:
@@ -43,13 +45,16 @@ def preview(content: str, ctx: ToolContext, *, tool_use_id: str) -> str:
     path.write_text(content, encoding="utf-8")
     lines = content.splitlines()
     head = "\n".join(lines[:PREVIEW_LINES])[: MESSAGE_RESULT_BUDGET // 10]
-    return (f"Showing first {min(PREVIEW_LINES, len(lines))} lines of {len(lines)} ({len(content)} chars; this "
-            f"step's results were over the message budget). Full text saved to {path} (read it with Read "
-            f"offset/limit).\n{head}")
+    return (
+        f"Showing first {min(PREVIEW_LINES, len(lines))} lines of {len(lines)} ({len(content)} chars; this "
+        f"step's results were over the message budget). Full text saved to {path} (read it with Read "
+        f"offset/limit).\n{head}"
+    )
 
 
-def fit_results(results: Sequence[Block], ctx: ToolContext, *, budget: int = MESSAGE_RESULT_BUDGET
-                ) -> list[Block]:
+def fit_results(
+    results: Sequence[Block], ctx: ToolContext, *, budget: int = MESSAGE_RESULT_BUDGET
+) -> list[Block]:
     """``results`` (copies where changed) whose text contents add up to at most ``budget`` where possible. A
     result of several blocks (an MCP tool's) counts its text blocks; cut, they become one preview block
     before its other blocks (images)."""
@@ -64,8 +69,11 @@ def fit_results(results: Sequence[Block], ctx: ToolContext, *, budget: int = MES
         if len(short) >= sizes[i]:
             continue
         total -= sizes[i] - len(short)
-        out[i]["content"] = short if isinstance(content, str) else [
-            {"type": "text", "text": short}, *(b for b in content if b.get("type") != "text")]
+        out[i]["content"] = (
+            short
+            if isinstance(content, str)
+            else [{"type": "text", "text": short}, *(b for b in content if b.get("type") != "text")]
+        )
     return out
 
 
@@ -73,5 +81,7 @@ def _text(content: object) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
     return None

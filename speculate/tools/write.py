@@ -32,7 +32,9 @@ def write_text(fs: FileSystem, rel: str, content: str) -> bool:
             for k in range(1, len(parts) + 1):
                 ancestor = "/".join(parts[:k])
                 if fs.exists(ancestor) and not fs.is_dir(ancestor):
-                    raise ToolError(f"Cannot create {shown}: {display(fs, ancestor)} is a file, not a directory")
+                    raise ToolError(
+                        f"Cannot create {shown}: {display(fs, ancestor)} is a file, not a directory"
+                    )
             fs.mkdir(parent, parents=True)
         fs.write_bytes(rel, content.encode("utf-8"))
     except OSError as e:

@@ -34,14 +34,17 @@ turns:
 """
 
 
-SCENARIOS = [one_call(p, c) for p, c in {
-    "edit a": 'Edit: {file_path: "{root}/a.txt", old_string: "alpha", new_string: "gamma"}',
-    "write the secret": 'Write: {file_path: "{root}/secret.txt", content: "s3cret\\n"}',
-    "read a": 'Read: {file_path: "{root}/a.txt"}',
-    "run echo": 'Bash: {command: "echo one"}',
-    "run false": 'Bash: {command: "echo nope; exit 3"}',
-    "glob txt": 'Glob: {pattern: "*.txt"}',
-}.items()]
+SCENARIOS = [
+    one_call(p, c)
+    for p, c in {
+        "edit a": 'Edit: {file_path: "{root}/a.txt", old_string: "alpha", new_string: "gamma"}',
+        "write the secret": 'Write: {file_path: "{root}/secret.txt", content: "s3cret\\n"}',
+        "read a": 'Read: {file_path: "{root}/a.txt"}',
+        "run echo": 'Bash: {command: "echo one"}',
+        "run false": 'Bash: {command: "echo nope; exit 3"}',
+        "glob txt": 'Glob: {pattern: "*.txt"}',
+    }.items()
+]
 LOOK = """
 name: look-around
 turns:
@@ -83,7 +86,9 @@ def command(log: Path, then: str) -> dict[str, Any]:
 
 def prints(obj: Any, *, code: int = 0, err: str = "") -> str:
     """Shell that prints ``obj`` as JSON on stdout (and ``err`` on stderr) and exits ``code``."""
-    out = f"printf '%s' {shlex.quote(json.dumps(obj))}" + (f"; printf '%s' {shlex.quote(err)} >&2" if err else "")
+    out = f"printf '%s' {shlex.quote(json.dumps(obj))}" + (
+        f"; printf '%s' {shlex.quote(err)} >&2" if err else ""
+    )
     return f"{out}; exit {code}"
 
 
@@ -96,13 +101,20 @@ def on(event: str, *hooks: dict[str, Any], matcher: str = "") -> dict[str, list[
 
 
 @asynccontextmanager
-async def session(root: Path, events: list, *, mode: str = "acceptEdits", ask: AskFn | None = None,
-                  **cfg: Any) -> AsyncIterator[tuple[Session, SimServer]]:
+async def session(
+    root: Path, events: list, *, mode: str = "acceptEdits", ask: AskFn | None = None, **cfg: Any
+) -> AsyncIterator[tuple[Session, SimServer]]:
     scenarios = [parse_scenario(s) for s in [*SCENARIOS, LOOK]]
     with SimServer(scenarios, time_scale=0.01) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
-            config = SessionConfig(project=root, model=model, speculate=False, mode=mode,  # type: ignore[arg-type]
-                                   hook_transcript_dir=root.parent / "transcripts", **cfg)
+            config = SessionConfig(
+                project=root,
+                model=model,
+                speculate=False,
+                mode=mode,  # type: ignore[arg-type]
+                hook_transcript_dir=root.parent / "transcripts",
+                **cfg,
+            )
             async with open_session(config, on_event=events.append, ask=ask) as s:
                 yield s, sim
 
@@ -113,5 +125,8 @@ def hook_events(events: list) -> list[HookRan]:
 
 def reminders(message: dict[str, Any]) -> list[str]:
     """The system-reminder blocks of a user message, without their tags."""
-    return [b["text"].removeprefix("<system-reminder>\n").removesuffix("\n</system-reminder>")
-            for b in message["content"] if b.get("type") == "text" and b["text"].startswith("<system-reminder>")]
+    return [
+        b["text"].removeprefix("<system-reminder>\n").removesuffix("\n</system-reminder>")
+        for b in message["content"]
+        if b.get("type") == "text" and b["text"].startswith("<system-reminder>")
+    ]

@@ -58,7 +58,8 @@ def cli_model(tmp: Path, base_url: str) -> ClaudeCliModel:
 
 @pytest.mark.slow
 def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts_a_speculation(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "proj"
     root.mkdir()
     for name, text in (("a.txt", "alpha\n"), ("b.txt", "beta\n"), ("c.txt", "gamma\n")):
@@ -74,7 +75,9 @@ def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts
                 assert first.error == "" and first.text == "a.txt holds alpha.", first
                 assert first.result is not None and first.result.tools_run == 1
                 results = [b for b in s.messages[2]["content"] if b["type"] == "tool_result"]
-                assert len(results) == 1 and "alpha" in results[0]["content"] and not results[0].get("is_error")
+                assert (
+                    len(results) == 1 and "alpha" in results[0]["content"] and not results[0].get("is_error")
+                )
                 # The second request of the turn resumed the first one's CLI session and read its cache.
                 assert "--resume" in model.runs[1] and "--fork-session" in model.runs[1]
                 assert first.result.responses[1].usage.cache_read_input_tokens > 0
@@ -85,8 +88,13 @@ def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts
                 spec = second.speculation
                 assert spec is not None and spec.tokens["cache_read_input_tokens"] > 0
                 # The fork's call to WebSearch (not offered) was dropped and reported with its next request.
-                uses = [b["name"] for m in s.messages if m["role"] == "assistant" for b in m["content"]
-                        if b["type"] == "tool_use"]
+                uses = [
+                    b["name"]
+                    for m in s.messages
+                    if m["role"] == "assistant"
+                    for b in m["content"]
+                    if b["type"] == "tool_use"
+                ]
                 assert uses == ["Read", "Read"]
                 third = await s.submit("look at c")
                 assert third.text == "c.txt holds gamma.", third
@@ -97,8 +105,9 @@ def test_a_session_on_the_cli_runs_text_tool_calls_resumes_the_cache_and_accepts
                     done = [u async for u in stream if isinstance(u, Done)]
                 repaired = [r for r in model.runs if ORPHANED in r[-1]]
                 assert len(repaired) == 1 and "--resume" in repaired[0]
-                assert [b["name"] for b in done[0].response.message["content"] if b["type"] == "tool_use"] \
-                    == ["Read"]
+                assert [
+                    b["name"] for b in done[0].response.message["content"] if b["type"] == "tool_use"
+                ] == ["Read"]
         requests = [json.loads(line)["request"] for line in trace.read_text().splitlines()]
         assert all(not r.get("tools") for r in requests)  # the CLI's own tools are off
         sent = [json.dumps(r["messages"]) for r in requests]
@@ -127,8 +136,14 @@ def test_a_long_session_on_the_cli_compacts_and_goes_on(tmp_path: Path) -> None:
     async def main() -> None:
         with SimServer([parse_scenario(text_mode)], time_scale=0.05, profiles=profiles) as sim:
             model = cli_model(tmp_path, sim.base_url)
-            cfg = SessionConfig(project=root, model=model, model_name=MODEL, speculate=False,
-                                context_window=16_000, compact_margin=6_000)
+            cfg = SessionConfig(
+                project=root,
+                model=model,
+                model_name=MODEL,
+                speculate=False,
+                context_window=16_000,
+                compact_margin=6_000,
+            )
             async with open_session(cfg) as s:
                 for i in range(1, N + 1):
                     out = await s.submit(f"read file {i}")
@@ -137,7 +152,9 @@ def test_a_long_session_on_the_cli_compacts_and_goes_on(tmp_path: Path) -> None:
                 # The summary went through the CLI; the turn after it started a fresh CLI session.
                 summaries = [r for r in model.runs if "[COMPACTION]" in r[-1]]
                 assert summaries and "--resume" in summaries[0]
-                fresh = [r for r in model.runs if r[-1].lstrip().startswith("<system-reminder>\nYou can call")]
+                fresh = [
+                    r for r in model.runs if r[-1].lstrip().startswith("<system-reminder>\nYou can call")
+                ]
                 assert len(fresh) == 1 + len(summaries)
 
     trio.run(main)

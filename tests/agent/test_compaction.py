@@ -26,8 +26,10 @@ from speculate.sim.server import SimServer
 MODEL = "claude-sonnet-4-6"
 N = 6
 # Each file is ~3,000 tokens (the simulator counts ceil(chars / 4)); six turns each read one.
-FILES = {f"f{i}.txt": "".join(f"line {j} of file {i}: some words to fill the context\n" for j in range(220))
-         for i in range(1, N + 1)}
+FILES = {
+    f"f{i}.txt": "".join(f"line {j} of file {i}: some words to fill the context\n" for j in range(220))
+    for i in range(1, N + 1)
+}
 LONG_ANSWER = " ".join(["This answer is long so that the output alone adds tokens to the context."] * 20)
 
 
@@ -47,17 +49,26 @@ def scenario(*, long_answer: bool = False) -> str:
 
 
 @asynccontextmanager
-async def long_session(tmp: Path, *, window: int, long_answer: bool = False, **cfg: Any
-                       ) -> AsyncIterator[Session]:
+async def long_session(
+    tmp: Path, *, window: int, long_answer: bool = False, **cfg: Any
+) -> AsyncIterator[Session]:
     root = tmp / "proj"
     root.mkdir(parents=True)
     for name, text in FILES.items():
         (root / name).write_text(text)
     profiles = tuple(replace(p, context_window=window) if p.name == MODEL else p for p in PROFILES)
-    with SimServer([parse_scenario(scenario(long_answer=long_answer))], time_scale=0.01, profiles=profiles) as sim:
+    with SimServer(
+        [parse_scenario(scenario(long_answer=long_answer))], time_scale=0.01, profiles=profiles
+    ) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
-            config = SessionConfig(project=root, model=model, model_name=MODEL, context_window=window,
-                                   events_path=tmp / "events.jsonl", **cfg)
+            config = SessionConfig(
+                project=root,
+                model=model,
+                model_name=MODEL,
+                context_window=window,
+                events_path=tmp / "events.jsonl",
+                **cfg,
+            )
             async with open_session(config) as s:
                 yield s
 
@@ -66,6 +77,7 @@ def trio_test(fn: Any) -> Any:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> None:
         trio.run(functools.partial(fn, *args, **kwargs))
+
     return run
 
 
@@ -133,7 +145,7 @@ async def test_after_compaction_suggestion_and_fork_share_the_new_prefix(tmp_pat
             out = await s.submit(f"read file {i}")
             assert out.accepted and out.text == f"File {i} read."
             await s.wait_speculation()
-        shares = [round(cache_read_share(o), 2) for o in s.outcomes[first - 1:]]
+        shares = [round(cache_read_share(o), 2) for o in s.outcomes[first - 1 :]]
         print(f"cache-read share: compaction turn then the turns after it: {shares}")
         # The turns after it run as forks on the summary's prefix and read what the turn before wrote.
         assert all(x > 0.5 for x in shares[1:]), shares
@@ -149,15 +161,23 @@ async def test_the_circuit_breaker_opens_after_three_failures(tmp_path: Path) ->
         assert last is not None and last.output_tokens > 300
     window = last.total_input + 100
     # (Reactive compaction, which cuts the conversation down before summarising it, would succeed: off here.)
-    async with long_session(tmp_path / "b", window=window, compact_margin=1_000, speculate=False,
-                            long_answer=True, reactive_compact=False) as s:
+    async with long_session(
+        tmp_path / "b",
+        window=window,
+        compact_margin=1_000,
+        speculate=False,
+        long_answer=True,
+        reactive_compact=False,
+    ) as s:
         assert not (await s.submit("read file 1")).error
         notes = [(await s.submit("read file 2")).note for _ in range(MAX_FAILURES)]
         assert all("prompt is too long" in n for n in notes), notes
         assert "automatic compaction is off" in notes[-1] and "off" not in notes[0]
         assert s.compactor.tripped
         out = await s.submit("read file 2")  # no fourth try: the turn itself meets the window
-        assert len(s.compactor.records) == MAX_FAILURES and out.note == "" and "prompt is too long" in out.error
+        assert (
+            len(s.compactor.records) == MAX_FAILURES and out.note == "" and "prompt is too long" in out.error
+        )
         # /compact still tries on demand (and fails the same way, naming the cause).
         with pytest.raises(CompactionFailed, match="prompt is too long"):
             await s.compact()
@@ -178,4 +198,3 @@ async def test_manual_compact_and_a_bad_margin(tmp_path: Path) -> None:
         assert out.text == "File 3 read." and len(s.messages) == 4  # summary+prompt, call, result, answer
     with pytest.raises(ValueError, match="margin 13000 must be below the context window 10000"):
         Compactor(model=None, window=10_000)  # type: ignore[arg-type]
-

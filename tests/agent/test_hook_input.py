@@ -19,8 +19,16 @@ from speculate.compaction import CompactionFailed
 
 from .hook_kit import command, hook_events, logged, on, project, reminders, session
 
-EVERY = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
-         "PreCompact", "SessionEnd"]
+EVERY = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "PreCompact",
+    "SessionEnd",
+]
 
 
 def test_every_event_carries_claude_codes_fields_and_the_transcript_is_readable(tmp_path: Path) -> None:
@@ -36,12 +44,25 @@ def test_every_event_carries_claude_codes_fields_and_the_transcript_is_readable(
     trio.run(main)
     sent = logged(log)
     assert [e["hook_event_name"] for e in sent] == [
-        "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
-        "UserPromptSubmit", "PreToolUse", "PostToolUseFailure", "Stop", "PreCompact", "SessionStart", "SessionEnd"]
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUseFailure",
+        "Stop",
+        "PreCompact",
+        "SessionStart",
+        "SessionEnd",
+    ]
     first = sent[0]
     assert uuid.UUID(first["session_id"]) and all(e["session_id"] == first["session_id"] for e in sent)
     assert all(e["cwd"] == str(root.resolve()) for e in sent)
-    assert first == {k: first[k] for k in ("session_id", "transcript_path", "cwd", "hook_event_name", "source")}
+    assert first == {
+        k: first[k] for k in ("session_id", "transcript_path", "cwd", "hook_event_name", "source")
+    }
     assert first["source"] == "startup" and "prompt_id" not in first
     by = {e["hook_event_name"]: e for e in sent[1:5]}
     prompt_id = by["UserPromptSubmit"]["prompt_id"]
@@ -61,7 +82,9 @@ def test_every_event_carries_claude_codes_fields_and_the_transcript_is_readable(
     convo = [x for x in lines if x["type"] in ("user", "assistant")]
     assert convo[0]["message"]["content"][0]["text"] == "read a" and convo[0]["parentUuid"] is None
     assert all(b["parentUuid"] == a["uuid"] for a, b in itertools.pairwise(lines))
-    assert convo[1]["message"]["content"][0]["name"] == "Read" and convo[0]["sessionId"] == first["session_id"]
+    assert (
+        convo[1]["message"]["content"][0]["name"] == "Read" and convo[0]["sessionId"] == first["session_id"]
+    )
     assert [x["subtype"] for x in lines if x["type"] == "system"] == ["compact_boundary"]
 
 
@@ -77,17 +100,38 @@ def test_tool_response_is_the_per_tool_object_claude_code_sends(tmp_path: Path) 
     trio.run(main)
     got = {e["tool_name"]: e["tool_response"] for e in logged(log)}
     a, b = f"{root.resolve()}/a.txt", f"{root.resolve()}/b.txt"
-    assert got["Read"] == {"type": "text", "file": {"filePath": a, "content": "alpha\n", "numLines": 2,
-                                                    "startLine": 1, "totalLines": 2}}
-    assert got["Edit"] == {"filePath": a, "oldString": "alpha", "newString": "gamma", "originalFile": "alpha\n",
-                           "structuredPatch": [{"oldStart": 1, "oldLines": 1, "newStart": 1, "newLines": 1,
-                                                "lines": ["-alpha", "+gamma"]}],
-                           "userModified": False, "replaceAll": False}
-    assert got["Write"] == {"type": "update", "filePath": b, "content": "beta\n", "originalFile": "old\n",
-                            "structuredPatch": [{"oldStart": 1, "oldLines": 1, "newStart": 1, "newLines": 1,
-                                                 "lines": ["-old", "+beta"]}], "userModified": False}
-    assert got["Bash"] == {"stdout": "out\nerr", "stderr": "", "interrupted": False, "isImage": False,
-                           "noOutputExpected": False}
+    assert got["Read"] == {
+        "type": "text",
+        "file": {"filePath": a, "content": "alpha\n", "numLines": 2, "startLine": 1, "totalLines": 2},
+    }
+    assert got["Edit"] == {
+        "filePath": a,
+        "oldString": "alpha",
+        "newString": "gamma",
+        "originalFile": "alpha\n",
+        "structuredPatch": [
+            {"oldStart": 1, "oldLines": 1, "newStart": 1, "newLines": 1, "lines": ["-alpha", "+gamma"]}
+        ],
+        "userModified": False,
+        "replaceAll": False,
+    }
+    assert got["Write"] == {
+        "type": "update",
+        "filePath": b,
+        "content": "beta\n",
+        "originalFile": "old\n",
+        "structuredPatch": [
+            {"oldStart": 1, "oldLines": 1, "newStart": 1, "newLines": 1, "lines": ["-old", "+beta"]}
+        ],
+        "userModified": False,
+    }
+    assert got["Bash"] == {
+        "stdout": "out\nerr",
+        "stderr": "",
+        "interrupted": False,
+        "isImage": False,
+        "noOutputExpected": False,
+    }
     glob = got["Glob"]
     assert sorted(glob.pop("filenames")) == [a, b] and isinstance(glob.pop("durationMs"), int)
     assert glob == {"numFiles": 2, "truncated": False, "totalMatches": 2, "countIsComplete": True}
@@ -96,13 +140,28 @@ def test_tool_response_is_the_per_tool_object_claude_code_sends(tmp_path: Path) 
 
 def test_the_environment_names_the_project_and_the_session(tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
-    root, _ = project(tmp_path, on("UserPromptSubmit", {"type": "command", "command": (
-        f'echo "$CLAUDE_PROJECT_DIR|$CLAUDECODE|$CLAUDE_CODE_SESSION_ID|$AI_AGENT" > {out}')}))
+    root, _ = project(
+        tmp_path,
+        on(
+            "UserPromptSubmit",
+            {
+                "type": "command",
+                "command": (
+                    f'echo "$CLAUDE_PROJECT_DIR|$CLAUDECODE|$CLAUDE_CODE_SESSION_ID|$AI_AGENT" > {out}'
+                ),
+            },
+        ),
+    )
 
     async def main() -> None:
         async with session(root, []) as (s, _):
             await s.submit("read a")
-            assert out.read_text().strip().split("|") == [str(root.resolve()), "1", s.session_id, f"speculate_{__version__}"]
+            assert out.read_text().strip().split("|") == [
+                str(root.resolve()),
+                "1",
+                s.session_id,
+                f"speculate_{__version__}",
+            ]
 
     trio.run(main)
 
@@ -113,10 +172,22 @@ def test_matching_hooks_run_in_parallel_each_command_once(tmp_path: Path) -> Non
     a, b = tmp_path / "a.mark", tmp_path / "b.mark"
     log = tmp_path / "h.log"
     same = command(log, "true")
-    root, _ = project(tmp_path, {"PreToolUse": [
-        {"matcher": "Read", "hooks": [{"type": "command", "command": wait.format(me=a, other=b)},
-                                      {"type": "command", "command": wait.format(me=b, other=a)}, same]},
-        {"matcher": "Read|Glob", "hooks": [same]}]})
+    root, _ = project(
+        tmp_path,
+        {
+            "PreToolUse": [
+                {
+                    "matcher": "Read",
+                    "hooks": [
+                        {"type": "command", "command": wait.format(me=a, other=b)},
+                        {"type": "command", "command": wait.format(me=b, other=a)},
+                        same,
+                    ],
+                },
+                {"matcher": "Read|Glob", "hooks": [same]},
+            ]
+        },
+    )
     events: list = []
 
     async def main() -> None:
@@ -128,12 +199,20 @@ def test_matching_hooks_run_in_parallel_each_command_once(tmp_path: Path) -> Non
     assert len(logged(log)) == 1
 
 
-def test_session_start_context_reaches_the_first_prompt_and_clear_starts_a_new_session(tmp_path: Path) -> None:
+def test_session_start_context_reaches_the_first_prompt_and_clear_starts_a_new_session(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "h.log"
-    root, _ = project(tmp_path, {
-        "SessionStart": [{"matcher": "startup", "hooks": [command(log, "echo 'branch: main'")]},
-                         {"matcher": "clear", "hooks": [command(log, "echo cleared")]}],
-        "SessionEnd": [{"hooks": [command(log, "true")]}]})
+    root, _ = project(
+        tmp_path,
+        {
+            "SessionStart": [
+                {"matcher": "startup", "hooks": [command(log, "echo 'branch: main'")]},
+                {"matcher": "clear", "hooks": [command(log, "echo cleared")]},
+            ],
+            "SessionEnd": [{"hooks": [command(log, "true")]}],
+        },
+    )
 
     async def main() -> None:
         async with session(root, []) as (s, sim):
@@ -149,14 +228,20 @@ def test_session_start_context_reaches_the_first_prompt_and_clear_starts_a_new_s
     trio.run(main)
     sent = logged(log)
     assert [(e["hook_event_name"], e.get("source") or e.get("reason")) for e in sent] == [
-        ("SessionStart", "startup"), ("SessionEnd", "clear"), ("SessionStart", "clear"), ("SessionEnd", "other")]
+        ("SessionStart", "startup"),
+        ("SessionEnd", "clear"),
+        ("SessionStart", "clear"),
+        ("SessionEnd", "other"),
+    ]
     assert sent[1]["session_id"] != sent[2]["session_id"] == sent[3]["session_id"]
     assert sent[1]["transcript_path"] != sent[2]["transcript_path"]
 
 
 def test_a_pre_compact_hook_that_exits_2_keeps_the_conversation(tmp_path: Path) -> None:
-    root, _ = project(tmp_path, on("PreCompact", {"type": "command", "command": "echo 'not now' >&2; exit 2"},
-                                   matcher="manual"))
+    root, _ = project(
+        tmp_path,
+        on("PreCompact", {"type": "command", "command": "echo 'not now' >&2; exit 2"}, matcher="manual"),
+    )
 
     async def main() -> None:
         async with session(root, []) as (s, _):
@@ -170,10 +255,16 @@ def test_a_pre_compact_hook_that_exits_2_keeps_the_conversation(tmp_path: Path) 
 
 
 def test_hooks_lists_what_is_loaded(tmp_path: Path) -> None:
-    root, _ = project(tmp_path, {
-        "PreToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "lint.sh", "timeout": 5}]}],
-        "Stop": [{"hooks": [{"type": "command", "command": "notify.sh"}]}],
-        "Notification": [{"hooks": [{"type": "command", "command": "not-run.sh"}]}]})
+    root, _ = project(
+        tmp_path,
+        {
+            "PreToolUse": [
+                {"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "lint.sh", "timeout": 5}]}
+            ],
+            "Stop": [{"hooks": [{"type": "command", "command": "notify.sh"}]}],
+            "Notification": [{"hooks": [{"type": "command", "command": "not-run.sh"}]}],
+        },
+    )
 
     async def main() -> None:
         async with session(root, []) as (s, _):
@@ -182,6 +273,7 @@ def test_hooks_lists_what_is_loaded(tmp_path: Path) -> None:
                 "  lint.sh  (matches Write|Edit, timeout 5 s, .claude/settings.json)",
                 "Stop:",
                 "  notify.sh  (no matcher, timeout 60 s, .claude/settings.json)",
-                f"transcript for hooks: {s.hook_transcript.path}"]
+                f"transcript for hooks: {s.hook_transcript.path}",
+            ]
 
     trio.run(main)

@@ -26,20 +26,26 @@ def put(path: Path, text: str) -> Path:
 
 
 def test_import_references_skip_code_and_mail_addresses() -> None:
-    text = ("See @docs/a.md, `@docs/span.md` and mail bob@example.com.\n```\n@docs/block.md\n```\n"
-            "@./rel.md\n- @~/mine.md\n@my\\ file.md")
+    text = (
+        "See @docs/a.md, `@docs/span.md` and mail bob@example.com.\n```\n@docs/block.md\n```\n"
+        "@./rel.md\n- @~/mine.md\n@my\\ file.md"
+    )
     assert import_refs(text) == ["docs/a.md,", "./rel.md", "~/mine.md", "my file.md"]
 
 
 def test_imports_expand_after_their_file_depth_first_four_deep_and_stay_in_the_project(
-        tmp_path: Path, _no_user_claude_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, _no_user_claude_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     put(home / "homeimp.md", "IMPORT-HOME\n")
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    put(repo / "CLAUDE.md", "ROOT\nSee @docs/one.md and @~/homeimp.md and `@docs/span.md` and @missing.md.\n"
-                            "```\n@docs/block.md\n```\nAlso @./docs/rel.md and @AGENTS.md.\n")
+    put(
+        repo / "CLAUDE.md",
+        "ROOT\nSee @docs/one.md and @~/homeimp.md and `@docs/span.md` and @missing.md.\n"
+        "```\n@docs/block.md\n```\nAlso @./docs/rel.md and @AGENTS.md.\n",
+    )
     chain = ["one", "two", "three", "four", "five", "six", "seven"]
     for name, nxt in zip(chain, [*chain[1:], "one"], strict=True):  # seven imports one again: a cycle
         put(repo / "docs" / f"{name}.md", f"IMPORT-{name.upper()} @{nxt}.md\n")
@@ -51,13 +57,24 @@ def test_imports_expand_after_their_file_depth_first_four_deep_and_stay_in_the_p
     got = load_instructions(repo)
     docs = repo / "docs"
     assert [f.path for f in got.files] == [
-        _no_user_claude_dir / "CLAUDE.md", home / "homeimp.md", repo / "CLAUDE.md", docs / "one.md",
-        docs / "two.md", docs / "three.md", docs / "four.md", docs / "rel.md", repo / "AGENTS.md", local]
+        _no_user_claude_dir / "CLAUDE.md",
+        home / "homeimp.md",
+        repo / "CLAUDE.md",
+        docs / "one.md",
+        docs / "two.md",
+        docs / "three.md",
+        docs / "four.md",
+        docs / "rel.md",
+        repo / "AGENTS.md",
+        local,
+    ]
     assert got.files[3].imported_by == repo / "CLAUDE.md" and got.files[4].imported_by == docs / "one.md"
     assert [f.scope for f in got.files][:4] == ["user", "user", "project", "project"]
     # The project file's import from ~ needs the user's approval in Claude Code: left out here, with a note.
-    assert got.notes == (f"{repo / 'CLAUDE.md'}: @~/homeimp.md is outside the project: not imported "
-                         "(Claude Code asks the user first)",)
+    assert got.notes == (
+        f"{repo / 'CLAUDE.md'}: @~/homeimp.md is outside the project: not imported "
+        "(Claude Code asks the user first)",
+    )
     assert "IMPORT-SPAN" not in got.render() and "IMPORT-FIVE" not in got.render()
 
 
@@ -100,8 +117,10 @@ def test_a_subdirectorys_claude_md_comes_with_the_first_read_or_write_there(tmp_
 
     async def main() -> None:
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
-                    SessionConfig(project=root, model=model, speculate=False)) as s:
+            async with (
+                AnthropicModel(base_url=sim.base_url, api_key="x") as model,
+                open_session(SessionConfig(project=root, model=model, speculate=False)) as s,
+            ):
                 key = s.key
                 out = await s.submit("look around")
                 assert out.text == "Done.", out
@@ -112,7 +131,8 @@ def test_a_subdirectorys_claude_md_comes_with_the_first_read_or_write_there(tmp_
                 assert [b["text"] for b in first[2:]] == [
                     f"<system-reminder>\nContents of {src / 'CLAUDE.md'}:\n\nSUB-SRC @sub-imp.md\n\n</system-reminder>",
                     f"<system-reminder>\nContents of {src / 'sub-imp.md'}:\n\nSUB-IMPORT\n\n</system-reminder>",
-                    f"<system-reminder>\nContents of {src / 'a' / 'CLAUDE.local.md'}:\n\nSUB-A-LOCAL\n\n</system-reminder>"]
+                    f"<system-reminder>\nContents of {src / 'a' / 'CLAUDE.local.md'}:\n\nSUB-A-LOCAL\n\n</system-reminder>",
+                ]
                 # Once per conversation: the second Read in src/ brings nothing; the Write in w/ brings w's.
                 assert [b["type"] for b in second] == ["tool_result", "tool_result", "text"]
                 assert "SUB-W" in second[2]["text"] and "SUB-LIB" not in json.dumps(s.messages)

@@ -37,8 +37,9 @@ def put(path: Path, text: str) -> Path:
     return path
 
 
-def test_files_load_in_precedence_order_and_never_above_the_git_root(tmp_path: Path,
-                                                                     _no_user_claude_dir: Path) -> None:
+def test_files_load_in_precedence_order_and_never_above_the_git_root(
+    tmp_path: Path, _no_user_claude_dir: Path
+) -> None:
     put(tmp_path / "CLAUDE.md", "from above the repository\n")  # a parent repository's: never read
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -53,10 +54,17 @@ def test_files_load_in_precedence_order_and_never_above_the_git_root(tmp_path: P
     put(repo / "pkg" / "deeper" / "CLAUDE.md", "below the working directory: not read\n")
     got = load_instructions(repo / "pkg")
     assert [(f.path, f.scope) for f in got.files] == [
-        (user, "user"), (root_md, "project"), (dot, "project"), (sub, "project"), (local, "local")]
+        (user, "user"),
+        (root_md, "project"),
+        (dot, "project"),
+        (sub, "project"),
+        (local, "local"),
+    ]
     text = got.render()
     assert "above the repository" not in text and "below the working" not in text and "use uv" not in text
-    assert text.index("user: be brief") < text.index("root: run make test") < text.index("local: my own notes")
+    assert (
+        text.index("user: be brief") < text.index("root: run make test") < text.index("local: my own notes")
+    )
     assert f"Contents of {local} (the user's private project instructions, not checked in):" in text
     assert got.tokens == sum(-(-len(f.text) // 4) for f in got.files) > 0
 
@@ -69,8 +77,12 @@ def test_outside_a_repository_only_the_working_directory_counts(tmp_path: Path) 
 
 def test_breakpoints_static_and_dynamic_parts_and_the_message_tail() -> None:
     tools = [t.schema() for t in default_tools()]
-    msgs = [{"role": "user", "content": [{"type": "text", "text": p}]} if i % 2 == 0 else
-            {"role": "assistant", "content": [{"type": "text", "text": p}]} for i, p in enumerate("abcde")]
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": p}]}
+        if i % 2 == 0
+        else {"role": "assistant", "content": [{"type": "text", "text": p}]}
+        for i, p in enumerate("abcde")
+    ]
     two = CacheKey.build(model="m", system=(STATIC_SYSTEM, "dynamic"), tools=tools).request(msgs)
     marked = lambda blocks: [i for i, b in enumerate(blocks) if "cache_control" in b]  # noqa: E731
     assert marked(two["tools"]) == [] and marked(two["system"]) == [0, 1]

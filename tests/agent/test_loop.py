@@ -58,15 +58,24 @@ turns:
 
 def make_agent(model: AnthropicModel, root: Path, events: list) -> Agent:
     tools = default_tools()
-    key = CacheKey.build(model="claude-sonnet-4-6", system=system_prompt(root), tools=[t.schema() for t in tools])
+    key = CacheKey.build(
+        model="claude-sonnet-4-6", system=system_prompt(root), tools=[t.schema() for t in tools]
+    )
     ctx = ToolContext(fs=LocalFS(root), shell=LocalShell(root), spill_dir=root.parent / "spill")
     auth = MainAuthorizer(mode="acceptEdits", allow=[], deny=[], ask=None, root=root)
     return Agent(model=model, key=key, tools=tools, ctx=ctx, authorizer=auth, on_event=events.append)
 
 
 @asynccontextmanager
-async def sim_agent(root: Path, events: list, *, time_scale: float, seed: int = 0, faults: FaultConfig | None = None,
-                    **model_kw: Any) -> AsyncIterator[Agent]:
+async def sim_agent(
+    root: Path,
+    events: list,
+    *,
+    time_scale: float,
+    seed: int = 0,
+    faults: FaultConfig | None = None,
+    **model_kw: Any,
+) -> AsyncIterator[Agent]:
     """An agent on the real tree of ``root``, talking through the SDK to a simulator serving SCENARIO."""
     with SimServer([parse_scenario(SCENARIO)], time_scale=time_scale, seed=seed, faults=faults) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", **model_kw) as model:
@@ -127,7 +136,9 @@ def test_transient_faults_are_retried(tmp_path: Path, fault: str) -> None:
 
     async def main() -> None:
         faults = FaultConfig(**{fault: 0.5}, retry_after_s=0.5)
-        async with sim_agent(root, [], time_scale=0.01, seed=3, faults=faults, backoff_s=0.01, max_attempts=12) as agent:
+        async with sim_agent(
+            root, [], time_scale=0.01, seed=3, faults=faults, backoff_s=0.01, max_attempts=12
+        ) as agent:
             r = await agent.run("read both files")
             assert r.text == "a says alpha, b says beta."
             assert max(x.attempts for x in r.responses) >= 1
@@ -139,7 +150,9 @@ def test_exhausted_retries_surface_one_clear_error(tmp_path: Path) -> None:
     root = project(tmp_path)
 
     async def main() -> None:
-        async with sim_agent(root, [], time_scale=0.01, faults=FaultConfig(overloaded_rate=1.0), backoff_s=0.01, max_attempts=3) as agent:
+        async with sim_agent(
+            root, [], time_scale=0.01, faults=FaultConfig(overloaded_rate=1.0), backoff_s=0.01, max_attempts=3
+        ) as agent:
             with pytest.raises(ModelError, match=r"529 overloaded_error after 3 attempt"):
                 await agent.run("read both files")
             assert agent.messages[-1]["role"] == "user"  # nothing half-appended
@@ -152,8 +165,12 @@ def test_max_tokens_continues_a_bounded_number_of_times(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with sim_agent(root, [], time_scale=0.01) as agent:
-            agent.key = CacheKey.build(model=agent.key.model, system=agent.key.system,
-                                       tools=[t.schema() for t in default_tools()], max_tokens=3)
+            agent.key = CacheKey.build(
+                model=agent.key.model,
+                system=agent.key.system,
+                tools=[t.schema() for t in default_tools()],
+                max_tokens=3,
+            )
             r = await agent.run("read both files")
             assert [x.stop_reason for x in r.responses][-1] == "max_tokens"
             assert len(r.responses) == 4  # the first answer plus three "continue" requests
@@ -172,9 +189,15 @@ def test_read_only_calls_start_while_the_response_is_still_streaming(tmp_path: P
     async def main() -> None:
         async with sim_agent(root, events, time_scale=0.2) as agent:
             await agent.run("read both files")
-            paths.update({b["id"]: b["input"].get("file_path", "") for m in agent.messages
-                          if m["role"] == "assistant" and isinstance(m["content"], list)
-                          for b in m["content"] if b.get("type") == "tool_use"})
+            paths.update(
+                {
+                    b["id"]: b["input"].get("file_path", "")
+                    for m in agent.messages
+                    if m["role"] == "assistant" and isinstance(m["content"], list)
+                    for b in m["content"]
+                    if b.get("type") == "tool_use"
+                }
+            )
 
     trio.run(main)
     first_done = next(i for i, e in enumerate(events) if type(e).__name__ == "ResponseDone")

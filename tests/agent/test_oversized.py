@@ -61,14 +61,16 @@ turns:
     suggestion: null
 """
 # ~20,000 tokens for the simulator (ceil(chars / 4)): more than the window below, less than a Read's limits.
-BIG = "".join(f"line {i}: words words words words words words words words words words words\n"
-              for i in range(1000))
+BIG = "".join(
+    f"line {i}: words words words words words words words words words words words\n" for i in range(1000)
+)
 PART = BIG[:20_000]  # ~5,000 tokens: two fit under the window below, the third does not
 
 
 @asynccontextmanager
-async def session(tmp: Path, *, window: int = 200_000, hooks: dict[str, Any] | None = None,
-                  **cfg: Any) -> AsyncIterator[Session]:
+async def session(
+    tmp: Path, *, window: int = 200_000, hooks: dict[str, Any] | None = None, **cfg: Any
+) -> AsyncIterator[Session]:
     root = tmp / "proj"
     (root / ".claude").mkdir(parents=True)
     (root / "a.txt").write_text("alpha\n")
@@ -78,11 +80,14 @@ async def session(tmp: Path, *, window: int = 200_000, hooks: dict[str, Any] | N
     if hooks:
         (root / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
     profiles = tuple(replace(p, context_window=window) if p.name == MODEL else p for p in PROFILES)
-    with SimServer([parse_scenario(SCENARIO), parse_scenario(PARTS)], time_scale=0.01, profiles=profiles) as sim:
+    with SimServer(
+        [parse_scenario(SCENARIO), parse_scenario(PARTS)], time_scale=0.01, profiles=profiles
+    ) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
             cfg.setdefault("compact_margin", min(13_000, window // 4))
-            config = SessionConfig(project=root, model=model, model_name=MODEL, speculate=False,
-                                   context_window=window, **cfg)
+            config = SessionConfig(
+                project=root, model=model, model_name=MODEL, speculate=False, context_window=window, **cfg
+            )
             async with open_session(config) as s:
                 yield s
 
@@ -106,6 +111,7 @@ def test_a_hook_printing_10_mb_is_cut_to_its_budget_and_every_turn_still_works(t
 def test_a_turn_over_the_window_compacts_and_retries_once(tmp_path: Path) -> None:
     """Two turns stay under the automatic threshold; the third's tool result takes the request over the
     window: the conversation is compacted (the summary request seeing it cut down) and the request retried."""
+
     async def main() -> None:
         async with session(tmp_path, window=16_000, compact_margin=1_000) as s:
             for i in (1, 2):

@@ -28,14 +28,17 @@ def test_recorded_trace_replays_the_same_answers(tmp_path: Path) -> None:
     async def main() -> None:
         # "Real" side: the anthropic backend pointed at a compatible server (here: the simulator).
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.01) as live:
-            recorded = await session(BackendConfig(backend="anthropic", base_url=live.base_url, api_key="x",
-                                                   record=trace), root)
+            recorded = await session(
+                BackendConfig(backend="anthropic", base_url=live.base_url, api_key="x", record=trace), root
+            )
         lines = [json.loads(x) for x in trace.read_text().splitlines()]
         assert len(lines) == 4 and all(x["timings"]["total_s"] > 0 for x in lines)
         # Offline side: only the trace, no scenario. The project is restored at the same path, so the
         # requests (system prompt included) are byte-identical to the recorded ones.
         root2 = write_tree(tmp_path / "proj", {"a.txt": "alpha\n", "b.txt": "beta\n"})
-        replayed = await session(BackendConfig(backend="sim", scenarios=[], trace=trace, time_scale=0.01), root2)
+        replayed = await session(
+            BackendConfig(backend="sim", scenarios=[], trace=trace, time_scale=0.01), root2
+        )
         assert replayed == recorded == ["a says alpha, b says beta.", "Done."]
 
     trio.run(main)

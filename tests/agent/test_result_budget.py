@@ -40,14 +40,18 @@ def test_the_largest_results_become_previews_until_the_message_fits(tmp_path: Pa
     (root / "mid.txt").write_text("".join(f"mid line {i}\n" for i in range(600)))  # ~12,000
     (root / "small.txt").write_text("small\n")
     tools = default_tools()
-    key = CacheKey.build(model="claude-sonnet-4-6", system=system_prompt(root), tools=[t.schema() for t in tools])
+    key = CacheKey.build(
+        model="claude-sonnet-4-6", system=system_prompt(root), tools=[t.schema() for t in tools]
+    )
     ctx = ToolContext(fs=LocalFS(root), shell=LocalShell(root), spill_dir=tmp_path / "spill")
     auth = MainAuthorizer(mode="acceptEdits", allow=[], deny=[], ask=None, root=root)
 
     async def main() -> Agent:
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.01) as sim:
             async with AnthropicModel(base_url=sim.base_url, api_key="x") as model:
-                agent = Agent(model=model, key=key, tools=tools, ctx=ctx, authorizer=auth, result_budget=20_000)
+                agent = Agent(
+                    model=model, key=key, tools=tools, ctx=ctx, authorizer=auth, result_budget=20_000
+                )
                 assert (await agent.run("read all three")).text == "Read."
                 return agent
 

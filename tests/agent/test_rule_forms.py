@@ -36,8 +36,11 @@ def test_claude_code_rule_forms_deny_ask_and_withhold(tmp_path: Path) -> None:
     (root / "src" / "shop" / "pager.py").write_text("x = 1\n")
     (root / "src" / "shop" / "cart.py").write_text("cart = []\n")
     (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").write_text(json.dumps({"permissions": {
-        "deny": ["Read(./src/shop/pager.py)", "Grep"], "ask": ["Edit(./tests/**)"]}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {"permissions": {"deny": ["Read(./src/shop/pager.py)", "Grep"], "ask": ["Edit(./tests/**)"]}}
+        )
+    )
     asked: list[tuple[str, str]] = []
 
     async def ask(tool: str, why: str) -> str:
@@ -46,20 +49,28 @@ def test_claude_code_rule_forms_deny_ask_and_withhold(tmp_path: Path) -> None:
 
     async def main() -> None:
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
+            async with (
+                AnthropicModel(base_url=sim.base_url, api_key="x") as model,
+                open_session(
                     SessionConfig(project=root, model=model, mode="bypassPermissions", speculate=False),
-                    ask=ask) as s:
+                    ask=ask,
+                ) as s,
+            ):
                 offered = [json.loads(t)["name"] for t in s.key.tools_json]
                 assert "Grep" not in offered and "Read" in offered  # wholly denied: not offered at all
                 out = await s.submit("look at the pager and add a test")
                 assert out.text == "Done.", out
                 read, edit, write, cart, glob = s.messages[2]["content"]
                 assert read["is_error"] and "Read(./src/shop/pager.py)" in read["content"]
-                assert edit["is_error"] and "Read(./src/shop/pager.py)" in edit["content"]  # a Read deny covers edits
+                assert (
+                    edit["is_error"] and "Read(./src/shop/pager.py)" in edit["content"]
+                )  # a Read deny covers edits
                 assert write["is_error"] and not (root / "tests" / "test_pager.py").exists()
                 assert [t for t, _ in asked] == ["Write"]  # asked, though bypassPermissions: the ask rule
                 assert not cart.get("is_error") and "cart = []" in cart["content"]
-                assert "cart.py" in glob["content"] and "pager.py" not in glob["content"]  # left out, as in Claude Code
+                assert (
+                    "cart.py" in glob["content"] and "pager.py" not in glob["content"]
+                )  # left out, as in Claude Code
         assert (root / "src" / "shop" / "pager.py").read_text() == "x = 1\n"
 
     trio.run(main)
@@ -84,16 +95,22 @@ def test_grep_leaves_out_what_a_read_deny_covers(tmp_path: Path) -> None:
     (root / "secrets" / "k.env").write_text("token = 's3cret'\n")
     (root / "app.py").write_text("token = load()\n")
     (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Read(*.env)",
-                                                                                        "Read(./secrets/**)"]}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps({"permissions": {"deny": ["Read(*.env)", "Read(./secrets/**)"]}})
+    )
 
     async def main() -> None:
         with SimServer([parse_scenario(GREP)], time_scale=0.02) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
-                    SessionConfig(project=root, model=model, speculate=False)) as s:
+            async with (
+                AnthropicModel(base_url=sim.base_url, api_key="x") as model,
+                open_session(SessionConfig(project=root, model=model, speculate=False)) as s,
+            ):
                 await s.submit("where is the token")
                 everywhere, inside = s.messages[2]["content"]
-                assert "app.py:1:token = load()" in everywhere["content"] and "s3cret" not in everywhere["content"]
+                assert (
+                    "app.py:1:token = load()" in everywhere["content"]
+                    and "s3cret" not in everywhere["content"]
+                )
                 assert inside["is_error"] and "Read(./secrets/**)" in inside["content"]
 
     trio.run(main)

@@ -22,14 +22,16 @@ def call(body: object) -> str:
 
 
 def test_valid_calls_are_extracted_and_the_rest_is_dropped_with_reasons() -> None:
-    text = "\n".join([
-        "I will read it.",
-        call({"name": "Read", "id": "c1", "input": {"file_path": "/p/a.txt"}}),
-        call("for example: name the tool and give its input"),  # prose between tags: skipped silently
-        call({"name": "WebSearch", "id": "c2", "input": {"query": "x"}}),
-        call({"name": "Read", "id": "c3", "input": {"offset": "ten"}}),
-        call({"name": "Glob", "input": {"pattern": "*.py"}}),
-    ])
+    text = "\n".join(
+        [
+            "I will read it.",
+            call({"name": "Read", "id": "c1", "input": {"file_path": "/p/a.txt"}}),
+            call("for example: name the tool and give its input"),  # prose between tags: skipped silently
+            call({"name": "WebSearch", "id": "c2", "input": {"query": "x"}}),
+            call({"name": "Read", "id": "c3", "input": {"offset": "ten"}}),
+            call({"name": "Glob", "input": {"pattern": "*.py"}}),
+        ]
+    )
     got = extract(text, VALIDATORS)
     assert got.text == "I will read it."
     assert len(got.uses) == 2 and (got.uses[0]["name"], got.uses[0]["id"]) == ("Read", "c1")
@@ -45,26 +47,40 @@ def test_valid_calls_are_extracted_and_the_rest_is_dropped_with_reasons() -> Non
 def test_rendering_wraps_user_words_keeps_reminders_outside_and_repairs_orphaned_calls() -> None:
     tools = [t.schema() for t in default_tools()]
     head = tools_reminder(tools)
-    assert head.startswith("<system-reminder>") and json.loads(head.split("<tools>\n")[1].split("\n</tools>")[0])
-    asked = {"role": "assistant", "content": [
-        {"type": "text", "text": "Two reads."},
-        {"type": "tool_use", "id": "c1", "name": "Read", "input": {"file_path": "/p/a"}},
-        {"type": "tool_use", "id": "c2", "name": "Read", "input": {"file_path": "/p/b"}}]}
+    assert head.startswith("<system-reminder>") and json.loads(
+        head.split("<tools>\n")[1].split("\n</tools>")[0]
+    )
+    asked = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Two reads."},
+            {"type": "tool_use", "id": "c1", "name": "Read", "input": {"file_path": "/p/a"}},
+            {"type": "tool_use", "id": "c2", "name": "Read", "input": {"file_path": "/p/b"}},
+        ],
+    }
     # The user interrupted after c1: c2 has no result; the next prompt arrives with a hook's reminder.
     reply = user(tool_result("c1", "alpha"), "<system-reminder>hook said hi</system-reminder>", "now b")
     text = render([user("look"), asked, reply])
     assert "<user>\nlook\n</user>" in text and "<user>\nnow b\n</user>" in text
-    assert "\n<system-reminder>hook said hi</system-reminder>\n" in text and "<user>\n<system-reminder" not in text
+    assert (
+        "\n<system-reminder>hook said hi</system-reminder>\n" in text
+        and "<user>\n<system-reminder" not in text
+    )
     assert '<tool_use>\n{"name": "Read", "id": "c2"' in text and "<assistant>" in text
     results = [json.loads(x.split("</tool_result>")[0]) for x in text.split("<tool_result>\n")[1:]]
-    assert results == [{"tool_use_id": "c2", "content": ORPHANED, "is_error": True},
-                       {"tool_use_id": "c1", "content": "alpha"}]
+    assert results == [
+        {"tool_use_id": "c2", "content": ORPHANED, "is_error": True},
+        {"tool_use_id": "c1", "content": "alpha"},
+    ]
     # Resuming after `asked`: only the reply is rendered, the orphan still repaired.
-    assert '"tool_use_id": "c2"' in render([reply], before=asked) and "<assistant>" not in render([reply], before=asked)
+    assert '"tool_use_id": "c2"' in render([reply], before=asked) and "<assistant>" not in render(
+        [reply], before=asked
+    )
 
 
-
-def test_the_cli_backend_names_a_missing_binary_and_refuses_a_conversation_without_a_prompt(tmp_path: Path) -> None:
+def test_the_cli_backend_names_a_missing_binary_and_refuses_a_conversation_without_a_prompt(
+    tmp_path: Path,
+) -> None:
     model = ClaudeCliModel(binary=tmp_path / "no-such-claude", cwd=tmp_path)
     key = CacheKey.build(model="claude-sonnet-4-6", system="s", tools=[])
 

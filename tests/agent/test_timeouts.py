@@ -71,8 +71,9 @@ def test_an_endpoint_that_never_sends_headers_fails_after_the_read_timeout_with_
 
     async def main() -> None:
         with silent_endpoint() as url:
-            async with AnthropicModel(base_url=url, api_key="x", backoff_s=0.01, read_timeout_s=0.5,
-                                      on_notice=notices.append) as model:
+            async with AnthropicModel(
+                base_url=url, api_key="x", backoff_s=0.01, read_timeout_s=0.5, on_notice=notices.append
+            ) as model:
                 t0 = time.perf_counter()
                 with pytest.raises(ModelError) as err:
                     await drain(model)
@@ -81,8 +82,9 @@ def test_an_endpoint_that_never_sends_headers_fails_after_the_read_timeout_with_
         msg = str(err.value)
         assert f"the model endpoint ({url}) sent nothing for 0.5 s (read timeout)" in msg
         assert "gave up after 2 attempt(s)" in msg and "--read-timeout" in msg
-        assert notices == [f"the model endpoint ({url}) sent nothing for 0.5 s (read timeout); retrying "
-                           "(attempt 2 of 2)"]
+        assert notices == [
+            f"the model endpoint ({url}) sent nothing for 0.5 s (read timeout); retrying (attempt 2 of 2)"
+        ]
 
     trio.run(main)
 
@@ -93,9 +95,16 @@ def test_a_stream_that_stalls_midway_is_retried_then_reported() -> None:
     async def main() -> None:
         faults = FaultConfig(stall_rate=1.0, stall_s=100_000.0)
         with SimServer([], time_scale=0.001, faults=faults) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01, read_timeout_s=0.5,
-                                      on_notice=notices.append) as model:
-                with pytest.raises(ModelError, match=r"sent nothing for 0.5 s \(read timeout\); gave up after 2"):
+            async with AnthropicModel(
+                base_url=sim.base_url,
+                api_key="x",
+                backoff_s=0.01,
+                read_timeout_s=0.5,
+                on_notice=notices.append,
+            ) as model:
+                with pytest.raises(
+                    ModelError, match=r"sent nothing for 0.5 s \(read timeout\); gave up after 2"
+                ):
                     await drain(model)
         assert len(notices) == 1
 
@@ -106,16 +115,23 @@ def test_the_claude_cli_gets_bounded_retries_and_timeouts_unless_the_user_set_th
     """The CLI retries ten times by default (175 s of silence on a dead endpoint): each run gets
     API_TIMEOUT_MS and CLAUDE_CODE_MAX_RETRIES, the user's own values winning; a failure names them."""
     script = tmp_path / "claude"
-    script.write_text("#!/bin/sh\necho \"$API_TIMEOUT_MS $CLAUDE_CODE_MAX_RETRIES\" >&2\nexit 1\n")
+    script.write_text('#!/bin/sh\necho "$API_TIMEOUT_MS $CLAUDE_CODE_MAX_RETRIES" >&2\nexit 1\n')
     script.chmod(0o755)
 
     async def main() -> None:
         model = ClaudeCliModel(binary=script, env={"PATH": os.environ["PATH"]}, cwd=tmp_path, validators={})
         with pytest.raises(ModelError) as err:
             await drain(model)  # type: ignore[arg-type]
-        assert "60000 1" in str(err.value) and "(API_TIMEOUT_MS=60000, CLAUDE_CODE_MAX_RETRIES=1)" in str(err.value)
-        mine = ClaudeCliModel(binary=script, env={"PATH": os.environ["PATH"], "API_TIMEOUT_MS": "5000"},
-                              cwd=tmp_path, validators={}, stall_attempts=4)
+        assert "60000 1" in str(err.value) and "(API_TIMEOUT_MS=60000, CLAUDE_CODE_MAX_RETRIES=1)" in str(
+            err.value
+        )
+        mine = ClaudeCliModel(
+            binary=script,
+            env={"PATH": os.environ["PATH"], "API_TIMEOUT_MS": "5000"},
+            cwd=tmp_path,
+            validators={},
+            stall_attempts=4,
+        )
         with pytest.raises(ModelError, match="5000 3"):
             await drain(mine)  # type: ignore[arg-type]
 

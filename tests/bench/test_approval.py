@@ -39,15 +39,22 @@ turns:
 """
 
 
-@pytest.mark.parametrize(("approval", "accepted", "answer"), [("as-live", True, "approved"),
-                                                              ("decline", False, "declined")])
-def test_the_approval_policy_decides_whether_the_speculation_is_used(tmp_path: Path, approval: str,
-                                                                      accepted: bool, answer: str) -> None:
+@pytest.mark.parametrize(
+    ("approval", "accepted", "answer"), [("as-live", True, "approved"), ("decline", False, "declined")]
+)
+def test_the_approval_policy_decides_whether_the_speculation_is_used(
+    tmp_path: Path, approval: str, accepted: bool, answer: str
+) -> None:
     if not bash_sandbox().available:
         pytest.skip(f"speculative Bash is {bash_sandbox().line}")
     scn = parse_scenario(CLEAN)
-    cfg = RunConfig(scenarios=[scn], conditions=[Condition(think=FixedThink(1))], time_scale=0.05,
-                    user_edit_prob=0.0, approval=approval)  # type: ignore[arg-type]
+    cfg = RunConfig(
+        scenarios=[scn],
+        conditions=[Condition(think=FixedThink(1))],
+        time_scale=0.05,
+        user_edit_prob=0.0,
+        approval=approval,
+    )  # type: ignore[arg-type]
     job = Job(0, 0, cfg.conditions[0], scn, 0, "speculative", 0)
 
     async def main() -> tuple[list, dict, list]:
@@ -61,8 +68,10 @@ def test_the_approval_policy_decides_whether_the_speculation_is_used(tmp_path: P
     assert spec["approval"] == answer and len(spec["approvals"]) == 1
     # What the command changed is known once it has finished; on a loaded machine the (time-scaled) user may
     # take the suggestion while it still runs, and is then shown what it did so far.
-    assert spec["approvals"][0] in ("Bash(rm -rf build): deleted build/",
-                                    "Bash(rm -rf build): no change to the project (so far: it was still running)",
-                                    "Bash(rm -rf build): deleted build/ (so far: it was still running)")
+    assert spec["approvals"][0] in (
+        "Bash(rm -rf build): deleted build/",
+        "Bash(rm -rf build): no change to the project (so far: it was still running)",
+        "Bash(rm -rf build): deleted build/ (so far: it was still running)",
+    )
     assert spec["outcome"] == ("accepted" if accepted else "declined")
     assert turns[1]["error"] == ""  # declined: the live turn ran it, the simulated user answering y

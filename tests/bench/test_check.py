@@ -33,8 +33,9 @@ def test_replay_reports_an_unmet_expectation(tmp_path: Path, capsys: pytest.Capt
     assert "all turns replayed as scripted" in capsys.readouterr().out
 
 
-def test_a_block_scalar_indentation_error_names_file_and_line(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_block_scalar_indentation_error_names_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / "bad.yaml"
     p.write_text("name: x\nturns:\n  - prompt: a\n    steps:\n      - text: |\n          one\n        two\n")
     assert main(["sim", "check", "--no-replay", str(p)]) == 2
@@ -71,7 +72,8 @@ turns:
 
 @pytest.mark.slow
 def test_misses_forks_each_wrong_suggestion_and_checks_its_tool_results(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / "miss.yaml"
     p.write_text(MISS)
     assert main(["sim", "check", str(p)]) == 0  # the main turns are fine: the candidate is not replayed

@@ -16,8 +16,9 @@ from tests.overlay.crashkit import interrupt_promotion
 
 
 @pytest.mark.slow
-def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path, state_dir: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_quick_run_produces_every_output_with_consistent_numbers(
+    tmp_path: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     workspaces = default_scenario_dir() / "workspaces"
     before = manifest(workspaces)
     left = tmp_path / "left"  # a project a killed process left mid-acceptance: the bench recovers it first
@@ -25,10 +26,27 @@ def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
     (left / "a.txt").write_bytes(b"old\n")
     interrupt_promotion(left, "a.txt", b"new\n", "commit")
     out = tmp_path / "run"
-    rc = bench_main(["--scenario", "explain-codebase", "--reps", "1", "--time-scale", "0.05",
-                     "--think-time", "fixed:20", "--concurrency", "2", "--out", str(out)])
+    rc = bench_main(
+        [
+            "--scenario",
+            "explain-codebase",
+            "--reps",
+            "1",
+            "--time-scale",
+            "0.05",
+            "--think-time",
+            "fixed:20",
+            "--concurrency",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
-    assert f"recovered: rolled forward an interrupted acceptance of 1 change in {left}" in capsys.readouterr().err
+    assert (
+        f"recovered: rolled forward an interrupted acceptance of 1 change in {left}"
+        in capsys.readouterr().err
+    )
     assert (left / "a.txt").read_bytes() == b"new\n"
     assert [p.name for p in (state_dir / "projects").iterdir()] == [project_state(left).dir.name]  # tidied
     for name in ("turns.jsonl", "sessions.jsonl", "events.jsonl", "summary.json", "report.md", *PLOTS):
@@ -44,13 +62,29 @@ def test_quick_run_produces_every_output_with_consistent_numbers(tmp_path: Path,
     for key in ("turn_latency_s", "session_wall_s"):
         for arm in ("plain", "speculative"):
             assert set(s["arms"][arm][key]) >= {"p50", "p90", "p99"}
-    for key in ("accepted", "acceptance_rate", "time_saved_s", "efficiency", "fork_cache_read_share",
-                "cost_usd", "wasted_tokens", "boundaries", "backend", "seed"):
+    for key in (
+        "accepted",
+        "acceptance_rate",
+        "time_saved_s",
+        "efficiency",
+        "fork_cache_read_share",
+        "cost_usd",
+        "wasted_tokens",
+        "boundaries",
+        "backend",
+        "seed",
+    ):
         assert key in s, key
     assert s["backend"] == "sim" and s["seed"] == 0 and s["leaks"] == 0
     assert len(sessions) == 3 and {x["arm"] for x in sessions} == {"plain", "suggest", "speculative"}
     n = len(turns) // 3
-    assert n >= 3 and s["arms"]["plain"]["turns"] == s["arms"]["suggest"]["turns"] == s["arms"]["speculative"]["turns"] == n
+    assert (
+        n >= 3
+        and s["arms"]["plain"]["turns"]
+        == s["arms"]["suggest"]["turns"]
+        == s["arms"]["speculative"]["turns"]
+        == n
+    )
     assert set(s["vs"]) == {"suggest", "plain"} and s["turn_errors"] == []
     assert s["efficiency"]["pooled"] is None or s["efficiency"]["pooled"] <= 1.0
     assert not any(t["error"] for t in turns)
@@ -111,12 +145,32 @@ def test_forced_acceptance_sweep_stays_on_script(tmp_path: Path, state_dir: Path
     """p=0 and p=1 move what the model suggests, never what the user wants: every turn still meets its
     scripted expectations (the run exits 0), acceptance follows the forced rate, and misses do real work."""
     out = tmp_path / "sweep"
-    rc = bench_main(["--scenario", "fix-pagination", "--reps", "1", "--time-scale", "0.05", "--think-time",
-                     "fixed:20", "--accept-prob", "natural,0,1", "--user-edit-prob", "0", "--out", str(out)])
+    rc = bench_main(
+        [
+            "--scenario",
+            "fix-pagination",
+            "--reps",
+            "1",
+            "--time-scale",
+            "0.05",
+            "--think-time",
+            "fixed:20",
+            "--accept-prob",
+            "natural,0,1",
+            "--user-edit-prob",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     s = json.loads((out / "summary.json").read_text())
     assert rc == 0 and s["turn_errors"] == [] and s["leaks"] == 0
     natural, never, always = s["conditions_detail"]
-    assert natural["accept_prob"] is None and natural["miss_kinds"] == {} and (never["accept_prob"], always["accept_prob"]) == (0, 1)
+    assert (
+        natural["accept_prob"] is None
+        and natural["miss_kinds"] == {}
+        and (never["accept_prob"], always["accept_prob"]) == (0, 1)
+    )
     assert never["accepted"] == 0 and never["suggestion_coverage"] == 1.0
     assert sum(never["miss_kinds"].values()) > 0 and always["miss_kinds"] == {}
     assert always["acceptance_rate"] == 1.0
@@ -137,8 +191,24 @@ def test_a_bundled_scenario_runs_on_the_claude_cli_backend(tmp_path: Path) -> No
     if isinstance(why := ClaudeCode.locate(), str):
         pytest.skip(why)
     out = tmp_path / "run"
-    rc = bench_main(["--model", "claude-cli", "--scenario", "explain-codebase", "--reps", "1", "--time-scale", "0.05",
-                     "--think-time", "fixed:20", "--concurrency", "3", "--out", str(out)])
+    rc = bench_main(
+        [
+            "--model",
+            "claude-cli",
+            "--scenario",
+            "explain-codebase",
+            "--reps",
+            "1",
+            "--time-scale",
+            "0.05",
+            "--think-time",
+            "fixed:20",
+            "--concurrency",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     turns = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]

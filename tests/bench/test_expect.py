@@ -29,11 +29,17 @@ turns:
 
 
 def turn_messages(result: str, *, is_error: bool = False) -> list[dict]:
-    return [{"role": "user", "content": "run the tests"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": result,
-                                          "is_error": is_error}]},
-            {"role": "assistant", "content": [{"type": "text", "text": "All passed."}]}]
+    return [
+        {"role": "user", "content": "run the tests"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": result, "is_error": is_error}
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "All passed."}]},
+    ]
 
 
 def test_met_expectations_give_no_problems() -> None:
@@ -50,11 +56,14 @@ def test_a_missing_interpreter_is_an_unmet_expectation() -> None:
     assert exit_code({"content": "boom", "is_error": True}) == 1
 
 
-@pytest.mark.parametrize(("expect", "reason"), [
-    ("{exit_code: zero}", "exit_code must be an integer"),
-    ("{matches: '('}", "not a valid regex"),
-    ("{stdout: x}", "unknown key 'stdout'"),
-])
+@pytest.mark.parametrize(
+    ("expect", "reason"),
+    [
+        ("{exit_code: zero}", "exit_code must be an integer"),
+        ("{matches: '('}", "not a valid regex"),
+        ("{stdout: x}", "unknown key 'stdout'"),
+    ],
+)
 def test_bad_expectations_name_file_and_line(tmp_path: Path, expect: str, reason: str) -> None:
     p = tmp_path / "e.yaml"
     p.write_text(SCN.replace('{exit_code: 0, matches: "\\\\d+ passed"}', expect))

@@ -27,14 +27,21 @@ def run_dir(tmp_path: Path) -> Path:
     d = tmp_path / "run"
     d.mkdir()
     scn = {s["pair"]: s["scenario"] for s in sessions}
-    (d / "turns.jsonl").write_text("".join(TurnRecord.model_validate(
-        {**TURN, "scenario": scn[t["pair"]], **t}).model_dump_json() + "\n" for t in turns))
-    (d / "sessions.jsonl").write_text("".join(SessionRecord.model_validate({**SESSION, **s}).model_dump_json() + "\n"
-                                              for s in sessions))
-    (d / "events.jsonl").write_text("".join(json.dumps(_EVENT.validate_python(e).model_dump()) + "\n"
-                                            for e in events))
-    (d / "summary.json").write_text(json.dumps({**META, "condition_params": [
-        {"typing_cps": 5.0, "tab_s": 0.2, "sim": "ideal"}]}))
+    (d / "turns.jsonl").write_text(
+        "".join(
+            TurnRecord.model_validate({**TURN, "scenario": scn[t["pair"]], **t}).model_dump_json() + "\n"
+            for t in turns
+        )
+    )
+    (d / "sessions.jsonl").write_text(
+        "".join(SessionRecord.model_validate({**SESSION, **s}).model_dump_json() + "\n" for s in sessions)
+    )
+    (d / "events.jsonl").write_text(
+        "".join(json.dumps(_EVENT.validate_python(e).model_dump()) + "\n" for e in events)
+    )
+    (d / "summary.json").write_text(
+        json.dumps({**META, "condition_params": [{"typing_cps": 5.0, "tab_s": 0.2, "sim": "ideal"}]})
+    )
     return d
 
 
@@ -45,11 +52,15 @@ def check(data: list[dict[str, Any]]) -> None:
     spec = by["A/speculative", 1]
     assert spec["arm"] == "speculative" and spec["scenario"] == "a" and spec["outcome"] == "accepted"
     assert by["A/speculative", 2]["outcome"] == "miss"  # shown "other", typed its own prompt
-    assert by["B/speculative", 2]["outcome"] == "no_suggestion" and by["A/plain", 0]["outcome"] == "first_turn"
+    assert (
+        by["B/speculative", 2]["outcome"] == "no_suggestion" and by["A/plain", 0]["outcome"] == "first_turn"
+    )
     assert float(spec["latency_s"]) == 2.0 and float(spec["typing_cps"]) == 5.0
     # The engine's spending for the turn is on its row: the total adds up to turns plus events.
     total = sum(float(r["total_cost_usd"]) for r in data)
-    assert total == pytest.approx(sum(float(r["cost_usd"]) for r in data) + sum(e["cost_usd"] for e in events))
+    assert total == pytest.approx(
+        sum(float(r["cost_usd"]) for r in data) + sum(e["cost_usd"] for e in events)
+    )
     assert float(spec["fork_cost_usd"]) == pytest.approx(0.01) and float(spec["suggestion_cost_usd"]) == 0.001
 
 
@@ -68,7 +79,10 @@ def test_parquet_is_typed_and_matches_the_csv(tmp_path: Path) -> None:
     d = run_dir(tmp_path)
     table = pq.read_table(export(d, "parquet"))
     assert table.column_names == [c for c, _ in COLUMNS]
-    assert str(table.schema.field("latency_s").type) == "double" and str(table.schema.field("rep").type) == "int64"
+    assert (
+        str(table.schema.field("latency_s").type) == "double"
+        and str(table.schema.field("rep").type) == "int64"
+    )
     assert str(table.schema.field("accepted").type) == "bool"
     check(table.to_pylist())
 

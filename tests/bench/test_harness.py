@@ -13,21 +13,29 @@ from speculate.sim.scenario import Scenario, Step, Turn
 
 
 def scenario(name: str) -> Scenario:
-    return Scenario(name=name, turns=(Turn(prompt="hi", steps=(Step(text="hello"),)),),
-                    files={"src/a.py": "x = 1\n"})
+    return Scenario(
+        name=name, turns=(Turn(prompt="hi", steps=(Step(text="hello"),)),), files={"src/a.py": "x = 1\n"}
+    )
 
 
 def test_jobs_are_grouped_interleaved_and_rotated() -> None:
-    cfg = RunConfig(scenarios=[scenario("a"), scenario("b")], reps=2, seed=10,
-                    conditions=[Condition(think=FixedThink(0)), Condition(think=FixedThink(5))])
+    cfg = RunConfig(
+        scenarios=[scenario("a"), scenario("b")],
+        reps=2,
+        seed=10,
+        conditions=[Condition(think=FixedThink(0)), Condition(think=FixedThink(5))],
+    )
     jobs = plan_jobs(cfg)
     assert len(jobs) == 2 * 2 * 2 * 3
-    groups = [jobs[i:i + 3] for i in range(0, len(jobs), 3)]
+    groups = [jobs[i : i + 3] for i in range(0, len(jobs), 3)]
     for g in groups:  # the three arms of a group are adjacent and share everything but the arm
         assert len({j.pair for j in g}) == 1 and {j.arm for j in g} == {"plain", "suggest", "speculative"}
         assert len({j.seed for j in g}) == 1
     firsts = [g[0].arm for g in groups]
-    assert firsts == ["plain", "suggest", "speculative"] * 2 + ["plain", "suggest"]  # the starting arm rotates
+    assert firsts == ["plain", "suggest", "speculative"] * 2 + [
+        "plain",
+        "suggest",
+    ]  # the starting arm rotates
     assert len({j.session_id for j in jobs}) == len(jobs)
 
 
@@ -41,7 +49,9 @@ def test_rep_seeds_of_neighbouring_run_seeds_do_not_overlap() -> None:
 def test_prepare_workspace_makes_a_committed_git_repo(tmp_path: Path) -> None:
     root = prepare_workspace(scenario("a"), tmp_path / "p")
     assert (root / "src/a.py").read_text() == "x = 1\n"
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True)
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True
+    )
     assert status.stdout == ""  # everything committed
     log = subprocess.run(["git", "log", "--oneline"], cwd=root, capture_output=True, text=True, check=True)
     assert len(log.stdout.splitlines()) == 1
@@ -52,11 +62,23 @@ def test_a_scenarios_own_git_commit_works_for_a_user_without_a_git_identity(tmp_
     refused (exit 128) and every arm's turn failed, as root it took root's own identity."""
     root = prepare_workspace(scenario("a"), tmp_path / "p")
     (root / "src/a.py").write_text("x = 2\n")
-    no_identity = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    r = subprocess.run(["git", "-c", "user.useConfigOnly=true", "commit", "-qam", "a turn's commit"], cwd=root,
-                       env=no_identity, capture_output=True, text=True)
+    no_identity = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    r = subprocess.run(
+        ["git", "-c", "user.useConfigOnly=true", "commit", "-qam", "a turn's commit"],
+        cwd=root,
+        env=no_identity,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    log = subprocess.run(["git", "log", "--format=%an <%ae>"], cwd=root, capture_output=True, text=True, check=True)
+    log = subprocess.run(
+        ["git", "log", "--format=%an <%ae>"], cwd=root, capture_output=True, text=True, check=True
+    )
     assert log.stdout.splitlines() == ["speculate-bench <bench@localhost>"] * 2
 
 

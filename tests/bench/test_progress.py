@@ -15,5 +15,7 @@ def test_a_failed_session_s_line_shows_its_escape_sequences(capsys: pytest.Captu
     show_progress(f"session plain-fix-1 failed: {error}")  # the line run_experiment writes for a failure
     err = capsys.readouterr().err
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", err), err
-    assert err == ("session plain-fix-1 failed: RuntimeError: ^[]52;c;aGk=^G ^[]8;;http://evil/^[\\l^[]8;;^[\\ "
-                   "^[[2J ^[]0;t^G <9b>2J\n")
+    assert err == (
+        "session plain-fix-1 failed: RuntimeError: ^[]52;c;aGk=^G ^[]8;;http://evil/^[\\l^[]8;;^[\\ "
+        "^[[2J ^[]0;t^G <9b>2J\n"
+    )

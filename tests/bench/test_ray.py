@@ -45,13 +45,28 @@ def test_groups_keep_a_pairs_arms_together_in_plan_order() -> None:
 
 
 @pytest.mark.slow
-def test_a_ray_run_draws_and_decides_as_a_local_run(tmp_path: Path, state_dir: Path, ray_available: None) -> None:
+def test_a_ray_run_draws_and_decides_as_a_local_run(
+    tmp_path: Path, state_dir: Path, ray_available: None
+) -> None:
     """Smaller than ``--quick``: a quick run through a 2-CPU local Ray took 137 s on this 2-core machine, and
     the local run it must be compared with another 113 s (docs/experiments.md), past the ~3 minutes a CI test
     may take. Two scenarios (one Python, one Node) at natural and 0% acceptance, 12 sessions in 4 groups each
     way, prove the same: this test takes 75 s here (102 s under the load of other jobs)."""
-    args = ["--scenario", "explain-codebase", "node-fix-overdue", "--reps", "1", "--time-scale", "0.1",
-            "--think-time", "fixed:10", "--accept-prob", "natural,0", "--concurrency", "3"]
+    args = [
+        "--scenario",
+        "explain-codebase",
+        "node-fix-overdue",
+        "--reps",
+        "1",
+        "--time-scale",
+        "0.1",
+        "--think-time",
+        "fixed:10",
+        "--accept-prob",
+        "natural,0",
+        "--concurrency",
+        "3",
+    ]
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     assert bench_main([*args, "--out", str(local)]) == 0
     assert bench_main([*args, "--out", str(on_ray), "--ray", "--ray-workers", "2"]) == 0
@@ -66,18 +81,34 @@ def test_a_ray_run_draws_and_decides_as_a_local_run(tmp_path: Path, state_dir: P
     assert set(a) == set(b) and len(a) >= 24
     for key, t in a.items():
         u = b[key]
-        for field in ("prompt", "suggestion_scripted", "miss_kind", "think_s", "user_edit", "seed", "condition"):
+        for field in (
+            "prompt",
+            "suggestion_scripted",
+            "miss_kind",
+            "think_s",
+            "user_edit",
+            "seed",
+            "condition",
+        ):
             assert t[field] == u[field], (key, field)
         if t["suggestion_shown"] == u["suggestion_shown"]:  # shown in time in both runs: the same choice
             assert (t["accepted"], t["input"]) == (u["accepted"], u["input"]), key
 
     def decisions(run: Path) -> dict[tuple[str, int], list[tuple[str, bool, float]]]:
-        return {(e["session"], e["turn"]): [(d["text"], d["fork"], round(d["p_accept"], 9)) for d in e["decisions"]]
-                for e in _lines(run / "events.jsonl") if e["kind"] == "suggestion" and e["decisions"]}
+        return {
+            (e["session"], e["turn"]): [
+                (d["text"], d["fork"], round(d["p_accept"], 9)) for d in e["decisions"]
+            ]
+            for e in _lines(run / "events.jsonl")
+            if e["kind"] == "suggestion" and e["decisions"]
+        }
 
     # The policy's inputs follow the user's choices: compare sessions where every suggestion was in time in both.
-    alike = {s for s in {k[0] for k in a} if all(a[k]["suggestion_shown"] == b[k]["suggestion_shown"]
-                                                  for k in a if k[0] == s)}
+    alike = {
+        s
+        for s in {k[0] for k in a}
+        if all(a[k]["suggestion_shown"] == b[k]["suggestion_shown"] for k in a if k[0] == s)
+    }
     da, db = decisions(local), decisions(on_ray)
     common = {k for k in set(da) & set(db) if k[0] in alike}
     assert len(common) >= 4 and all(da[k] == db[k] for k in common)

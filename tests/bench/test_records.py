@@ -19,31 +19,65 @@ def test_a_bad_line_is_named_with_file_and_line(tmp_path: Path) -> None:
 
 
 def _turn(speculation: object) -> dict[str, object]:
-    return {"session": "s", "pair": "p", "arm": "speculative", "scenario": "x", "rep": 0, "seed": 1, "cond": 0,
-            "condition": "c", "think_model": "fixed", "accept_prob": None, "model_name": "m", "turn": 0,
-            "prompt": "hi", "think_s": 1.0, "input_s": 0.1, "input": "tab",
-            "suggestion_shown": "hi", "suggestion_matched": True, "suggestion_at_submit": "hi",
-            "accepted": True, "latency_s": 0.5, "error": "", "note": "", "stop": None,
-            "ttft_s": None, "requests": 0, "tokens": {}, "cost_usd": 0.0, "speculation": speculation,
-            "leak": []}
+    return {
+        "session": "s",
+        "pair": "p",
+        "arm": "speculative",
+        "scenario": "x",
+        "rep": 0,
+        "seed": 1,
+        "cond": 0,
+        "condition": "c",
+        "think_model": "fixed",
+        "accept_prob": None,
+        "model_name": "m",
+        "turn": 0,
+        "prompt": "hi",
+        "think_s": 1.0,
+        "input_s": 0.1,
+        "input": "tab",
+        "suggestion_shown": "hi",
+        "suggestion_matched": True,
+        "suggestion_at_submit": "hi",
+        "accepted": True,
+        "latency_s": 0.5,
+        "error": "",
+        "note": "",
+        "stop": None,
+        "ttft_s": None,
+        "requests": 0,
+        "tokens": {},
+        "cost_usd": 0.0,
+        "speculation": speculation,
+        "leak": [],
+    }
 
 
 def test_a_turn_s_speculation_is_the_engine_s_record(tmp_path: Path) -> None:
     p = tmp_path / "turns.jsonl"
-    p.write_text(json.dumps(_turn({"kind": "speculation", "outcome": "accepted", "time_saved_s": 2}))
-                 + "\n" + json.dumps(_turn(None)) + "\n")
+    p.write_text(
+        json.dumps(_turn({"kind": "speculation", "outcome": "accepted", "time_saved_s": 2}))
+        + "\n"
+        + json.dumps(_turn(None))
+        + "\n"
+    )
     spec, none = (r.speculation for r in load_records(p, TurnRecord))
     assert none is None and spec is not None
     assert spec.time_saved_s == 2.0 and spec.tokens_after_divergence == 0  # defaults
     p.write_text(json.dumps(_turn({"kind": "speculation", "time_saved": 2})) + "\n")  # a misspelt field
-    with pytest.raises(ValueError, match=r"^\S*turns\.jsonl:1: not a valid TurnRecord: speculation\.time_saved: Extra inputs are not permitted$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^\S*turns\.jsonl:1: not a valid TurnRecord: speculation\.time_saved: Extra inputs are not permitted$",
+    ):
         load_records(p, TurnRecord)
 
 
 def test_events_are_validated_with_the_engine_schema(tmp_path: Path) -> None:
     p = tmp_path / "events.jsonl"
     good = {"kind": "speculation", "session": "s", "arm": "speculative", "outcome": "aborted"}
-    p.write_text(json.dumps(good) + "\n" + json.dumps({"kind": "suggestion", "session": "s", "arm": "suggest"}) + "\n")
+    p.write_text(
+        json.dumps(good) + "\n" + json.dumps({"kind": "suggestion", "session": "s", "arm": "suggest"}) + "\n"
+    )
     spec, sugg = load_events(p)
     assert spec.outcome == "aborted" and spec.tokens == {} and sugg.kind == "suggestion"
     p.write_text(json.dumps(good) + "\n" + json.dumps({**good, "arm": "fork"}) + "\n")

@@ -107,7 +107,9 @@ def test_break_even_ci_brackets_the_crossing() -> None:
     assert stats.break_even_ci(xs, [[[[1.0]]], [[[1.0]]], [[[1.0]]]]) is None  # one session per point
 
 
-def correlated(n_scenarios: int, reps: int, *, between: float, within: float, seed: int) -> list[list[list[float]]]:
+def correlated(
+    n_scenarios: int, reps: int, *, between: float, within: float, seed: int
+) -> list[list[list[float]]]:
     """Savings of ``reps`` reps (4 turns each) of each scenario: a scenario effect (sd ``between``) shared
     by all its reps, plus rep noise (sd ``within``)."""
     rng = random.Random(seed)
@@ -142,9 +144,12 @@ def test_hierarchical_ci_degenerate_cases_fall_back_to_one_stage() -> None:
     assert stats.hierarchical_bootstrap_ci([]) is None
     assert stats.hierarchical_bootstrap_ci([[[1.0, 2.0]]]) is None  # one rep of one scenario
     one_scenario = [[[1.0, 2.0], [5.0], [3.0, 4.0]]]  # then it resamples the reps
-    assert stats.hierarchical_bootstrap_ci(one_scenario, seed=2) == stats.bootstrap_ci(one_scenario[0], seed=2)
+    assert stats.hierarchical_bootstrap_ci(one_scenario, seed=2) == stats.bootstrap_ci(
+        one_scenario[0], seed=2
+    )
     one_rep_each = [[[1.0, 2.0]], [[5.0]], [[3.0, 4.0]], []]  # then the scenarios
     assert stats.hierarchical_bootstrap_ci(one_rep_each, seed=2) == stats.bootstrap_ci(
-        [g[0] for g in one_rep_each if g], seed=2)
+        [g[0] for g in one_rep_each if g], seed=2
+    )
     with pytest.raises(ValueError, match="level"):
         stats.hierarchical_bootstrap_ci([[[1.0]], [[2.0]]], level=0)

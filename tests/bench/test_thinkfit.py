@@ -46,12 +46,26 @@ def test_recorded_think_is_the_pause_less_entering_the_prompt_as_the_user_did() 
     sc = parse_scenario(SCENARIO)
     thinks = recorded_thinks(sc)
     assert thinks == [None, 6.0 - TAB_ACCEPT_S, 9.0 - typing_s("three, typed"), None]
-    plan = plan_turns([t.prompt for t in sc.turns], ["two", None, None, None], think=RecordedThink(), seed=1,
-                      scenario=sc.name, rep=0, recorded=thinks)
+    plan = plan_turns(
+        [t.prompt for t in sc.turns],
+        ["two", None, None, None],
+        think=RecordedThink(),
+        seed=1,
+        scenario=sc.name,
+        rep=0,
+        recorded=thinks,
+    )
     assert [p.think_s for p in plan[:3]] == [0.0, 6.0 - TAB_ACCEPT_S, 9.0 - typing_s("three, typed")]
     assert plan[3].think_s > 0  # no record: drawn from the log-normal
-    drawn = plan_turns([t.prompt for t in sc.turns], ["two", None, None, None], think=LogNormalThink(), seed=1,
-                       scenario=sc.name, rep=0, recorded=thinks)
+    drawn = plan_turns(
+        [t.prompt for t in sc.turns],
+        ["two", None, None, None],
+        think=LogNormalThink(),
+        seed=1,
+        scenario=sc.name,
+        rep=0,
+        recorded=thinks,
+    )
     assert drawn[1].think_s != plan[1].think_s and drawn[3].think_s == plan[3].think_s  # same RNG stream
 
 
@@ -78,8 +92,9 @@ def test_resolve_think_reports_and_refuses(tmp_path: Path) -> None:
     assert said[-1].startswith("think time: recorded for 2 of 3 later turns")
     model = resolve_think("fit", [sc], say=said.append)
     assert isinstance(model, LogNormalThink) and said[-1].startswith("think time fit: log-normal mu=")
-    bundled = parse_scenario((default_scenario_dir() / "fix-pagination.yaml").read_text(),
-                             base_dir=default_scenario_dir())
+    bundled = parse_scenario(
+        (default_scenario_dir() / "fix-pagination.yaml").read_text(), base_dir=default_scenario_dir()
+    )
     with pytest.raises(ValueError, match="no scenario records pauses"):
         resolve_think("recorded", [bundled], say=said.append)
     # from transcripts: pauses between prompts, less the modelled typing

@@ -29,8 +29,13 @@ def test_python_workspace_gets_its_own_venv_with_its_test_extra(monkeypatch: pyt
     assert "/nowhere" not in tc.path and rest == list(SYSTEM_PATH)
     assert "bench-envs/sample_project-" in first and "pytest" in tc.describe
     # `python -m pytest` on that PATH is the venv's, and pytest is installed there, not borrowed.
-    out = subprocess.run(["bash", "-c", "command -v python; python -c 'import pytest, sys; print(sys.prefix)'"],
-                         env={"PATH": tc.path}, capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["bash", "-c", "command -v python; python -c 'import pytest, sys; print(sys.prefix)'"],
+        env={"PATH": tc.path},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out[0] == f"{first}/python" and out[1] == str(Path(first).parent)
     assert workspace_toolchain(WORKSPACES / "sample_project") == tc  # cached: made once
 
@@ -68,8 +73,10 @@ def test_bad_declarations_name_the_file(tmp_path: Path) -> None:
     (ws / "pyproject.toml").write_text("[project\n")
     with pytest.raises(ToolchainError, match=r"pyproject\.toml: cannot read it"):
         workspace_toolchain(ws)
-    (ws / "pyproject.toml").write_text('[project]\nname = "p"\n[project.optional-dependencies]\n'
-                                       'test = ["no-such-package-speculate-xyz==0"]\n')
+    (ws / "pyproject.toml").write_text(
+        '[project]\nname = "p"\n[project.optional-dependencies]\n'
+        'test = ["no-such-package-speculate-xyz==0"]\n'
+    )
     with pytest.raises(ToolchainError, match="pip install no-such-package-speculate-xyz==0` exited"):
         workspace_toolchain(ws)
     assert workspace_toolchain(None).path == ":".join(SYSTEM_PATH)

@@ -70,5 +70,3 @@ def test_plan_sends_the_scenario_prompts_and_is_reproducible() -> None:
     other = plan_turns(PROMPTS, SUGG, **{**kw, "rep": 1})  # type: ignore[arg-type]
     assert [p.think_s for p in other] != [p.think_s for p in plan]
     assert [p.scripted_suggestion for p in plan] == [None, "second", "something else", None]
-
-

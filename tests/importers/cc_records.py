@@ -42,44 +42,107 @@ class Transcript:
         if chain:
             uid = self._uuid()
             base = {"parentUuid": self.parent if parent is ... else parent, "isSidechain": False}
-            rec = {**base, **rec, "uuid": uid, "timestamp": self._ts(), "userType": "external",
-                   "entrypoint": "cli", "cwd": self.cwd, "sessionId": self.session, "version": "2.1.332",
-                   "gitBranch": "HEAD"}
+            rec = {
+                **base,
+                **rec,
+                "uuid": uid,
+                "timestamp": self._ts(),
+                "userType": "external",
+                "entrypoint": "cli",
+                "cwd": self.cwd,
+                "sessionId": self.session,
+                "version": "2.1.332",
+                "gitBranch": "HEAD",
+            }
             self.parent = uid
         self.records.append(rec)
         return rec.get("uuid", "")
 
     def prompt(self, text: str, source: str = "typed", **extra: Any) -> str:
-        self.add({"type": "queue-operation", "operation": "enqueue", "timestamp": self._ts(),
-                  "sessionId": self.session, "content": text}, chain=False)
-        return self.add({"promptId": "p", "type": "user", "message": {"role": "user", "content": text},
-                         "permissionMode": "acceptEdits", "origin": {"kind": "human"}, "promptSource": source,
-                         "turnOrigin": "human", **extra})
+        self.add(
+            {
+                "type": "queue-operation",
+                "operation": "enqueue",
+                "timestamp": self._ts(),
+                "sessionId": self.session,
+                "content": text,
+            },
+            chain=False,
+        )
+        return self.add(
+            {
+                "promptId": "p",
+                "type": "user",
+                "message": {"role": "user", "content": text},
+                "permissionMode": "acceptEdits",
+                "origin": {"kind": "human"},
+                "promptSource": source,
+                "turnOrigin": "human",
+                **extra,
+            }
+        )
 
-    def message(self, msg_id: str, *blocks: dict[str, Any], model: str = "claude-opus-5-5",
-                stop: str = "end_turn", **extra: Any) -> None:
+    def message(
+        self,
+        msg_id: str,
+        *blocks: dict[str, Any],
+        model: str = "claude-opus-5-5",
+        stop: str = "end_turn",
+        **extra: Any,
+    ) -> None:
         """One assistant message: a record per block (as Claude Code writes them)."""
         for i, b in enumerate(blocks):
-            self.add({"message": {"id": msg_id, "type": "message", "role": "assistant", "model": model,
-                                  "content": [b], "stop_reason": stop, "stop_sequence": None,
-                                  "usage": {"input_tokens": 0, "output_tokens": 10}},
-                      "apiBlockIndex": i, "requestId": f"req_{msg_id}", "type": "assistant", **extra})
+            self.add(
+                {
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [b],
+                        "stop_reason": stop,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 0, "output_tokens": 10},
+                    },
+                    "apiBlockIndex": i,
+                    "requestId": f"req_{msg_id}",
+                    "type": "assistant",
+                    **extra,
+                }
+            )
 
-    def result(self, tool_id: str, content: Any, structured: Any, *, error: bool = False,
-               parent: str | None = ...) -> str:  # type: ignore[assignment]
+    def result(
+        self, tool_id: str, content: Any, structured: Any, *, error: bool = False, parent: str | None = ...
+    ) -> str:  # type: ignore[assignment]
         block: dict[str, Any] = {"tool_use_id": tool_id, "type": "tool_result", "content": content}
         if error:
             block["is_error"] = True
-        return self.add({"promptId": "p", "type": "user", "message": {"role": "user", "content": [block]},
-                         "toolUseResult": structured}, parent=parent)
+        return self.add(
+            {
+                "promptId": "p",
+                "type": "user",
+                "message": {"role": "user", "content": [block]},
+                "toolUseResult": structured,
+            },
+            parent=parent,
+        )
 
     def turn_end(self, ms: int = 1000) -> None:
-        self.add({"type": "system", "subtype": "turn_duration", "durationMs": ms, "messageCount": 3,
-                  "isMeta": False})
+        self.add(
+            {
+                "type": "system",
+                "subtype": "turn_duration",
+                "durationMs": ms,
+                "messageCount": 3,
+                "isMeta": False,
+            }
+        )
 
     def bookkeeping(self) -> None:
-        self.add({"type": "last-prompt", "lastPrompt": "x", "leafUuid": self.parent,
-                  "sessionId": self.session}, chain=False)
+        self.add(
+            {"type": "last-prompt", "lastPrompt": "x", "leafUuid": self.parent, "sessionId": self.session},
+            chain=False,
+        )
         self.add({"type": "cost-state", "sessionId": self.session, "totalCostUSD": 0.1}, chain=False)
 
     def write(self, path: Path, *, tail: str = "") -> Path:
@@ -98,8 +161,10 @@ def use(tool_id: str, name: str, **inp: Any) -> dict[str, Any]:
 
 def read_result(path: str, content: str) -> dict[str, Any]:
     n = content.count("\n") + 1
-    return {"type": "text", "file": {"filePath": path, "content": content, "numLines": n, "startLine": 1,
-                                     "totalLines": n}}
+    return {
+        "type": "text",
+        "file": {"filePath": path, "content": content, "numLines": n, "startLine": 1, "totalLines": n},
+    }
 
 
 def numbered(content: str) -> str:
@@ -115,17 +180,41 @@ def read_turn(t: Transcript, msg: str, tool_id: str, rel: str, content: str) -> 
 
 def edit_turn(t: Transcript, msg: str, tool_id: str, rel: str, before: str, old: str, new: str) -> None:
     path = f"{t.cwd}/{rel}"
-    t.message(msg, use(tool_id, "Edit", file_path=path, old_string=old, new_string=new, replace_all=False),
-              stop="tool_use")
-    t.at(0.1).result(tool_id, f"The file {path} has been updated successfully.",
-                     {"filePath": path, "oldString": old, "newString": new, "originalFile": before,
-                      "structuredPatch": [], "userModified": False, "replaceAll": False})
+    t.message(
+        msg,
+        use(tool_id, "Edit", file_path=path, old_string=old, new_string=new, replace_all=False),
+        stop="tool_use",
+    )
+    t.at(0.1).result(
+        tool_id,
+        f"The file {path} has been updated successfully.",
+        {
+            "filePath": path,
+            "oldString": old,
+            "newString": new,
+            "originalFile": before,
+            "structuredPatch": [],
+            "userModified": False,
+            "replaceAll": False,
+        },
+    )
 
 
 def bash_turn(t: Transcript, msg: str, tool_id: str, command: str, stdout: str, code: int = 0) -> None:
     t.message(msg, use(tool_id, "Bash", command=command, description="run it"), stop="tool_use")
     if code:
-        t.at(0.5).result(tool_id, f"Exit code {code}\n{stdout}", f"Error: Exit code {code}\n{stdout}", error=True)
+        t.at(0.5).result(
+            tool_id, f"Exit code {code}\n{stdout}", f"Error: Exit code {code}\n{stdout}", error=True
+        )
     else:
-        t.at(0.5).result(tool_id, stdout, {"stdout": stdout, "stderr": "", "interrupted": False,
-                                           "isImage": False, "noOutputExpected": False})
+        t.at(0.5).result(
+            tool_id,
+            stdout,
+            {
+                "stdout": stdout,
+                "stderr": "",
+                "interrupted": False,
+                "isImage": False,
+                "noOutputExpected": False,
+            },
+        )

@@ -50,8 +50,12 @@ def claude_code(home: Path, scenario: Scenario) -> ClaudeCode:
 
 def calls(scenario: Scenario) -> list[tuple[str, dict[str, Any]]]:
     """Every scripted call of the turns as (name, input), Claude Code's explicit defaults left out."""
-    return [(c.name, {k: v for k, v in c.input.items() if not (k == "replace_all" and v is False)})
-            for t in scenario.turns for s in t.steps for c in s.tools]
+    return [
+        (c.name, {k: v for k, v in c.input.items() if not (k == "replace_all" and v is False)})
+        for t in scenario.turns
+        for s in t.steps
+        for c in s.tools
+    ]
 
 
 def final_hash(root: Path) -> str:
@@ -61,9 +65,17 @@ def final_hash(root: Path) -> str:
 def replay(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The imported scenario replayed in the plain arm: turn records and session records."""
     sc = load_scenario(path)
-    cfg = RunConfig(scenarios=[sc], conditions=[Condition(think=FixedThink(0))], reps=1, arms=("plain",),
-                    time_scale=0.02, scenario_paths=[path], concurrency=1, user_edit_prob=0.0,
-                    out=path.parent / "replay")
+    cfg = RunConfig(
+        scenarios=[sc],
+        conditions=[Condition(think=FixedThink(0))],
+        reps=1,
+        arms=("plain",),
+        time_scale=0.02,
+        scenario_paths=[path],
+        concurrency=1,
+        user_edit_prob=0.0,
+        out=path.parent / "replay",
+    )
     res = trio.run(lambda: run_experiment(cfg, path.parent / "replay", toolchains=resolve_toolchains([sc])))
     assert not res.failures, res.failures
     return res.turns, res.sessions
@@ -88,8 +100,9 @@ def test_interactive_session_with_real_acceptance_imports_and_replays(tmp_path: 
     scenario = load_scenario(path)
     cc = claude_code(tmp_path / "home", scenario)
     project = prepare_workspace(scenario, tmp_path / "project")
-    start = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True,
-                           check=True).stdout.strip()
+    start = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True, check=True
+    ).stdout.strip()
     shown: list[str | None] = []
     with SimServer([path], seed=0, time_scale=TIME_SCALE) as sim:
         ui = Interactive(cc, project, sim.base_url)
@@ -100,8 +113,14 @@ def test_interactive_session_with_real_acceptance_imports_and_replays(tmp_path: 
         finally:
             ui.close()
     assert shown[1:] == [t.prompt for t in scenario.turns[1:]]  # Claude Code showed the scripted suggestions
-    res = import_sessions(ImportConfig(paths=(tmp_path / "home" / ".claude" / "projects",),
-                                       out=tmp_path / "imported", repo=project, rev=start))
+    res = import_sessions(
+        ImportConfig(
+            paths=(tmp_path / "home" / ".claude" / "projects",),
+            out=tmp_path / "imported",
+            repo=project,
+            rev=start,
+        )
+    )
     (out,) = res.written
     imported = check_import(scenario, out, project)
     for i, turn in enumerate(imported.turns[:-1]):
@@ -118,23 +137,28 @@ def test_print_mode_sessions_import_and_replay(name: str, tmp_path: Path) -> Non
     scenario = load_scenario(path)
     cc = claude_code(tmp_path / "home", scenario)
     project = prepare_workspace(scenario, tmp_path / "project")
-    start = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True,
-                           check=True).stdout.strip()
+    start = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True, check=True
+    ).stdout.strip()
     with SimServer([path], seed=0, time_scale=TIME_SCALE) as sim:
         for i, turn in enumerate(scenario.turns):
             run = cc.turn(turn.prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=120)
             assert run.returncode == 0, run.stderr[-2000:]
     projects = tmp_path / "home" / ".claude" / "projects"
-    res = import_sessions(ImportConfig(paths=(projects,), out=tmp_path / "with-repo", repo=project, rev=start))
+    res = import_sessions(
+        ImportConfig(paths=(projects,), out=tmp_path / "with-repo", repo=project, rev=start)
+    )
     imported = check_import(scenario, res.written[0], project)
     assert all(t.suggestion is None for t in imported.turns)  # -p records no acceptance
     # Without --repo: the tree the transcript shows; file tools are still checked and still replay
     res = import_sessions(ImportConfig(paths=(projects,), out=tmp_path / "transcript-only"))
     alone = load_scenario(res.written[0])
     assert calls(alone) == calls(scenario)
+
     def at_start(rel: str) -> str:
-        return subprocess.run(["git", "show", f"{start}:{rel}"], cwd=project, capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["git", "show", f"{start}:{rel}"], cwd=project, capture_output=True, text=True, check=True
+        ).stdout
 
     assert alone.files and all(at_start(rel) == content for rel, content in alone.files.items())
     turns, _ = replay(res.written[0])

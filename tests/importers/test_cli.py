@@ -13,7 +13,8 @@ DATA = Path(__file__).parent / "data"
 
 
 def test_imports_a_projects_directory_and_prints_what_it_set_aside(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     projects = tmp_path / "projects"
     for name in ("interrupt_compact.jsonl", "clear.jsonl", "image_error.jsonl"):
         (projects / "-tmp-tx-it-project").mkdir(parents=True, exist_ok=True)
@@ -27,8 +28,14 @@ def test_imports_a_projects_directory_and_prints_what_it_set_aside(
     out = capsys.readouterr().out
     written = sorted(p.name for p in (tmp_path / "out").glob("*.yaml"))
     assert len(written) == 4 and "4 scenario(s) written" in out
-    for line in ("interrupted turns", "/clear (new session)", "compactions (summary not replayed)",
-                 "images in tool results", "tool errors", "unknown record types (hologram, skipped)"):
+    for line in (
+        "interrupted turns",
+        "/clear (new session)",
+        "compactions (summary not replayed)",
+        "images in tool results",
+        "tool errors",
+        "unknown record types (hologram, skipped)",
+    ):
         assert line in out, line
 
 
@@ -39,8 +46,9 @@ def test_imports_a_projects_directory_and_prints_what_it_set_aside(
     (["{tmp}/nope.jsonl"], "nope.jsonl: no such file or directory"),
     (["{tmp}/bad.jsonl"], "bad.jsonl:2: not JSON"),
 ])  # fmt: skip
-def test_bad_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
-                                           message: str) -> None:
+def test_bad_input_is_one_line_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     (tmp_path / "bad.jsonl").write_text('{"type": "mode"}\nnot json at all\n{"type": "mode"}\n')
     (tmp_path / "projects").mkdir()  # named: the default, this user's own ~/.claude/projects, is not read
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]

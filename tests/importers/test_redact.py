@@ -13,14 +13,17 @@ from speculate.importers.redact import Redactor
 from speculate.importers.tree import RepoError
 from tests.importers.cc_records import Transcript, edit_turn, read_turn, text
 
-SECRET = 'TOKEN = "hunter2-prod"\nprint(\'hello world\')\n'
+SECRET = "TOKEN = \"hunter2-prod\"\nprint('hello world')\n"
 
 
 def session(cwd: str) -> Transcript:
     t = Transcript(cwd=cwd)
     t.prompt("why does acme_billing/secret_plan.py print 'hello world'?")
     read_turn(t, "m1", "t1", "acme_billing/secret_plan.py", SECRET)
-    t.message("m2", text("It prints 'hello world'; the token is \"hunter2-prod\" (see acme_billing/secret_plan.py)."))
+    t.message(
+        "m2",
+        text("It prints 'hello world'; the token is \"hunter2-prod\" (see acme_billing/secret_plan.py)."),
+    )
     t.at(5).prompt("greet the moon instead", source="typed")
     # the user's edit takes the text from inside the string: it must still apply after redaction
     edit_turn(t, "m3", "t2", "acme_billing/secret_plan.py", SECRET, "hello world", "hello moon")
@@ -36,7 +39,8 @@ def run(tmp: Path, **cfg: object) -> Path:
 
 
 def test_redacted_scenario_holds_no_literal_or_name_and_still_replays(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = run(tmp_path / "a")
     out = path.read_text()
     for secret in ("hunter2", "hello world", "hello moon", "secret_plan", "acme_billing"):

@@ -81,7 +81,9 @@ def test_steps_group_blocks_by_message_and_results_by_id(tmp_path: Path) -> None
     (s,), _ = parse(t.write(tmp_path / "s.jsonl"))
     (turn,) = s.turns
     assert [([u.name for u in st.tools], st.text) for st in turn.steps] == [
-        (["Read", "Read"], ["Reading."]), ([], ["Done."])]
+        (["Read", "Read"], ["Reading."]),
+        ([], ["Done."]),
+    ]
     assert [u.result.text for u in turn.steps[0].tools if u.result] == ["1\talpha", "1\tbeta"]
     assert turn.steps[1].thinking == ["both read"]
     assert s.cwd == CWD and s.model == "claude-opus-5-5"
@@ -102,7 +104,9 @@ def test_results_of_parallel_calls_hang_off_the_chain_and_are_kept(tmp_path: Pat
     (s,), counts = parse(t.write(tmp_path / "s.jsonl"))
     (turn,) = s.turns
     assert [[(u.name, u.result.text if u.result else None) for u in st.tools] for st in turn.steps] == [
-        [("Edit", "updated a"), ("Edit", "updated c")], []]
+        [("Edit", "updated a"), ("Edit", "updated c")],
+        [],
+    ]
     assert not counts["messages off the main line (rewound or re-sent)"]
 
 
@@ -118,15 +122,27 @@ def test_a_parallel_call_off_the_chain_is_kept_with_its_result(tmp_path: Path) -
     t.result("t2", "a.py", None)  # chained to the Glob call
     line = t.result("t1", "a.py:1:x", None, parent=grep)
     # A rewound response off the line (another message id, hanging off a kept record) stays out
-    t.add({"type": "assistant", "message": {"id": "m9", "role": "assistant", "model": "claude-opus-5-5",
-                                            "content": [text("an abandoned answer")], "stop_reason": "end_turn"}},
-          parent=grep)
+    t.add(
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m9",
+                "role": "assistant",
+                "model": "claude-opus-5-5",
+                "content": [text("an abandoned answer")],
+                "stop_reason": "end_turn",
+            },
+        },
+        parent=grep,
+    )
     t.parent = line
     t.message("m2", text("Found."))
     (s,), counts = parse(t.write(tmp_path / "s.jsonl"))
     (turn,) = s.turns
     assert [[(u.name, u.result.text if u.result else None) for u in st.tools] for st in turn.steps] == [
-        [("Grep", "a.py:1:x"), ("Glob", "a.py")], []]
+        [("Grep", "a.py:1:x"), ("Glob", "a.py")],
+        [],
+    ]
     assert [st.text for st in turn.steps] == [[], ["Found."]]
     assert counts["messages off the main line (rewound or re-sent)"] == 1
 
@@ -139,14 +155,23 @@ def test_prompt_sources_pauses_api_errors_and_system_turns(tmp_path: Path) -> No
     t.at(7).prompt("two", source="suggestion_accepted")
     t.message("m2", text("API Error: 529 overloaded"), model="<synthetic>", isApiErrorMessage=True)
     t.at(1).message("m3", text("second"))
-    t.at(3).add({"type": "user", "message": {"role": "user", "content": "<task-notification>done"},
-                 "origin": {"kind": "task-notification"}, "promptSource": "system"})
+    t.at(3).add(
+        {
+            "type": "user",
+            "message": {"role": "user", "content": "<task-notification>done"},
+            "origin": {"kind": "task-notification"},
+            "promptSource": "system",
+        }
+    )
     t.message("m4", text("the task finished"))
     t.at(4).prompt("three", source="queued")
     t.message("m5", text("third"))
     (s,), counts = parse(t.write(tmp_path / "s.jsonl"))
     assert [(x.prompt, x.source) for x in s.turns] == [
-        ("one", "typed"), ("two", "suggestion_accepted"), ("three", "queued")]
+        ("one", "typed"),
+        ("two", "suggestion_accepted"),
+        ("three", "queued"),
+    ]
     assert [[st.text for st in x.steps] for x in s.turns] == [[["first"]], [["second"]], [["third"]]]
     first, second = s.turns[:2]
     assert first.end is not None and second.at is not None
@@ -163,8 +188,16 @@ def test_a_rewound_branch_and_an_unanswered_prompt_are_left_out(tmp_path: Path) 
     fork = t.parent
     t.prompt("two (abandoned)")
     t.message("m2", text("abandoned answer"))
-    t.add({"promptId": "p", "type": "user", "message": {"role": "user", "content": "two, rewritten"},
-           "promptSource": "typed", "origin": {"kind": "human"}}, parent=fork)
+    t.add(
+        {
+            "promptId": "p",
+            "type": "user",
+            "message": {"role": "user", "content": "two, rewritten"},
+            "promptSource": "typed",
+            "origin": {"kind": "human"},
+        },
+        parent=fork,
+    )
     t.message("m3", text("second"))
     t.prompt("three, never answered")
     (s,), counts = parse(t.write(tmp_path / "s.jsonl"))
@@ -175,19 +208,41 @@ def test_a_rewound_branch_and_an_unanswered_prompt_are_left_out(tmp_path: Path) 
 
 def test_inline_sidechains_and_images_in_prompts_are_counted(tmp_path: Path) -> None:
     t = Transcript()
-    t.add({"promptId": "p", "type": "user", "promptSource": "typed", "origin": {"kind": "human"},
-           "message": {"role": "user", "content": [
-               {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}},
-               text("what is in this picture?")]}})
+    t.add(
+        {
+            "promptId": "p",
+            "type": "user",
+            "promptSource": "typed",
+            "origin": {"kind": "human"},
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"},
+                    },
+                    text("what is in this picture?"),
+                ],
+            },
+        }
+    )
     main = t.parent
-    t.add({"type": "user", "isSidechain": True, "message": {"role": "user", "content": "sub task"}}, parent=None)
-    t.add({"type": "assistant", "isSidechain": True, "message": {"id": "s1", "role": "assistant",
-                                                                 "content": [text("sub answer")]}})
+    t.add(
+        {"type": "user", "isSidechain": True, "message": {"role": "user", "content": "sub task"}}, parent=None
+    )
+    t.add(
+        {
+            "type": "assistant",
+            "isSidechain": True,
+            "message": {"id": "s1", "role": "assistant", "content": [text("sub answer")]},
+        }
+    )
     t.parent = main
     t.message("m1", text("A cat."))
     (s,), counts = parse(t.write(tmp_path / "s.jsonl"))
     assert [(x.prompt, [st.text for st in x.steps]) for x in s.turns] == [
-        ("what is in this picture?", [["A cat."]])]
+        ("what is in this picture?", [["A cat."]])
+    ]
     assert counts["images in prompts (dropped)"] == 1
     assert counts["subagent (sidechain) records, not replayed"] == 2
 

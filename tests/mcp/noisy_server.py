@@ -30,11 +30,21 @@ def answer(msg: dict[str, object]) -> dict[str, object] | None:
         return None  # a notification
     if method == "initialize":
         params = msg.get("params") or {}
-        result: object = {"protocolVersion": params.get("protocolVersion"),  # type: ignore[union-attr]
-                          "capabilities": {"tools": {}}, "serverInfo": {"name": "noisy", "version": "1"}}
+        result: object = {
+            "protocolVersion": params.get("protocolVersion"),  # type: ignore[union-attr]
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "noisy", "version": "1"},
+        }
     elif method == "tools/list":
-        result = {"tools": [{"name": "lookup", "description": "Look up a word.",
-                             "inputSchema": {"type": "object", "properties": {"word": {"type": "string"}}}}]}
+        result = {
+            "tools": [
+                {
+                    "name": "lookup",
+                    "description": "Look up a word.",
+                    "inputSchema": {"type": "object", "properties": {"word": {"type": "string"}}},
+                }
+            ]
+        }
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": "a word"}], "isError": False}
     else:

@@ -17,7 +17,9 @@ from mcp.server.mcpserver import Image, MCPServer
 from mcp.types import ToolAnnotations
 
 # 1x1 transparent PNG
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
 INSTRUCTIONS = "Call lookup before you guess what a word means. " + "Long instructions are cut. " * 100
 
 server = MCPServer("demo", instructions=INSTRUCTIONS)
@@ -26,7 +28,9 @@ server = MCPServer("demo", instructions=INSTRUCTIONS)
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def lookup(word: str) -> str:
     """Look up a word in the demo dictionary."""
-    return {"alpha": "the first letter", "gamma": "the third letter"}.get(word, f"{word}: not in the dictionary")
+    return {"alpha": "the first letter", "gamma": "the third letter"}.get(
+        word, f"{word}: not in the dictionary"
+    )
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))  # says read-only, but writes: only a hint

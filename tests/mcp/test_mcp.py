@@ -73,18 +73,27 @@ def stdio(counter: Path) -> dict[str, Any]:
 @pytest.mark.slow
 def test_the_main_loop_and_forks_use_a_real_server(tmp_path: Path) -> None:
     counter = tmp_path / "counter"
-    root = project(tmp_path, {"demo": stdio(counter)}, {
-        "permissions": {"allow": ["mcp__demo"]},
-        "speculation": {"readOnlyMcpTools": ["mcp__demo__lookup"]}})
+    root = project(
+        tmp_path,
+        {"demo": stdio(counter)},
+        {"permissions": {"allow": ["mcp__demo"]}, "speculation": {"readOnlyMcpTools": ["mcp__demo__lookup"]}},
+    )
 
     async def main() -> None:
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
-                    SessionConfig(project=root, model=model, mode="default")) as s:
+            async with (
+                AnthropicModel(base_url=sim.base_url, api_key="x") as model,
+                open_session(SessionConfig(project=root, model=model, mode="default")) as s,
+            ):
                 names = [json.loads(t)["name"] for t in s.key.tools_json]
-                assert names[6:] == ["mcp__demo__boom", "mcp__demo__bump", "mcp__demo__crash",
-                                     "mcp__demo__crash_soon", "mcp__demo__lookup",
-                                     "mcp__demo__picture"]
+                assert names[6:] == [
+                    "mcp__demo__boom",
+                    "mcp__demo__bump",
+                    "mcp__demo__crash",
+                    "mcp__demo__crash_soon",
+                    "mcp__demo__lookup",
+                    "mcp__demo__picture",
+                ]
                 lookup = json.loads(s.key.tools_json[10])
                 assert lookup["input_schema"]["properties"]["word"]["type"] == "string"
                 # The server's instructions are in the dynamic system part, capped at 2048 characters.
@@ -138,16 +147,25 @@ def test_streamable_http_and_a_server_that_fails(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={"DEMO_COUNTER": str(tmp_path / "c"), "PATH": "/usr/bin"})
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={"DEMO_COUNTER": str(tmp_path / "c"), "PATH": "/usr/bin"},
+    )
     try:
         for _ in range(300):  # until it listens (bounded: at most ~30 s)
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.1)
-        root = project(tmp_path, {"web": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"},
-                                  "broken": {"command": str(tmp_path / "no-such-server")}})
+        root = project(
+            tmp_path,
+            {
+                "web": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"},
+                "broken": {"command": str(tmp_path / "no-such-server")},
+            },
+        )
 
         async def main() -> None:
             async with AsyncExitStack() as stack:
@@ -159,7 +177,9 @@ def test_streamable_http_and_a_server_that_fails(tmp_path: Path) -> None:
                 ctx = ToolContext(fs=None, shell=None, spill_dir=tmp_path / "spill")  # type: ignore[arg-type]
                 res = await lookup.call(lookup.parse({"word": "alpha"}), ctx)
                 assert res.content == "the first letter" and not res.is_error
-            log = Path(servers.stderr_log)  # kept after the session, since a server failed: the note says where
+            log = Path(
+                servers.stderr_log
+            )  # kept after the session, since a server failed: the note says where
             assert note.endswith(f"(its stderr: {log})") and log.exists()
             log.unlink()
 
@@ -170,14 +190,22 @@ def test_streamable_http_and_a_server_that_fails(tmp_path: Path) -> None:
         proc.wait()
 
 
-@pytest.mark.parametrize(("servers", "message"), [
-    ({"x": {"args": []}}, "mcpServers.x: Unable to extract tag using discriminator 'type'"),
-    ({"x": {"type": "http", "url": "ftp://h"}}, "mcpServers.x.url: String should match pattern"),
-    ({"x": {"type": "websocket", "url": "ws://h"}}, "mcpServers.x: Input tag 'websocket' found using 'type' does not"),
-    ({"x y": {"command": "true"}}, "mcpServers.x y: a server name may hold only letters, digits"),
-    ({"x": {"command": "${NO_SUCH_VAR_FOR_SPECULATE}"}},
-     "mcpServers.x.command: environment variable NO_SUCH_VAR_FOR_SPECULATE is not set"),
-])
+@pytest.mark.parametrize(
+    ("servers", "message"),
+    [
+        ({"x": {"args": []}}, "mcpServers.x: Unable to extract tag using discriminator 'type'"),
+        ({"x": {"type": "http", "url": "ftp://h"}}, "mcpServers.x.url: String should match pattern"),
+        (
+            {"x": {"type": "websocket", "url": "ws://h"}},
+            "mcpServers.x: Input tag 'websocket' found using 'type' does not",
+        ),
+        ({"x y": {"command": "true"}}, "mcpServers.x y: a server name may hold only letters, digits"),
+        (
+            {"x": {"command": "${NO_SUCH_VAR_FOR_SPECULATE}"}},
+            "mcpServers.x.command: environment variable NO_SUCH_VAR_FOR_SPECULATE is not set",
+        ),
+    ],
+)
 def test_a_malformed_mcp_json_names_the_file_and_key(tmp_path: Path, servers: Any, message: str) -> None:
     root = project(tmp_path, servers)
     with pytest.raises(McpConfigError) as e:
@@ -187,8 +215,16 @@ def test_a_malformed_mcp_json_names_the_file_and_key(tmp_path: Path, servers: An
 
 def test_variables_expand_and_a_nearer_file_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "a": {"command": "outer"}, "b": {"command": "${TOOL_DIR:-/opt}/b", "args": ["--token=${TOKEN}"]}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "a": {"command": "outer"},
+                    "b": {"command": "${TOOL_DIR:-/opt}/b", "args": ["--token=${TOKEN}"]},
+                }
+            }
+        )
+    )
     root = project(tmp_path, {"a": {"command": "inner"}})
     monkeypatch.setenv("TOKEN", "t0k")
     cfg = load_mcp_config(root)
@@ -198,16 +234,25 @@ def test_variables_expand_and_a_nearer_file_wins(tmp_path: Path, monkeypatch: py
 
 def test_denied_mcp_tools_are_not_offered(tmp_path: Path) -> None:
     counter = tmp_path / "counter"
-    root = project(tmp_path, {"demo": stdio(counter), "other": stdio(counter)}, {
-        "permissions": {"deny": ["mcp__demo__bump", "mcp__other"]}})
+    root = project(
+        tmp_path,
+        {"demo": stdio(counter), "other": stdio(counter)},
+        {"permissions": {"deny": ["mcp__demo__bump", "mcp__other"]}},
+    )
 
     async def main() -> None:
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
-            async with AnthropicModel(base_url=sim.base_url, api_key="x") as model, open_session(
-                    SessionConfig(project=root, model=model, speculate=False)) as s:
+            async with (
+                AnthropicModel(base_url=sim.base_url, api_key="x") as model,
+                open_session(SessionConfig(project=root, model=model, speculate=False)) as s,
+            ):
                 names = [json.loads(t)["name"] for t in s.key.tools_json]
                 assert [n for n in names if n.startswith("mcp__")] == [
-                    "mcp__demo__boom", "mcp__demo__crash", "mcp__demo__crash_soon", "mcp__demo__lookup",
-                    "mcp__demo__picture"]
+                    "mcp__demo__boom",
+                    "mcp__demo__crash",
+                    "mcp__demo__crash_soon",
+                    "mcp__demo__lookup",
+                    "mcp__demo__picture",
+                ]
 
     trio.run(main)

@@ -24,8 +24,19 @@ NOISY = Path(__file__).with_name("noisy_server.py")
 def project(tmp: Path, server: Path = SERVER) -> Path:
     root = tmp / "proj"
     root.mkdir()
-    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": {
-        "command": sys.executable, "args": [str(server)], "env": {"DEMO_COUNTER": str(tmp / "counter")}}}}))
+    (root / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "demo": {
+                        "command": sys.executable,
+                        "args": [str(server)],
+                        "env": {"DEMO_COUNTER": str(tmp / "counter")},
+                    }
+                }
+            }
+        )
+    )
     return root
 
 
@@ -49,7 +60,9 @@ def test_a_server_that_crashes_is_restarted_a_bounded_number_of_times(tmp_path: 
             tools = {t.name: t for t in servers.tools}
             assert await call(tools, "lookup", tmp_path, word="alpha") == "the first letter"
             # Dies during a call: that call fails (it may have had effects: not repeated), the next one works.
-            with pytest.raises(ToolError, match="MCP server demo stopped during the call; it is being restarted"):
+            with pytest.raises(
+                ToolError, match="MCP server demo stopped during the call; it is being restarted"
+            ):
                 await call(tools, "crash", tmp_path)
             assert await call(tools, "lookup", tmp_path, word="gamma") == "the third letter"
             # Dies between calls: noticed by its closed output, restarted before the next call needs it.
@@ -58,7 +71,10 @@ def test_a_server_that_crashes_is_restarted_a_bounded_number_of_times(tmp_path: 
             assert await call(tools, "lookup", tmp_path, word="alpha") == "the first letter"
             conn = servers.servers[0].client
             assert conn.restarts == 2 and len(servers.events) == 2
-            assert servers.events[0].startswith("MCP server demo stopped") and "restarting it in 0.5 s" in servers.events[0]
+            assert (
+                servers.events[0].startswith("MCP server demo stopped")
+                and "restarting it in 0.5 s" in servers.events[0]
+            )
             # A server that keeps dying is given up, with one line saying so.
             for _ in range(MAX_RESTARTS):
                 with pytest.raises(ToolError):
@@ -75,7 +91,8 @@ def test_a_server_that_crashes_is_restarted_a_bounded_number_of_times(tmp_path: 
 
 @pytest.mark.slow
 def test_a_server_printing_to_stdout_is_logged_line_by_line_and_disconnected(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     root = project(tmp_path, NOISY)  # prints "debug: tick N" to stdout every millisecond
 
     async def main() -> None:

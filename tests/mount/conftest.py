@@ -16,8 +16,12 @@ from overlayfs.mount import MNT_PREFIX, unavailable_reason
 from overlayfs.view import Overlay
 
 SAMPLE = Path(__file__).resolve().parents[2] / "bench" / "scenarios" / "workspaces" / "sample_project"
-MARKS = {"fuse": [pytest.mark.fuse], "fuse-overlayfs": [pytest.mark.fuse], "kernel": [pytest.mark.privileged],
-         "pure": []}
+MARKS = {
+    "fuse": [pytest.mark.fuse],
+    "fuse-overlayfs": [pytest.mark.fuse],
+    "kernel": [pytest.mark.privileged],
+    "pure": [],
+}
 
 
 def backend_params(*names: str) -> list[object]:
@@ -55,8 +59,12 @@ def tree_digest(root: Path) -> str:
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main",
-                    *args], cwd=cwd, check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -101,8 +101,9 @@ def test_an_unbounded_overlay_with_changes_cannot_be_bounded_later(project: Path
         fresh.discard()
 
 
-SWALLOW = ("i=0; while dd if=/dev/zero of=f$i bs=1M count=1 2>/dev/null; do i=$((i+1)); done; "
-           "echo wrote $i; exit 0")
+SWALLOW = (
+    "i=0; while dd if=/dev/zero of=f$i bs=1M count=1 2>/dev/null; do i=$((i+1)); done; echo wrote $i; exit 0"
+)
 
 
 @pytest.mark.parametrize("backend", backend_params("kernel", "fuse", "fuse-overlayfs"))
@@ -110,8 +111,13 @@ def test_a_command_that_swallows_enospc_is_stopped_and_flagged(backend: str, pro
     require(backend)
     ov = Overlay(project)
     try:
-        r = run_sandboxed(ov, SWALLOW, timeout=30, backend=backend,
-                          limits=SandboxLimits(upper_bytes=SMALL.bytes, upper_inodes=SMALL.inodes))
+        r = run_sandboxed(
+            ov,
+            SWALLOW,
+            timeout=30,
+            backend=backend,
+            limits=SandboxLimits(upper_bytes=SMALL.bytes, upper_inodes=SMALL.inodes),
+        )
         assert r.limit == "upper_bytes", (r.exit_code, r.stdout, r.stderr)
         assert "reached its bound of 4194304 bytes" in r.stderr
         assert r.upper_peak is not None and r.upper_peak[0] <= SMALL.bytes

@@ -126,8 +126,9 @@ def changes(ov: Overlay) -> set[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("backend", backend_params(*BACKENDS))
-def test_every_registered_backend_mounts_and_unmounts_through_one_interface(backend: str, project: Path,
-                                                                           overlay: Overlay) -> None:
+def test_every_registered_backend_mounts_and_unmounts_through_one_interface(
+    backend: str, project: Path, overlay: Overlay
+) -> None:
     """The registry is the one source of backends: each one registered answers the same questions
     (availability, whether it mounts) and goes through the same open and close, which leaves nothing
     mounted and the write it took in the upper layer."""
@@ -162,8 +163,9 @@ BOUNDED = pytest.mark.parametrize("bounded", [False, True], ids=["disk", "bounde
 
 @BOUNDED
 @pytest.mark.parametrize("backend", backend_params(*BACKENDS))
-def test_same_operations_same_results(backend: str, bounded: bool, project: Path, overlay: Overlay,
-                                      tmp_path: Path) -> None:
+def test_same_operations_same_results(
+    backend: str, bounded: bool, project: Path, overlay: Overlay, tmp_path: Path
+) -> None:
     """On the state dir's filesystem and on a bounded layer (a private tmpfs, what the sandbox uses)."""
     require_host_mount(backend)
     if bounded:
@@ -190,9 +192,15 @@ def test_same_operations_same_results(backend: str, bounded: bool, project: Path
     reopened = Overlay(project, upper=overlay.upper)
     assert snap_pure(reopened) == view
     got = changes(reopened)
-    assert {("notes/new.txt", "added"), ("README.md", "deleted"), ("src/shop/utils.py", "modified"),
-            ("docs/CHANGES.md", "added"), ("CHANGELOG.md", "deleted"), ("data/catalog.json", "deleted"),
-            ("latest", "added")} <= got
+    assert {
+        ("notes/new.txt", "added"),
+        ("README.md", "deleted"),
+        ("src/shop/utils.py", "modified"),
+        ("docs/CHANGES.md", "added"),
+        ("CHANGELOG.md", "deleted"),
+        ("data/catalog.json", "deleted"),
+        ("latest", "added"),
+    } <= got
     # Same changes as the pure view computes for the same operations.
     pure = Overlay(project, upper=tmp_path / "pure-layers" / "upper")
     for op in OPS:
@@ -221,7 +229,10 @@ def _posix_observations(root: Path) -> dict[str, object]:
     os.link(src / "pager.py", root / "pager-link.py")
     with open(root / "pager-link.py", "ab") as f:
         f.write(b"# via link\n")
-    obs["hardlink"] = (src / "pager.py").read_bytes().endswith(b"# via link\n"), os.stat(src / "pager.py").st_nlink
+    obs["hardlink"] = (
+        (src / "pager.py").read_bytes().endswith(b"# via link\n"),
+        os.stat(src / "pager.py").st_nlink,
+    )
     # truncate, chmod, utime.
     os.truncate(src / "catalog.py", 5)
     os.chmod(src / "catalog.py", 0o640)
@@ -254,15 +265,19 @@ def _posix_observations(root: Path) -> dict[str, object]:
     os.setxattr(root / "Makefile", "user.speculate", b"yes")
     obs["xattr"] = os.getxattr(root / "Makefile", "user.speculate")
     obs["statfs"] = os.statvfs(root).f_bsize > 0
-    obs["symlink"] = (os.symlink("src/shop", root / "shop-link"), os.readlink(root / "shop-link"),
-                      sorted(os.listdir(root / "shop-link")))
+    obs["symlink"] = (
+        os.symlink("src/shop", root / "shop-link"),
+        os.readlink(root / "shop-link"),
+        sorted(os.listdir(root / "shop-link")),
+    )
     return obs
 
 
 @BOUNDED
 @pytest.mark.parametrize("backend", backend_params(*MOUNTABLE))
-def test_posix_surface_matches_native(backend: str, bounded: bool, project: Path, overlay: Overlay,
-                                      tmp_path: Path) -> None:
+def test_posix_surface_matches_native(
+    backend: str, bounded: bool, project: Path, overlay: Overlay, tmp_path: Path
+) -> None:
     require_host_mount(backend)
     if bounded:
         overlay = Overlay(project, bound=LayerBound())
@@ -297,7 +312,9 @@ def test_whiteout_lookalike_names_are_plain_files(backend: str, project: Path, o
             refused = []
             for rel in LOOKALIKES:
                 try:
-                    (root / rel).mkdir() if rel == LOOKALIKES[-1] else (root / rel).write_text(f"user file {rel}\n")
+                    (root / rel).mkdir() if rel == LOOKALIKES[-1] else (root / rel).write_text(
+                        f"user file {rel}\n"
+                    )
                 except OSError as e:
                     refused.append((rel, e.errno))
             if backend == "fuse-overlayfs":

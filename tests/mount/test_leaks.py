@@ -53,8 +53,9 @@ def _owner_child(overlay: Overlay, backend: str) -> tuple[subprocess.Popen[str],
         f"m = open_mount(Overlay({str(overlay.lower)!r}, upper={str(overlay.upper)!r}), {backend!r})\n"
         "print(m.root, flush=True); sys.stdin.read()\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout is not None
     mp = child.stdout.readline().strip()
     assert mp and _mounted(mp)

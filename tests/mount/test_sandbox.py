@@ -24,14 +24,16 @@ PY = sys.executable
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", MOUNTABLE)
-def test_build_and_test_tools_run_in_the_view(backend: str, project: Path, overlay: Overlay,
-                                              tmp_path: Path) -> None:
+def test_build_and_test_tools_run_in_the_view(
+    backend: str, project: Path, overlay: Overlay, tmp_path: Path
+) -> None:
     require(backend)
     before = tree_digest(project)
     native = tmp_path / "native"
     shutil.copytree(project, native, symlinks=True)
-    native_tests = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=native,
-                                  capture_output=True, text=True)
+    native_tests = subprocess.run(
+        [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=native, capture_output=True, text=True
+    )
 
     script = f"""set -e
 pwd
@@ -49,23 +51,27 @@ make -s test PYTHON={PY} 2>&1 | tail -1
     assert lines[0] == str(project)  # the view sits at the project's own path
     assert " M src/shop/utils.py" in lines
     assert "1 file changed" in r.stdout
-    native_grep = subprocess.run("grep -rl 'def ' src | sort | tr '\\n' ' '", shell=True, cwd=project,
-                                 capture_output=True, text=True).stdout
+    native_grep = subprocess.run(
+        "grep -rl 'def ' src | sort | tr '\\n' ' '", shell=True, cwd=project, capture_output=True, text=True
+    ).stdout
     assert native_grep.strip() in [line.strip() for line in lines]
     # Same test results inside the view as natively (the edit only added a comment line).
     assert native_tests.stdout.strip().splitlines()[-1].split(" in ")[0] in lines[-1]
     assert tree_digest(project) == before
     got = {(c.path, c.kind) for c in Overlay(project, upper=overlay.upper).changes()}
     assert ("src/shop/utils.py", "modified") in got
-    assert (project / "src" / "shop" / "utils.py").read_text() == (native / "src" / "shop" / "utils.py").read_text()
+    assert (project / "src" / "shop" / "utils.py").read_text() == (
+        native / "src" / "shop" / "utils.py"
+    ).read_text()
 
 
 @pytest.mark.parametrize("backend", backend_params("fuse", "fuse-overlayfs", "kernel"))
 def test_mounted_root_for_plain_subprocess(backend: str, project: Path, overlay: Overlay) -> None:
     require_host_mount(backend)
     with mounted(overlay, backend) as root:
-        subprocess.run(["sh", "-c", "echo hi > new.txt && sed -i s/def/DEF/ src/shop/pager.py"], cwd=root,
-                       check=True)
+        subprocess.run(
+            ["sh", "-c", "echo hi > new.txt && sed -i s/def/DEF/ src/shop/pager.py"], cwd=root, check=True
+        )
         assert (root / "new.txt").read_text() == "hi\n"
     assert not (project / "new.txt").exists()
     assert "DEF" not in (project / "src/shop/pager.py").read_text()
@@ -76,8 +82,12 @@ def test_mounted_root_for_plain_subprocess(backend: str, project: Path, overlay:
 @pytest.mark.fuse
 def test_fuse_records_reads_and_bases(project: Path, overlay: Overlay) -> None:
     require("fuse")
-    r = run_sandboxed(overlay, "cat src/shop/cart.py > /dev/null; echo x >> src/shop/utils.py; "
-                               "rm README.md; touch brand-new", timeout=60, backend="fuse")
+    r = run_sandboxed(
+        overlay,
+        "cat src/shop/cart.py > /dev/null; echo x >> src/shop/utils.py; rm README.md; touch brand-new",
+        timeout=60,
+        backend="fuse",
+    )
     assert r.exit_code == 0, r.stderr
     reads = layer.load_identities(overlay.metadir, layer.READS_FILE)
     bases = layer.load_identities(overlay.metadir, layer.BASES_FILE)
@@ -96,7 +106,9 @@ def test_fuse_records_what_was_read_even_without_a_read_request(project: Path, o
     (project / "empty.txt").write_bytes(b"")
     (project / "docs").mkdir()
     (project / "docs" / "listed.md").write_text("only listed\n")
-    r = run_sandboxed(overlay, "cat empty.txt; head -c 5 src/shop/cart.py; ls docs", timeout=60, backend="fuse")
+    r = run_sandboxed(
+        overlay, "cat empty.txt; head -c 5 src/shop/cart.py; ls docs", timeout=60, backend="fuse"
+    )
     assert r.exit_code == 0, r.stderr
     reads = layer.load_identities(overlay.metadir, layer.READS_FILE)
     assert reads["empty.txt"].matches(layer.Identity.of(project, "empty.txt"))
@@ -130,8 +142,13 @@ def test_sandbox_contains_network_tmp_home_and_time(project: Path, overlay: Over
         opened = run_in_overlay(overlay, ["sh", "-c", probe], timeout=30, backend=backend, network=True)
         assert opened.exit_code == 0, opened.stderr
     marker = f"speculate-sandbox-{os.getpid()}"
-    r = run_sandboxed(overlay, f"ls -A /tmp | grep -c . ; echo hi > /tmp/{marker}; touch $HOME/{marker}; "
-                               "echo out; echo err >&2; exit 3", timeout=30, backend=backend)
+    r = run_sandboxed(
+        overlay,
+        f"ls -A /tmp | grep -c . ; echo hi > /tmp/{marker}; touch $HOME/{marker}; "
+        "echo out; echo err >&2; exit 3",
+        timeout=30,
+        backend=backend,
+    )
     assert r.exit_code == 3 and not r.timed_out
     assert "out" in r.stdout and "err" in r.stderr and "Read-only file system" in r.stderr
     assert not Path("/tmp", marker).exists() and not Path.home().joinpath(marker).exists()
@@ -161,7 +178,9 @@ def test_bad_input_is_named(project: Path, overlay: Overlay, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("backend", MOUNTABLE)
 @pytest.mark.parametrize("command", ["rm -rf build", "rm -rf build && mkdir build && echo n > build/new"])
-def test_deleting_a_lower_subtree_promotes_on_every_backend(backend: str, command: str, tmp_path: Path) -> None:
+def test_deleting_a_lower_subtree_promotes_on_every_backend(
+    backend: str, command: str, tmp_path: Path
+) -> None:
     require(backend)
     root = tmp_path / "proj"
     (root / "build/lib/shop").mkdir(parents=True)

@@ -43,14 +43,19 @@ def _server(ov: Overlay) -> int | None:
 
 
 @pytest.mark.parametrize("backend", MOUNTABLE)
-def test_the_view_s_writes_between_commands_are_seen_by_the_next(backend: str, kept: Overlay,
-                                                                project: Path) -> None:
+def test_the_view_s_writes_between_commands_are_seen_by_the_next(
+    backend: str, kept: Overlay, project: Path
+) -> None:
     """Every kind of write the file tools make, each right after a command that cached what it changes:
     contents read (pages), names looked up and missing (negative entries), directories listed."""
     require(backend)
     keep_view(kept, backend)
-    first = _run(kept, backend, "cat README.md; test -e new.txt || echo absent; ls src/shop; cat Makefile >/dev/null;"
-                 " echo one > mine.txt; cat mine.txt")
+    first = _run(
+        kept,
+        backend,
+        "cat README.md; test -e new.txt || echo absent; ls src/shop; cat Makefile >/dev/null;"
+        " echo one > mine.txt; cat mine.txt",
+    )
     assert "absent" in first and "cart.py" in first
     server = _server(kept)
     kept.write_text("README.md", "# changed by the view\n")  # a lower file the command had read
@@ -64,14 +69,20 @@ def test_the_view_s_writes_between_commands_are_seen_by_the_next(backend: str, k
     out = _run(kept, backend, "cat README.md new.txt mine.txt; ls; echo --; ls src/shop; ls checks | head -1")
     assert "# changed by the view" in out and "made by the view" in out and "two" in out
     listing, shop = out.split("--\n")
-    assert "Makefile" not in listing.split() and "tests" not in listing.split() and "checks" in listing.split()
+    assert (
+        "Makefile" not in listing.split() and "tests" not in listing.split() and "checks" in listing.split()
+    )
     assert shop.split()[0] == "only.py" and "cart.py" not in shop
     if backend == "fuse":
         assert _server(kept) == server  # told, not replaced
     # And the other way round: what the command wrote, the view reads, though it had looked those up.
     assert kept.exists("CHANGELOG.md") and "# edited" not in kept.read_text("pyproject.toml")
-    _run(kept, backend, "echo three > mine.txt; mkdir -p made/deep && echo x > made/deep/f; rm CHANGELOG.md;"
-         " echo '# edited' >> pyproject.toml")
+    _run(
+        kept,
+        backend,
+        "echo three > mine.txt; mkdir -p made/deep && echo x > made/deep/f; rm CHANGELOG.md;"
+        " echo '# edited' >> pyproject.toml",
+    )
     assert kept.read_text("mine.txt") == "three\n" and kept.read_text("made/deep/f") == "x\n"
     assert not kept.exists("CHANGELOG.md") and "# edited" in kept.read_text("pyproject.toml")
 
@@ -90,8 +101,9 @@ def test_commands_share_one_fuse_server_until_the_overlay_is_discarded(project: 
         assert _server(ov) == pid
     finally:
         ov.discard()
-    assert (ov.sandbox is None and not os.path.exists(f"/proc/{pid}/cmdline")) or \
-        b"overlayfs.fuse" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert (
+        ov.sandbox is None and not os.path.exists(f"/proc/{pid}/cmdline")
+    ) or b"overlayfs.fuse" not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 @pytest.mark.fuse
@@ -129,8 +141,9 @@ def test_a_promotion_leaves_no_stale_mount(backend: str, kept: Overlay, project:
 
 @pytest.mark.privileged
 @pytest.mark.parametrize("compiled", [True, False], ids=["stage.c", "python-stages"])
-def test_both_stage_programs_build_the_same_sandbox(compiled: bool, kept: Overlay,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_stage_programs_build_the_same_sandbox(
+    compiled: bool, kept: Overlay, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """rlimits, no capabilities, no_new_privs, Landlock (a write outside the writable trees is refused even
     where the file's mode allows it: /proc/self/comm) and the mounted view, whichever stage runs."""
     require("kernel")
@@ -138,9 +151,14 @@ def test_both_stage_programs_build_the_same_sandbox(compiled: bool, kept: Overla
         pytest.skip("no C compiler here: only the Python stages run")
     if not compiled:
         monkeypatch.setattr(stages, "stage_program", lambda: None)
-    r = run_sandboxed(kept, "ulimit -u; ulimit -n; ulimit -f; ulimit -c; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status;"
-                      " (echo spec > /proc/self/comm) 2>/dev/null && echo comm-written || echo comm-refused;"
-                      " echo in-view > v.txt && cat v.txt", timeout=60, backend="kernel")
+    r = run_sandboxed(
+        kept,
+        "ulimit -u; ulimit -n; ulimit -f; ulimit -c; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status;"
+        " (echo spec > /proc/self/comm) 2>/dev/null && echo comm-written || echo comm-refused;"
+        " echo in-view > v.txt && cat v.txt",
+        timeout=60,
+        backend="kernel",
+    )
     assert r.exit_code == 0, r.stderr
     assert r.enforced is not None and r.enforced["stages"] == ("compiled (stage.c)" if compiled else "Python")
     lines = r.stdout.split()
@@ -188,8 +206,9 @@ def test_auto_keeps_the_view_its_commands_run_on(kept: Overlay) -> None:
 
 
 @pytest.mark.parametrize("backend", MOUNTABLE)
-def test_what_a_running_command_wrote_is_checked_against_its_bases(backend: str, kept: Overlay,
-                                                                   project: Path) -> None:
+def test_what_a_running_command_wrote_is_checked_against_its_bases(
+    backend: str, kept: Overlay, project: Path
+) -> None:
     """An acceptance checks for conflicts while the fork's last command may still be writing (as a test run
     writes __pycache__): what it wrote so far has its bases, so only the user's own edit is a conflict."""
     require(backend)
@@ -198,10 +217,13 @@ def test_what_a_running_command_wrote_is_checked_against_its_bases(backend: str,
     keep_view(kept, backend)
     token = CancelToken()
     done: list[object] = []
-    cmd = ("echo mine > README.md; echo new > new.txt; echo fresh > src/shop/__pycache__/cart.pyc; "
-           "touch written; sleep 60")
-    runner = threading.Thread(target=lambda: done.append(run_sandboxed(kept, cmd, timeout=90, backend=backend,
-                                                                      cancel=token)))
+    cmd = (
+        "echo mine > README.md; echo new > new.txt; echo fresh > src/shop/__pycache__/cart.pyc; "
+        "touch written; sleep 60"
+    )
+    runner = threading.Thread(
+        target=lambda: done.append(run_sandboxed(kept, cmd, timeout=90, backend=backend, cancel=token))
+    )
     runner.start()
     try:
         deadline = time.monotonic() + 30

@@ -55,8 +55,9 @@ def test_built_once_next_to_its_source(fresh_machine: Path) -> None:
     assert stages.stage_program() == got and os.stat(got).st_mtime_ns == before  # found, not rebuilt
 
 
-def test_a_program_others_could_write_is_not_run(fresh_machine: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: Path) -> None:
+def test_a_program_others_could_write_is_not_run(
+    fresh_machine: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Root runs the stage program: a file of the right name that anyone else could have written (its mode
     or its directory's) is never used, even where nothing could be built instead."""
     planted = fresh_machine / f"_stage-{stages._digest()}"
@@ -80,16 +81,17 @@ def test_no_compiler_says_so(fresh_machine: Path, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize("backend", backend_params("kernel", "fuse", "fuse-overlayfs"))
-def test_without_a_compiler_the_python_stages_enter_the_sandbox(backend: str, fresh_machine: Path, project: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch,
-                                                                 tmp_path: Path) -> None:
+def test_without_a_compiler_the_python_stages_enter_the_sandbox(
+    backend: str, fresh_machine: Path, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     require(backend)
     _no_compiler(monkeypatch, tmp_path)
     ov = Overlay(project, bound=LayerBound())
     try:
         keep_view(ov, backend)
-        r = run_sandboxed(ov, "ulimit -u; grep NoNewPrivs /proc/self/status; echo one > a.txt", timeout=60,
-                          backend=backend)
+        r = run_sandboxed(
+            ov, "ulimit -u; grep NoNewPrivs /proc/self/status; echo one > a.txt", timeout=60, backend=backend
+        )
         assert r.exit_code == 0 and r.backend_failed is None, r.stderr
         assert r.enforced is not None and r.enforced["stages"] == "Python"
         assert r.stdout.split()[:3] == ["512", "NoNewPrivs:", "1"]

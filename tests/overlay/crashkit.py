@@ -12,8 +12,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # Every call that changes a filesystem (or makes it durable) in the promotion and recovery code paths.
-MUTATORS = ("rename", "replace", "unlink", "rmdir", "mkdir", "chmod", "link", "symlink", "open",
-            "copy_file_range", "write", "fsync", "ftruncate")
+MUTATORS = (
+    "rename",
+    "replace",
+    "unlink",
+    "rmdir",
+    "mkdir",
+    "chmod",
+    "link",
+    "symlink",
+    "open",
+    "copy_file_range",
+    "write",
+    "fsync",
+    "ftruncate",
+)
 
 
 class Crash(BaseException):
@@ -40,7 +53,8 @@ def crash_at(k: int | None, then: Callable[[], object] | None = None) -> Iterato
             if threading.current_thread().name == "overlayfs-dispose":
                 return real(*args, **kwargs)  # deleting spent layers in the background: garbage either way
             if name == "open" and not (args[1] if len(args) > 1 else kwargs.get("flags", 0)) & (
-                    os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR):
+                os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR
+            ):
                 return real(*args, **kwargs)  # reading changes nothing
             if getattr(inside, "then", False):
                 return real(*args, **kwargs)  # what ``then`` itself does is not counted

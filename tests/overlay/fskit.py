@@ -21,8 +21,9 @@ def tmpfs(where: Path, options: str) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a size-limited tmpfs needs root (CI runs as root)")
     where.mkdir(parents=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount tmpfs here: {r.stderr.strip()}")
     try:

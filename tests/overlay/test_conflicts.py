@@ -37,14 +37,17 @@ USER_ACTIONS: dict[str, UserAction] = {
     "edit": lambda root: (root / "src/util.py").write_text("user's own edit\n") and None,
     "sneaky-edit": _edit_same_size_and_mtime,
     "delete": lambda root: (root / "src/util.py").unlink(),
-    "replace-with-dir": lambda root: ((root / "src/util.py").unlink(), (root / "src/util.py").mkdir()) and None,
+    "replace-with-dir": lambda root: (
+        ((root / "src/util.py").unlink(), (root / "src/util.py").mkdir()) and None
+    ),
 }
 
 
 @pytest.mark.parametrize("user", list(USER_ACTIONS))
 @pytest.mark.parametrize("action", list(OVERLAY_ACTIONS))
 def test_user_change_after_overlay_touched_a_path_is_a_conflict(
-        project: Path, ov: Overlay, action: str, user: str) -> None:
+    project: Path, ov: Overlay, action: str, user: str
+) -> None:
     OVERLAY_ACTIONS[action](ov)
     ov.write_text("unrelated.txt", "the speculation also wrote this")
     USER_ACTIONS[user](project)
@@ -67,7 +70,8 @@ def test_user_creating_a_path_the_overlay_created_is_a_conflict(project: Path, o
     (project / "new.txt").write_text("user")
     result = ov.promote()
     assert [(c.path, c.reason) for c in result.conflicts] == [
-        ("new.txt", "created in the real tree after the overlay first changed it")]
+        ("new.txt", "created in the real tree after the overlay first changed it")
+    ]
     assert (project / "new.txt").read_text() == "user"
 
 
@@ -86,7 +90,8 @@ def test_read_set_conflict_names_the_read(project: Path, ov: Overlay) -> None:
     (project / "docs/guide.txt").write_text("the guide changed")
     result = ov.promote()
     assert [(c.path, c.reason) for c in result.conflicts] == [
-        ("docs/guide.txt", "read by the speculation, then changed in the real tree")]
+        ("docs/guide.txt", "read by the speculation, then changed in the real tree")
+    ]
     assert (project / "src/app.py").read_text() == "print('hello')\n"
 
 
@@ -124,7 +129,9 @@ def test_partial_promotion_reports_dependents_of_a_conflict(project: Path, ov: O
     (project / "docs/guide.txt").write_text("user")
     result = ov.promote(all_or_nothing=False)
     assert {(c.path, c.reason.startswith("depends on")) for c in result.conflicts} == {
-        ("docs/guide.txt", False), ("docs", True)}
+        ("docs/guide.txt", False),
+        ("docs", True),
+    }
     assert [c.path for c in result.promoted] == ["README.md"]
     assert (project / "docs/guide.txt").read_text() == "user"
 
@@ -144,8 +151,9 @@ def test_promoting_selected_paths(project: Path, ov: Overlay) -> None:
 
 @pytest.mark.parametrize("listing", ["listdir", "walk"])
 @pytest.mark.parametrize("user", ["add", "remove"])
-def test_a_listing_the_user_changed_since_is_a_conflict(project: Path, ov: Overlay, listing: str,
-                                                        user: str) -> None:
+def test_a_listing_the_user_changed_since_is_a_conflict(
+    project: Path, ov: Overlay, listing: str, user: str
+) -> None:
     if listing == "listdir":
         names = ov.listdir("src")
     else:
@@ -158,11 +166,15 @@ def test_a_listing_the_user_changed_since_is_a_conflict(project: Path, ov: Overl
         (project / "src/util.py").unlink()
     before = snapshot(project)
     res = ov.promote()
-    assert [c.path for c in res.conflicts] == ["src"] and "listed by the speculation" in res.conflicts[0].reason
+    assert [c.path for c in res.conflicts] == ["src"] and "listed by the speculation" in res.conflicts[
+        0
+    ].reason
     assert snapshot(project) == before  # nothing written
 
 
-def test_listings_do_not_conflict_with_the_overlays_own_or_a_partial_promotion(project: Path, ov: Overlay) -> None:
+def test_listings_do_not_conflict_with_the_overlays_own_or_a_partial_promotion(
+    project: Path, ov: Overlay
+) -> None:
     ov.listdir(".")
     list(ov.walk("src"))
     ov.write_text("src/a_new.py", "a\n")

@@ -79,8 +79,13 @@ def state_of(lower: Path) -> str:
 
 def run_child(lower: Path, upper: Path, kill_after: float | None) -> str:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    with subprocess.Popen([sys.executable, "-c", CHILD, str(lower), str(upper)], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True, env=env) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(lower), str(upper)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline() == "ready\n"
         proc.stdin.write("go\n")
@@ -161,8 +166,10 @@ NAMES = st.sampled_from(["a", "b", "c"])
 PATHS = st.lists(NAMES, min_size=1, max_size=3).map("/".join)
 OPS = st.one_of(
     st.tuples(st.just("write_bytes"), PATHS, st.sampled_from([b"", b"x", b"new\n"])),
-    st.tuples(st.just("unlink"), PATHS), st.tuples(st.just("rmtree"), PATHS),
-    st.tuples(st.just("mkdir"), PATHS), st.tuples(st.just("rename"), PATHS, PATHS),
+    st.tuples(st.just("unlink"), PATHS),
+    st.tuples(st.just("rmtree"), PATHS),
+    st.tuples(st.just("mkdir"), PATHS),
+    st.tuples(st.just("rename"), PATHS, PATHS),
     st.tuples(st.just("chmod"), PATHS, st.sampled_from([0o600, 0o755, 0o555])),
     st.tuples(st.just("symlink"), st.sampled_from(["b", "a/a", "c", "nowhere"]), PATHS),
 )
@@ -173,7 +180,9 @@ def build(base: Path, ops: list[tuple]) -> tuple[Path, Overlay]:
     lower.mkdir(parents=True)
     make_tree(lower, LOWER)
     os.symlink("c", lower / "c/ln")
-    ensure(project_state(lower))  # so that promote() makes the same calls in a fresh state dir as in a used one
+    ensure(
+        project_state(lower)
+    )  # so that promote() makes the same calls in a fresh state dir as in a used one
     ov = Overlay(lower, base / "layers/upper")
     for op, *args in ops:
         try:
@@ -185,8 +194,9 @@ def build(base: Path, ops: list[tuple]) -> tuple[Path, Overlay]:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=8), data=st.data())
-def test_random_changes_crashed_anywhere_recover_to_old_or_new(tmp_path: Path, state_dir: Path,
-                                                                ops: list[tuple], data: st.DataObject) -> None:
+def test_random_changes_crashed_anywhere_recover_to_old_or_new(
+    tmp_path: Path, state_dir: Path, ops: list[tuple], data: st.DataObject
+) -> None:
     base = tmp_path / uuid.uuid4().hex[:8]
     lower, ov = build(base / "twin", ops)
     old_tree = snapshot(lower)

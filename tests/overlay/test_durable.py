@@ -30,8 +30,14 @@ from overlayfs.state import ENV, project_state, remove_tree, wait_disposals
 from tests.overlay.conftest import make_tree, snapshot
 from tests.overlay.fskit import tmpfs
 
-TREE = {"a.txt": b"old a\n", "gone.txt": b"bye\n", "src/b.py": b"old b\n", "src/c.py": b"old c\n",
-        "docs/d.md": b"old d\n", "sub/e.txt": b"old e\n"}
+TREE = {
+    "a.txt": b"old a\n",
+    "gone.txt": b"bye\n",
+    "src/b.py": b"old b\n",
+    "src/c.py": b"old c\n",
+    "docs/d.md": b"old d\n",
+    "sub/e.txt": b"old e\n",
+}
 
 
 @dataclass
@@ -59,7 +65,9 @@ def traced() -> Iterator[list[Call]]:
     lock = threading.Lock()
     saved: list[tuple[object, str, Callable[..., object]]] = []
 
-    def wrap(owner: object, name: str, note: Callable[[tuple[object, ...], object], tuple[str, str] | None]) -> None:
+    def wrap(
+        owner: object, name: str, note: Callable[[tuple[object, ...], object], tuple[str, str] | None]
+    ) -> None:
         real = getattr(owner, name)
 
         def call(*args: object, **kwargs: object) -> object:
@@ -98,14 +106,20 @@ def traced() -> Iterator[list[Call]]:
 def _synced(calls: list[Call], after: int, before: int, path: str, dev: int) -> bool:
     """Whether ``path`` (a file or directory on device ``dev``) was made durable by a call between indexes
     ``after`` and ``before``: its own fsync, or a syncfs of its filesystem."""
-    return any((c.kind == "fsync" and c.path == path) or (c.kind == "syncfs" and c.dev == dev)
-               for c in calls[after + 1:before])
+    return any(
+        (c.kind == "fsync" and c.path == path) or (c.kind == "syncfs" and c.dev == dev)
+        for c in calls[after + 1 : before]
+    )
 
 
 def check_order(calls: list[Call], project: Path, journal: Path) -> None:
     root = str(project)
-    inside = [i for i, c in enumerate(calls) if c.path.startswith(root + "/") and c.kind in
-              ("create", "write", "mkdir", "link", "symlink", "rename")]
+    inside = [
+        i
+        for i, c in enumerate(calls)
+        if c.path.startswith(root + "/")
+        and c.kind in ("create", "write", "mkdir", "link", "symlink", "rename")
+    ]
     jsyncs = [i for i, c in enumerate(calls) if c.kind == "fdatasync" and c.path == str(journal)]
     assert len(jsyncs) == 2, "the plan and the commit record, each synced once"
     plan, commit = jsyncs
@@ -123,10 +137,14 @@ def check_order(calls: list[Call], project: Path, journal: Path) -> None:
     for path, i in last.items():
         parent = os.path.dirname(path)
         if path in files:
-            assert _synced(calls, i, commit, path, calls[i].dev), f"the data of {path} not synced before commit"
+            assert _synced(calls, i, commit, path, calls[i].dev), (
+                f"the data of {path} not synced before commit"
+            )
         assert _synced(calls, i, commit, parent, _dev(parent)), f"the name {path} not synced before commit"
     # 4: after the last rename, every directory a rename changed, before finish (the journal's next write)
-    finish = next(i for i, c in enumerate(calls) if i > renames[-1] and c.kind == "write" and c.path == str(journal))
+    finish = next(
+        i for i, c in enumerate(calls) if i > renames[-1] and c.kind == "write" and c.path == str(journal)
+    )
     for d in {os.path.dirname(calls[i].path) for i in renames}:
         assert _synced(calls, renames[-1], finish, d, _dev(d)), f"{d} not synced after its renames"
 
@@ -170,15 +188,17 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsyncs"])
-def test_durable_promotion_syncs_in_the_order_crash_safety_needs(tree: Path, syncfs: bool,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_durable_promotion_syncs_in_the_order_crash_safety_needs(
+    tree: Path, syncfs: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls, journal = _promote(tree, monkeypatch, syncfs=syncfs)
     check_order(calls, tree, journal)
     used = [c for c in calls if c.kind == "syncfs"]
     if syncfs and _trusted(tree):
         assert len(used) == 2, "one syncfs for the staged batch, one for the renames"
-        assert not [c for c in calls if c.kind == "fsync" and c.path.startswith(f"{tree}")], \
+        assert not [c for c in calls if c.kind == "fsync" and c.path.startswith(f"{tree}")], (
             "no fsync in the project left beside the syncfs"
+        )
     if not syncfs:
         assert not used
     assert (tree / "newdir/deep/f.txt").read_bytes() == b"deep\n" and not (tree / "gone.txt").exists()
@@ -196,8 +216,9 @@ def test_a_small_batch_is_fsyncd_on_the_promoting_thread(tree: Path, monkeypatch
     assert {c.path for c in calls if c.kind == "fsync"} >= {str(tree)}
 
 
-def test_the_journal_on_another_filesystem_keeps_its_own_syncs(tree: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               tmp_path: Path) -> None:
+def test_the_journal_on_another_filesystem_keeps_its_own_syncs(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     shm = Path("/dev/shm")
     if not os.access(shm, os.W_OK) or os.stat(shm).st_dev == os.stat(tree).st_dev:
         pytest.skip("needs a writable /dev/shm on another filesystem than the project")
@@ -212,8 +233,9 @@ def test_the_journal_on_another_filesystem_keeps_its_own_syncs(tree: Path, monke
 
 
 @pytest.mark.privileged
-def test_a_mount_point_inside_the_project_is_synced_by_its_own_fsyncs(tree: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mount_point_inside_the_project_is_synced_by_its_own_fsyncs(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A syncfs of the project's filesystem does not cover a filesystem mounted inside it: its files and
     directories are fsync'd (here tmpfs, whose fsync does nothing, but the calls are what is checked)."""
     data = (tree / "sub/e.txt").read_bytes()
@@ -238,7 +260,9 @@ def _promote_into(project: Path, monkeypatch: pytest.MonkeyPatch, rel: str) -> t
 
 
 @pytest.mark.parametrize("step", [0, 1], ids=["staged batch", "renames"])
-def test_a_failed_syncfs_rolls_the_promotion_back(tree: Path, step: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_syncfs_rolls_the_promotion_back(
+    tree: Path, step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """syncfs reports a writeback error on the filesystem (EIO): before the commit point the promotion rolls
     back, after it undoes; the tree is the old one either way and the error names the project."""
     if not _trusted(tree):
@@ -268,8 +292,11 @@ def _unlinked_in(tree: Path, ov: Overlay) -> list[str]:
     real = os.unlink
 
     def unlink(path: str, *args: object, **kwargs: object) -> None:
-        if threading.current_thread() is threading.main_thread() and str(path).startswith(f"{tree}/") \
-                and re.search(r"\.[br]\d+\.ovl-tmp$", str(path)):
+        if (
+            threading.current_thread() is threading.main_thread()
+            and str(path).startswith(f"{tree}/")
+            and re.search(r"\.[br]\d+\.ovl-tmp$", str(path))
+        ):
             gone.append(os.path.basename(path))
         real(path, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -294,8 +321,9 @@ def test_what_a_promotion_replaced_is_deleted_off_its_path(tree: Path) -> None:
     assert (tree / "a.txt").read_bytes() == b"new a\n" and not (tree / "gone.txt").exists()
 
 
-def test_with_the_state_dir_on_another_filesystem_they_are_deleted_in_place(tree: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_the_state_dir_on_another_filesystem_they_are_deleted_in_place(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shm = Path("/dev/shm")
     if not os.access(shm, os.W_OK) or os.stat(shm).st_dev == os.stat(tree).st_dev:
         pytest.skip("needs a writable /dev/shm on another filesystem than the project")

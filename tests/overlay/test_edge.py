@@ -18,7 +18,8 @@ from tests.overlay.conftest import snapshot
 
 
 def test_absolute_paths_inside_the_root_are_accepted_also_via_an_unresolved_alias(
-        project: Path, tmp_path: Path) -> None:
+    project: Path, tmp_path: Path
+) -> None:
     alias = tmp_path / "alias"
     alias.symlink_to(project)
     ov = Overlay(alias)
@@ -122,8 +123,10 @@ def test_symlink_changes_promote(linked: Path, ov: Overlay) -> None:
     ov.symlink("util.py", "src/alias.py")
     ov.rename("lib", "library")
     assert ov.changes() == [
-        Change("guide-link", "added", "symlink"), Change("lib", "deleted", "symlink"),
-        Change("library", "added", "symlink"), Change("src/alias.py", "modified", "symlink"),
+        Change("guide-link", "added", "symlink"),
+        Change("lib", "deleted", "symlink"),
+        Change("library", "added", "symlink"),
+        Change("src/alias.py", "modified", "symlink"),
     ]
     assert ov.promote().ok
     assert os.readlink(linked / "guide-link") == "docs/guide.txt"

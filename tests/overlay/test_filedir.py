@@ -22,8 +22,14 @@ from overlayfs.steps import Steps
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import Crash, crash_at, diff, snapshot, temps
 
-LOWER = {"keep.txt": b"keep\n", "d/a.txt": b"a\n", "d/sub/b.txt": b"b\n", "f": b"plain file\n",
-         "x.txt": b"x\n", "link-dir/c.txt": b"c\n"}
+LOWER = {
+    "keep.txt": b"keep\n",
+    "d/a.txt": b"a\n",
+    "d/sub/b.txt": b"b\n",
+    "f": b"plain file\n",
+    "x.txt": b"x\n",
+    "link-dir/c.txt": b"c\n",
+}
 
 
 def file_over_dir(ov: Overlay) -> None:
@@ -64,8 +70,11 @@ def swap(ov: Overlay) -> None:
 
 
 SCENARIOS: dict[str, Callable[[Overlay], None]] = {
-    "file-over-dir": file_over_dir, "dir-over-file": dir_over_file, "link-over-dir": link_over_dir,
-    "dir-over-link": dir_over_link, "swap": swap,
+    "file-over-dir": file_over_dir,
+    "dir-over-file": dir_over_file,
+    "link-over-dir": link_over_dir,
+    "dir-over-link": dir_over_link,
+    "swap": swap,
 }
 
 

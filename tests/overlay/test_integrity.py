@@ -59,7 +59,10 @@ def with_symlink(ov: Overlay, data: bytes) -> str:
 
 
 KINDS: dict[str, Callable[[Overlay, bytes], str]] = {
-    "new file": new_file, "replaced file": replaced_file, "new dir": new_dir, "file over dir": file_over_dir,
+    "new file": new_file,
+    "replaced file": replaced_file,
+    "new dir": new_dir,
+    "file over dir": file_over_dir,
     "symlink": with_symlink,
 }
 LEAVE = [0, 4096, 300_000, 700_000, 990_000]  # bytes left free: a short write at every depth of the file
@@ -75,8 +78,9 @@ def speculate(root: Path, kind: str, seed: int) -> tuple[Overlay, str, bytes]:
 
 @pytest.mark.privileged
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_promotion_onto_a_full_filesystem_rolls_back_naming_the_file(tmp_path: Path, state_dir: Path,
-                                                                      kind: str) -> None:
+def test_promotion_onto_a_full_filesystem_rolls_back_naming_the_file(
+    tmp_path: Path, state_dir: Path, kind: str
+) -> None:
     with tmpfs(tmp_path / "mnt", "size=4m") as mnt:
         for leave in LEAVE:
             root = mnt / "proj"
@@ -127,6 +131,7 @@ def test_a_failed_copy_leaves_no_partial_file(tmp_path: Path) -> None:
 
 # -- copy-up: the real tree on a disk, the upper layer on a tiny tmpfs --------------------------------
 
+
 def open_rw(ov: Overlay) -> None:
     with ov.open("data/big.bin", "r+b") as f:
         f.write(b"!")
@@ -150,8 +155,11 @@ def test_copy_up_onto_a_full_upper_fails_without_a_short_file(tmp_path: Path, op
     with tmpfs(tmp_path / "mnt", "size=4m") as mnt:
         for leave in (4096, 300_000, 700_000):
             shutil.rmtree(mnt / "layers", ignore_errors=True)
-            ov = Overlay(lower, mnt / "layers/upper",
-                         metadir=tmp_path / f"meta{leave}" if meta != "beside upper" else None)
+            ov = Overlay(
+                lower,
+                mnt / "layers/upper",
+                metadir=tmp_path / f"meta{leave}" if meta != "beside upper" else None,
+            )
             fill(mnt, leave)
             with pytest.raises(OSError) as e:
                 COPY_UPS[op](ov)
@@ -165,6 +173,7 @@ def test_copy_up_onto_a_full_upper_fails_without_a_short_file(tmp_path: Path, op
 
 
 # -- as a normal user -----------------------------------------------------------------------------------
+
 
 @pytest.mark.privileged
 @pytest.mark.parametrize("kind", ["replaced file", "new dir"])

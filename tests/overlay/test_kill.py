@@ -42,9 +42,13 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 
 def start(lower: Path, *, bounded: bool = False) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "tests.overlay.killkit", str(lower),
-                             *(["--bounded"] if bounded else [])], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.overlay.killkit", str(lower), *(["--bounded"] if bounded else [])],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(proc: subprocess.Popen[str], line: str) -> float:
@@ -77,8 +81,9 @@ def test_a_bounded_overlay_killed_while_accepting(tmp_path: Path, monkeypatch: p
     assert landed["prepare"] >= 3 and landed["commit"] + landed["finish"] + landed["finished"] >= 3, landed
 
 
-def _kill_while_accepting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, trials: int,
-                          bounded: bool) -> Counter[str]:
+def _kill_while_accepting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, trials: int, bounded: bool
+) -> Counter[str]:
     with scratch(tmp_path) as base:
         monkeypatch.setenv(ENV, str(base / "state"))
         template = base / "template"
@@ -103,15 +108,25 @@ def _kill_while_accepting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, tr
             where = j["state"] if j is not None else "finished" if snapshot(lower) == new else "unstarted"
             landed[where] += 1
             if i % 10 == 0:  # the command a user would run; the REPL, bench and Session call the same
-                out = subprocess.run([sys.executable, "-m", "speculate.cli", "recover", str(lower)], cwd=ROOT,
-                                     env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, "-m", "speculate.cli", "recover", str(lower)],
+                    cwd=ROOT,
+                    env={**os.environ, "PYTHONPATH": ROOT},
+                    capture_output=True,
+                    text=True,
+                )
                 assert out.returncode == 0, out.stderr
                 assert out.stdout.startswith("recovered: "), out.stdout
             else:
                 rec = recover_project(lower)
                 assert rec is not None and rec.overlays_removed == 1  # the dead child's speculation
             now = snapshot(lower)
-            assert now == (old if where == "prepare" else new), (i, where, diff(now, old)[:5], diff(now, new)[:5])
+            assert now == (old if where == "prepare" else new), (
+                i,
+                where,
+                diff(now, old)[:5],
+                diff(now, new)[:5],
+            )
             assert temps(lower) == [], (i, where)
             assert not pending(project_state(lower))
             assert list(project_state(lower).overlays.iterdir()) == [], (i, where)

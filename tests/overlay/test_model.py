@@ -143,8 +143,13 @@ class Model:
     def listdir(self, p: str) -> list[str]:
         self._dir_checks(p) if p != "." else None
         prefix = "" if p == "." else p + "/"
-        return sorted({q[len(prefix) :] for q in [*self.files, *self.dirs]
-                       if q != "." and q.startswith(prefix) and "/" not in q[len(prefix) :]})
+        return sorted(
+            {
+                q[len(prefix) :]
+                for q in [*self.files, *self.dirs]
+                if q != "." and q.startswith(prefix) and "/" not in q[len(prefix) :]
+            }
+        )
 
 
 def real_tree(root: Path) -> tuple[dict[str, bytes], set[str]]:
@@ -183,7 +188,9 @@ class OverlayMachine(RuleBasedStateMachine):
             except OSError as got:
                 assert got.errno == e.code, (got, e.code)
                 return None
-            raise AssertionError(f"overlay succeeded where the model fails with {errno.errorcode[e.code]}") from None
+            raise AssertionError(
+                f"overlay succeeded where the model fails with {errno.errorcode[e.code]}"
+            ) from None
         got = real_call()
         assert got == expected
         return got

@@ -49,7 +49,7 @@ def test_setuid_setgid_sticky_and_world_writable_bits_do_not_land(project: Path,
     assert mode(project / "bin/run.sh") == 0o755
 
 
-CAP_NET_RAW_EP = bytes.fromhex("01000002" "00200000" "00000000" "00000000" "00000000")  # v2, effective
+CAP_NET_RAW_EP = bytes.fromhex("0100000200200000000000000000000000000000")  # v2, effective
 
 
 def test_no_extended_attribute_lands(project: Path, ov: Overlay) -> None:
@@ -67,8 +67,10 @@ def test_no_extended_attribute_lands(project: Path, ov: Overlay) -> None:
             if not p.is_dir():
                 os.setxattr(p, "security.capability", CAP_NET_RAW_EP)
     if shutil.which("getcap") and os.geteuid() == 0:
-        assert "cap_net_raw" in subprocess.run(["getcap", str(ov.upper / "cap.bin")], capture_output=True,
-                                               text=True).stdout  # the capability really is set there
+        assert (
+            "cap_net_raw"
+            in subprocess.run(["getcap", str(ov.upper / "cap.bin")], capture_output=True, text=True).stdout
+        )  # the capability really is set there
     assert ov.promote().ok
     for rel in ("cap.bin", "README.md", "xd", "xd/f.txt"):
         assert not names & set(os.listxattr(project / rel)), (rel, os.listxattr(project / rel))
@@ -91,8 +93,14 @@ def make_special(path: Path, kind: str) -> None:
         os.mknod(path, stat.S_IFBLK | 0o600, os.makedev(7, 0))
 
 
-@pytest.mark.parametrize("kind", ["FIFO", "socket", *(pytest.param(k, marks=pytest.mark.privileged)
-                                                       for k in ("character device", "block device"))])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "FIFO",
+        "socket",
+        *(pytest.param(k, marks=pytest.mark.privileged) for k in ("character device", "block device")),
+    ],
+)
 def test_a_special_file_is_refused_by_name_never_an_exception(project: Path, ov: Overlay, kind: str) -> None:
     if "device" in kind and os.geteuid() != 0:
         pytest.skip("mknod of a device needs root")
@@ -101,10 +109,13 @@ def test_a_special_file_is_refused_by_name_never_an_exception(project: Path, ov:
     before = snapshot(project)
     res = ov.promote()
     assert res.promoted == [] and res.conflicts == [
-        Conflict("src/special", f"a {kind}: special files are never accepted")]
+        Conflict("src/special", f"a {kind}: special files are never accepted")
+    ]
     assert snapshot(project) == before
     part = ov.promote(all_or_nothing=False)  # the rest can still be taken on its own
-    assert [c.path for c in part.promoted] == ["src/new.py"] and [c.path for c in part.conflicts] == ["src/special"]
+    assert [c.path for c in part.promoted] == ["src/new.py"] and [c.path for c in part.conflicts] == [
+        "src/special"
+    ]
     assert not os.path.lexists(project / "src/special")
 
 
@@ -153,8 +164,9 @@ def test_a_directory_replaced_by_a_symlink_out_is_refused(project: Path, ov: Ove
     assert snapshot(project) == before and (project / "docs").is_dir()
 
 
-@pytest.mark.parametrize("target", ["src/app.py", "../README.md", "nowhere", "{root}/README.md", "lnk/app.py",
-                                    "deep/../.."])
+@pytest.mark.parametrize(
+    "target", ["src/app.py", "../README.md", "nowhere", "{root}/README.md", "lnk/app.py", "deep/../.."]
+)
 def test_symlinks_that_stay_inside_land(project: Path, ov: Overlay, target: str) -> None:
     os.symlink("src", project / "lnk")
     os.symlink("src/pkg", project / "deep")  # deep/../.. is src/pkg/../.. as the kernel resolves it: the root

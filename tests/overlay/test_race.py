@@ -96,16 +96,21 @@ def build(base: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_no_user_edit_is_lost_while_4000_changes_are_accepted(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_user_edit_is_lost_while_4000_changes_are_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with scratch(tmp_path) as base:
         monkeypatch.setenv(ENV, str(base / "state"))
         template, layers = build(base)
         rng = random.Random(21)
         outcomes: dict[str, int] = {}
         span = None
-        with subprocess.Popen([sys.executable, "-c", USER, str(base / "proj")], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True) as user:
+        with subprocess.Popen(
+            [sys.executable, "-c", USER, str(base / "proj")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as user:
             assert user.stdin is not None and user.stdout is not None
             for trial in range(TRIALS):
                 lower = base / "proj"
@@ -132,14 +137,22 @@ def test_no_user_edit_is_lost_while_4000_changes_are_accepted(tmp_path: Path,
                     edited = set(last)
                     if result.ok:
                         outcome = "accepted"
-                        assert all((lower / rel).read_bytes() == new(i) for i, rel in enumerate(RELS)
-                                   if rel not in edited)
+                        assert all(
+                            (lower / rel).read_bytes() == new(i)
+                            for i, rel in enumerate(RELS)
+                            if rel not in edited
+                        )
                     else:  # refused at the check, or caught at the commit point of an edited file
-                        late = any("while the acceptance was being written" in c.reason for c in result.conflicts)
+                        late = any(
+                            "while the acceptance was being written" in c.reason for c in result.conflicts
+                        )
                         outcome = "caught at the commit point" if late else "conflict at the check"
                         assert {c.path for c in result.conflicts} <= edited, (trial, result.conflicts)
-                        assert all((lower / rel).read_bytes() == old(i) for i, rel in enumerate(RELS)
-                                   if rel not in edited)  # all or nothing: the rest stayed old
+                        assert all(
+                            (lower / rel).read_bytes() == old(i)
+                            for i, rel in enumerate(RELS)
+                            if rel not in edited
+                        )  # all or nothing: the rest stayed old
                     outcomes[outcome] = outcomes.get(outcome, 0) + 1
                 assert temps(lower) == [] and not pending(project_state(lower))
                 ov.discard()
@@ -148,7 +161,9 @@ def test_no_user_edit_is_lost_while_4000_changes_are_accepted(tmp_path: Path,
                 remove_tree(base / "trial")
             user.stdin.close()
         print(f"promotion of {FILES} files: {span:.2f} s; outcomes: {outcomes}")
-        assert outcomes.get("accepted", 0) >= 1 and outcomes.get("caught at the commit point", 0) >= 5, outcomes
+        assert outcomes.get("accepted", 0) >= 1 and outcomes.get("caught at the commit point", 0) >= 5, (
+            outcomes
+        )
 
 
 def test_hard_linked_files_are_not_taken_for_edited_ones(tmp_path: Path, state_dir: Path) -> None:

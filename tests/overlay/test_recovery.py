@@ -26,6 +26,7 @@ ROOT = str(Path(__file__).resolve().parents[2])
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": ROOT}  # at call time: the state_dir fixture has set its variable
 
+
 # A child that builds a speculation on a default overlay (in the state dir, like the engine's), then dies by
 # SIGKILL just before its k-th filesystem mutation of the promotion.
 DIE_AT = """
@@ -53,8 +54,9 @@ def project(base: Path) -> Path:
 
 
 def die_at(root: Path, k: int) -> str:
-    p = subprocess.run([sys.executable, "-c", DIE_AT, str(root), str(k)], env=env(), capture_output=True,
-                       text=True, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", DIE_AT, str(root), str(k)], env=env(), capture_output=True, text=True, cwd=ROOT
+    )
     return "killed" if p.returncode == -9 else p.stdout.strip() or p.stderr
 
 
@@ -131,7 +133,9 @@ def test_a_journal_for_a_replaced_project_directory_is_discarded(tmp_path: Path,
     assert snapshot(fresh) == before
 
 
-def test_recover_all_finishes_pending_projects_and_forgets_removed_ones(tmp_path: Path, state_dir: Path) -> None:
+def test_recover_all_finishes_pending_projects_and_forgets_removed_ones(
+    tmp_path: Path, state_dir: Path
+) -> None:
     kept, gone = project(tmp_path / "kept"), project(tmp_path / "gone")
     die_pending(kept)
     die_pending(gone)
@@ -166,13 +170,20 @@ print("done", flush=True)
 """
 
 
-def test_a_second_process_cannot_promote_while_the_first_holds_the_lock(tmp_path: Path, state_dir: Path) -> None:
+def test_a_second_process_cannot_promote_while_the_first_holds_the_lock(
+    tmp_path: Path, state_dir: Path
+) -> None:
     root = project(tmp_path)
     ov = Overlay(root)
     ov.write_bytes("a.txt", b"mine\n")
     before = snapshot(root)
-    with subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], env=env(), stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True) as holder:
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root)],
+        env=env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline() == "locked\n"
         with pytest.raises(ProjectLocked, match=f"pid {holder.pid}") as e:
@@ -188,8 +199,16 @@ def test_a_second_process_cannot_promote_while_the_first_holds_the_lock(tmp_path
 @pytest.mark.slow
 def test_concurrent_sessions_promote_one_at_a_time(tmp_path: Path, state_dir: Path) -> None:
     root = project(tmp_path)
-    procs = [subprocess.Popen([sys.executable, "-c", PROMOTER, str(root), f"p{i}", "15"], env=env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROMOTER, str(root), f"p{i}", "15"],
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
     for p in procs:
         out, err = p.communicate()
         assert p.returncode == 0 and out == "done\n", err

@@ -51,8 +51,13 @@ def speculate(root: Path) -> Overlay:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "speculate.cli", "recover", *args], cwd=ROOT, text=True,
-                          env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True)
+    return subprocess.run(
+        [sys.executable, "-m", "speculate.cli", "recover", *args],
+        cwd=ROOT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        capture_output=True,
+    )
 
 
 def old_and_new(base: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -143,7 +148,10 @@ def test_a_project_turning_read_only_at_any_step_never_wedges(tmp_path: Path, st
                 else:
                     assert "kept as it is" in abandon_project(root).line()
                 # Nothing had landed before the commit point: that much is rolled back (new empty dirs).
-                assert snapshot(root) == (old if state == "prepare" else kept), (state, diff(snapshot(root), kept))
+                assert snapshot(root) == (old if state == "prepare" else kept), (
+                    state,
+                    diff(snapshot(root), kept),
+                )
             assert temps(root) == [] and not pending(project_state(root)), k
             ov.discard()
     assert seen.get("rolled back", 0) >= 3 and seen.get("unsettled", 0) >= 3, seen
@@ -239,7 +247,9 @@ def test_a_journal_that_cannot_be_written_at_any_step(tmp_path: Path, state_dir:
 
 
 @pytest.mark.privileged
-def test_a_read_only_state_dir_is_one_line_for_its_projects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_only_state_dir_is_one_line_for_its_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with tmpfs(tmp_path / "state", "size=8m") as state:
         monkeypatch.setenv(ENV, str(state))
         root = tmp_path / "proj"

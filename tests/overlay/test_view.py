@@ -36,8 +36,11 @@ def test_writes_go_to_the_upper_layer_only(project: Path, ov: Overlay) -> None:
     assert snapshot(project) == before
     assert (ov.upper / "src/app.py").read_bytes() == b"print('bye')\n"
     assert ov.changes() == [
-        Change("a", "added", "dir"), Change("a/b", "added", "dir"), Change("a/b/c.txt", "added", "file"),
-        Change("new.txt", "added", "file"), Change("src/app.py", "modified", "file"),
+        Change("a", "added", "dir"),
+        Change("a/b", "added", "dir"),
+        Change("a/b/c.txt", "added", "file"),
+        Change("new.txt", "added", "file"),
+        Change("src/app.py", "modified", "file"),
     ]
 
 
@@ -100,8 +103,11 @@ def test_no_name_is_reserved_by_the_layer_format(project: Path, ov: Overlay) -> 
     assert ov.read_text("README.md") == TREE["README.md"].decode()
     assert ov.listdir(".") == [".wh.README.md", ".wh.dir", "README.md", "bin", "docs", "src"]
     assert ".wh..wh..opq" in ov.listdir("src") and "app.py" in ov.listdir("src")
-    assert ov.changes() == [Change(".wh.README.md", "added", "file"), Change(".wh.dir", "added", "dir"),
-                            Change("src/.wh..wh..opq", "added", "file")]
+    assert ov.changes() == [
+        Change(".wh.README.md", "added", "file"),
+        Change(".wh.dir", "added", "dir"),
+        Change("src/.wh..wh..opq", "added", "file"),
+    ]
     ov.unlink(".wh.README.md")  # removing the file leaves README.md alone
     assert ov.exists("README.md") and not ov.exists(".wh.README.md")
     ov.write_text(".wh.README.md", "mine")

@@ -57,8 +57,12 @@ class Driver:
 def driver() -> Iterator[Driver]:
     with create_pipe_input() as inp, ThreadPoolExecutor(1) as pool:
         d: Driver
-        fe = PromptFrontend(toolbar=lambda: "toolbar", on_diverge=lambda: setattr(d, "diverged", d.diverged + 1),
-                            input=inp, output=DummyOutput())
+        fe = PromptFrontend(
+            toolbar=lambda: "toolbar",
+            on_diverge=lambda: setattr(d, "diverged", d.diverged + 1),
+            input=inp,
+            output=DummyOutput(),
+        )
         d = Driver(fe, inp, pool)
         try:
             yield d
@@ -95,7 +99,9 @@ def test_typing_a_prefix_keeps_the_rest_and_tab_accepts(driver: Driver) -> None:
     driver.fe.push("run the tests")
     wait_for(lambda: driver.ghost() == "run the tests", "ghost text")
     driver.keys("run t", settle=lambda: driver.buf.text == "run t" and driver.ghost() == "he tests")
-    driver.keys("\x7f", settle=lambda: driver.buf.text == "run " and driver.ghost() == "the tests")  # Backspace
+    driver.keys(
+        "\x7f", settle=lambda: driver.buf.text == "run " and driver.ghost() == "the tests"
+    )  # Backspace
     driver.keys(TAB, settle=lambda: driver.buf.text == "run the tests")
     assert driver.ghost() is None
     driver.inp.send_text(ENTER)
@@ -133,8 +139,13 @@ def test_typing_over_the_ghost_hides_it_and_editing_back_restores_it(driver: Dri
 def test_abort_policy_drops_the_prediction_on_divergence() -> None:
     with create_pipe_input() as inp, ThreadPoolExecutor(1) as pool:
         hits: list[int] = []
-        fe = PromptFrontend(toolbar=lambda: "", on_diverge=lambda: hits.append(1), input=inp,
-                            output=DummyOutput(), policy="abort")
+        fe = PromptFrontend(
+            toolbar=lambda: "",
+            on_diverge=lambda: hits.append(1),
+            input=inp,
+            output=DummyOutput(),
+            policy="abort",
+        )
         d = Driver(fe, inp, pool)
         d.start()
         fe.push("run the tests")
@@ -164,8 +175,14 @@ def test_ctrl_c_stops_a_running_speculation_then_clears_the_line() -> None:
             stops.append(1)
             running[0] = False
 
-        fe = PromptFrontend(toolbar=lambda: "", on_diverge=lambda: None, input=inp, output=DummyOutput(),
-                            on_stop=stop, running=lambda: running[0])
+        fe = PromptFrontend(
+            toolbar=lambda: "",
+            on_diverge=lambda: None,
+            input=inp,
+            output=DummyOutput(),
+            on_stop=stop,
+            running=lambda: running[0],
+        )
         d = Driver(fe, inp, pool)
         d.start()
         fe.push("run the tests")

@@ -18,9 +18,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def repl(*args: str, stdin: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "speculate.cli", "repl", *args], input=stdin, text=True,
-                          capture_output=True, cwd=REPO, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "SPECULATE_HISTORY": str(tmp / "h")})
+    return subprocess.run(
+        [sys.executable, "-m", "speculate.cli", "repl", *args],
+        input=stdin,
+        text=True,
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "SPECULATE_HISTORY": str(tmp / "h")},
+    )
 
 
 @pytest.fixture
@@ -31,25 +37,45 @@ def project(tmp_path: Path) -> Path:
 def test_bad_options_name_the_input(tmp_path: Path) -> None:
     r = repl("--scenario", "no-such-scenario", stdin="", tmp=tmp_path)
     assert r.returncode == 2 and "no-such-scenario" in r.stderr and "fix-pagination" in r.stderr
-    r = repl(str(tmp_path / "missing"), "--model", "anthropic", "--base-url", "http://127.0.0.1:9", stdin="",
-             tmp=tmp_path)
+    r = repl(
+        str(tmp_path / "missing"),
+        "--model",
+        "anthropic",
+        "--base-url",
+        "http://127.0.0.1:9",
+        stdin="",
+        tmp=tmp_path,
+    )
     assert r.returncode == 2 and "missing" in r.stderr
     r = repl("--time-scale", "0", stdin="", tmp=tmp_path)
     assert r.returncode == 2 and "--time-scale" in r.stderr
     (tmp_path / "file.py").write_text("x = 1\n")
     r = repl(str(tmp_path / "file.py"), stdin="", tmp=tmp_path)
     assert r.returncode == 2 and "file.py' is a file, not a project directory" in r.stderr
-    typo = subprocess.run([sys.executable, "-m", "speculate.cli", "benchh"], capture_output=True, text=True,
-                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-                                             "PYTHONPATH": str(REPO)}, timeout=60)
+    typo = subprocess.run(
+        [sys.executable, "-m", "speculate.cli", "benchh"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
     assert typo.returncode == 2 and "unknown command 'benchh' (did you mean 'bench'?)" in typo.stderr
     assert not (tmp_path / "benchh").exists()
 
 
 @pytest.mark.slow
 def test_line_mode_without_speculation_runs_the_script(project: Path, tmp_path: Path) -> None:
-    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--no-spec",
-             stdin="\t\n/accept\nmaybe\nalways\ny\n/spec\n/mode plan\n/bogus\n/quit\n", tmp=tmp_path)
+    r = repl(
+        str(project),
+        "--scenario",
+        "fix-pagination",
+        "--time-scale",
+        "0.02",
+        "--no-spec",
+        stdin="\t\n/accept\nmaybe\nalways\ny\n/spec\n/mode plan\n/bogus\n/quit\n",
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "[suggestion] why does page 2 of the product list repeat the last item of page 1?" in out
@@ -69,14 +95,25 @@ def test_line_mode_without_speculation_runs_the_script(project: Path, tmp_path: 
 def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
     # bypassPermissions: the fork's pytest runs would otherwise be asked about (on acceptance, or at the call
     # when accepted first), and how many questions that makes depends on how far the fork got.
-    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--mode", "bypassPermissions",
-             stdin="/accept\n/accept\n/compact\n/stats\n", tmp=tmp_path)
+    r = repl(
+        str(project),
+        "--scenario",
+        "fix-pagination",
+        "--time-scale",
+        "0.02",
+        "--mode",
+        "bypassPermissions",
+        stdin="/accept\n/accept\n/compact\n/stats\n",
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "speculation accepted" in r.stdout
     assert "conversation compacted: " in r.stdout and re.search(r"compactions +1\n", r.stdout)
     from speculate.speculation.sandbox_shell import bash_sandbox
 
-    assert r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout
+    assert (
+        r.stdout.count("speculative Bash: ") == 1 and f"speculative Bash: {bash_sandbox().line}" in r.stdout
+    )
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
     assert "answered by an accepted speculation" in r.stdout
@@ -86,15 +123,37 @@ def test_line_mode_accepts_a_speculation(project: Path, tmp_path: Path) -> None:
 def test_line_mode_shows_instructions_and_hook_output(project: Path, tmp_path: Path) -> None:
     (project / "CLAUDE.md").write_text("Run the tests with python -m pytest -q.\n")
     (project / ".claude").mkdir()
-    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
-        "PreToolUse": [{"matcher": "Grep", "hooks": [{"type": "command", "command": "echo searching the code"}]},
-                       {"matcher": "Read", "hooks": [{"type": "command", "command": "echo no >&2; exit 3"}]}],
-        "Notification": [{"hooks": [{"type": "command", "command": "true"}]}]}}))
-    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--no-spec",
-             stdin="/memory\n/mcp\n\t\n/quit\n", tmp=tmp_path)
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "matcher": "Grep",
+                            "hooks": [{"type": "command", "command": "echo searching the code"}],
+                        },
+                        {"matcher": "Read", "hooks": [{"type": "command", "command": "echo no >&2; exit 3"}]},
+                    ],
+                    "Notification": [{"hooks": [{"type": "command", "command": "true"}]}],
+                }
+            }
+        )
+    )
+    r = repl(
+        str(project),
+        "--scenario",
+        "fix-pagination",
+        "--time-scale",
+        "0.02",
+        "--no-spec",
+        stdin="/memory\n/mcp\n\t\n/quit\n",
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "instructions: 1 file, ~10 tokens" in out and f"project  ~    10 tokens  {project}/CLAUDE.md" in out
+    assert (
+        "instructions: 1 file, ~10 tokens" in out and f"project  ~    10 tokens  {project}/CLAUDE.md" in out
+    )
     assert "system prompt: static ~" in out and "6 tools" in out and "no MCP servers (.mcp.json)" in out
     assert "note: " in out and "hooks.Notification: speculate runs only" in out
     assert "↪ PreToolUse hook on Grep: searching the code" in out
@@ -104,16 +163,30 @@ def test_line_mode_shows_instructions_and_hook_output(project: Path, tmp_path: P
 
 def test_a_malformed_settings_file_stops_the_repl_naming_file_and_key(project: Path, tmp_path: Path) -> None:
     (project / ".claude").mkdir()
-    (project / ".claude" / "settings.json").write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}}')
+    (project / ".claude" / "settings.json").write_text(
+        '{"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}}'
+    )
     r = repl(str(project), "--scenario", "fix-pagination", stdin="", tmp=tmp_path)
     assert r.returncode == 2
-    assert f"{project}/.claude/settings.json: hooks.Stop[0].hooks[0]: Value error, a command hook needs" in r.stderr
+    assert (
+        f"{project}/.claude/settings.json: hooks.Stop[0].hooks[0]: Value error, a command hook needs"
+        in r.stderr
+    )
 
 
 @pytest.mark.slow
 def test_an_off_script_prompt_is_explained_and_the_demo_goes_on(project: Path, tmp_path: Path) -> None:
-    r = repl(str(project), "--scenario", "fix-pagination", "--time-scale", "0.02", "--mode", "bypassPermissions",
-             stdin="/accept\nwhat does cart.py do?\n/accept\n", tmp=tmp_path)
+    r = repl(
+        str(project),
+        "--scenario",
+        "fix-pagination",
+        "--time-scale",
+        "0.02",
+        "--mode",
+        "bypassPermissions",
+        stdin="/accept\nwhat does cart.py do?\n/accept\n",
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "'what does cart.py do?' is not in scenario 'fix-pagination'" in out

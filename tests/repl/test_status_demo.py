@@ -22,8 +22,13 @@ def test_toolbar_follows_the_speculation_states() -> None:
     st.update(SpecEvent("speculating", "fix it", {"tools_run": 0, "elapsed_s": 0.0}, at=100.0))
     st.update(SpecEvent("speculating", "fix it", {"tools_run": 2, "elapsed_s": 1.0}, at=101.0))
     assert st.line(now=102.5) == "speculating (2 tools, 2.5s) │ saved 0.0s │ default"
-    st.update(SpecEvent("boundary", "fix it", {"boundary": "bash", "detail": "rm -rf build",
-                                               "tools_run": 3, "elapsed_s": 3.25}))
+    st.update(
+        SpecEvent(
+            "boundary",
+            "fix it",
+            {"boundary": "bash", "detail": "rm -rf build", "tools_run": 3, "elapsed_s": 3.25},
+        )
+    )
     assert st.line(now=999.0).startswith("stopped at boundary (bash: rm -rf build)")
     st.update(SpecEvent("accepted", "fix it", {"time_saved_s": 3.0}))
     st.update(SpecEvent("generating"))
@@ -42,9 +47,18 @@ def test_a_boundary_s_command_is_shown_not_interpreted_in_the_toolbar() -> None:
 
 
 def test_format_stats_one_set_of_names_and_formats() -> None:
-    out = format_stats({"turns": 3, "accepted_turns": 1, "acceptance_rate": 0.75, "time_saved_s": 12.345,
-                        "boundaries": {"bash": 2}, "suggestion_outcomes": {"accepted": 1, "ignored": 2},
-                        "speculation_outcomes": {"accepted": 1}, "cost_usd": 0.01234})
+    out = format_stats(
+        {
+            "turns": 3,
+            "accepted_turns": 1,
+            "acceptance_rate": 0.75,
+            "time_saved_s": 12.345,
+            "boundaries": {"bash": 2},
+            "suggestion_outcomes": {"accepted": 1, "ignored": 2},
+            "speculation_outcomes": {"accepted": 1},
+            "cost_usd": 0.01234,
+        }
+    )
     assert "3 (1 answered by an accepted speculation)" in out and "ignored 2, accepted 1" in out
     assert "75% of the suggestions shown" in out and "12.3s" in out and "bash 2" in out and "$0.0123" in out
     assert "0.7500" not in out and "=" not in out
@@ -56,8 +70,9 @@ def test_toolbar_fits_the_width_and_shortens_paths() -> None:
     assert "/tmp/a/b/proj/tests/test_pager.py" in full and len(full) > 60
     short = st.line(width=60)  # the path shortened, then the stop reason wrapped onto a second line, whole
     first, second = short.split("\n")
-    assert short == ("stopped at boundary (edit: Edit …/tests/test_pager.py needs\n"
-                     "permission) │ saved 0.0s │ acceptEdits")
+    assert short == (
+        "stopped at boundary (edit: Edit …/tests/test_pager.py needs\npermission) │ saved 0.0s │ acceptEdits"
+    )
     assert len(first) <= 60 and len(second) <= 60
     tiny = st.line(width=30)  # only what fits in no two lines is cut
     assert all(len(ln) <= 30 for ln in tiny.split("\n")) and "…" in tiny and tiny.endswith("acceptEdits")
@@ -111,8 +126,11 @@ def test_prepare_project_inits_git_when_needed(tmp_path: Path) -> None:
 
 
 def test_demo_follows_prompts_and_suggestions() -> None:
-    sc = parse_scenario(_scenario("ls").replace('suggestion: "two"', 'suggestion: "2"\n    suggestion_steps:\n'
-                                                "      - text: two-ish"))
+    sc = parse_scenario(
+        _scenario("ls").replace(
+            'suggestion: "two"', 'suggestion: "2"\n    suggestion_steps:\n      - text: two-ish'
+        )
+    )
     d = Demo(sc)
     assert d.next_prompt() == "one"
     d.submitted("something else")
@@ -128,11 +146,18 @@ def test_demo_follows_prompts_and_suggestions() -> None:
 def test_the_accepted_line_names_files_summarises_caches_and_fits() -> None:
     from speculate.repl.controller import accepted_line
 
-    written = [".pytest_cache/v/cache/nodeids", ".benchmarks/x.json", "src/shop/__pycache__/pager.pyc",
-               "src/shop/pager.py", "tests/test_pager.py"]
+    written = [
+        ".pytest_cache/v/cache/nodeids",
+        ".benchmarks/x.json",
+        "src/shop/__pycache__/pager.pyc",
+        "src/shop/pager.py",
+        "tests/test_pager.py",
+    ]
     wide = accepted_line(written, 1, 2.34, 160)
-    assert wide == ("⚡ speculation accepted: 1 tool ran ahead, saved 2.3s, wrote src/shop/pager.py, "
-                    "tests/test_pager.py; 3 in caches (.benchmarks, .pytest_cache, __pycache__)")
+    assert wide == (
+        "⚡ speculation accepted: 1 tool ran ahead, saved 2.3s, wrote src/shop/pager.py, "
+        "tests/test_pager.py; 3 in caches (.benchmarks, .pytest_cache, __pycache__)"
+    )
     for width in (120, 90, 70):
         line = accepted_line(written, 5, 2.34, width)
         assert len(line) < width and "5 tools" in line and ".pytest_cache/" not in line, line
@@ -141,12 +166,17 @@ def test_the_accepted_line_names_files_summarises_caches_and_fits() -> None:
 def test_the_accepted_line_says_deleted_and_renamed_for_what_they_are() -> None:
     from speculate.repl.controller import accepted_line
 
-    line = accepted_line(["src/new.py", "build/__pycache__/x.pyc"], 2, 1.0, 160, deleted=["build/"],
-                         renamed=["a.py -> b.py"])
-    assert line == ("⚡ speculation accepted: 2 tools ran ahead, saved 1.0s, deleted build/, renamed a.py → b.py, "
-                    "wrote src/new.py; 1 in caches (__pycache__)")
+    line = accepted_line(
+        ["src/new.py", "build/__pycache__/x.pyc"], 2, 1.0, 160, deleted=["build/"], renamed=["a.py -> b.py"]
+    )
+    assert line == (
+        "⚡ speculation accepted: 2 tools ran ahead, saved 1.0s, deleted build/, renamed a.py → b.py, "
+        "wrote src/new.py; 1 in caches (__pycache__)"
+    )
     assert "wrote build" not in accepted_line([], 1, 0.5, 80, deleted=["build/"])
-    narrow = accepted_line([f"f{i}.py" for i in range(20)], 1, 0.5, 100, deleted=[f"d{i}/" for i in range(20)])
+    narrow = accepted_line(
+        [f"f{i}.py" for i in range(20)], 1, 0.5, 100, deleted=[f"d{i}/" for i in range(20)]
+    )
     assert len(narrow) < 100 and "deleted d0/, d1/" in narrow and "more, wrote 20 files" in narrow, narrow
 
 
@@ -156,10 +186,23 @@ def test_the_approval_lines_name_each_call_and_what_it_changed() -> None:
     from speculate.speculation.approvals import PendingApproval
     from speculate.speculation.effects import summarize
 
-    rm = PendingApproval("Bash", "Bash(rm -rf build)", "rm -rf build", "asks", "t1", finished=True,
-                         files=summarize([Change("build", "deleted", "dir"), Change("build/out.o", "deleted")]))
-    test = PendingApproval("Bash", "Bash(make test)", "make test", "asks", "t2",
-                           files=summarize([Change(".pytest_cache/v", "added")]))
+    rm = PendingApproval(
+        "Bash",
+        "Bash(rm -rf build)",
+        "rm -rf build",
+        "asks",
+        "t1",
+        finished=True,
+        files=summarize([Change("build", "deleted", "dir"), Change("build/out.o", "deleted")]),
+    )
+    test = PendingApproval(
+        "Bash",
+        "Bash(make test)",
+        "make test",
+        "asks",
+        "t2",
+        files=summarize([Change(".pytest_cache/v", "added")]),
+    )
     lines = approval_lines([rm, test, rm])
     assert lines[0] == "the speculation ran 2 calls you would have been asked about:"
     assert lines[1] == "  Bash(rm -rf build) → deleted build/"

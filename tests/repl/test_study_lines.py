@@ -24,10 +24,29 @@ SEED = 4
 class StudyLines(LineRepl):
     def __init__(self, tmp: Path, project: Path, study: Path) -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "SPECULATE_HISTORY": str(tmp / "h")}
-        self.p = subprocess.Popen([sys.executable, "-m", "speculate.cli", "repl", str(project), "--scenario",
-                                   "fix-pagination", "--time-scale", "0.05", "--plain", "--study", str(study),
-                                   "--study-seed", str(SEED)], cwd=REPO, env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "speculate.cli",
+                "repl",
+                str(project),
+                "--scenario",
+                "fix-pagination",
+                "--time-scale",
+                "0.05",
+                "--plain",
+                "--study",
+                str(study),
+                "--study-seed",
+                str(SEED),
+            ],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.out = b""
         self.seen = 0
 
@@ -60,7 +79,9 @@ def test_a_study_in_line_mode(tmp_path: Path) -> None:
             r.p.kill()
             r.p.communicate()
     exit_line = out.split("is over)")[-1]
-    assert "study: 3 turns recorded in" in exit_line and "--study-reveal (or /study before leaving)" in exit_line
+    assert (
+        "study: 3 turns recorded in" in exit_line and "--study-reveal (or /study before leaving)" in exit_line
+    )
     files = sorted((study / "sessions").glob("*.jsonl"))
     recs = [json.loads(line) for line in files[0].read_text().splitlines()]
     assert recs[0]["frontend"] == "plain" and recs[-1]["kind"] == "end"

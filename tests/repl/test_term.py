@@ -19,8 +19,10 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 def test_every_control_character_is_shown_not_kept() -> None:
     out = visible(BAIT)
     assert not CONTROL.search(out)
-    assert out == ("a^[]52;c;ZXZpbA==^Gb^[]8;;http://evil.example/^[\\click^[]8;;^[\\c^[[2J^[[Hd^[]0;pwned^Ge"
-                   "<9b>2J<9d>0;pwned<9c>f^Mg^@^?")
+    assert out == (
+        "a^[]52;c;ZXZpbA==^Gb^[]8;;http://evil.example/^[\\click^[]8;;^[\\c^[[2J^[[Hd^[]0;pwned^Ge"
+        "<9b>2J<9d>0;pwned<9c>f^Mg^@^?"
+    )
 
 
 def test_newlines_and_tabs_stay_and_a_crlf_line_end_is_a_newline() -> None:

@@ -143,15 +143,22 @@ def test_accepting_a_running_speculation_streams_it_live(tmp_path: Path, project
         t.wait(lambda: P2 in t.input_line() and "speculating (1 tool" in t.toolbar(), "a running speculation")
         t.keys("Tab", "Enter")
         # Within a second: what the fork already did (its text and the Read line) is on screen.
-        t.wait(lambda: "I'll add a failing test first" in t.screen() and "✓ Read(" in t.screen(),
-               "the fork's finished part", timeout=1.0)
+        t.wait(
+            lambda: "I'll add a failing test first" in t.screen() and "✓ Read(" in t.screen(),
+            "the fork's finished part",
+            timeout=1.0,
+        )
         # The rest streams: tool lines appear while the final answer is still to come. The user is there
         # now: each pytest run the fork reaches is asked about at the call, as the live path asks.
-        asked = t.answer_until(lambda: "Bash(python -m pytest -q tests/test_pager.py) " in t.screen(),
-                               "a tool line of the live part (✗: the new test fails first, as it should)")
+        asked = t.answer_until(
+            lambda: "Bash(python -m pytest -q tests/test_pager.py) " in t.screen(),
+            "a tool line of the live part (✗: the new test fails first, as it should)",
+        )
         # (Had the fork run it before the Tab+Enter reached it, the question would have come on acceptance.)
-        assert asked in (["allow Bash(python -m pytest -q tests/test_pager.py)?"],
-                         ["accept the speculation with what it ran?"]), asked
+        assert asked in (
+            ["allow Bash(python -m pytest -q tests/test_pager.py)?"],
+            ["accept the speculation with what it ran?"],
+        ), asked
         assert "Full suite" not in t.scrollback(), "the answer came all at once"
         asked = t.answer_until(lambda: "speculation accepted" in t.scrollback(), "the acceptance line")
         assert asked == ["allow Bash(python -m pytest -q)?"], asked
@@ -167,7 +174,8 @@ def test_accepting_a_running_speculation_streams_it_live(tmp_path: Path, project
 
 
 def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_visible(
-        tmp_path: Path, project: Path) -> None:
+    tmp_path: Path, project: Path
+) -> None:
     h0 = tree_hash(project)
     t = start_repl(tmp_path, project, time_scale=0.05, extra="--mode default")
     try:
@@ -186,7 +194,9 @@ def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_v
         t.wait(lambda: "✗ Edit(" in t.screen() and "denied" in t.screen(), "the denial line")
         # The turn goes on: its next question, or the prompt back (the live line under a running turn has
         # a "(" too, so the toolbar's "saved" marks the prompt).
-        t.wait(lambda: "allow " in t.screen().split("denied")[-1] or "saved" in t.toolbar(), "the turn going on")
+        t.wait(
+            lambda: "allow " in t.screen().split("denied")[-1] or "saved" in t.toolbar(), "the turn going on"
+        )
         t.keys("C-c")
         t.wait(lambda: "turn cancelled" in t.scrollback() or "saved" in t.toolbar(), "the prompt back")
         assert tree_hash(project) == h0
@@ -201,8 +211,10 @@ def test_closing_the_terminal_or_sigterm_removes_temp_and_spill_dirs(tmp_path: P
     t = Term()
     try:
         # The demo in a temporary directory of its own (no DIR), with a speculation running on it.
-        t.start(f"TMPDIR={tmp} SPECULATE_STATE_DIR={state} SPECULATE_HISTORY={tmp_path / 'history'} "
-                f"exec {sys.executable} -m speculate.cli repl --time-scale 0.5")
+        t.start(
+            f"TMPDIR={tmp} SPECULATE_STATE_DIR={state} SPECULATE_HISTORY={tmp_path / 'history'} "
+            f"exec {sys.executable} -m speculate.cli repl --time-scale 0.5"
+        )
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
         t.keys("Tab", "Enter")
         t.wait(lambda: "speculating (" in t.toolbar(), "a running speculation")
@@ -223,7 +235,9 @@ def test_closing_the_terminal_or_sigterm_removes_temp_and_spill_dirs(tmp_path: P
         t.close()
 
 
-def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(tmp_path: Path, project: Path) -> None:
+def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(
+    tmp_path: Path, project: Path
+) -> None:
     h0 = tree_hash(project)
     t = start_repl(tmp_path, project, time_scale=1.0)
     try:
@@ -244,8 +258,10 @@ def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(tmp_path
         t.wait(lambda: "speculation aborted" in t.toolbar(), "Ctrl-C to stop the speculation")
         assert "› fix" in t.input_line()  # the line stays
         t.keys("C-c")
-        t.wait(lambda: [ln for ln in t.screen().splitlines() if ln.startswith("›")][-1].rstrip() == "›",
-               "a second Ctrl-C to clear the line")
+        t.wait(
+            lambda: [ln for ln in t.screen().splitlines() if ln.startswith("›")][-1].rstrip() == "›",
+            "a second Ctrl-C to clear the line",
+        )
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
         assert tree_hash(project) == h0
@@ -253,30 +269,48 @@ def test_esc_interrupts_a_streaming_turn_and_ctrl_c_stops_a_speculation(tmp_path
         t.close()
 
 
-def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(tmp_path: Path, project: Path) -> None:
+def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
+    tmp_path: Path, project: Path
+) -> None:
     t = Term()
     try:
-        t.start(repl_command(tmp_path, project, time_scale=0.05).replace("--time-scale 0.05",
-                                                                       "--time-scale 0.05 --mode default"), width=60)
+        t.start(
+            repl_command(tmp_path, project, time_scale=0.05).replace(
+                "--time-scale 0.05", "--time-scale 0.05 --mode default"
+            ),
+            width=60,
+        )
         t.wait(lambda: "› why does page 2 of the product" in t.screen(), "the first prompt as ghost text")
         for cmd in ("/model x", "/clear now", "/diff all"):
             t.type(cmd)
             t.keys("Enter")
-            t.wait(lambda cmd=cmd: f"{cmd.split()[0]} takes no arguments (got '{cmd.split()[1]}')" in t.scrollback(),
-                   f"{cmd} refused")
+            t.wait(
+                lambda cmd=cmd: (
+                    f"{cmd.split()[0]} takes no arguments (got '{cmd.split()[1]}')" in t.scrollback()
+                ),
+                f"{cmd} refused",
+            )
         t.keys("Tab", "Enter")
         # The fork stops at its first edit (default mode); the toolbar fits 60 columns: the path shortened,
         # the stop reason wrapped onto a second line, not cut.
         t.wait(lambda: "needs permission)" in t.toolbar(), "the boundary in the toolbar")
         above, bar = [ln for ln in t.screen().splitlines() if ln.strip()][-2:]
-        assert above.strip().startswith("stopped at boundary (edit: Edit …/") and len(above.rstrip()) <= 60, above
+        assert above.strip().startswith("stopped at boundary (edit: Edit …/") and len(above.rstrip()) <= 60, (
+            above
+        )
         assert bar.rstrip().endswith("│ default") and len(bar.rstrip()) <= 60, bar
         t.type("/spec off")
         t.keys("Enter")
         t.type("/spec on")  # typed ahead while /spec off may still be handled: its Enter must still send it
         t.keys("Enter")
-        t.wait(lambda: "speculation off" in t.scrollback() and "speculation on" in t.screen()
-               and t.toolbar().strip().startswith("idle"), "both answered, and a fresh state")
+        t.wait(
+            lambda: (
+                "speculation off" in t.scrollback()
+                and "speculation on" in t.screen()
+                and t.toolbar().strip().startswith("idle")
+            ),
+            "both answered, and a fresh state",
+        )
         t.type("/stats")
         t.keys("Enter")
         t.wait(lambda: "acceptance rate" in t.screen(), "/stats")
@@ -302,8 +336,11 @@ def test_an_enter_typed_ahead_between_prompts_sends_the_line(tmp_path: Path, pro
         t.keys("Enter")
         t.type("/help")
         t.keys("Enter")
-        t.wait(lambda: "speculation accepted" in t.scrollback() and "commands:" in t.scrollback(),
-               "the accepted turn, then /help run as typed", timeout=40)
+        t.wait(
+            lambda: "speculation accepted" in t.scrollback() and "commands:" in t.scrollback(),
+            "the accepted turn, then /help run as typed",
+            timeout=40,
+        )
         t.wait(lambda: "/help" not in t.input_line(), "a fresh prompt after /help")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
@@ -312,8 +349,9 @@ def test_an_enter_typed_ahead_between_prompts_sends_the_line(tmp_path: Path, pro
 
 
 @pytest.mark.parametrize("answer", ["n", "y"])
-def test_a_speculated_rm_is_asked_about_on_acceptance_and_no_runs_it_live_as_typed(tmp_path: Path,
-                                                                                   answer: str) -> None:
+def test_a_speculated_rm_is_asked_about_on_acceptance_and_no_runs_it_live_as_typed(
+    tmp_path: Path, answer: str
+) -> None:
     """Default mode, the issue's case: the fork runs `rm -rf build` in its sandbox; Tab+Enter shows it and
     what it changed and asks once. n: nothing of it lands, the turn runs live and asks `allow Bash(rm -rf
     build)?` as typed; y: it lands, and the accepted line says it deleted build/."""
@@ -322,8 +360,10 @@ def test_a_speculated_rm_is_asked_about_on_acceptance_and_no_runs_it_live_as_typ
     first, second = scenario.turns[0].prompt, scenario.turns[1].prompt
     t = Term()
     try:
-        t.start(f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
-                f"--scenario clean-stale-build --time-scale 0.05 --mode default; echo EXIT=$?; sleep 60")
+        t.start(
+            f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+            f"--scenario clean-stale-build --time-scale 0.05 --mode default; echo EXIT=$?; sleep 60"
+        )
         t.wait(lambda: first in t.input_line(), "the first prompt as ghost text")
         t.keys("Tab", "Enter")
         t.wait(lambda: second in t.input_line() and "1 to approve" in t.toolbar(), "the speculation, ready")
@@ -339,8 +379,12 @@ def test_a_speculated_rm_is_asked_about_on_acceptance_and_no_runs_it_live_as_typ
             assert (project / "build").exists()  # nothing of the speculation landed
             t.type("y")
             t.keys("Enter")
-            t.wait(lambda: "Removed `build/`." in t.scrollback() and "what it ran was not approved" in t.scrollback(),
-                   "the live turn's answer, then why the speculation was not used")
+            t.wait(
+                lambda: (
+                    "Removed `build/`." in t.scrollback() and "what it ran was not approved" in t.scrollback()
+                ),
+                "the live turn's answer, then why the speculation was not used",
+            )
             assert "speculation accepted" not in t.scrollback()
         else:
             t.wait(lambda: "speculation accepted" in t.scrollback(), "the accepted line")

@@ -28,8 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def start(tmp_path: Path, project: Path, *, time_scale: float, extra: str = "") -> Term:
     t = Term()
-    t.start(f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
-            f"--scenario fix-pagination --time-scale {time_scale} {extra}; echo EXIT=$?; sleep 60")
+    t.start(
+        f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+        f"--scenario fix-pagination --time-scale {time_scale} {extra}; echo EXIT=$?; sleep 60"
+    )
     return t
 
 
@@ -47,8 +49,9 @@ def project(tmp_path: Path) -> Path:
     return prepare_project(load_scenario(find_scenario("fix-pagination")), tmp_path / "proj")
 
 
-def test_a_live_line_runs_under_a_turn_and_typeahead_after_a_cancel_waits_for_enter(tmp_path: Path,
-                                                                                  project: Path) -> None:
+def test_a_live_line_runs_under_a_turn_and_typeahead_after_a_cancel_waits_for_enter(
+    tmp_path: Path, project: Path
+) -> None:
     t = start(tmp_path, project, time_scale=1.0)
     try:
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
@@ -75,7 +78,9 @@ def test_a_live_line_runs_under_a_turn_and_typeahead_after_a_cancel_waits_for_en
         t.close()
 
 
-def test_a_permission_question_shows_the_diff_and_its_scope_and_esc_says_no(tmp_path: Path, project: Path) -> None:
+def test_a_permission_question_shows_the_diff_and_its_scope_and_esc_says_no(
+    tmp_path: Path, project: Path
+) -> None:
     h0 = tree_hash(project)
     t = start(tmp_path, project, time_scale=0.05, extra="--mode default")
     try:
@@ -85,7 +90,9 @@ def test_a_permission_question_shows_the_diff_and_its_scope_and_esc_says_no(tmp_
         t.wait(lambda: "read 40 lines (ctrl+o or /last to expand)" in t.screen(), "a collapsed Read")
         t.wait(lambda: "stopped at boundary (edit" in t.toolbar(), "the fork stopped before its first edit")
         t.keys("C-o")
-        t.wait(lambda: "all 40 lines" in t.scrollback() and "def paginate(" in t.scrollback(), "the Read, whole")
+        t.wait(
+            lambda: "all 40 lines" in t.scrollback() and "def paginate(" in t.scrollback(), "the Read, whole"
+        )
         t.keys("Tab", "Enter")
         t.wait(lambda: "allow Edit(" in t.screen(), "the permission prompt")
         screen = t.screen()
@@ -96,7 +103,10 @@ def test_a_permission_question_shows_the_diff_and_its_scope_and_esc_says_no(tmp_
         t.keys("Escape")
         t.wait(lambda: "✗ Edit(" in t.screen() and "denied" in t.screen(), "Esc answered no")
         assert "[y/n/always] n" in t.scrollback()
-        t.wait(lambda: "allow Bash(" in t.screen().split("denied")[-1] or "saved" in t.toolbar(), "the turn going on")
+        t.wait(
+            lambda: "allow Bash(" in t.screen().split("denied")[-1] or "saved" in t.toolbar(),
+            "the turn going on",
+        )
         t.keys("C-c")
         t.wait(lambda: "turn cancelled" in t.scrollback() or "saved" in t.toolbar(), "the prompt back")
         assert tree_hash(project) == h0
@@ -115,8 +125,13 @@ def test_diff_shows_the_last_accepted_change_in_colour(tmp_path: Path, project: 
         t.wait(lambda: "saved" in t.toolbar() and t.input_line().startswith("›"), "the prompt")
         t.type("/diff")
         t.keys("Enter")
-        t.wait(lambda: "what the last accepted speculation changed in the project:" in t.scrollback(), "/diff")
-        t.wait(lambda: "+def test_pages_do_not_overlap():" in t.scrollback().split("last accepted")[-1], "its diff")
+        t.wait(
+            lambda: "what the last accepted speculation changed in the project:" in t.scrollback(), "/diff"
+        )
+        t.wait(
+            lambda: "+def test_pages_do_not_overlap():" in t.scrollback().split("last accepted")[-1],
+            "its diff",
+        )
         full = t.tmux("capture-pane", "-p", "-e", "-S", "-", "-t", t.target)
         assert "\x1b[32m+def test_pages_do_not_overlap():" in full and "\x1b[31m-" in full
         t.keys("C-d")
@@ -125,8 +140,9 @@ def test_diff_shows_the_last_accepted_change_in_colour(tmp_path: Path, project: 
         t.close()
 
 
-def test_a_speculation_the_real_tree_moved_under_is_discarded_before_it_is_shown(tmp_path: Path,
-                                                                                project: Path) -> None:
+def test_a_speculation_the_real_tree_moved_under_is_discarded_before_it_is_shown(
+    tmp_path: Path, project: Path
+) -> None:
     t = start(tmp_path, project, time_scale=0.05)
     try:
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
@@ -151,12 +167,18 @@ def test_esc_during_an_accepted_answer_says_nothing_landed(tmp_path: Path, proje
     try:
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
         t.keys("Tab", "Enter")
-        t.wait(lambda: P2 in t.input_line() and "speculating (" in t.toolbar(), "a running speculation", timeout=60)
+        t.wait(
+            lambda: P2 in t.input_line() and "speculating (" in t.toolbar(),
+            "a running speculation",
+            timeout=60,
+        )
         t.keys("Tab", "Enter")  # accepted while it runs: its part so far is shown, the rest streams
         t.wait(lambda: "I'll add a failing test first" in t.screen(), "the accepted answer streaming")
         t.keys("Escape")
-        t.wait(lambda: "turn cancelled: nothing of the accepted speculation was applied" in t.scrollback(),
-               "what the cancel left")
+        t.wait(
+            lambda: "turn cancelled: nothing of the accepted speculation was applied" in t.scrollback(),
+            "what the cancel left",
+        )
         assert tree_hash(project) == h0
     finally:
         t.close()
@@ -168,8 +190,11 @@ def test_a_real_project_starts_in_default_mode_the_demo_in_accept_edits(tmp_path
     (own / "a.py").write_text("x = 1\n")
     env = {**os.environ, "PYTHONPATH": str(REPO), "SPECULATE_HISTORY": str(tmp_path / "h")}
     cmd = [sys.executable, "-m", "speculate.cli", "repl", "--plain", "--no-spec"]
-    mine = subprocess.run([*cmd, str(own)], input="/quit\n", capture_output=True, text=True, env=env, timeout=60)
+    mine = subprocess.run(
+        [*cmd, str(own)], input="/quit\n", capture_output=True, text=True, env=env, timeout=60
+    )
     assert "; mode default;" in mine.stdout, mine.stdout
-    demo = subprocess.run([*cmd, str(tmp_path / "demo")], input="/quit\n", capture_output=True, text=True,
-                          env=env, timeout=60)
+    demo = subprocess.run(
+        [*cmd, str(tmp_path / "demo")], input="/quit\n", capture_output=True, text=True, env=env, timeout=60
+    )
     assert "mode acceptEdits (the demo's; --mode default asks before edits)" in demo.stdout, demo.stdout

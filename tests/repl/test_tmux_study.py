@@ -38,8 +38,10 @@ def project(tmp_path: Path) -> Path:
 
 def start(tmp_path: Path, project: Path, study: Path, extra: str = "") -> Term:
     t = Term()
-    t.start(f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
-            f"--scenario fix-pagination --time-scale 0.05 --study {study} {extra}; echo EXIT=$?; sleep 60")
+    t.start(
+        f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+        f"--scenario fix-pagination --time-scale 0.05 --study {study} {extra}; echo EXIT=$?; sleep 60"
+    )
     return t
 
 
@@ -62,7 +64,9 @@ def test_a_simulated_person_in_a_study(tmp_path: Path, project: Path) -> None:
     t = start(tmp_path, project, study, f"--study-seed {SEED} --study-reveal")
     try:
         t.wait(lambda: "Type yes to agree" in t.screen(), "the consent question")
-        assert "Nothing leaves this machine" in t.scrollback() and str(study) in t.scrollback().replace("\n", "")
+        assert "Nothing leaves this machine" in t.scrollback() and str(study) in t.scrollback().replace(
+            "\n", ""
+        )
         t.type("yes")
         t.keys("Enter")
         ghost(t, P1)  # 1: the demo's scripted prompt (no suggestion cycle before a first turn): Tab
@@ -90,8 +94,16 @@ def test_a_simulated_person_in_a_study(tmp_path: Path, project: Path) -> None:
         t.keys("Enter")
         ghost(t, P4)  # 6: taken
         t.keys("Tab", "Enter")
-        t.answer_until(lambda: t.input_line().startswith("›") and t.scrollback().count("› /study") == 0
-                       and "working" not in t.toolbar() and P4 not in t.input_line(), "the sixth answer", timeout=60)
+        t.answer_until(
+            lambda: (
+                t.input_line().startswith("›")
+                and t.scrollback().count("› /study") == 0
+                and "working" not in t.toolbar()
+                and P4 not in t.input_line()
+            ),
+            "the sixth answer",
+            timeout=60,
+        )
         t.type("/spec off")
         t.keys("Enter")
         t.wait(lambda: "/spec: in a study each turn's arm is drawn at random" in t.screen(), "/spec refused")
@@ -103,8 +115,11 @@ def test_a_simulated_person_in_a_study(tmp_path: Path, project: Path) -> None:
         # --study-reveal: the exit lists the arms too (once from /study, once at the exit).
         exit_part = t.scrollback().split("› /study")[-1]
         assert exit_part.count("study: 6 turns recorded in") == 2, exit_part
-        rows = [ln.split() for ln in exit_part.split("study: 6 turns recorded in")[-1].splitlines()
-                if ln.strip()[:1].isdigit()]
+        rows = [
+            ln.split()
+            for ln in exit_part.split("study: 6 turns recorded in")[-1].splitlines()
+            if ln.strip()[:1].isdigit()
+        ]
         assert [r[1] for r in rows] == sequence(SEED, 6), rows
     finally:
         t.close()
@@ -118,7 +133,14 @@ def test_a_simulated_person_in_a_study(tmp_path: Path, project: Path) -> None:
     assert [r["arm"] for r in turns] == sequence(SEED, 6)
     assert [r["taken"] for r in turns] == ["taken", "taken", "ignored", "edited", "taken", "taken"]
     assert [r["took_ghost"] for r in turns] == [True, True, False, True, False, True]
-    assert [r["suggestion_source"] for r in turns] == ["script", "model", "model", "script", "script", "model"]
+    assert [r["suggestion_source"] for r in turns] == [
+        "script",
+        "model",
+        "model",
+        "script",
+        "script",
+        "model",
+    ]
     assert turns[3]["prompt"] == "run the CLI to check page 3" and turns[3]["similarity"] > 0.9
     assert [r["eligible"] for r in turns] == [False, True, True, True, True, True]
     for r in turns:

@@ -29,9 +29,25 @@ class LineRepl:
 
     def __init__(self, tmp: Path, project: Path, *args: str) -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "SPECULATE_HISTORY": str(tmp / "h")}
-        self.p = subprocess.Popen([sys.executable, "-m", "speculate.cli", "repl", str(project), "--scenario",
-                                   str(SCENARIO), "--time-scale", "0.02", *args], cwd=REPO, env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "speculate.cli",
+                "repl",
+                str(project),
+                "--scenario",
+                str(SCENARIO),
+                "--time-scale",
+                "0.02",
+                *args,
+            ],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.out = b""
         self.seen = 0  # how far expect() has matched
 
@@ -46,7 +62,7 @@ class LineRepl:
             if select.select([self.p.stdout], [], [], left)[0]:
                 self.out += os.read(self.p.stdout.fileno(), 65536)
         self.seen = min(self.out.index(w, start) + len(w) for w in wants if w in self.out[start:])
-        return self.out[start:self.seen].decode()
+        return self.out[start : self.seen].decode()
 
     def send(self, line: str) -> None:
         assert self.p.stdin is not None
@@ -87,12 +103,14 @@ def test_line_mode_shows_every_escape_and_interprets_none(tmp_path: Path) -> Non
             r.p.kill()
             r.p.communicate()
     assert not RAW.search(out), RAW.findall(out)
-    for seen in ("Clip ^[]52;c;bW9kZWw=^G link ^[]8;;http://evil.example/^[\\here^[]8;;^[\\ clear ^[[2J^[[H "
-                 "title ^[]0;model-title^G c1 <9b>2J end.",  # the streamed model text
-                 "banner ^[]0;cmd-title^G ^[]52;c;Y21k^G",  # the failed command's first line, on its tool line
-                 "PostToolUse hook on Bash: hook says ^[]0;hook-title^G^[]52;c;aG9vaw==^G done",
-                 "The banner command failed <9d>0;c1-title<9c>.",
-                 "wrote notes-^[[2J.txt"):  # the accepted line names the file
+    for seen in (
+        "Clip ^[]52;c;bW9kZWw=^G link ^[]8;;http://evil.example/^[\\here^[]8;;^[\\ clear ^[[2J^[[H "
+        "title ^[]0;model-title^G c1 <9b>2J end.",  # the streamed model text
+        "banner ^[]0;cmd-title^G ^[]52;c;Y21k^G",  # the failed command's first line, on its tool line
+        "PostToolUse hook on Bash: hook says ^[]0;hook-title^G^[]52;c;aG9vaw==^G done",
+        "The banner command failed <9d>0;c1-title<9c>.",
+        "wrote notes-^[[2J.txt",
+    ):  # the accepted line names the file
         assert seen in out, (seen, out)
     assert (project / "notes-\x1b[2J.txt").read_text() == "\x1b]52;c;ZmlsZQ==\x07\x1b[2J notes\n"  # unchanged
 
@@ -108,8 +126,11 @@ def test_a_real_terminal_shows_the_escapes_and_acts_on_none(tmp_path: Path) -> N
     project = prepare_project(load_scenario(SCENARIO), tmp_path / "proj")
     t = Term()
     try:
-        t.start(f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
-                f"--scenario {SCENARIO} --time-scale 0.05; echo EXIT=$?; sleep 60", width=160)
+        t.start(
+            f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+            f"--scenario {SCENARIO} --time-scale 0.05; echo EXIT=$?; sleep 60",
+            width=160,
+        )
         t.tmux("set-option", "-g", "set-clipboard", "on")  # before the REPL has started (a second or more)
         title = t.tmux("display-message", "-p", "-t", t.target, "#{pane_title}")
         t.wait(lambda: "show the banner" in t.input_line(), "the first prompt as ghost text")
@@ -117,8 +138,10 @@ def test_a_real_terminal_shows_the_escapes_and_acts_on_none(tmp_path: Path) -> N
         t.wait(lambda: "allow Bash(" in t.screen(), "the permission prompt")
         t.type("y")
         t.keys("Enter")
-        t.wait(lambda: "write the ^[]0;ghost-title^G notes" in t.input_line() and "ready (" in t.toolbar(),
-               "the model's suggestion as ghost text, its speculation done")
+        t.wait(
+            lambda: "write the ^[]0;ghost-title^G notes" in t.input_line() and "ready (" in t.toolbar(),
+            "the model's suggestion as ghost text, its speculation done",
+        )
         t.type("/diff")
         t.keys("Enter")
         t.wait(lambda: "+^[]52;c;ZmlsZQ==^G^[[2J notes" in t.scrollback(), "the diff")
@@ -131,8 +154,11 @@ def test_a_real_terminal_shows_the_escapes_and_acts_on_none(tmp_path: Path) -> N
         assert t.tmux("list-buffers") == "", "an OSC 52 sequence reached the terminal"
     finally:
         t.close()
-    for seen in ("Clip ^[]52;c;bW9kZWw=^G link ^[]8;;http://evil.example/^[\\here^[]8;;^[\\ clear ^[[2J^[[H",
-                 "allow Bash(echo 'banner ^[]0;cmd-title^G ^[]52;c;Y21k^G' > banner.txt",
-                 "hook says ^[]0;hook-title^G^[]52;c;aG9vaw==^G done", "+++ b/notes-^[[2J.txt",
-                 "wrote notes-^[[2J.txt"):
+    for seen in (
+        "Clip ^[]52;c;bW9kZWw=^G link ^[]8;;http://evil.example/^[\\here^[]8;;^[\\ clear ^[[2J^[[H",
+        "allow Bash(echo 'banner ^[]0;cmd-title^G ^[]52;c;Y21k^G' > banner.txt",
+        "hook says ^[]0;hook-title^G^[]52;c;aG9vaw==^G done",
+        "+++ b/notes-^[[2J.txt",
+        "wrote notes-^[[2J.txt",
+    ):
         assert seen in screen, (seen, screen)

@@ -25,8 +25,13 @@ def text(lines: list) -> list[str]:
 def test_output_is_collapsed_to_its_first_lines_and_kept_whole_for_last() -> None:
     out = "\n".join(f"line {i}" for i in range(10))
     body = tool_body(ToolFinished("t", "Bash", "Bash(seq 10)", False, 0.1, out))
-    assert text(body_lines(body)) == ["  ⎿  line 0", "     line 1", "     line 2", "     line 3",
-                                      "     … +6 lines (ctrl+o or /last to expand)"]
+    assert text(body_lines(body)) == [
+        "  ⎿  line 0",
+        "     line 1",
+        "     line 2",
+        "     line 3",
+        "     … +6 lines (ctrl+o or /last to expand)",
+    ]
     assert len(body.full) == 10
     quiet = tool_body(ToolFinished("t", "Bash", "Bash(true)", False, 0.1, ""))
     assert text(body_lines(quiet)) == ["  ⎿  (no output)"]
@@ -35,8 +40,15 @@ def test_output_is_collapsed_to_its_first_lines_and_kept_whole_for_last() -> Non
 
 
 def test_an_edit_shows_as_a_coloured_diff() -> None:
-    ev = ToolFinished("t", "Edit", "Edit(a.py)", False, 0.1, "ok",
-                      input={"file_path": "a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"})
+    ev = ToolFinished(
+        "t",
+        "Edit",
+        "Edit(a.py)",
+        False,
+        0.1,
+        "ok",
+        input={"file_path": "a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"},
+    )
     lines = body_lines(tool_body(ev))
     assert text(lines) == ["  ⎿   x = 1", "     -y = 2", "     +y = 3"]
     shown = render(lines[1], color=True)
@@ -45,11 +57,20 @@ def test_an_edit_shows_as_a_coloured_diff() -> None:
 
 
 def test_the_question_shows_every_argument_the_diff_and_what_always_allows(tmp_path) -> None:
-    assert full_call("mcp__notes__word_count", {"text": "two words"}) == 'mcp__notes__word_count(text="two words")'
+    assert (
+        full_call("mcp__notes__word_count", {"text": "two words"})
+        == 'mcp__notes__word_count(text="two words")'
+    )
     assert full_call("Bash", {"command": "pytest -q", "timeout": 60}) == "Bash(pytest -q, timeout=60)"
     current = "a\nb\nc\n"
-    lines = text(question_lines("Edit", {"file_path": "/p/f.py", "old_string": "b", "new_string": "B"}, "Edit",
-                                lambda path: current if path == "/p/f.py" else None))
+    lines = text(
+        question_lines(
+            "Edit",
+            {"file_path": "/p/f.py", "old_string": "b", "new_string": "B"},
+            "Edit",
+            lambda path: current if path == "/p/f.py" else None,
+        )
+    )
     assert lines[0] == "  Edit(/p/f.py)"
     assert lines[1:5] == ["    @@ -1,3 +1,3 @@", "     a", "    -b", "    +B"]
     assert lines[-1] == "  always: allow every Edit call for the rest of this session (rule Edit); Esc: no"
@@ -84,9 +105,13 @@ def test_a_cancelled_turn_says_what_landed() -> None:
     assert cancelled_line(None, []) == "turn cancelled; the session goes on"
     assert "files edited before the cancel stay as they are: a.py" in cancelled_line(None, ["a.py", "a.py"])
     landed = Landing("fix it", promoted=True, files=FileSummary(["a.py"], [], []))
-    assert cancelled_line(landed, []).startswith("turn cancelled: the accepted speculation had landed (wrote a.py)")
+    assert cancelled_line(landed, []).startswith(
+        "turn cancelled: the accepted speculation had landed (wrote a.py)"
+    )
     assert "nothing of the accepted speculation was applied" in cancelled_line(Landing("fix it"), [])
-    assert "discarded, nothing of it was applied" in cancelled_line(Landing("x", dropped="conflict"), ["b.py"])
+    assert "discarded, nothing of it was applied" in cancelled_line(
+        Landing("x", dropped="conflict"), ["b.py"]
+    )
 
 
 def test_streamed_model_text_wraps_at_word_boundaries_on_a_narrow_terminal(monkeypatch) -> None:
@@ -105,4 +130,7 @@ def test_streamed_model_text_wraps_at_word_boundaries_on_a_narrow_terminal(monke
     for delta in ("The quick bro", "wn fox jumps over the la", "zy dog and keeps running\nnew line here ok"):
         w._stream(delta)
     w._write("\n")
-    assert out.getvalue() == "The quick brown fox\njumps over the lazy\ndog and keeps\nrunning\nnew line here ok\n"
+    assert (
+        out.getvalue()
+        == "The quick brown fox\njumps over the lazy\ndog and keeps\nrunning\nnew line here ok\n"
+    )

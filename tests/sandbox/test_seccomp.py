@@ -64,28 +64,52 @@ def _calls(tmp: Path) -> list[tuple[str, int, list[object], int]]:
 
     calls: list[tuple[str, int, list[object], int]] = [
         ("socket-unix", _nr("socket"), [HIGH | socket.AF_UNIX, socket.SOCK_STREAM, 0], errno.EACCES),
-        ("socket-unix-dgram", _nr("socket"), [HIGH | socket.AF_UNIX, HIGH | socket.SOCK_DGRAM, 0], errno.EACCES),
+        (
+            "socket-unix-dgram",
+            _nr("socket"),
+            [HIGH | socket.AF_UNIX, HIGH | socket.SOCK_DGRAM, 0],
+            errno.EACCES,
+        ),
         ("socket-vsock", _nr("socket"), [HIGH | 40, socket.SOCK_STREAM, 0], errno.EACCES),  # AF_VSOCK
-        ("socketpair-dgram", _nr("socketpair"), [HIGH | socket.AF_UNIX, HIGH | socket.SOCK_DGRAM, 0, "SV"],
-         errno.EACCES),
-        ("socketpair-dgram-cloexec", _nr("socketpair"),
-         [socket.AF_UNIX, HIGH | socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK, 0, "SV"],
-         errno.EACCES),
+        (
+            "socketpair-dgram",
+            _nr("socketpair"),
+            [HIGH | socket.AF_UNIX, HIGH | socket.SOCK_DGRAM, 0, "SV"],
+            errno.EACCES,
+        ),
+        (
+            "socketpair-dgram-cloexec",
+            _nr("socketpair"),
+            [socket.AF_UNIX, HIGH | socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK, 0, "SV"],
+            errno.EACCES,
+        ),
         ("ioctl-tiocsti", _nr("ioctl"), [0, HIGH | TIOCSTI, 0], errno.EPERM),  # stdin: /dev/null
         ("ioctl-tioclinux", _nr("ioctl"), [0, HIGH | TIOCLINUX, 0], errno.EPERM),
-        ("mknodat-char", _nr("mknodat"), [HIGH | (1 << 32) - 100, f"PATH:{tmp / 'c'}", HIGH | 0o020600, 0],
-         errno.EPERM),  # AT_FDCWD with high bits; a whiteout (char 0:0) needs no capability
+        (
+            "mknodat-char",
+            _nr("mknodat"),
+            [HIGH | (1 << 32) - 100, f"PATH:{tmp / 'c'}", HIGH | 0o020600, 0],
+            errno.EPERM,
+        ),  # AT_FDCWD with high bits; a whiteout (char 0:0) needs no capability
         ("mknod-char", _nr("mknod"), [f"PATH:{tmp / 'd'}", HIGH | 0o020600, 0], errno.EPERM),
     ]
-    calls += [(f"clone-{flag:#x}", _nr("clone"), [HIGH | flag | SIGCHLD, 0, 0, 0, 0], errno.EPERM)
-              for flag in NAMESPACE_FLAGS if flag != 0x80]  # 0x80 (NEWTIME) is part of clone's exit signal
+    calls += [
+        (f"clone-{flag:#x}", _nr("clone"), [HIGH | flag | SIGCHLD, 0, 0, 0, 0], errno.EPERM)
+        for flag in NAMESPACE_FLAGS
+        if flag != 0x80
+    ]  # 0x80 (NEWTIME) is part of clone's exit signal
     return calls
 
 
 def _probe(bpf: Path | None, calls: list[tuple[str, int, list[object], int]]) -> dict[str, int]:
     spec = json.dumps([[name, nr, args] for name, nr, args, _ in calls])
-    r = subprocess.run([sys.executable, "-c", PROBE, os.fspath(bpf) if bpf else "-", spec],
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE, os.fspath(bpf) if bpf else "-", spec],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

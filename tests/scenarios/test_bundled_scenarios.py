@@ -55,8 +55,12 @@ def _bash_steps(scenario: dict[str, Any]) -> list[tuple[int, dict[str, Any], boo
 
 def _bash_commands(scenario: dict[str, Any]) -> list[tuple[int, str, bool]]:
     """(turn index, command, is_from_suggestion_steps) for every Bash call in the scenario."""
-    return [(i, call["Bash"]["command"], spec) for i, step, spec in _bash_steps(scenario)
-            for call in step["tools"] if "Bash" in call]
+    return [
+        (i, call["Bash"]["command"], spec)
+        for i, step, spec in _bash_steps(scenario)
+        for call in step["tools"]
+        if "Bash" in call
+    ]
 
 
 def _needs_git(scenario: dict[str, Any]) -> bool:
@@ -145,11 +149,16 @@ def test_every_miss_does_comparable_checked_work(stem: str) -> None:
         assert wrong, f"{stem} turn {i}: no wrong candidate with steps"
         for text, steps in wrong:
             where = f"{stem} turn {i} candidate {text!r}"
-            assert any("Bash" in c for step in steps for c in step.get("tools") or [] if step.get("expect")), (
-                f"{where}: runs no checked command")
+            assert any(
+                "Bash" in c for step in steps for c in step.get("tools") or [] if step.get("expect")
+            ), f"{where}: runs no checked command"
             if any(t in EDITS for t in _tools(hit["steps"])):
-                assert any(t in EDITS for t in _tools(steps)), f"{where}: changes no file, the turn it misses does"
-            assert len(steps) >= min(3, len(hit["steps"])), f"{where}: {len(steps)} requests vs {len(hit['steps'])}"
+                assert any(t in EDITS for t in _tools(steps)), (
+                    f"{where}: changes no file, the turn it misses does"
+                )
+            assert len(steps) >= min(3, len(hit["steps"])), (
+                f"{where}: {len(steps)} requests vs {len(hit['steps'])}"
+            )
 
 
 @pytest.mark.parametrize("stem", sorted(SCENARIOS))
@@ -159,7 +168,8 @@ def test_every_suggestion_passes_the_engines_filter(stem: str) -> None:
 
     for i, turn in enumerate(SCENARIOS[stem]["turns"]):
         texts = [c["text"] for c in turn.get("suggestions") or [] if c.get("text")] + (
-            [turn["suggestion"]] if turn.get("suggestion") else [])
+            [turn["suggestion"]] if turn.get("suggestion") else []
+        )
         for text in texts:
             verdict = filters.check(text)
             assert verdict.ok, f"{stem} turn {i}: {text!r} is filtered ({verdict.reason})"
@@ -168,7 +178,9 @@ def test_every_suggestion_passes_the_engines_filter(stem: str) -> None:
 @pytest.mark.parametrize("stem", sorted(SCENARIOS))
 def test_every_bash_step_is_checked(stem: str) -> None:
     for i, step, spec in _bash_steps(SCENARIOS[stem]):
-        assert step.get("expect"), f"{stem} turn {i}{' (a suggestion)' if spec else ''}: Bash step without expect"
+        assert step.get("expect"), (
+            f"{stem} turn {i}{' (a suggestion)' if spec else ''}: Bash step without expect"
+        )
 
 
 def test_suite_invariants() -> None:

@@ -94,7 +94,8 @@ def test_zero_risky_classified_safe(project: Path) -> None:
     leaks = [
         cmd
         for label, cmd in CASES
-        if label == "risky" and classify(cmd.replace(ROOT_MARK, str(project)), project_root=str(project)).sandboxable
+        if label == "risky"
+        and classify(cmd.replace(ROOT_MARK, str(project)), project_root=str(project)).sandboxable
     ]
     assert leaks == []
 

@@ -25,8 +25,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 MCP_SERVER = REPO / "tests" / "mcp" / "server.py"
 TIME_SCALE = 0.05
-EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
-          "PreCompact", "SessionEnd"]
+EVENTS = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "PreCompact",
+    "SessionEnd",
+]
 PROMPTS = ["look around", "and now", "/compact", "after compact"]
 SCENARIO = """
 name: conformance
@@ -66,7 +74,7 @@ turns:
 """
 INSTRUCTIONS = "Conformance check: answer in one short sentence.\n"
 # The one hook command of every event: logs what it got, answers some calls as Claude Code defines.
-HOOK = r'''
+HOOK = r"""
 import json, os, sys
 p = json.load(sys.stdin)
 with open(sys.argv[1], "a") as f:
@@ -86,14 +94,21 @@ elif ev == "PostToolUse" and p["tool_name"] == "Read":
     say(spec(additionalContext="read context"))
 elif ev == "PostToolUse" and p["tool_name"] == "Grep":
     say({"decision": "block", "reason": "grep feedback"})
-'''
-PERMISSIONS = {"allow": ["Read", "Glob", "Grep", "Bash(echo:*)", "Bash(ls:*)", "mcp__demo__lookup"],
-               "deny": ["Read(secret.txt)", "mcp__demo__bump"]}
+"""
+PERMISSIONS = {
+    "allow": ["Read", "Glob", "Grep", "Bash(echo:*)", "Bash(ls:*)", "mcp__demo__lookup"],
+    "deny": ["Read(secret.txt)", "mcp__demo__bump"],
+}
 SHELL_NAMES = {"PWD", "SHLVL", "_", "OLDPWD"}  # bash's own
 # Fields only Claude Code sends, for what speculate does not have (docs/claude-code.md, "Hooks"): compared in a
 # row of their own, so that the rows per event still catch any other difference.
 CLAUDE_ONLY_FIELDS = {"effort", "background_tasks", "session_crons"}
-SPECULATE_ENV = {"CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID", "AI_AGENT"}  # payloads.hook_env
+SPECULATE_ENV = {
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDECODE",
+    "CLAUDE_CODE_SESSION_ID",
+    "AI_AGENT",
+}  # payloads.hook_env
 
 
 @dataclass
@@ -118,10 +133,12 @@ def make_project(dest: Path, log: Path) -> Path:
     (dest / "hook.py").write_text(HOOK)
     cmd = f"{sys.executable} {dest / 'hook.py'} {log}"
     hooks = {e: [{"matcher": "*", "hooks": [{"type": "command", "command": cmd}]}] for e in EVENTS}
-    (root / ".claude" / "settings.json").write_text(json.dumps(
-        {"permissions": PERMISSIONS, "hooks": hooks, "enableAllProjectMcpServers": True}))
-    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable,
-                                                                        "args": [str(MCP_SERVER)]}}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps({"permissions": PERMISSIONS, "hooks": hooks, "enableAllProjectMcpServers": True})
+    )
+    (root / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER)]}}})
+    )
     return root
 
 
@@ -145,16 +162,30 @@ def run_claude_code(dest: Path, binary: Path) -> Run:
     cc = ClaudeCode(binary, home=dest / "home")
     cc.home.mkdir()
     notes = []
-    with SimServer([parse_scenario(SCENARIO)], seed=0, time_scale=TIME_SCALE, record=dest / "trace.jsonl") as sim:
+    with SimServer(
+        [parse_scenario(SCENARIO)], seed=0, time_scale=TIME_SCALE, record=dest / "trace.jsonl"
+    ) as sim:
         env = cc.env(sim.base_url)
         for i, prompt in enumerate(PROMPTS):
             # The allow list again on the command line: from the settings alone Claude Code 2.1.332 offers no
             # Glob or Grep (the simulator then runs them as Bash commands) and asks before the MCP tool.
-            args = [str(binary), "-p", "--output-format", "stream-json", "--verbose", "--permission-mode",
-                    "acceptEdits", "--allowedTools", ",".join(PERMISSIONS["allow"]), *(["-c"] if i else []),
-                    "--", prompt]
-            proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=180,
-                                  stdin=subprocess.DEVNULL)
+            args = [
+                str(binary),
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                ",".join(PERMISSIONS["allow"]),
+                *(["-c"] if i else []),
+                "--",
+                prompt,
+            ]
+            proc = subprocess.run(
+                args, cwd=root, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL
+            )
             if proc.returncode != 0:
                 notes.append(f"{prompt!r}: exit {proc.returncode}: {proc.stderr[-500:]}")
         fallbacks = sim.statistics().engine.fallbacks
@@ -175,11 +206,17 @@ def run_speculate(dest: Path) -> Run:
     root = make_project(dest, log)
 
     async def main() -> int:
-        with SimServer([parse_scenario(SCENARIO)], seed=0, time_scale=TIME_SCALE,
-                       record=dest / "trace.jsonl") as sim:
+        with SimServer(
+            [parse_scenario(SCENARIO)], seed=0, time_scale=TIME_SCALE, record=dest / "trace.jsonl"
+        ) as sim:
             async with AnthropicModel(base_url=sim.base_url, api_key="sim", backoff_s=0.01) as model:
-                cfg = SessionConfig(project=root, model=model, speculate=False, mode="acceptEdits",
-                                    hook_transcript_dir=dest / "transcripts")
+                cfg = SessionConfig(
+                    project=root,
+                    model=model,
+                    speculate=False,
+                    mode="acceptEdits",
+                    hook_transcript_dir=dest / "transcripts",
+                )
                 async with open_session(cfg) as s:
                     for prompt in PROMPTS:
                         if prompt == "/compact":

@@ -34,7 +34,9 @@ def _turns(run: Run, claude: bool) -> list[list[dict[str, Any]]]:
     ends = [i for i, r in enumerate(run.hooks) if r["stdin"]["hook_event_name"] == "SessionEnd"]
     for i, rec in enumerate(run.hooks):
         p = rec["stdin"]
-        if claude and (p.get("source") == "resume" or (p["hook_event_name"] == "SessionEnd" and i != ends[-1])):
+        if claude and (
+            p.get("source") == "resume" or (p["hook_event_name"] == "SessionEnd" and i != ends[-1])
+        ):
             continue
         if p["hook_event_name"] in ("UserPromptSubmit", "PreCompact") and out[-1]:
             out.append([])
@@ -44,10 +46,17 @@ def _turns(run: Run, claude: bool) -> list[list[dict[str, Any]]]:
 
 def _events(turn: list[dict[str, Any]]) -> str:
     tools = Counter(f"{p['hook_event_name']}:{p['tool_name']}" for p in turn if "tool_name" in p)
-    others = [p["hook_event_name"] + (f"({p['source']})" if "source" in p else "") for p in turn
-              if "tool_name" not in p]
-    return " ".join(others) + (f" + {sum(tools.values())} tool events " + ", ".join(
-        f"{k}×{v}" if v > 1 else k for k, v in sorted(tools.items())) if tools else "")
+    others = [
+        p["hook_event_name"] + (f"({p['source']})" if "source" in p else "")
+        for p in turn
+        if "tool_name" not in p
+    ]
+    return " ".join(others) + (
+        f" + {sum(tools.values())} tool events "
+        + ", ".join(f"{k}×{v}" if v > 1 else k for k, v in sorted(tools.items()))
+        if tools
+        else ""
+    )
 
 
 def _fields(run: Run, event: str, claude: bool) -> Any:
@@ -59,8 +68,14 @@ def _fields(run: Run, event: str, claude: bool) -> Any:
 
 
 def _only_fields(run: Run) -> list[str]:
-    return sorted({f"{r['stdin']['hook_event_name']}.{k}" for r in run.hooks for k in r["stdin"]
-                   if k in CLAUDE_ONLY_FIELDS})
+    return sorted(
+        {
+            f"{r['stdin']['hook_event_name']}.{k}"
+            for r in run.hooks
+            for k in r["stdin"]
+            if k in CLAUDE_ONLY_FIELDS
+        }
+    )
 
 
 def _response(run: Run, tool: str) -> Any:
@@ -92,14 +107,22 @@ def _results(run: Run) -> list[tuple[str, str]]:
                     text = b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
                     status = "ran"
                     if b.get("is_error"):
-                        status = ("refused by hook" if "hook error" in text else "failed"
-                                  if "Exit code" in text else "refused by rule")
+                        status = (
+                            "refused by hook"
+                            if "hook error" in text
+                            else "failed"
+                            if "Exit code" in text
+                            else "refused by rule"
+                        )
                     out[b["tool_use_id"]] = (uses[b["tool_use_id"]], status)
     return sorted(out.values())
 
 
-HOOK_LINE = re.compile(r"^(?:SessionStart|UserPromptSubmit|PreToolUse|PostToolUse|PostToolUseFailure|Stop)"
-                       r"(?::\S+)? hook .*$", re.MULTILINE)
+HOOK_LINE = re.compile(
+    r"^(?:SessionStart|UserPromptSubmit|PreToolUse|PostToolUse|PostToolUseFailure|Stop)"
+    r"(?::\S+)? hook .*$",
+    re.MULTILINE,
+)
 
 
 def _said(run: Run) -> list[str]:
@@ -108,10 +131,15 @@ def _said(run: Run) -> list[str]:
     seen: list[str] = []
     for req in run.requests:
         for m in req["messages"]:
-            blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            blocks = (
+                m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            )
             for b in blocks:
-                texts = [b.get("text", "")] + ([b["content"]] if b.get("type") == "tool_result"
-                                                 and isinstance(b.get("content"), str) else [])
+                texts = [b.get("text", "")] + (
+                    [b["content"]]
+                    if b.get("type") == "tool_result" and isinstance(b.get("content"), str)
+                    else []
+                )
                 for t in texts:
                     for line in HOOK_LINE.findall(t):
                         line = re.sub(r'from command: "[^"]*"', "from command: CMD", line)
@@ -152,8 +180,13 @@ def compare(cc: Run, sp: Run) -> list[tuple[str, Any, Any]]:
     rows: list[tuple[str, Any, Any]] = []
     ct, st = _turns(cc, True), _turns(sp, False)
     for i in range(max(len(ct), len(st))):
-        rows.append((f"hook events, part {i + 1}", _events(ct[i]) if i < len(ct) else "-",
-                     _events(st[i]) if i < len(st) else "-"))
+        rows.append(
+            (
+                f"hook events, part {i + 1}",
+                _events(ct[i]) if i < len(ct) else "-",
+                _events(st[i]) if i < len(st) else "-",
+            )
+        )
     for ev in EVENTS:
         rows.append((f"stdin fields: {ev}", _fields(cc, ev, True), _fields(sp, ev, False)))
     for tool in ("Read", "Edit", "Write", "Bash", "Glob", "Grep", "mcp__demo__lookup"):

@@ -71,7 +71,10 @@ def test_stream_reassembles_tool_input_from_json_deltas(client: anthropic.Anthro
     assert final.content[1].input == {"file_path": f"{ROOT}/src/pager.py"}
     # The streamed message is the same message the JSON endpoint returns, but for its own id.
     again = ask(client, [{"role": "user", "content": FIRST}])
-    assert final.model_dump() | {"content": None, "id": None} == again.model_dump() | {"content": None, "id": None}
+    assert final.model_dump() | {"content": None, "id": None} == again.model_dump() | {
+        "content": None,
+        "id": None,
+    }
     assert final.id != again.id and final.id.startswith("msg_")
 
 

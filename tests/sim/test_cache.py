@@ -259,7 +259,9 @@ def test_ttl_is_five_minutes_refreshed_on_hit_or_one_hour() -> None:
 
 def test_a_longer_ttl_after_a_shorter_one_is_rejected(sdk: tuple[SimServer, anthropic.Anthropic]) -> None:
     _, client = sdk
-    with pytest.raises(anthropic.BadRequestError, match=r"system\.1\.cache_control\.ttl: a ttl='1h' cache_control"):
+    with pytest.raises(
+        anthropic.BadRequestError, match=r"system\.1\.cache_control\.ttl: a ttl='1h' cache_control"
+    ):
         client.messages.create(
             model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}],
             system=[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
@@ -282,4 +284,6 @@ def test_entry_lifetime_counts_from_the_start_of_the_request() -> None:
     cache = PromptCache()
     cache.commit(cache.plan(units, now=0.0, min_tokens=1024), now=250.0, requested=0.0)  # a slow first token
     assert cache.plan(units, now=299.0, min_tokens=1024).read_tokens > 0
-    assert cache.plan(units, now=301.0, min_tokens=1024).read_tokens == 0  # 5 min after the request, not the token
+    assert (
+        cache.plan(units, now=301.0, min_tokens=1024).read_tokens == 0
+    )  # 5 min after the request, not the token

@@ -39,9 +39,16 @@ def body(*prompts: str, suggest: bool = False) -> dict:
         if i < len(prompts) - 1:
             msgs.append({"role": "assistant", "content": [{"type": "text", "text": "x"}]})
     if suggest:
-        msgs += [{"role": "assistant", "content": [{"type": "text", "text": "a holds alpha."}]},
-                 {"role": "user", "content": SUGGESTION_INSTRUCTION}]
-    return {"model": "claude-sonnet-4-6", "max_tokens": 100, "system": system_prompt(Path("/p")), "messages": msgs}
+        msgs += [
+            {"role": "assistant", "content": [{"type": "text", "text": "a holds alpha."}]},
+            {"role": "user", "content": SUGGESTION_INSTRUCTION},
+        ]
+    return {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 100,
+        "system": system_prompt(Path("/p")),
+        "messages": msgs,
+    }
 
 
 def test_candidates_parse_and_the_heaviest_is_the_turns_suggestion() -> None:
@@ -71,19 +78,25 @@ def test_a_taken_candidate_that_is_not_the_intent_runs_its_steps() -> None:
     assert reply.content[0]["text"] == "Deleted (not really)."
 
 
-@pytest.mark.parametrize(("extra", "line", "reason"), [
-    ("    suggestions:\n      - {text: 'go on'}\n", 6, "steps is required"),
-    ("    suggestions:\n      - {text: 'b', weight: -1}\n", 6, "weight must be a number >= 0"),
-    ("    suggestions:\n      - {text: 'b', weight: 0}\n", 6, "weight 0 is only for a wrong suggestion"),
-    ("    suggestions:\n      - {text: 'c', weight: 0, steps: [{text: x}]}\n", 6, "every weight is 0"),
-    ("    suggestions: []\n", 5, "non-empty list"),
-    ("    suggestion: b\n    suggestions:\n      - {text: b}\n", 5, "not both"),
-    ("    suggestions:\n      - {text: b}\n      - {text: b}\n", 6, "same text"),
-])
+@pytest.mark.parametrize(
+    ("extra", "line", "reason"),
+    [
+        ("    suggestions:\n      - {text: 'go on'}\n", 6, "steps is required"),
+        ("    suggestions:\n      - {text: 'b', weight: -1}\n", 6, "weight must be a number >= 0"),
+        ("    suggestions:\n      - {text: 'b', weight: 0}\n", 6, "weight 0 is only for a wrong suggestion"),
+        ("    suggestions:\n      - {text: 'c', weight: 0, steps: [{text: x}]}\n", 6, "every weight is 0"),
+        ("    suggestions: []\n", 5, "non-empty list"),
+        ("    suggestion: b\n    suggestions:\n      - {text: b}\n", 5, "not both"),
+        ("    suggestions:\n      - {text: b}\n      - {text: b}\n", 6, "same text"),
+    ],
+)
 def test_malformed_candidates_name_file_and_line(tmp_path: Path, extra: str, line: int, reason: str) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("name: x\nturns:\n  - prompt: a\n    steps: [{text: hi}]\n" + extra
-                    + "  - prompt: b\n    steps: [{text: ok}]\n")
+    path.write_text(
+        "name: x\nturns:\n  - prompt: a\n    steps: [{text: hi}]\n"
+        + extra
+        + "  - prompt: b\n    steps: [{text: ok}]\n"
+    )
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert (info.value.line, reason in info.value.reason) == (line, True), str(info.value)
@@ -94,12 +107,21 @@ def test_a_weight_0_candidate_is_never_drawn_naturally_but_is_a_forced_miss() ->
     reproducible): weight 0 keeps it out of them."""
     from speculate.sim.draw import forced_draw
 
-    plain = parse_scenario(SCN.replace('      - {text: null, weight: 1}\n', ''))
-    extra = parse_scenario(SCN.replace('      - {text: null, weight: 1}\n',
-                                       '      - {text: "rename a", weight: 0, steps: [{text: x}]}\n'))
-    one = parse_scenario(SCN.replace('      - {text: null, weight: 1}\n', '').replace(
-        '      - text: "delete a"\n        weight: 1', '      - text: "delete a"\n        weight: 0'))
+    plain = parse_scenario(SCN.replace("      - {text: null, weight: 1}\n", ""))
+    extra = parse_scenario(
+        SCN.replace(
+            "      - {text: null, weight: 1}\n", '      - {text: "rename a", weight: 0, steps: [{text: x}]}\n'
+        )
+    )
+    one = parse_scenario(
+        SCN.replace("      - {text: null, weight: 1}\n", "").replace(
+            '      - text: "delete a"\n        weight: 1', '      - text: "delete a"\n        weight: 0'
+        )
+    )
     assert [draw_suggestion(one, 0, seed=s).text for s in range(300)] == ["change alpha to gamma"] * 300
-    assert {forced_draw(one, 0, seed=s, hit_rate=0.0) for s in range(20)} == {(one.turns[0].options[1], "candidate")}
-    assert [draw_suggestion(plain, 0, seed=s).text for s in range(300)] == \
-        [draw_suggestion(extra, 0, seed=s).text for s in range(300)]
+    assert {forced_draw(one, 0, seed=s, hit_rate=0.0) for s in range(20)} == {
+        (one.turns[0].options[1], "candidate")
+    }
+    assert [draw_suggestion(plain, 0, seed=s).text for s in range(300)] == [
+        draw_suggestion(extra, 0, seed=s).text for s in range(300)
+    ]

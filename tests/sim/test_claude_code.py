@@ -151,7 +151,9 @@ def test_claude_codes_compact_is_answered_with_a_summary_and_the_script_goes_on(
     with SimServer([parse_scenario(COMPACT)], seed=0, time_scale=TIME_SCALE, record=trace) as sim:
         texts = []
         for i, prompt in enumerate(["remember the word alpha", "/compact", "which word was it?"]):
-            run = cc.turn(prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S)
+            run = cc.turn(
+                prompt, project=project, base_url=sim.base_url, resume=i > 0, timeout_s=RUN_TIMEOUT_S
+            )
             assert run.returncode == 0, f"{prompt}: exit {run.returncode}\n{run.stderr[-2000:]}"
             texts.append(run.text)
         stats = sim.statistics()

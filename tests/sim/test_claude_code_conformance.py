@@ -17,7 +17,7 @@ from .conformance_compare import compare, table
 # Intended differences (docs/claude-code.md, "Claude Code as the oracle"): case -> why.
 INTENDED = {
     "environment: only one side's": "Claude Code's own plumbing (its messaging socket, child-session notes, "
-                                    "CLAUDE_ENV_FILE, effort); speculate's commands run with PAGER=cat",
+    "CLAUDE_ENV_FILE, effort); speculate's commands run with PAGER=cat",
     "stdin fields only Claude Code sends": "effort, background tasks and crons: speculate has none of them",
 }
 

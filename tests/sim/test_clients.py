@@ -301,7 +301,14 @@ def test_every_tool_field_has_a_place_in_the_client_adapters() -> None:
     from speculate.tools import default_tools
 
     inputs = {t.name: t.Input for t in default_tools()}
-    tool_of = {"read": "Read", "write": "Write", "edit": "Edit", "glob": "Glob", "grep": "Grep", "run": "Bash"}
+    tool_of = {
+        "read": "Read",
+        "write": "Write",
+        "edit": "Edit",
+        "glob": "Glob",
+        "grep": "Grep",
+        "run": "Bash",
+    }
     assert set(FIELDS) == set(tool_of)
     for intent, tool in tool_of.items():
         assert {f for f, _, _ in FIELDS[intent]} == set(inputs[tool].model_fields), intent
@@ -320,33 +327,50 @@ def test_text_tool_calling_is_read_from_the_request_for_any_scenario(client: ant
     def ask(messages: list[dict[str, Any]], first: bool) -> str:
         text = render(messages)
         prompt = f"{tools_reminder([t.schema() for t in tools])}\n{text}" if first else text
-        reply = client.messages.create(model=CC_MODEL, max_tokens=1000, system=system, tools=[],
-                                       messages=[{"role": "user", "content": prompt}])
+        reply = client.messages.create(
+            model=CC_MODEL,
+            max_tokens=1000,
+            system=system,
+            tools=[],
+            messages=[{"role": "user", "content": prompt}],
+        )
         assert [b.type for b in reply.content] == ["text"]  # tool calls travel as text, thinking dropped
         return reply.content[0].text  # type: ignore[union-attr]
 
     conversation: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": FIRST}]}]
     got = extract(ask(conversation, first=True), validators)
     assert [(u["name"], u["input"]) for u in got.uses] == [
-        ("Read", {"file_path": f"{ROOT}/src/pager.py"}), ("Grep", {"pattern": "def page", "output_mode": "content"})]
+        ("Read", {"file_path": f"{ROOT}/src/pager.py"}),
+        ("Grep", {"pattern": "def page", "output_mode": "content"}),
+    ]
     assert got.invalid == [] and got.text == "Let me look at the pager."
-    conversation += [{"role": "assistant", "content": [{"type": "text", "text": got.text}, *got.uses]},
-                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": u["id"], "content": "ok"}
-                                                  for u in got.uses]}]
+    conversation += [
+        {"role": "assistant", "content": [{"type": "text", "text": got.text}, *got.uses]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": u["id"], "content": "ok"} for u in got.uses],
+        },
+    ]
     # The whole conversation in one prompt (a fresh CLI session): the tool results are not a prompt.
     assert ask(conversation, first=True).startswith("The slice end is one past the page size")
 
 
-@pytest.mark.parametrize("wording", [
-    "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n\n- Do NOT use Read, Bash, Grep, Glob, Edit, Write, or "
-    "ANY other tool.\n- Your entire response must be plain text: an <analysis> block followed by a <summary> block."
-    "\n\nYour task is to create a detailed summary of the conversation so far, paying close attention "
-    "to the user's explicit requests and your previous actions.",  # Claude Code 2.1.332's /compact
-    "Your task is to create a detailed summary of the conversation so far.",
-])
+@pytest.mark.parametrize(
+    "wording",
+    [
+        "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n\n- Do NOT use Read, Bash, Grep, Glob, Edit, Write, or "
+        "ANY other tool.\n- Your entire response must be plain text: an <analysis> block followed by a <summary> block."
+        "\n\nYour task is to create a detailed summary of the conversation so far, paying close attention "
+        "to the user's explicit requests and your previous actions.",  # Claude Code 2.1.332's /compact
+        "Your task is to create a detailed summary of the conversation so far.",
+    ],
+)
 def test_claude_codes_compact_request_is_a_summary_request(client: anthropic.Anthropic, wording: str) -> None:
-    messages = [*cc_first(), {"role": "assistant", "content": "It is the slice."},
-                {"role": "user", "content": [{"type": "text", "text": wording}]}]
+    messages = [
+        *cc_first(),
+        {"role": "assistant", "content": "It is the slice."},
+        {"role": "user", "content": [{"type": "text", "text": wording}]},
+    ]
     reply = cc_ask(client, messages)
     text = "".join(b.text for b in reply.content if b.type == "text")  # type: ignore[union-attr]
     assert not text.startswith(FALLBACK_PREFIX) and FIRST in text

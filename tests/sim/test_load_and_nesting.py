@@ -35,7 +35,9 @@ def test_two_hundred_clients_at_once_are_all_served() -> None:
         def one() -> None:
             start.wait()
             try:
-                answers.append(_get(sim.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+                answers.append(
+                    _get(sim.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                )
             except OSError as e:  # a reset, or a SYN dropped on a full backlog (a connect timeout)
                 errors.append(repr(e))
 
@@ -54,8 +56,12 @@ def test_a_deeply_nested_json_body_is_a_400_naming_the_bound(depth: int) -> None
     body += ', "metadata": ' + "[" * depth + "]" * depth + "}"
     with SimServer([], time_scale=0.01) as sim:
         raw = body.encode()
-        out = _get(sim.port, b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   + f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode() + raw)
+        out = _get(
+            sim.port,
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode()
+            + raw,
+        )
         head, _, payload = out.partition(b"\r\n\r\n")
         assert head.split(b"\r\n", 1)[0].endswith(b"400 Bad Request"), head
         err = json.loads(payload)["error"]

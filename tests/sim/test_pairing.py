@@ -14,12 +14,26 @@ FIRST = "why does page 2 repeat an item?"
 
 
 def second_request(engine: Engine, tool_output: str) -> dict[str, Any]:
-    first = {"model": MODEL, "max_tokens": 2000, "system": SYSTEM, "messages": [{"role": "user", "content": FIRST}]}
+    first = {
+        "model": MODEL,
+        "max_tokens": 2000,
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": FIRST}],
+    }
     msg = engine.plan(first).message
-    results = [{"type": "tool_result", "tool_use_id": b["id"], "content": tool_output}
-               for b in msg["content"] if b["type"] == "tool_use"]
-    return {**first, "messages": [*first["messages"], {"role": "assistant", "content": msg["content"]},
-                                  {"role": "user", "content": results}]}
+    results = [
+        {"type": "tool_result", "tool_use_id": b["id"], "content": tool_output}
+        for b in msg["content"]
+        if b["type"] == "tool_use"
+    ]
+    return {
+        **first,
+        "messages": [
+            *first["messages"],
+            {"role": "assistant", "content": msg["content"]},
+            {"role": "user", "content": results},
+        ],
+    }
 
 
 def timings(seed: int, tool_output: str) -> tuple[float, float, str]:

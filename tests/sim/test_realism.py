@@ -54,8 +54,9 @@ def test_ttft_factors_have_the_published_spread_and_tail() -> None:
 
 def _ttft(client: anthropic.Anthropic) -> float:
     t0 = time.perf_counter()
-    with client.messages.stream(model="claude-sonnet-4-6", max_tokens=64,
-                                messages=[{"role": "user", "content": "say hi"}]) as s:
+    with client.messages.stream(
+        model="claude-sonnet-4-6", max_tokens=64, messages=[{"role": "user", "content": "say hi"}]
+    ) as s:
         for _ in s.text_stream:
             return time.perf_counter() - t0
     return time.perf_counter() - t0
@@ -63,8 +64,9 @@ def _ttft(client: anthropic.Anthropic) -> float:
 
 def test_the_server_queues_a_keys_requests_and_keeps_other_keys_apart() -> None:
     # 2 requests per minute at time scale 0.05: one every 30 simulated s, 1.5 s of wall time.
-    with SimServer([parse_scenario(SCENARIO)], time_scale=0.05,
-                   realism=Realism(requests_per_minute=2, tail_share=0.0)) as sim:
+    with SimServer(
+        [parse_scenario(SCENARIO)], time_scale=0.05, realism=Realism(requests_per_minute=2, tail_share=0.0)
+    ) as sim:
         a = anthropic.Anthropic(base_url=sim.base_url, api_key="key-a", max_retries=0)
         b = anthropic.Anthropic(base_url=sim.base_url, api_key="key-b", max_retries=0)
         first = [_ttft(a) for _ in range(2)]  # the bucket holds 2: neither waits

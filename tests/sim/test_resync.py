@@ -50,6 +50,8 @@ def test_a_detour_gets_an_explained_fallback_and_the_script_resynchronises() -> 
 def test_no_suggestion_off_script() -> None:
     script = Script([parse_scenario(SCRIPT)])
     suggest = body("one", "what does cart.py do?")
-    suggest["messages"] += [{"role": "assistant", "content": "(answer)"},
-                            {"role": "user", "content": SUGGESTION_INSTRUCTION}]
+    suggest["messages"] += [
+        {"role": "assistant", "content": "(answer)"},
+        {"role": "user", "content": SUGGESTION_INSTRUCTION},
+    ]
     assert script.reply(suggest).content == []

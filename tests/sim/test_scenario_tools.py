@@ -30,7 +30,9 @@ def _sample(name: str, field: str) -> Any:
 
 
 def _call(name: str, inp: dict[str, Any]) -> str:
-    fields = ", ".join(f"{k}: {v!r}" if isinstance(v, str) else f"{k}: {str(v).lower()}" for k, v in inp.items())
+    fields = ", ".join(
+        f"{k}: {v!r}" if isinstance(v, str) else f"{k}: {str(v).lower()}" for k, v in inp.items()
+    )
     return _steps(f"          - {name}: {{{fields}}}\n")
 
 
@@ -79,7 +81,9 @@ def test_wrong_tool_input_names_the_tool_the_field_and_its_line(
 
 
 def test_inputs_go_out_as_written_with_intents_renamed_and_seconds_in_ms() -> None:
-    s = parse_scenario(_steps("          - Grep: {pattern: x}\n          - run: {command: ls, timeout_s: 1.5}\n"))
+    s = parse_scenario(
+        _steps("          - Grep: {pattern: x}\n          - run: {command: ls, timeout_s: 1.5}\n")
+    )
     calls = s.turns[0].steps[0].tools
     assert [(c.name, c.input) for c in calls] == [
         ("Grep", {"pattern": "x"}),  # no defaults filled in
@@ -107,7 +111,9 @@ def test_a_field_added_to_a_tool_input_is_checked_with_no_other_edit(monkeypatch
         parse_scenario(_call("Read", {"file_path": "a"}))
     with pytest.raises(ScenarioError, match=r"read\.encoding: String should have at least 1 character"):
         parse_scenario(_call("read", {"path": "a", "encoding": ""}))  # the intent has the field too
-    assert parse_scenario(_call("read", {"path": "a", "encoding": "utf-8"})).turns[0].steps[0].tools[0].input == {
+    assert parse_scenario(_call("read", {"path": "a", "encoding": "utf-8"})).turns[0].steps[0].tools[
+        0
+    ].input == {
         "file_path": "a",
         "encoding": "utf-8",
     }

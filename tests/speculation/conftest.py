@@ -138,14 +138,22 @@ def make_project(tmp: Path) -> Path:
 
 
 @asynccontextmanager
-async def engine_session(root: Path, *, time_scale: float = 0.02, ask: Any = None,
-                         events: list | None = None, **cfg: Any) -> AsyncIterator[tuple[Session, SimServer]]:
+async def engine_session(
+    root: Path, *, time_scale: float = 0.02, ask: Any = None, events: list | None = None, **cfg: Any
+) -> AsyncIterator[tuple[Session, SimServer]]:
     sink: Callable[[Any], None] = events.append if events is not None else (lambda e: None)
-    extra = [parse_scenario(SANDBOXED.replace("engine-sandboxed", f"engine-sandboxed-{i}")
-                            .replace("{next}", nxt).replace("{command}", cmd))
-             for i, (nxt, cmd) in enumerate(SANDBOXED_COMMANDS.items())]
-    with SimServer([parse_scenario(SCENARIO), parse_scenario(SLEEPER), parse_scenario(WRITER), *extra],
-                   time_scale=time_scale) as sim:
+    extra = [
+        parse_scenario(
+            SANDBOXED.replace("engine-sandboxed", f"engine-sandboxed-{i}")
+            .replace("{next}", nxt)
+            .replace("{command}", cmd)
+        )
+        for i, (nxt, cmd) in enumerate(SANDBOXED_COMMANDS.items())
+    ]
+    with SimServer(
+        [parse_scenario(SCENARIO), parse_scenario(SLEEPER), parse_scenario(WRITER), *extra],
+        time_scale=time_scale,
+    ) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
             config = SessionConfig(project=root, model=model, events_path=root.parent / "events.jsonl", **cfg)
             async with open_session(config, ask=ask, on_event=sink) as s:

@@ -33,7 +33,9 @@ def test_a_conflicting_speculation_shows_nothing_of_its_transcript(tmp_path: Pat
             assert len(edits) == 1, "the fork's Edit was replayed before the conflict was known"
             assert "".join(e.text for e in new if isinstance(e, TextDelta)).count("Changed a.txt.") == 1
             assert not out.accepted and "a.txt: changed in the real tree" in out.note
-            assert (root / "a.txt").read_text() == "gamma\nand a line the user added meanwhile\n"  # the live edit
+            assert (
+                root / "a.txt"
+            ).read_text() == "gamma\nand a line the user added meanwhile\n"  # the live edit
             assert s.engine.landing is not None and not s.engine.landing.promoted and s.engine.landing.dropped
 
     trio.run(main)
@@ -56,7 +58,8 @@ def test_cancelling_an_accepted_running_speculation_lands_nothing_and_says_so(tm
             assert landing is not None and not landing.promoted
             assert cancelled_line(landing, []).startswith(
                 "turn cancelled: nothing of the accepted speculation was applied (what it showed above was "
-                "discarded; the project is as it was)")
+                "discarded; the project is as it was)"
+            )
             assert tree_hash(root) == before
 
     trio.run(main)

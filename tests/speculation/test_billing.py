@@ -52,11 +52,13 @@ class Watched:
         self.streaming = trio.Event()
         self.finished: list[tuple[bool, Usage]] = []
 
-    async def stream(self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
-                     ) -> AsyncIterator[Any]:
+    async def stream(
+        self, key: CacheKey, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncIterator[Any]:
         last = messages[-1]["content"]
         suggestion = isinstance(last, list) and any(
-            b.get("type") == "text" and b.get("text", "").startswith(SUGGESTION_INSTRUCTION) for b in last)
+            b.get("type") == "text" and b.get("text", "").startswith(SUGGESTION_INSTRUCTION) for b in last
+        )
         async with aclosing(self.inner.stream(key, messages, max_tokens=max_tokens)) as updates:
             async for u in updates:
                 if isinstance(u, Done):

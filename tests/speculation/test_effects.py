@@ -46,8 +46,12 @@ def test_a_command_is_charged_with_what_it_touched_only(tmp_path: Path) -> None:
 
 def test_whiteouts_and_opaque_markers_of_the_file_form_name_the_entry_they_replace() -> None:
     before = {"d": (1, 0o040755, 0, 1)}
-    after = {"d": (1, 0o040755, 0, 2), "d/.wh.gone": (2, 0o100644, 0, 3), "d/sub": (3, 0o040755, 0, 3),
-             "d/sub/.wh..wh..opq": (4, 0o100644, 0, 3)}
+    after = {
+        "d": (1, 0o040755, 0, 2),
+        "d/.wh.gone": (2, 0o100644, 0, 3),
+        "d/sub": (3, 0o040755, 0, 3),
+        "d/sub/.wh..wh..opq": (4, 0o100644, 0, 3),
+    }
     paths, replaced = touched(before, after)
     assert paths == {"d", "d/gone", "d/sub"} and replaced == {"d/gone", "d/sub"}
     changes = [Change("d/gone", "deleted"), Change("d/other", "modified"), Change("d/sub/x", "deleted")]

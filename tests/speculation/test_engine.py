@@ -45,7 +45,9 @@ def test_complete_speculation_is_instant_on_accept_and_reads_the_parent_cache(tm
             assert rec.files_written == ["a.txt"]
             assert 0 < rec.time_saved_s <= rec.duration_s + 1e-6
             share = rec.tokens["cache_read_input_tokens"] / sum(
-                rec.tokens[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+                rec.tokens[k]
+                for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            )
             assert share >= 0.9, rec.tokens
             # the main conversation now holds the fork's messages, valid for the next request
             assert s.messages[-1]["role"] == "assistant"
@@ -130,13 +132,17 @@ def test_accept_while_running_waits_for_the_rest(tmp_path: Path) -> None:
     trio.run(main)
 
 
-@pytest.mark.parametrize(("prompts", "mode", "boundary", "detail"), [
-    (["look at a"], "default", "edit", "a.txt"),
-    (["look at a", "change alpha to gamma"], "acceptEdits", "bash", "curl"),
-    (["look at a", "change alpha to gamma", "fetch the docs"], "acceptEdits", "denied_tool", "WebSearch"),
-])
+@pytest.mark.parametrize(
+    ("prompts", "mode", "boundary", "detail"),
+    [
+        (["look at a"], "default", "edit", "a.txt"),
+        (["look at a", "change alpha to gamma"], "acceptEdits", "bash", "curl"),
+        (["look at a", "change alpha to gamma", "fetch the docs"], "acceptEdits", "denied_tool", "WebSearch"),
+    ],
+)
 def test_each_boundary_stops_before_the_call_and_accept_resumes_normally(
-        tmp_path: Path, prompts: list[str], mode: str, boundary: str, detail: str) -> None:
+    tmp_path: Path, prompts: list[str], mode: str, boundary: str, detail: str
+) -> None:
     root = make_project(tmp_path)
     asked: list[str] = []
 
@@ -167,7 +173,11 @@ def test_each_boundary_stops_before_the_call_and_accept_resumes_normally(
             for i, m in enumerate(s.messages):
                 ids = [b["id"] for b in m["content"] if b.get("type") == "tool_use"]
                 if ids:
-                    got = [b["tool_use_id"] for b in s.messages[i + 1]["content"] if b.get("type") == "tool_result"]
+                    got = [
+                        b["tool_use_id"]
+                        for b in s.messages[i + 1]["content"]
+                        if b.get("type") == "tool_result"
+                    ]
                     assert got == ids
 
     trio.run(main)

@@ -57,8 +57,15 @@ def _sandbox() -> None:
 
 def settings(root: Path, matcher: str, command: str) -> None:
     (root / ".claude").mkdir(exist_ok=True)
-    (root / ".claude" / "settings.json").write_text(json.dumps(
-        {"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "command": command}]}]}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "command": command}]}]
+                }
+            }
+        )
+    )
 
 
 def prints(obj: Any) -> str:
@@ -70,7 +77,9 @@ def pre(**fields: Any) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def spec_session(root: Path, *, approve: Any = None, ask: Any = None, **cfg: Any) -> AsyncIterator[Session]:
+async def spec_session(
+    root: Path, *, approve: Any = None, ask: Any = None, **cfg: Any
+) -> AsyncIterator[Session]:
     scenarios = [parse_scenario(FORKED.format(name=n, call=c)) for n, c in CALLS.items()]
     with SimServer(scenarios, time_scale=0.02) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
@@ -113,16 +122,23 @@ def test_ask_on_a_sandboxed_command_is_asked_on_acceptance(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("decision", ["ask", "deny"])
-def test_ask_before_an_edit_is_an_edit_boundary_and_deny_refuses_as_live(tmp_path: Path, decision: str) -> None:
+def test_ask_before_an_edit_is_an_edit_boundary_and_deny_refuses_as_live(
+    tmp_path: Path, decision: str
+) -> None:
     root = make_project(tmp_path)
-    settings(root, "Edit", prints(pre(permissionDecision=decision, permissionDecisionReason="a.txt is frozen")))
+    settings(
+        root, "Edit", prints(pre(permissionDecision=decision, permissionDecisionReason="a.txt is frozen"))
+    )
 
     async def main() -> None:
         async with spec_session(root) as s:
             spec = await speculate(s, "edit a")
             rec = spec.record
             if decision == "ask":  # as a gate ask before an edit: the fork stops before it
-                assert rec.boundary == "edit" and "a PreToolUse hook asks (a.txt is frozen)" in rec.boundary_detail
+                assert (
+                    rec.boundary == "edit"
+                    and "a PreToolUse hook asks (a.txt is frozen)" in rec.boundary_detail
+                )
                 assert spec.tools_run == 0
             else:  # as live: the call is refused, the model is told, the fork goes on
                 assert rec.boundary == "complete" and rec.hook_denials == ["Edit: a.txt is frozen"]
@@ -146,16 +162,28 @@ def test_updated_input_is_what_the_fork_classifies_and_gates(tmp_path: Path) -> 
     trio.run(main)
 
 
-@pytest.mark.parametrize("output, words", [
-    ("{not json", "starts like JSON but is not"),
-    (json.dumps({**pre(permissionDecision="allow"), "bogus": 1}), "bogus: not a field of PreToolUse's output"),
-    (json.dumps(pre(permissionDecision="maybe")), "permissionDecision: Input should be"),
-    (json.dumps({"continue": False, "stopReason": "enough"}), "stopped the turn (continue: false): enough"),
-])
-def test_output_the_fork_cannot_follow_stops_it_and_its_overlay_goes(tmp_path: Path, output: str,
-                                                                     words: str) -> None:
+@pytest.mark.parametrize(
+    "output, words",
+    [
+        ("{not json", "starts like JSON but is not"),
+        (
+            json.dumps({**pre(permissionDecision="allow"), "bogus": 1}),
+            "bogus: not a field of PreToolUse's output",
+        ),
+        (json.dumps(pre(permissionDecision="maybe")), "permissionDecision: Input should be"),
+        (
+            json.dumps({"continue": False, "stopReason": "enough"}),
+            "stopped the turn (continue: false): enough",
+        ),
+    ],
+)
+def test_output_the_fork_cannot_follow_stops_it_and_its_overlay_goes(
+    tmp_path: Path, output: str, words: str
+) -> None:
     root = make_project(tmp_path)
-    settings(root, "Edit", f"echo run > \"$CLAUDE_PROJECT_DIR/hook-wrote\"; printf '%s' {shlex.quote(output)}")
+    settings(
+        root, "Edit", f"echo run > \"$CLAUDE_PROJECT_DIR/hook-wrote\"; printf '%s' {shlex.quote(output)}"
+    )
     before = tree_hash(root)
 
     async def main() -> None:
@@ -174,16 +202,26 @@ def test_a_forks_hooks_read_the_forks_own_transcript(tmp_path: Path) -> None:
     # The sandbox hides /tmp: the transcripts go where it can read them (the checkout is always visible).
     where = REPO / f".hook-transcripts-{os.getpid()}"
     root = make_project(tmp_path)
-    settings(root, "Edit", 'python3 -c "import json, shutil, sys; '
-                           'shutil.copy(json.load(sys.stdin)[\'transcript_path\'], \'seen.jsonl\')"')
+    settings(
+        root,
+        "Edit",
+        'python3 -c "import json, shutil, sys; '
+        "shutil.copy(json.load(sys.stdin)['transcript_path'], 'seen.jsonl')\"",
+    )
     try:
+
         async def main() -> None:
             async with spec_session(root, hook_transcript_dir=where) as s:
                 spec = await speculate(s, "edit a")
                 assert spec.record.boundary == "complete", spec.record
                 lines = [json.loads(x) for x in spec.overlay.read_text("seen.jsonl").splitlines()]
-                prompts = [b["text"] for x in lines if x["type"] == "user" for b in x["message"]["content"]
-                           if b.get("type") == "text"]
+                prompts = [
+                    b["text"]
+                    for x in lines
+                    if x["type"] == "user"
+                    for b in x["message"]["content"]
+                    if b.get("type") == "text"
+                ]
                 assert prompts == ["prepare edit a", "edit a"]  # the parent's turn, then the fork's own
                 assert lines[-1]["message"]["content"][0]["name"] == "Edit"
                 assert not list(where.rglob("seen.jsonl")) and list(where.rglob("speculation-1.jsonl"))

@@ -84,7 +84,10 @@ def canary() -> Any:
     d = Path(f"/var/lib/speculate-hook-canary-{os.getpid()}")
     d.mkdir(exist_ok=True)
     (d / "existing").write_text("untouched\n")
-    etc, home = Path(f"/etc/speculate-hook-canary-{os.getpid()}"), Path.home() / f".speculate-canary-{os.getpid()}"
+    etc, home = (
+        Path(f"/etc/speculate-hook-canary-{os.getpid()}"),
+        Path.home() / f".speculate-canary-{os.getpid()}",
+    )
     yield d, etc, home
     shutil.rmtree(d, ignore_errors=True)
     for p in (etc, home):
@@ -96,13 +99,28 @@ def test_a_hook_runs_in_the_sandbox_against_the_overlay(tmp_path: Path, canary: 
         pytest.skip(f"speculative Bash is {bash_sandbox().line}")
     d, etc, home = canary
     root = make_project(tmp_path)
-    escape = (f"echo pwned > {d}/new; echo pwned >> {d}/existing; echo pwned > {etc}; echo pwned > {home}; "
-              f"touch /tmp/speculate-hook-canary-{os.getpid()}")
-    settings(root, {"PreToolUse": [
-        {"matcher": "Edit", "hooks": [
-            {"type": "command", "command": f"cat > \"$CLAUDE_PROJECT_DIR/hook-saw.json\"; "
-                                           f"({escape}) 2> \"$CLAUDE_PROJECT_DIR/escape.err\"; exit 0"},
-            {"type": "command", "command": "echo 'a.txt is frozen' >&2; exit 2"}]}]})
+    escape = (
+        f"echo pwned > {d}/new; echo pwned >> {d}/existing; echo pwned > {etc}; echo pwned > {home}; "
+        f"touch /tmp/speculate-hook-canary-{os.getpid()}"
+    )
+    settings(
+        root,
+        {
+            "PreToolUse": [
+                {
+                    "matcher": "Edit",
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": f'cat > "$CLAUDE_PROJECT_DIR/hook-saw.json"; '
+                            f'({escape}) 2> "$CLAUDE_PROJECT_DIR/escape.err"; exit 0',
+                        },
+                        {"type": "command", "command": "echo 'a.txt is frozen' >&2; exit 2"},
+                    ],
+                }
+            ]
+        },
+    )
     before, canary_before = tree_hash(root), tree_hash(d)
 
     async def main() -> None:
@@ -154,8 +172,21 @@ def test_without_a_sandbox_a_call_with_a_hook_is_a_boundary(tmp_path: Path, even
 def test_without_a_sandbox_a_prompt_hook_stops_the_fork_before_its_prompt(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     # Context for the forked prompt only (the simulator matches turn 1 by its exact text).
-    settings(root, {"UserPromptSubmit": [{"hooks": [
-        {"type": "command", "command": "grep -q '\"prompt\": \"edit a\"' && echo context || true"}]}]})
+    settings(
+        root,
+        {
+            "UserPromptSubmit": [
+                {
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": 'grep -q \'"prompt": "edit a"\' && echo context || true',
+                        }
+                    ]
+                }
+            ]
+        },
+    )
 
     async def main() -> None:
         async with spec_session(root, overlay_backend="pure") as s:
@@ -166,14 +197,19 @@ def test_without_a_sandbox_a_prompt_hook_stops_the_fork_before_its_prompt(tmp_pa
             out = await s.submit("edit a")  # runs as a normal turn, prompt hook included
             assert not out.accepted and out.result is not None
             assert [b["text"] for b in s.messages[n]["content"]] == [
-                "edit a", "<system-reminder>\nUserPromptSubmit hook success: context\n</system-reminder>"]
+                "edit a",
+                "<system-reminder>\nUserPromptSubmit hook success: context\n</system-reminder>",
+            ]
 
     trio.run(main)
 
 
 def test_without_a_sandbox_a_stop_hook_stops_the_fork_at_the_end_of_its_turn(tmp_path: Path) -> None:
     root = make_project(tmp_path)
-    settings(root, {"Stop": [{"hooks": [{"type": "command", "command": 'echo stop >> "$CLAUDE_PROJECT_DIR/stops"'}]}]})
+    settings(
+        root,
+        {"Stop": [{"hooks": [{"type": "command", "command": 'echo stop >> "$CLAUDE_PROJECT_DIR/stops"'}]}]},
+    )
 
     async def main() -> None:
         async with spec_session(root, overlay_backend="pure") as s:
@@ -182,7 +218,9 @@ def test_without_a_sandbox_a_stop_hook_stops_the_fork_at_the_end_of_its_turn(tmp
             assert spec.record.boundary == "hook" and "Stop hook `echo stop" in spec.record.boundary_detail
             assert spec.tools_run == 1 and spec.overlay.read_text("a.txt") == "gamma\n"
             assert spec.overlay.read_text("stops") == "stop\n"  # the fork's Stop hook did not run
-            out = await s.submit("edit a")  # the edit is promoted; the normal loop ends the turn, hook and all
+            out = await s.submit(
+                "edit a"
+            )  # the edit is promoted; the normal loop ends the turn, hook and all
             assert out.accepted and (root / "a.txt").read_text() == "gamma\n"
             assert (root / "stops").read_text() == "stop\nstop\n"
 
@@ -203,7 +241,9 @@ def test_a_fork_that_would_write_instructions_stops_before_the_write(tmp_path: P
     trio.run(main)
 
 
-def test_a_sandboxed_command_that_wrote_instructions_is_a_boundary_and_its_overlay_goes(tmp_path: Path) -> None:
+def test_a_sandboxed_command_that_wrote_instructions_is_a_boundary_and_its_overlay_goes(
+    tmp_path: Path,
+) -> None:
     if not bash_sandbox().available:
         pytest.skip(f"speculative Bash is {bash_sandbox().line}")
     root = make_project(tmp_path)
@@ -232,7 +272,9 @@ FAILING = {
 
 
 @pytest.mark.parametrize("case", FAILING)
-def test_a_hook_that_fails_in_the_fork_stops_it_and_nothing_it_refused_lands(tmp_path: Path, case: str) -> None:
+def test_a_hook_that_fails_in_the_fork_stops_it_and_nothing_it_refused_lands(
+    tmp_path: Path, case: str
+) -> None:
     if not bash_sandbox().available:
         pytest.skip(f"speculative Bash is {bash_sandbox().line}")
     root = make_project(tmp_path)
@@ -251,7 +293,9 @@ def test_a_hook_that_fails_in_the_fork_stops_it_and_nothing_it_refused_lands(tmp
         async with spec_session(root) as s:
             spec = await speculate(s, "edit a")
             rec = spec.record
-            assert rec.boundary == "hook" and how in rec.boundary_detail and stderr in rec.boundary_detail, rec
+            assert rec.boundary == "hook" and how in rec.boundary_detail and stderr in rec.boundary_detail, (
+                rec
+            )
             assert f"PreToolUse hook `{entry['command']}` on Edit" in rec.boundary_detail
             assert len(rec.hook_errors) == 1 and stderr in rec.hook_errors[0]
             assert spec.overlay is None and spec.tools_run == 0  # discarded; the Edit never ran
@@ -277,9 +321,20 @@ def test_hook_scripts_under_the_home_and_the_project_run_in_the_fork(tmp_path: P
     home.write_text("#!/bin/sh\necho 'frozen by the home hook' >&2\nexit 2\n")
     for p in (mine, home):
         p.chmod(0o755)
-    settings(root, {"PreToolUse": [{"matcher": "Edit", "hooks": [
-        {"type": "command", "command": '"$CLAUDE_PROJECT_DIR"/.claude/hooks/mark.sh'},
-        {"type": "command", "command": str(home)}]}]})
+    settings(
+        root,
+        {
+            "PreToolUse": [
+                {
+                    "matcher": "Edit",
+                    "hooks": [
+                        {"type": "command", "command": '"$CLAUDE_PROJECT_DIR"/.claude/hooks/mark.sh'},
+                        {"type": "command", "command": str(home)},
+                    ],
+                }
+            ]
+        },
+    )
 
     async def main() -> None:
         async with spec_session(root) as s:
@@ -287,7 +342,9 @@ def test_hook_scripts_under_the_home_and_the_project_run_in_the_fork(tmp_path: P
             rec = spec.record
             assert rec.boundary == "complete" and rec.hook_errors == [], rec
             assert rec.hooks_run == 2 and rec.hook_denials == ["Edit: frozen by the home hook"]
-            assert spec.overlay.read_text("hook-ran") == "ran\n" and spec.overlay.read_text("a.txt") == "alpha\n"
+            assert (
+                spec.overlay.read_text("hook-ran") == "ran\n" and spec.overlay.read_text("a.txt") == "alpha\n"
+            )
 
     try:
         trio.run(main)

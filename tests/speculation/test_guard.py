@@ -33,10 +33,20 @@ from .conftest import tree_hash
 
 def scenario(name: str, call: dict[str, Any]) -> str:
     """Turn 1 reads (a suggestion follows); the suggestion's turn makes ``call``. JSON is YAML."""
-    return json.dumps({"name": f"guard-{name}", "description": "one forked call", "turns": [
-        {"prompt": f"prepare {name}", "steps": [{"tools": [{"Read": {"file_path": "{root}/a.txt"}}]},
-                                                 {"text": "Ready."}], "suggestion": name},
-        {"prompt": name, "steps": [{"tools": [call]}, {"text": "Done."}], "suggestion": None}]})
+    return json.dumps(
+        {
+            "name": f"guard-{name}",
+            "description": "one forked call",
+            "turns": [
+                {
+                    "prompt": f"prepare {name}",
+                    "steps": [{"tools": [{"Read": {"file_path": "{root}/a.txt"}}]}, {"text": "Ready."}],
+                    "suggestion": name,
+                },
+                {"prompt": name, "steps": [{"tools": [call]}, {"text": "Done."}], "suggestion": None},
+            ],
+        }
+    )
 
 
 def write(path: str) -> dict[str, Any]:
@@ -47,12 +57,26 @@ def bash(command: str) -> dict[str, Any]:
     return {"Bash": {"command": command}}
 
 
-PROTECTED = [".git/hooks/pre-commit", ".git/config", ".claude/settings.json", ".mcp.json", ".envrc",
-             ".vscode/tasks.json", ".idea/workspace.xml", "deploy/run.sh", "sub/.envrc"]
+PROTECTED = [
+    ".git/hooks/pre-commit",
+    ".git/config",
+    ".claude/settings.json",
+    ".mcp.json",
+    ".envrc",
+    ".vscode/tasks.json",
+    ".idea/workspace.xml",
+    "deploy/run.sh",
+    "sub/.envrc",
+]
 CALLS: dict[str, dict[str, Any]] = {
     **{f"write {p}": write(p) for p in PROTECTED},
-    "edit git config": {"Edit": {"file_path": "{root}/.git/config", "old_string": "[core]",
-                                 "new_string": "[core]\n\tpager = sh -c planted"}},
+    "edit git config": {
+        "Edit": {
+            "file_path": "{root}/.git/config",
+            "old_string": "[core]",
+            "new_string": "[core]\n\tpager = sh -c planted",
+        }
+    },
     "write through a link": write("hooks/pre-commit"),  # hooks -> .git/hooks, the user's own symlink
     **{f"bash {p}": bash(f"mkdir -p {os.path.dirname(p) or '.'} && echo planted >> {p}") for p in PROTECTED},
     "bash git config": bash("git config core.fsmonitor 'sh -c planted'"),
@@ -60,7 +84,9 @@ CALLS: dict[str, dict[str, Any]] = {
     "bash git diff": bash("git diff --stat"),  # read-only; it rewrites a stale .git/index
     "make a fifo": bash("python3 -c \"import os; os.mkfifo('fifo')\""),
     "bind a socket": bash("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\""),
-    "make a device": bash("python3 -c \"import os, stat; os.mknod('dev', stat.S_IFCHR | 0o600, os.makedev(1, 3))\""),
+    "make a device": bash(
+        "python3 -c \"import os, stat; os.mknod('dev', stat.S_IFCHR | 0o600, os.makedev(1, 3))\""
+    ),
     "link out": bash("python3 -c \"import os; os.symlink('/etc/passwd', 'out')\""),
     "link up": bash("python3 -c \"import os; os.symlink('../../..', 'up')\""),
     "dir to link out": bash("rm -rf sub && python3 -c \"import os; os.symlink('/etc', 'sub')\""),
@@ -75,13 +101,20 @@ def make_project(tmp: Path) -> Path:
     (root / "a.txt").write_text("alpha\n")
     (root / "sub").mkdir()
     (root / "sub" / "x.txt").write_text("x\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
         subprocess.run(["git", *cmd], cwd=root, check=True, env=env)
     (root / "hooks").symlink_to(".git/hooks")
     (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").write_text(json.dumps({"speculation": {"protectedPaths": ["deploy/"]}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps({"speculation": {"protectedPaths": ["deploy/"]}})
+    )
     return root
 
 
@@ -116,7 +149,9 @@ def test_a_write_or_edit_of_a_protected_path_stops_the_fork_before_it(tmp_path: 
         async with spec_session(root) as s:
             spec = await speculate(s, name)
             rec = spec.record
-            assert rec.boundary == "protected" and "lands only through a normal turn" in rec.boundary_detail, rec
+            assert (
+                rec.boundary == "protected" and "lands only through a normal turn" in rec.boundary_detail
+            ), rec
             assert spec.tools_run == 0 and spec.overlay.changes() == []
             assert tree_hash(root) == before
             out = await s.submit(name)  # accepted: nothing was promoted, the normal loop makes the call
@@ -165,9 +200,13 @@ def test_a_read_only_git_command_s_index_refresh_is_dropped_not_a_boundary(tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "made"), [("make a fifo", "fifo"), ("link out", "out"), ("link up", "up"),
-                                            ("dir to link out", "sub")])
-def test_a_special_file_or_a_link_out_is_a_boundary_and_never_lands(tmp_path: Path, name: str, made: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "made"),
+    [("make a fifo", "fifo"), ("link out", "out"), ("link up", "up"), ("dir to link out", "sub")],
+)
+def test_a_special_file_or_a_link_out_is_a_boundary_and_never_lands(
+    tmp_path: Path, name: str, made: str
+) -> None:
     need_sandbox()
     root = make_project(tmp_path)
     before = tree_hash(root)
@@ -184,8 +223,12 @@ def test_a_special_file_or_a_link_out_is_a_boundary_and_never_lands(tmp_path: Pa
     trio.run(main)
 
 
-@pytest.mark.parametrize(("name", "made"), [("bind a socket", "sock"), ("make a device", "dev"), ("link in", "in")])
-def test_what_the_sandbox_refuses_never_exists_and_a_link_inside_lands(tmp_path: Path, name: str, made: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "made"), [("bind a socket", "sock"), ("make a device", "dev"), ("link in", "in")]
+)
+def test_what_the_sandbox_refuses_never_exists_and_a_link_inside_lands(
+    tmp_path: Path, name: str, made: str
+) -> None:
     need_sandbox()
     root = make_project(tmp_path)
 
@@ -203,8 +246,10 @@ def test_what_the_sandbox_refuses_never_exists_and_a_link_inside_lands(tmp_path:
 
 # -- the check itself, on overlays whose upper layer holds what the sandbox would refuse to make ---------
 
-def test_the_check_refuses_sockets_device_nodes_fifos_and_links_out(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_the_check_refuses_sockets_device_nodes_fifos_and_links_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = make_project(tmp_path)
     made = ["fifo", "link", "sock"] + (["dev"] if os.geteuid() == 0 else [])
     for name in made:
@@ -228,8 +273,18 @@ def test_the_check_refuses_sockets_device_nodes_fifos_and_links_out(tmp_path: Pa
 
 def test_protection_matches_at_any_depth_and_through_links(tmp_path: Path) -> None:
     p = Protection(["deploy/", "*.pem"])
-    for rel in (".git", ".git/hooks/pre-commit", "vendor/lib/.git/config", ".claude/settings.local.json",
-                ".mcp.json", "a/.envrc", ".vscode/launch.json", ".idea/x", "deploy/run.sh", "keys/server.pem"):
+    for rel in (
+        ".git",
+        ".git/hooks/pre-commit",
+        "vendor/lib/.git/config",
+        ".claude/settings.local.json",
+        ".mcp.json",
+        "a/.envrc",
+        ".vscode/launch.json",
+        ".idea/x",
+        "deploy/run.sh",
+        "keys/server.pem",
+    ):
         assert p.kind(rel) == "protected", rel
     for rel in ("CLAUDE.md", ".claude/CLAUDE.md"):
         assert p.kind(rel) == "instructions", rel
@@ -243,13 +298,18 @@ def test_protection_matches_at_any_depth_and_through_links(tmp_path: Path) -> No
         assert resolved(ov, "etc/passwd") is None
 
 
-@pytest.mark.parametrize(("value", "why"), [
-    (["!keep"], "negated patterns are not supported"),
-    ([""], "an empty pattern"),
-    (["../up"], "stay inside it"),
-    ("deploy/", "Input should be a valid list"),
-])
-def test_a_bad_protected_paths_setting_names_the_file_and_the_key(tmp_path: Path, value: Any, why: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (["!keep"], "negated patterns are not supported"),
+        ([""], "an empty pattern"),
+        (["../up"], "stay inside it"),
+        ("deploy/", "Input should be a valid list"),
+    ],
+)
+def test_a_bad_protected_paths_setting_names_the_file_and_the_key(
+    tmp_path: Path, value: Any, why: str
+) -> None:
     (tmp_path / ".claude").mkdir()
     f = tmp_path / ".claude" / "settings.json"
     f.write_text(json.dumps({"speculation": {"protectedPaths": value}}))
@@ -260,9 +320,12 @@ def test_a_bad_protected_paths_setting_names_the_file_and_the_key(tmp_path: Path
 
 def test_protected_paths_from_every_settings_file_are_joined(tmp_path: Path) -> None:
     (tmp_path / ".claude").mkdir()
-    (tmp_path / ".claude" / "settings.json").write_text(json.dumps({"speculation": {"protectedPaths": ["a/"]}}))
+    (tmp_path / ".claude" / "settings.json").write_text(
+        json.dumps({"speculation": {"protectedPaths": ["a/"]}})
+    )
     (tmp_path / ".claude" / "settings.local.json").write_text(
-        json.dumps({"speculation": {"protectedPaths": ["b/**", "a/"]}}))
+        json.dumps({"speculation": {"protectedPaths": ["b/**", "a/"]}})
+    )
     assert load_settings(tmp_path, user=tmp_path / "user").protected_paths == ("a/", "b/**")
 
 
@@ -276,7 +339,11 @@ def test_an_accepted_fork_s_record_names_deletions_and_renames_as_what_they_are(
             out = await s.submit("move and delete")
             rec = out.speculation
             assert out.accepted and rec is not None
-            assert (rec.files_renamed, rec.files_deleted, rec.files_written) == (["a.txt -> moved.txt"], ["sub/"], [])
+            assert (rec.files_renamed, rec.files_deleted, rec.files_written) == (
+                ["a.txt -> moved.txt"],
+                ["sub/"],
+                [],
+            )
 
     trio.run(main)
     assert (root / "moved.txt").read_text() == "alpha\n" and not (root / "sub").exists()

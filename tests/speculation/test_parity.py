@@ -74,14 +74,22 @@ def project(tmp: Path, name: str, allow: Sequence[str] = ()) -> Path:
 
 
 @asynccontextmanager
-async def session(root: Path, *, mode: str, speculate: bool, ask: Any, approve: Any = None
-                  ) -> AsyncIterator[Session]:
+async def session(
+    root: Path, *, mode: str, speculate: bool, ask: Any, approve: Any = None
+) -> AsyncIterator[Session]:
     # `python` in the scenario is the interpreter running these tests (it has pytest), in and out of the sandbox.
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
     with SimServer([parse_scenario(PARITY)], time_scale=0.02) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
-            cfg = SessionConfig(project=root, model=model, mode=mode, speculate=speculate, tool_env=env,  # type: ignore[arg-type]
-                                user_dir=root.parent / f"{root.name}-user", events_path=root.parent / f"{root.name}.jsonl")
+            cfg = SessionConfig(
+                project=root,
+                model=model,
+                mode=mode,
+                speculate=speculate,
+                tool_env=env,  # type: ignore[arg-type]
+                user_dir=root.parent / f"{root.name}-user",
+                events_path=root.parent / f"{root.name}.jsonl",
+            )
             async with open_session(cfg, ask=ask, approve=approve) as s:
                 yield s
 
@@ -112,8 +120,9 @@ def files(root: Path) -> dict[str, Any]:
     return {k: v for k, v in manifest(root).items() if not set(k.split("/")) & CACHE_DIRS}
 
 
-def typed_then_speculated(tmp: Path, *, mode: str, answer: str, allow: Sequence[str] = ()
-                          ) -> tuple[list[str], list[str], list[Any], Path, Path]:
+def typed_then_speculated(
+    tmp: Path, *, mode: str, answer: str, allow: Sequence[str] = ()
+) -> tuple[list[str], list[str], list[Any], Path, Path]:
     """The turn typed on a fresh project, then accepted on another fresh one at the same path (the
     questions name paths)."""
     root = project(tmp, "proj", allow)
@@ -134,7 +143,9 @@ def test_the_same_questions_speculated_and_typed(tmp_path: Path, mode: str, answ
     write = summarize("Write", {"file_path": f"{root}/notes.txt"})
     assert set(typed) == {"default": {RM, PYTEST, write}, "acceptEdits": {RM, PYTEST}}.get(mode, set())
     assert files(root) == files(typed_root)
-    if answer == "n" and typed:  # nothing asked about happened (acceptEdits writes notes.txt unasked, both ways)
+    if (
+        answer == "n" and typed
+    ):  # nothing asked about happened (acceptEdits writes notes.txt unasked, both ways)
         for r in (root, typed_root):
             assert (r / "build" / "out.o").exists() and not (r / ".pytest_cache").exists()
             assert mode != "default" or tree_hash(r) == before
@@ -149,8 +160,9 @@ def test_the_same_questions_speculated_and_typed(tmp_path: Path, mode: str, answ
 
 
 def test_an_allow_rule_takes_the_question_away_speculated_and_typed(tmp_path: Path) -> None:
-    typed, spec, recs, typed_root, root = typed_then_speculated(tmp_path, mode="acceptEdits", answer="y",
-                                                                allow=["Bash(rm -rf build)"])
+    typed, spec, recs, typed_root, root = typed_then_speculated(
+        tmp_path, mode="acceptEdits", answer="y", allow=["Bash(rm -rf build)"]
+    )
     assert typed == spec == [PYTEST]
     assert [a.split(":")[0] for a in recs[0].approvals] == [PYTEST]
     assert files(root) == files(typed_root)
@@ -185,7 +197,9 @@ def test_an_approval_policy_answers_once_and_always_adds_the_allow_rules(tmp_pat
     assert "build/out.o" not in " ".join(test.files.written + test.files.deleted)  # rm's, not pytest's
 
 
-def test_with_no_one_to_ask_the_speculation_is_discarded_as_the_live_path_would_refuse(tmp_path: Path) -> None:
+def test_with_no_one_to_ask_the_speculation_is_discarded_as_the_live_path_would_refuse(
+    tmp_path: Path,
+) -> None:
     root = project(tmp_path, "spec")
     before = tree_hash(root)
 

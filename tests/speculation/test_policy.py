@@ -61,9 +61,14 @@ def test_fork_cost_prices_the_prefix_as_cache_reads_and_learns_from_forks() -> N
     small = (2 * 500 + 1_100) * 3.0 + 2_000 * 3.75 + 200 * 15.0
     assert c.estimate("claude-sonnet-4-6", 500) == pytest.approx(small / 1e6)
     assert c.estimate("no-such-model", 10_000) == 0.0
-    c.observe(4, Usage(input_tokens=0, output_tokens=400, cache_creation_input_tokens=2000, cache_read_input_tokens=9))
+    c.observe(
+        4,
+        Usage(input_tokens=0, output_tokens=400, cache_creation_input_tokens=2000, cache_read_input_tokens=9),
+    )
     assert c.requests.value == pytest.approx((1 * 2.0 + 4) / 2)  # the prior weighs one fork
-    assert c.written.value == pytest.approx((1000 + 500) / 2) and c.output.value == pytest.approx((100 + 100) / 2)
+    assert c.written.value == pytest.approx((1000 + 500) / 2) and c.output.value == pytest.approx(
+        (100 + 100) / 2
+    )
 
 
 def test_the_rule_forks_on_one_side_of_the_threshold_only() -> None:
@@ -108,8 +113,9 @@ def test_history_round_trips(tmp_path: Path) -> None:
 def test_settings_carry_the_policy_and_refuse_bad_values(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").write_text(json.dumps(
-        {"speculation": {"value": 0.01, "candidates": 2, "budget": {"tokens": 5000}}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps({"speculation": {"value": 0.01, "candidates": 2, "budget": {"tokens": 5000}}})
+    )
     (root / ".claude" / "settings.local.json").write_text(json.dumps({"speculation": {"value": 0.02}}))
     s = load_settings(root, user=tmp_path / "user")
     assert s.policy.value == 0.02 and s.policy.candidates == 2 and s.policy.budget.tokens == 5000
@@ -119,8 +125,12 @@ def test_settings_carry_the_policy_and_refuse_bad_values(tmp_path: Path) -> None
 
 
 def test_stats_count_abstentions_and_what_the_user_did() -> None:
-    recs = [SuggestionRecord(outcome="abstained", chosen=0), SuggestionRecord(outcome="abstained"),
-            SuggestionRecord(outcome="accepted", chosen=0), SuggestionRecord(outcome="ignored")]
+    recs = [
+        SuggestionRecord(outcome="abstained", chosen=0),
+        SuggestionRecord(outcome="abstained"),
+        SuggestionRecord(outcome="accepted", chosen=0),
+        SuggestionRecord(outcome="ignored"),
+    ]
     out = summarize_records(recs)
     assert out["abstained"] == 2 and out["abstained_taken"] == 1
     assert out["acceptance_rate"] == pytest.approx(2 / 4)

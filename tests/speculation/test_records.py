@@ -25,15 +25,26 @@ from .conftest import engine_session, make_project
 
 
 def _stats(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "speculate.cli", "stats", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "speculate.cli", "stats", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_what_the_log_writes_reads_back_equal(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     log = EventLog(path)
-    sugg = SuggestionRecord(turn=1, outcome="accepted", text="fix it", generation_s=0.25,
-                            time_to_decision_s=1.5, tokens={"input_tokens": 7}, cost_usd=0.001)
+    sugg = SuggestionRecord(
+        turn=1,
+        outcome="accepted",
+        text="fix it",
+        generation_s=0.25,
+        time_to_decision_s=1.5,
+        tokens={"input_tokens": 7},
+        cost_usd=0.001,
+    )
     spec = SpeculationRecord(turn=1, suggestion="fix it", pipelined=True)
     spec.outcome, spec.boundary, spec.duration_s = "accepted", "complete", 2.0  # as the engine fills it in
     spec.hook_denials.append("Bash: no")
@@ -70,11 +81,28 @@ def test_the_engine_cannot_put_a_wrong_type_in_a_record() -> None:
 
 def test_records_of_an_older_run_without_the_newer_fields_still_read(tmp_path: Path) -> None:
     # The shape of the first records (before abort_s, bash, hooks_run, hook_denials, tokens_after_divergence).
-    old = {"kind": "speculation", "turn": 0, "suggestion": "s", "outcome": "aborted", "reason": "typed",
-           "boundary": "", "boundary_detail": "", "completed": False, "duration_s": 1.0,
-           "time_to_accept_s": None, "time_saved_s": 0.0, "fork_start_s": 0.1, "overlay_create_s": 0.0,
-           "promote_s": 0.0, "tools_run": 1, "files_written": [], "tokens": {"output_tokens": 5},
-           "cost_usd": 0.5, "pipelined": False, "overlay_backend": "pure"}
+    old = {
+        "kind": "speculation",
+        "turn": 0,
+        "suggestion": "s",
+        "outcome": "aborted",
+        "reason": "typed",
+        "boundary": "",
+        "boundary_detail": "",
+        "completed": False,
+        "duration_s": 1.0,
+        "time_to_accept_s": None,
+        "time_saved_s": 0.0,
+        "fork_start_s": 0.1,
+        "overlay_create_s": 0.0,
+        "promote_s": 0.0,
+        "tools_run": 1,
+        "files_written": [],
+        "tokens": {"output_tokens": 5},
+        "cost_usd": 0.5,
+        "pipelined": False,
+        "overlay_backend": "pure",
+    }
     path = tmp_path / "old.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (rec,) = read_records(path)
@@ -84,19 +112,26 @@ def test_records_of_an_older_run_without_the_newer_fields_still_read(tmp_path: P
     assert json.loads(r.stdout)["wasted_tokens"] == 5
 
 
-@pytest.mark.parametrize(("line", "reason"), [
-    ("{not json", "Invalid JSON"),
-    ('{"turn": 1}', "Unable to extract tag using discriminator 'kind'"),
-    ('{"kind": "verdict"}', "does not match any of the expected tags"),
-    ('{"kind": "speculation", "colour": "red"}', "speculation.colour: Extra inputs are not permitted"),
-    ('{"kind": "suggestion", "turn": "3"}', "suggestion.turn: Input should be a valid integer"),
-    ('{"kind": "speculation", "tokens": {"input_tokens": 1.5}}', "speculation.tokens.input_tokens:"),
-    (b'{"kind": "suggestion", "text": "\xff"}', "Invalid JSON"),  # not UTF-8
-])
-def test_stats_names_the_file_and_line_of_a_bad_record(tmp_path: Path, line: str | bytes, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("{not json", "Invalid JSON"),
+        ('{"turn": 1}', "Unable to extract tag using discriminator 'kind'"),
+        ('{"kind": "verdict"}', "does not match any of the expected tags"),
+        ('{"kind": "speculation", "colour": "red"}', "speculation.colour: Extra inputs are not permitted"),
+        ('{"kind": "suggestion", "turn": "3"}', "suggestion.turn: Input should be a valid integer"),
+        ('{"kind": "speculation", "tokens": {"input_tokens": 1.5}}', "speculation.tokens.input_tokens:"),
+        (b'{"kind": "suggestion", "text": "\xff"}', "Invalid JSON"),  # not UTF-8
+    ],
+)
+def test_stats_names_the_file_and_line_of_a_bad_record(
+    tmp_path: Path, line: str | bytes, reason: str
+) -> None:
     path = tmp_path / "events.jsonl"
     good = SuggestionRecord(turn=0, outcome="ignored").model_dump_json().encode()
-    path.write_bytes(good + b"\n\n" + (line if isinstance(line, bytes) else line.encode()) + b"\n" + good + b"\n")
+    path.write_bytes(
+        good + b"\n\n" + (line if isinstance(line, bytes) else line.encode()) + b"\n" + good + b"\n"
+    )
     with pytest.raises(RecordError) as e:
         read_records(path)
     assert e.value.line == 3 and reason in e.value.reason

@@ -25,8 +25,14 @@ def interrupted(root: Path, state: str) -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "speculate.cli", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "speculate.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def test_a_session_recovers_first(tmp_path: Path, state_dir: Path) -> None:
@@ -36,7 +42,10 @@ def test_a_session_recovers_first(tmp_path: Path, state_dir: Path) -> None:
     async def main() -> None:
         async with engine_session(root) as (s, _):
             assert s.recovery is not None and s.recovery.action == "rolled forward"
-            assert s.recovery.line() == f"recovered: rolled forward an interrupted acceptance of 1 change in {root}"
+            assert (
+                s.recovery.line()
+                == f"recovered: rolled forward an interrupted acceptance of 1 change in {root}"
+            )
             assert (root / "a.txt").read_text() == "gamma\n"
 
     trio.run(main)
@@ -47,9 +56,15 @@ def test_a_session_recovers_first(tmp_path: Path, state_dir: Path) -> None:
 def test_the_repl_says_what_it_recovered(tmp_path: Path, state_dir: Path) -> None:
     root = make_project(tmp_path)
     interrupted(root, "prepare")
-    r = subprocess.run([sys.executable, "-m", "speculate.cli", "repl", str(root), "--plain", "--no-spec"],
-                       input="", capture_output=True, text=True, cwd=REPO, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(REPO), "SPECULATE_HISTORY": str(tmp_path / "h")})
+    r = subprocess.run(
+        [sys.executable, "-m", "speculate.cli", "repl", str(root), "--plain", "--no-spec"],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "SPECULATE_HISTORY": str(tmp_path / "h")},
+    )
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
     assert first.startswith("recovered: rolled back an interrupted acceptance of 1 change"), r.stdout
@@ -103,7 +118,9 @@ def test_a_failed_acceptance_is_rolled_back_and_runs_normally(tmp_path: Path, st
         subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
-def test_an_acceptance_that_cannot_be_settled_is_one_line_and_stops_nothing(tmp_path: Path, state_dir: Path) -> None:
+def test_an_acceptance_that_cannot_be_settled_is_one_line_and_stops_nothing(
+    tmp_path: Path, state_dir: Path
+) -> None:
     from overlayfs import recover_all
     from overlayfs.state import ensure, pending
 
@@ -114,9 +131,15 @@ def test_an_acceptance_that_cannot_be_settled_is_one_line_and_stops_nothing(tmp_
     ps = project_state(root)
     ensure(ps)
     ps.journal.write_bytes(b'{"version": 99}\n')  # a journal this code cannot read (another version's)
-    r = subprocess.run([sys.executable, "-m", "speculate.cli", "repl", str(root), "--plain", "--no-spec"],
-                       input="", capture_output=True, text=True, cwd=REPO, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(REPO), "SPECULATE_HISTORY": str(tmp_path / "h")})
+    r = subprocess.run(
+        [sys.executable, "-m", "speculate.cli", "repl", str(root), "--plain", "--no-spec"],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "SPECULATE_HISTORY": str(tmp_path / "h")},
+    )
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr  # the REPL starts all the same
     first = r.stdout.splitlines()[0]
     assert first.startswith(f"not recovered: the acceptance journal of {root} cannot be read"), r.stdout

@@ -26,8 +26,9 @@ def _need_sandbox(backend: str = "auto") -> str:
     return box.backend
 
 
-def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_project(tmp_path)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     before = tree_hash(root)
@@ -48,7 +49,11 @@ def test_without_a_sandbox_even_a_read_only_command_is_a_boundary(tmp_path: Path
     trio.run(main)
     assert stats_main([str(root.parent / "events.jsonl")]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("speculate stats: speculative Bash was off (") and "pure" in err[0]
+    assert (
+        len(err) == 1
+        and err[0].startswith("speculate stats: speculative Bash was off (")
+        and "pure" in err[0]
+    )
 
 
 def test_writing_past_the_upper_bound_is_a_resource_boundary(tmp_path: Path) -> None:
@@ -105,8 +110,11 @@ def test_a_fuse_server_dying_under_a_command_is_an_error_boundary(tmp_path: Path
             await s.submit("show the files for sleep then read")
             assert await s.wait_suggestion() == "sleep then read"
             for _ in range(500):  # the FUSE server of this speculation's command, once it serves the mount
-                pids = subprocess.run(["pgrep", "-f", f"overlayfs.fuse .*--owner-pid {os.getpid()}"],
-                                      capture_output=True, text=True).stdout.split()
+                pids = subprocess.run(
+                    ["pgrep", "-f", f"overlayfs.fuse .*--owner-pid {os.getpid()}"],
+                    capture_output=True,
+                    text=True,
+                ).stdout.split()
                 if pids and f"{MNT_PREFIX}{os.getpid()}-" in Path("/proc/self/mountinfo").read_text():
                     break
                 await trio.sleep(0.01)

@@ -35,10 +35,13 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
-@pytest.mark.parametrize("command", [
-    "head -c 2097152 /dev/zero > /tmp/big",  # killed by SIGXFSZ: bash says exit 153
-    "python3 -c \"open('/tmp/big', 'wb').write(bytes(2 * 1024 * 1024))\"",  # Python ignores it: EFBIG
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "head -c 2097152 /dev/zero > /tmp/big",  # killed by SIGXFSZ: bash says exit 153
+        "python3 -c \"open('/tmp/big', 'wb').write(bytes(2 * 1024 * 1024))\"",  # Python ignores it: EFBIG
+    ],
+)
 def test_a_file_past_the_size_bound_is_a_resource_boundary(root: Path, command: str) -> None:
     ov, shell = _shell(root, "auto", upper_bytes=1 * MiB)
 
@@ -48,7 +51,9 @@ def test_a_file_past_the_size_bound_is_a_resource_boundary(root: Path, command: 
         assert hit.value.kind == "resource" and hit.value.discard
         assert "file size bound of 1048576 bytes (RLIMIT_FSIZE)" in hit.value.detail
         # Within the bound the same commands are plain results.
-        out = await shell.run(command.replace("2097152", "4096").replace("2 * 1024 * 1024", "4096"), timeout=60)
+        out = await shell.run(
+            command.replace("2097152", "4096").replace("2 * 1024 * 1024", "4096"), timeout=60
+        )
         assert out.exit_code == 0, out.stderr
 
     try:

@@ -47,7 +47,10 @@ turns:
 
 def test_k_lines_are_filtered_one_by_one() -> None:
     texts, _ = check_many("1. run the tests\n- run the tests\n\nGreat work!\ncommit it\nand push\n", 2)
-    assert texts == ["run the tests", "commit it"]  # markers stripped, the duplicate and the evaluative dropped
+    assert texts == [
+        "run the tests",
+        "commit it",
+    ]  # markers stripped, the duplicate and the evaluative dropped
     assert check_many("Great work!\n**bold**", 3) == ([], "evaluative")
     assert suggestion_instruction(1) == SUGGESTION_INSTRUCTION  # K 1: the request's bytes are unchanged
     assert "up to 3 alternatives" in suggestion_instruction(3)
@@ -59,7 +62,9 @@ def test_the_simulator_draws_k_candidates_by_weight_the_first_as_before() -> Non
         first = draw(sc, 0, seed=seed)[0]
         two = draw_candidates(sc, 0, seed=seed, k=2)
         assert two[0] == first and len(two) == 2 and two[1] != first
-        assert "show me the readme" not in [c.text for c in draw_candidates(sc, 0, seed=seed, k=3)]  # weight 0
+        assert "show me the readme" not in [
+            c.text for c in draw_candidates(sc, 0, seed=seed, k=3)
+        ]  # weight 0
         assert two == draw_candidates(sc, 0, seed=seed, k=2)  # the same seed, the same candidates
     # under a forced rate the weight-0 wrong guess may be offered too
     assert len(draw_candidates(sc, 0, seed=1, k=3, hit_rate=0.0)) == 3
@@ -84,18 +89,26 @@ def test_accepting_the_second_candidate_promotes_its_overlay_and_discards_the_fi
                     uppers = {t: f.overlay.upper for t, f in forks.items()}
                     assert len(set(uppers.values())) == 2 and all(u.exists() for u in uppers.values())
                     before = tree_hash(root)
-                    assert (root / "a.txt").read_text() == "alpha\n" and (root / "b.txt").read_text() == "beta\n"
+                    assert (root / "a.txt").read_text() == "alpha\n" and (
+                        root / "b.txt"
+                    ).read_text() == "beta\n"
                     second = cands[1]
                     out = await s.submit(second)
                     assert out.accepted and tree_hash(root) != before
                     if second == "change beta to delta":
-                        assert (root / "b.txt").read_text() == "delta\n" and (root / "a.txt").read_text() == "alpha\n"
+                        assert (root / "b.txt").read_text() == "delta\n" and (
+                            root / "a.txt"
+                        ).read_text() == "alpha\n"
                     else:
-                        assert (root / "a.txt").read_text() == "gamma\n" and (root / "b.txt").read_text() == "beta\n"
+                        assert (root / "a.txt").read_text() == "gamma\n" and (
+                            root / "b.txt"
+                        ).read_text() == "beta\n"
                     assert not uppers[cands[0]].exists()  # the first's overlay is gone
                     specs = {r.suggestion: r for r in s.events.records if r.kind == "speculation"}
                     assert specs[second].outcome == "accepted"
-                    assert specs[cands[0]].outcome == "aborted" and specs[cands[0]].reason == "other_candidate"
+                    assert (
+                        specs[cands[0]].outcome == "aborted" and specs[cands[0]].reason == "other_candidate"
+                    )
                     (sugg, *_) = [r for r in s.events.records if r.kind == "suggestion"]
                     assert sugg.candidates == cands and sugg.chosen == 1 and sugg.outcome == "accepted"
                     assert [d.rank for d in sugg.decisions] == [0, 1] and all(d.fork for d in sugg.decisions)
@@ -126,8 +139,9 @@ def test_ignoring_discards_every_fork(tmp_path: Path) -> None:
 def test_the_shared_token_budget_stops_the_lowest_rank_first(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").write_text(json.dumps(
-        {"speculation": {"candidates": 2, "budget": {"tokens": 1, "cpus": 1}}}))
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps({"speculation": {"candidates": 2, "budget": {"tokens": 1, "cpus": 1}}})
+    )
 
     async def main() -> None:
         with SimServer([parse_scenario(TOPK)], time_scale=0.02) as sim:

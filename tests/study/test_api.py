@@ -20,13 +20,32 @@ PERSON = Person("p", take=1.0, edit=0.0, think_median_s=2.0, typing_cps=20.0, pa
 SCALE = 0.05
 
 
-def run(tmp_path: Path, *, seed: int, arms: tuple[str, ...] = ("speculative", "suggest"), decisions: Any = None,
-        backend: str = "sim", name: str = "a", max_turns: int | None = None) -> Any:
+def run(
+    tmp_path: Path,
+    *,
+    seed: int,
+    arms: tuple[str, ...] = ("speculative", "suggest"),
+    decisions: Any = None,
+    backend: str = "sim",
+    name: str = "a",
+    max_turns: int | None = None,
+) -> Any:
     work = tmp_path / f"work-{name}"
     work.mkdir()
-    rec = trio.run(lambda: run_session(study_dir=tmp_path / "study", person=PERSON, scenario="fix-pagination",
-                                       seed=seed, arms=arms, time_scale=SCALE, work=work, decisions=decisions,
-                                       backend=backend, max_turns=max_turns))
+    rec = trio.run(
+        lambda: run_session(
+            study_dir=tmp_path / "study",
+            person=PERSON,
+            scenario="fix-pagination",
+            seed=seed,
+            arms=arms,
+            time_scale=SCALE,
+            work=work,
+            decisions=decisions,
+            backend=backend,
+            max_turns=max_turns,
+        )
+    )
     return read_session(rec.path)
 
 
@@ -39,7 +58,9 @@ def test_arms_follow_the_seed_and_each_arm_does_what_it_says(tmp_path: Path) -> 
     assert [a.arm for a in s.assignments] == sequence(25, n) == [a.arm for a in again.assignments]
     assert [a.arm for a in other.assignments] == sequence(1, len(other.assignments)) != sequence(25, n)
     assert all(a.seed == 25 for a in s.assignments) and s.start.seed == 25
-    assert s.start.time_scale == SCALE and s.start.frontend == "api"  # its seconds are the simulator's, scaled
+    assert (
+        s.start.time_scale == SCALE and s.start.frontend == "api"
+    )  # its seconds are the simulator's, scaled
     assert [a.draw for a in s.assignments] == list(range(1, n + 1))
     assert [a.after_turn for a in s.assignments] == list(range(n))
     assert [t.arm for t in s.turns] == sequence(25, len(s.turns))
@@ -69,7 +90,7 @@ def test_edits_and_ignores_are_classified_and_the_plain_arm_shows_nothing(tmp_pa
     s = run(tmp_path, seed=2, arms=("suggest", "plain"), decisions=decisions, max_turns=8)
     shown = [t for t in s.turns if t.suggestion is not None]
     want = {"edit": "edited", "ignore": "ignored", "take": "taken"}
-    assert [t.taken for t in shown] == [want[d] for d in decisions[:len(shown)]]
+    assert [t.taken for t in shown] == [want[d] for d in decisions[: len(shown)]]
     assert len(shown) >= 2
     assert shown[0].took_ghost and shown[0].prompt.startswith(shown[0].suggestion or "?")
     assert shown[0].similarity is not None and shown[0].similarity >= 0.5

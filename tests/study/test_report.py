@@ -20,8 +20,21 @@ ROWS: list[tuple[Any, ...]] = [
     ("s1", 1, "suggest", False, None, "none", 1.0, 9.0, 0.01, 0.0, False, None, ""),
     ("s1", 2, "speculative", True, "fix it now", "taken", 0.2, 1.0, 0.01, 0.02, True, "accepted", ""),
     ("s1", 3, "suggest", True, "run the tests", "taken", 0.2, 5.0, 0.03, 0.001, False, None, ""),
-    ("s1", 4, "speculative", True, "add a regression test for page two", "ignored", 3.0, 4.0, 0.02, 0.03, False,
-     "aborted", ""),
+    (
+        "s1",
+        4,
+        "speculative",
+        True,
+        "add a regression test for page two",
+        "ignored",
+        3.0,
+        4.0,
+        0.02,
+        0.03,
+        False,
+        "aborted",
+        "",
+    ),
     ("s2", 1, "suggest", False, None, "none", 1.0, 9.0, 0.01, 0.0, False, None, ""),
     ("s2", 2, "suggest", True, "fix the other one", "edited", 1.0, 4.0, 0.02, 0.001, False, None, ""),
     ("s2", 3, "speculative", True, "run the tests", "taken", 0.1, 0.5, 0.0, 0.03, True, "accepted", ""),
@@ -29,8 +42,21 @@ ROWS: list[tuple[Any, ...]] = [
     ("s3", 2, "speculative", True, "fix it now", "taken", 0.3, 2.0, 0.01, 0.02, False, "conflict", ""),
     ("s3", 3, "suggest", True, "fix it now", "taken", 0.3, 6.0, 0.04, 0.001, False, None, ""),
     ("s3", 4, "suggest", True, None, "none", 2.0, 3.0, 0.02, 0.0, False, None, ""),
-    ("s3", 5, "speculative", True, "run the tests", "ignored", 1.0, 1.0, 0.0, 0.01, False, "aborted",
-     "cancelled or failed before its end"),
+    (
+        "s3",
+        5,
+        "speculative",
+        True,
+        "run the tests",
+        "ignored",
+        1.0,
+        1.0,
+        0.0,
+        0.01,
+        False,
+        "aborted",
+        "cancelled or failed before its end",
+    ),
 ]
 USERS = {"s1": "u1", "s2": "u1", "s3": "u2"}
 
@@ -41,18 +67,48 @@ def write_study(root: Path) -> list[Path]:
     for sess, user in USERS.items():
         path = dirs[user] / "sessions" / f"{sess}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        recs: list[Any] = [SessionStart(session=sess, user=user, seed=1, arms=["speculative", "suggest"],
-                                        started=0.0, model="anthropic", model_name="claude-sonnet-4-6",
-                                        frontend="prompt", edit_similarity={"after_tab": 0.5, "typed": 0.75})]
+        recs: list[Any] = [
+            SessionStart(
+                session=sess,
+                user=user,
+                seed=1,
+                arms=["speculative", "suggest"],
+                started=0.0,
+                model="anthropic",
+                model_name="claude-sonnet-4-6",
+                frontend="prompt",
+                edit_similarity={"after_tab": 0.5, "typed": 0.75},
+            )
+        ]
         for s, turn, arm, elig, sugg, taken, typing, lat, cost, eng, acc, spec, err in ROWS:
             if s != sess:
                 continue
-            recs.append(TurnRecord(
-                session=sess, turn=turn, conversation_turn=turn, arm=arm, eligible=elig, ready_at=float(turn),
-                suggestion=sugg, suggestion_source="model" if sugg else None, shown_s=0.1 if sugg else None,
-                first_key_s=1.0, submit_s=1.0 + typing, prompt=sugg or "typed", taken=taken, think_s=0.9,
-                typing_s=typing, ttft_s=0.1, latency_s=lat, accepted=acc, cost_usd=cost, engine_cost_usd=eng,
-                speculation={"outcome": spec} if spec else None, error=err))
+            recs.append(
+                TurnRecord(
+                    session=sess,
+                    turn=turn,
+                    conversation_turn=turn,
+                    arm=arm,
+                    eligible=elig,
+                    ready_at=float(turn),
+                    suggestion=sugg,
+                    suggestion_source="model" if sugg else None,
+                    shown_s=0.1 if sugg else None,
+                    first_key_s=1.0,
+                    submit_s=1.0 + typing,
+                    prompt=sugg or "typed",
+                    taken=taken,
+                    think_s=0.9,
+                    typing_s=typing,
+                    ttft_s=0.1,
+                    latency_s=lat,
+                    accepted=acc,
+                    cost_usd=cost,
+                    engine_cost_usd=eng,
+                    speculation={"outcome": spec} if spec else None,
+                    error=err,
+                )
+            )
         recs.append(SessionEnd(session=sess, turns=len(recs) - 1, ended=1.0, trailing_engine_cost_usd=0.005))
         path.write_text("".join(r.model_dump_json() + "\n" for r in recs))
     return list(dirs.values())
@@ -116,7 +172,10 @@ def test_cost_and_harm(report: dict[str, Any]) -> None:
     h = report["harm"]
     # Not taken, usable: speculative answer 4.0; suggest 4.0 (edited) and 3.0 (none) -> 3.5; slower by 0.5.
     assert h["slower_when_not_taken_s"]["difference"] == pytest.approx(0.5)
-    assert h["failed_or_cancelled"] == {"speculative": {"turns": 5, "failed": 1}, "suggest": {"turns": 4, "failed": 0}}
+    assert h["failed_or_cancelled"] == {
+        "speculative": {"turns": 5, "failed": 1},
+        "suggest": {"turns": 4, "failed": 0},
+    }
     assert h["speculation_outcomes"] == {"aborted": 2, "accepted": 2, "conflict": 1}
     assert h["taken_but_not_used"] == {"turns": 1, "outcomes": {"conflict": 1}}
 
@@ -131,15 +190,22 @@ def test_acceptance_by_length_and_first_word(report: dict[str, Any]) -> None:
     assert by_len["7-9"]["taken"]["rate"] == 0.0
     words = report["by_first_word"]
     assert list(words) == ["fix", "run", "add"]  # by how often they came
-    assert words["fix"]["taken"]["rate"] == pytest.approx(0.75) and words["fix"]["edited_share"] == pytest.approx(0.25)
+    assert words["fix"]["taken"]["rate"] == pytest.approx(0.75) and words["fix"][
+        "edited_share"
+    ] == pytest.approx(0.25)
     assert words["run"]["taken"]["rate"] == 1.0
 
 
-def test_one_session_has_no_ci_and_cli_reads_the_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_session_has_no_ci_and_cli_reads_the_dirs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dirs = write_study(tmp_path)
     only_u2 = build_report(load([dirs[1]]), resamples=200)
     assert only_u2["vs"]["suggest"]["saved_per_later_turn_s"]["ci95"] is None  # one session: no variability
-    assert main(["study", "report", *map(str, dirs), "--resamples", "200", "--json", str(tmp_path / "r.json")]) == 0
+    assert (
+        main(["study", "report", *map(str, dirs), "--resamples", "200", "--json", str(tmp_path / "r.json")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "2 people, 3 sessions, 12 turns" in out and "SIMULATED" not in out and "time scale" not in out
     assert "per later turn, wait (typing + answer):       +2.60 s [" in out

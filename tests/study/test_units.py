@@ -42,32 +42,65 @@ def test_each_arm_switches_the_session() -> None:
         assert (cfg.speculate, cfg.fork) == want, arm
 
 
-@pytest.mark.parametrize(("suggestion", "prompt", "tab", "want"), [
-    ("run the CLI to check page 2", "run the CLI to check page 2", False, "taken"),  # typed exactly: taken too
-    ("run the CLI to check page 2", "run the CLI to check page 2", True, "taken"),
-    ("run the CLI to check page 2", "run the CLI to check page 3", True, "edited"),
-    ("run the CLI to check page 2", "Run the CLI to check page 3", False, "edited"),  # typed, 0.96 similar
-    ("fix it and add a regression test", "fix it and add a test", False, "edited"),  # 0.79
-    ("fix it and add a regression test", "fix it", True, "ignored"),  # Tab, then most of it deleted: 0.32
-    ("fix it and add a regression test", "fix it", False, "ignored"),
-    ("fix it and add a regression test", "fix it and also a test", False, "ignored"),  # 0.70: under 0.75 typed
-    ("fix it and add a regression test", "fix it and also a test", True, "edited"),  # but after Tab: edited
-    ("run the tests", "explain page_bounds first", False, "ignored"),
-    (None, "anything", False, "none"),
-])
+@pytest.mark.parametrize(
+    ("suggestion", "prompt", "tab", "want"),
+    [
+        (
+            "run the CLI to check page 2",
+            "run the CLI to check page 2",
+            False,
+            "taken",
+        ),  # typed exactly: taken too
+        ("run the CLI to check page 2", "run the CLI to check page 2", True, "taken"),
+        ("run the CLI to check page 2", "run the CLI to check page 3", True, "edited"),
+        (
+            "run the CLI to check page 2",
+            "Run the CLI to check page 3",
+            False,
+            "edited",
+        ),  # typed, 0.96 similar
+        ("fix it and add a regression test", "fix it and add a test", False, "edited"),  # 0.79
+        ("fix it and add a regression test", "fix it", True, "ignored"),  # Tab, then most of it deleted: 0.32
+        ("fix it and add a regression test", "fix it", False, "ignored"),
+        (
+            "fix it and add a regression test",
+            "fix it and also a test",
+            False,
+            "ignored",
+        ),  # 0.70: under 0.75 typed
+        (
+            "fix it and add a regression test",
+            "fix it and also a test",
+            True,
+            "edited",
+        ),  # but after Tab: edited
+        ("run the tests", "explain page_bounds first", False, "ignored"),
+        (None, "anything", False, "none"),
+    ],
+)
 def test_taken_edited_ignored(suggestion: str | None, prompt: str, tab: bool, want: str) -> None:
     assert classify.classify(suggestion, prompt, took_ghost=tab)[0] == want
 
 
 def test_similarity_is_on_normalised_text() -> None:
     assert classify.similarity("Fix  it\n", "fix it") == 1.0
-    assert classify.similarity("fix it and add a regression test", "fix it and add a test") == pytest.approx(0.792, abs=0.01)
+    assert classify.similarity("fix it and add a regression test", "fix it and add a test") == pytest.approx(
+        0.792, abs=0.01
+    )
 
 
 def test_length_buckets_and_first_words() -> None:
-    assert [classify.length_bucket(t) for t in ("", "yes", "fix it now", "fix the other one", "a b c d e f g",
-                                                 "one two three four five six seven eight nine ten")] == [
-        "0", "1-3", "1-3", "4-6", "7-9", "10+"]
+    assert [
+        classify.length_bucket(t)
+        for t in (
+            "",
+            "yes",
+            "fix it now",
+            "fix the other one",
+            "a b c d e f g",
+            "one two three four five six seven eight nine ten",
+        )
+    ] == ["0", "1-3", "1-3", "4-6", "7-9", "10+"]
     assert classify.first_word("Yes, raise ValueError") == "yes"
     assert classify.first_word("  --- ") == ""
 

@@ -165,7 +165,13 @@ CC_TABLE: list[tuple[str, str, str, dict[str, Any], str]] = [
     # (list, rule, tool, input, Claude Code's decision)
     ("deny", "Read(./src/shop/pager.py)", "Read", {"file_path": "/proj/src/shop/pager.py"}, "deny"),
     ("deny", "Read(./src/shop/pager.py)", "Edit", {**EDIT, "file_path": "/proj/src/shop/pager.py"}, "deny"),
-    ("deny", "Read(./src/shop/new.py)", "Write", {"file_path": "/proj/src/shop/new.py", "content": ""}, "deny"),
+    (
+        "deny",
+        "Read(./src/shop/new.py)",
+        "Write",
+        {"file_path": "/proj/src/shop/new.py", "content": ""},
+        "deny",
+    ),
     ("deny", "Read(/src/b.txt)", "Read", {"file_path": "/proj/src/b.txt"}, "deny"),  # the project's root
     ("deny", "Read(/src/b.txt)", "Read", {"file_path": "/proj/.claude/src/b.txt"}, "allow"),  # not .claude/
     ("deny", "Read(//proj/src/c.txt)", "Read", {"file_path": "/proj/src/c.txt"}, "deny"),
@@ -195,11 +201,16 @@ CC_TABLE: list[tuple[str, str, str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("kind", "rule", "tool", "inp", "expected"), CC_TABLE,
-                         ids=[f"{k}:{r}:{t}:{i.get('file_path') or i.get('path') or i.get('command')}"
-                              for k, r, t, i, _ in CC_TABLE])
-def test_claude_codes_rule_forms_decide_as_claude_code_did(kind: str, rule: str, tool: str, inp: dict[str, Any],
-                                                          expected: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "rule", "tool", "inp", "expected"),
+    CC_TABLE,
+    ids=[
+        f"{k}:{r}:{t}:{i.get('file_path') or i.get('path') or i.get('command')}" for k, r, t, i, _ in CC_TABLE
+    ],
+)
+def test_claude_codes_rule_forms_decide_as_claude_code_did(
+    kind: str, rule: str, tool: str, inp: dict[str, Any], expected: str
+) -> None:
     text = RuleText(rule, base=ROOT)  # as read from <project>/.claude/settings.json
     gate = PermissionGate(mode="bypassPermissions", root=ROOT, home=CC_HOME, **{kind: [text]})
     assert check(gate, tool, **inp).behavior == expected
@@ -207,8 +218,12 @@ def test_claude_codes_rule_forms_decide_as_claude_code_did(kind: str, rule: str,
 
 def test_a_user_settings_slash_rule_is_relative_to_the_users_claude_dir() -> None:
     # Claude Code 2.1.332: Read(/src/u.txt) in ~/.claude/settings.json denied ~/.claude/src/u.txt only.
-    gate = PermissionGate(mode="bypassPermissions", root=ROOT, home=CC_HOME,
-                          deny=[RuleText("Read(/src/u.txt)", base=CC_HOME / ".claude")])
+    gate = PermissionGate(
+        mode="bypassPermissions",
+        root=ROOT,
+        home=CC_HOME,
+        deny=[RuleText("Read(/src/u.txt)", base=CC_HOME / ".claude")],
+    )
     assert check(gate, "Read", file_path="/home/u/.claude/src/u.txt").behavior == "deny"
     assert check(gate, "Read", file_path="/proj/src/u.txt").behavior == "allow"
     assert check(gate, "Read", file_path="/home/u/src/u.txt").behavior == "allow"
@@ -217,8 +232,9 @@ def test_a_user_settings_slash_rule_is_relative_to_the_users_claude_dir() -> Non
 def test_a_symlink_does_not_dodge_a_deny_rule(tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("s")
     (tmp_path / "link.txt").symlink_to(tmp_path / "secret.txt")
-    gate = PermissionGate(mode="bypassPermissions", root=tmp_path, deny=["Read(./secret.txt)"],
-                          allow=["Read(./secret.txt)"])
+    gate = PermissionGate(
+        mode="bypassPermissions", root=tmp_path, deny=["Read(./secret.txt)"], allow=["Read(./secret.txt)"]
+    )
     assert check(gate, "Read", file_path=str(tmp_path / "link.txt")).behavior == "deny"
 
 
@@ -232,8 +248,16 @@ def test_wholly_denied_tools_are_withheld() -> None:
         def __init__(self, name: str) -> None:
             self.name = name
 
-    mcp = [McpTool(server=s, spec=Spec(t), client=None) for s, t in
-           (("demo", "lookup"), ("demo2", "lookup"), ("demo2", "bump"), ("demo3", "x"), ("demo4", "x"))]
+    mcp = [
+        McpTool(server=s, spec=Spec(t), client=None)
+        for s, t in (
+            ("demo", "lookup"),
+            ("demo2", "lookup"),
+            ("demo2", "bump"),
+            ("demo3", "x"),
+            ("demo4", "x"),
+        )
+    ]
     deny = ["Grep", "Bash(*)", "Read(**)", "Edit(src/**)", "mcp__demo", "mcp__demo2__lookup", "mcp__demo3__*"]
     gate = PermissionGate(deny=deny)
     names = [t.name for t in gate.offered([*default_tools(), *mcp])]
@@ -242,4 +266,9 @@ def test_wholly_denied_tools_are_withheld() -> None:
     assert gate.withheld("Grep") == Rule("Grep", None, "Grep")
     # speculate applies a bare rule to every tool it covers (Claude Code withholds only the named tool).
     assert [t.name for t in PermissionGate(deny=["Read"]).offered(default_tools())] == ["Bash"]
-    assert [t.name for t in PermissionGate(deny=["Edit"]).offered(default_tools())] == ["Read", "Glob", "Grep", "Bash"]
+    assert [t.name for t in PermissionGate(deny=["Edit"]).offered(default_tools())] == [
+        "Read",
+        "Glob",
+        "Grep",
+        "Bash",
+    ]
