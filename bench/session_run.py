@@ -39,6 +39,20 @@ async def _decline(pending: Sequence[PendingApproval]) -> Literal["n"]:
 APPROVAL_POLICIES: dict[str, ApproveFn | None] = {"as-live": None, "decline": _decline}  # None: ask, as live
 
 
+def _identity(job: Job) -> dict[str, Any]:
+    """What names a session's records (its turns' and its own): the same keys, first, in both."""
+    return {
+        "session": job.session_id,
+        "pair": job.pair,
+        "arm": job.arm,
+        "scenario": job.scenario.name,
+        "rep": job.rep,
+        "seed": job.seed,
+        "cond": job.cond_index,
+        "condition": job.condition.label,
+    }
+
+
 def _usage_cost(model_name: str, usage: Usage) -> float:
     from speculate.models.profiles import find_profile
 
@@ -63,14 +77,7 @@ def turn_record(
     usage = o.result.usage if o.result is not None else Usage()
     responses = o.result.responses if o.result is not None else []
     return {
-        "session": job.session_id,
-        "pair": job.pair,
-        "arm": job.arm,
-        "scenario": job.scenario.name,
-        "rep": job.rep,
-        "seed": job.seed,
-        "cond": job.cond_index,
-        "condition": job.condition.label,
+        **_identity(job),
         "think_model": job.condition.think.label,
         "accept_prob": job.condition.accept_prob,
         "model_name": job.condition.model_name,
@@ -219,14 +226,7 @@ async def run_session(
         if changed(last, final):  # the session closed: a leftover speculation must have been discarded
             leaks.append({"turn": len(plan), "when": "after close", "paths": changed(last, final)})
         sess = {
-            "session": job.session_id,
-            "pair": job.pair,
-            "arm": job.arm,
-            "scenario": job.scenario.name,
-            "rep": job.rep,
-            "seed": job.seed,
-            "cond": job.cond_index,
-            "condition": job.condition.label,
+            **_identity(job),
             "wall_s": wall,
             "turns": len(turns),
             "accepted": sum(t["accepted"] for t in turns),
