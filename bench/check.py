@@ -1,6 +1,6 @@
-"""``speculate sim check SCENARIO.yaml``: validate a scenario and replay it before benchmarking it.
+"""``speculate bench check SCENARIO.yaml``: validate a scenario and replay it before benchmarking it.
 
-Loading reports format errors as ``file:line: reason``. The replay runs every turn once in the plain arm
+Loading reports format errors as ``file:line: reason`` (:mod:`speculate.sim.check`, which checks only that). The replay runs every turn once in the plain arm
 (think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
 tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result
 expectations, model errors and simulator fallbacks (a turn the script could not answer). Candidates other
@@ -26,11 +26,12 @@ from bench.harness import RunOutput, resolve_toolchains, run_experiment
 from bench.plan import Condition, RunConfig
 from bench.toolchain import Toolchain, ToolchainError
 from bench.user import FixedThink
-from speculate.sim.scenario import Scenario, ScenarioError
-from speculate.sim.scenario_yaml import load_scenario
+from speculate.sim.check import load_all
+from speculate.sim.scenario import Scenario
 from speculate.tempfiles import temp_dir
 from speculate.term import visible
 
+PROG = "speculate bench check"
 CHECK_TIME_SCALE = 0.02
 MISS_THINK_S = 300.0  # simulated; at the check's time scale 6 s of wall time for a fork's real commands
 
@@ -38,7 +39,7 @@ Toolchains = dict[Path | None, Toolchain]
 
 
 def configure(ap: argparse.ArgumentParser) -> None:
-    """The options of ``speculate sim check`` (on the command tree of :mod:`speculate.cli`)."""
+    """The options of ``speculate bench check``."""
     ap.description = (
         "Validate scenario files (format errors as file:line: reason), then replay each once "
         "through the real agent loop and tools, and list every turn's unmet expectations, model "
@@ -72,7 +73,7 @@ def configure(ap: argparse.ArgumentParser) -> None:
 
 
 def check_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="speculate sim check")
+    ap = argparse.ArgumentParser(prog="speculate bench check")
     configure(ap)
     try:
         a = ap.parse_args(argv)
@@ -83,21 +84,16 @@ def check_main(argv: list[str]) -> int:
 
 def check_run(a: argparse.Namespace) -> int:
     if a.project is not None and not a.project.is_dir():
-        print(f"speculate sim check: --project {str(a.project)!r} is not a directory", file=sys.stderr)
+        print(f"{PROG}: --project {str(a.project)!r} is not a directory", file=sys.stderr)
         return 2
-    try:
-        scenarios = [load_scenario(p) for p in a.scenarios]
-    except ScenarioError as e:
-        print(f"speculate sim check: {e}", file=sys.stderr)
+    loaded = load_all(a.scenarios, prog=PROG)
+    if loaded is None:
         return 2
     if a.project is not None:  # a copy of the project as it is, as `repl DIR --scenario` uses DIR itself
-        scenarios = [dataclasses.replace(s, workspace=a.project.resolve(), files={}) for s in scenarios]
-    for s in scenarios:
-        n_exp = sum(st.expect is not None for t in s.turns for st in t.steps)
-        print(
-            f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
-            f"{s.workspace or '(files only)'}"
-        )
+        scenarios = [dataclasses.replace(s, workspace=a.project.resolve(), files={}) for s in loaded]
+        print(visible(f"{PROG}: replaying on a copy of {a.project.resolve()} with this shell's PATH"))
+    else:
+        scenarios = loaded
     if a.no_replay:
         return 0
     try:
@@ -107,14 +103,14 @@ def check_run(a: argparse.Namespace) -> int:
             else resolve_toolchains(scenarios)
         )
     except ToolchainError as e:
-        print(f"speculate sim check: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     bad = 0
     for s, path in zip(scenarios, a.scenarios, strict=True):
         bad += _replay(s, path, toolchains, a.time_scale)
         if a.misses:
             bad += _misses(s, path, toolchains, a.time_scale)
-    print("speculate sim check: " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
+    print(PROG + ": " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
     return 1 if bad else 0
 
 

@@ -141,9 +141,19 @@ def _init(address: str | None, workers: int | None) -> Any:
         except Exception as e:
             raise RayUnavailable(f"--ray {address}: cannot join the cluster: {e}") from None
     else:
-        # Workers start with this interpreter, so they import this checkout as the driver does.
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        # Workers start with this interpreter, so they import the installed packages as the driver does;
+        # the benchmark itself is not installed, so they find it in this checkout as the driver did.
+        ray.init(
+            num_cpus=workers,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": _pythonpath()}},
+        )
     return ray
+
+
+def _pythonpath() -> str:
+    return os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def _append(path: Path, recs: list[dict[str, Any]]) -> None:

@@ -44,7 +44,8 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.description = (
         "Speculative vs suggest vs plain agent loop: paired, interleaved sessions on the embedded "
         "simulator (or a real backend); results in a directory per run. "
-        "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table."
+        "`speculate bench export RUN --format parquet|csv` writes a run's turns as a table; "
+        "`speculate bench check SCENARIO.yaml` validates scenario files and replays each once."
     )
     ap.add_argument(
         "--quick",

@@ -36,7 +36,7 @@ if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 600 ]
 fi
 
 if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+stamp=.venv/.installed-$(cat pyproject.toml setup.py | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e ".[dev]"

@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check speculate overlayfs bench tests
-.venv/bin/ruff format --check speculate overlayfs bench tests  # the formatter's layout, line-length 110
+.venv/bin/ruff check speculate overlayfs bench tests setup.py
+.venv/bin/ruff format --check speculate overlayfs bench tests setup.py  # the formatter's layout, line-length 110
 .venv/bin/mypy  # speculate, overlayfs, bench: settings in pyproject.toml [tool.mypy]
 before=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
 status=0

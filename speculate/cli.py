@@ -5,6 +5,10 @@ Each subcommand's module owns its options: a ``configure(parser)`` function adds
 ``run`` (``parser.set_defaults(run=fn)``, ``fn(namespace) -> exit status``). A subcommand's module is
 imported only when its name is on the command line, so ``speculate`` (the REPL) does not import the
 benchmark. ``speculate [DIR] [options]`` with no subcommand is ``speculate repl``.
+
+The benchmark (``bench/``) is not installed with the package (its name is too common to claim in
+site-packages): ``speculate bench`` finds it in the source checkout this package runs from, and an
+installed copy without one says so (:func:`_entry`).
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
+from typing import Any
 
 from speculate.cliparse import Parser, UsageError
+from speculate.errors import SpeculateError
+
+CHECKOUT = Path(__file__).resolve().parents[1]  # the source checkout, where this package runs from one
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,8 @@ COMMANDS: tuple[Command, ...] = (
             Command("serve", "serve the simulator until interrupted", "speculate.sim.cli:configure"),
             Command(
                 "check",
-                "validate scenario files and replay them (unmet expectations)",
-                "bench.check:configure",
+                "validate scenario files (`speculate bench check` replays them)",
+                "speculate.sim.check:configure",
             ),
         ),
     ),
@@ -94,8 +103,28 @@ COMMANDS: tuple[Command, ...] = (
     ),
 )
 NAMES = tuple(c.name for c in COMMANDS)
-# `speculate bench export ARGS`: its own argv parser ("module:function", imported only when named, as above).
-BENCH_EXPORT = "bench.export:export_main"
+# `speculate bench export|check ARGS`: each its own argv parser ("module:function", imported only when
+# named, as above).
+BENCH_SUBCOMMANDS = {"export": "bench.export:export_main", "check": "bench.check:check_main"}
+
+
+class NotInstalled(SpeculateError):
+    """A command whose code is not part of this installed copy (the benchmark outside a checkout)."""
+
+
+def _entry(target: str) -> Any:
+    """The function a ``"module:function"`` target names. The benchmark's modules are imported from the
+    checkout this package runs from (put first on ``sys.path``, so no other ``bench`` can shadow it)."""
+    module, _, fn = target.partition(":")
+    if module.partition(".")[0] == "bench":
+        if not (CHECKOUT / "bench" / "__init__.py").is_file():
+            raise NotInstalled(
+                f"the benchmark (bench/) is part of the source checkout, not of the installed package "
+                f"({CHECKOUT}): run `speculate bench` from a clone (git clone …; bash scripts/bench.sh)"
+            )
+        if str(CHECKOUT) not in sys.path:
+            sys.path.insert(0, str(CHECKOUT))
+    return getattr(import_module(module), fn)
 
 
 def build_parser(argv: Sequence[str] = ()) -> Parser:
@@ -130,8 +159,7 @@ def _add(
             p.set_defaults(run=_group_help(p))
             _add(p, c.children, words, prefix=f"{prefix} {c.name}")
         elif c.name in words or "*" in words:
-            module, _, fn = c.configure.partition(":")
-            getattr(import_module(module), fn)(p)
+            _entry(c.configure)(p)
 
 
 def _group_help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
@@ -146,9 +174,17 @@ def _group_help(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], in
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:2] == ["bench", "export"]:  # a subcommand of a command that otherwise takes only options
-        module, _, fn = BENCH_EXPORT.partition(":")
-        status: int = getattr(import_module(module), fn)(args[2:])
+    try:
+        return _main(args)
+    except NotInstalled as e:
+        print(f"speculate {args[0]}: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(args: list[str]) -> int:
+    if args[:1] == ["bench"] and args[1:2] and args[1] in BENCH_SUBCOMMANDS:
+        # subcommands of a command that otherwise takes only options
+        status: int = _entry(BENCH_SUBCOMMANDS[args[1]])(args[2:])
         return status
     if args[:1] == ["help"]:  # `speculate help bench` is `speculate bench --help`
         args = [*args[1:], "--help"] if args[1:] else ["--help"]
@@ -187,8 +223,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _looks_like_a_command(word: str) -> bool:
     """A bare word that is no existing path: a mistyped subcommand, not ``speculate DIR`` (which would create
     DIR with the demo in it)."""
-    from pathlib import Path
-
     return not word.startswith(("-", ".", "~", "/")) and "/" not in word and not Path(word).exists()
 
 
@@ -229,8 +263,6 @@ def configure_recover(p: argparse.ArgumentParser) -> None:
 
 
 def _recover(a: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from overlayfs import abandon_project, recover_project
     from speculate.tempfiles import clean_stale
     from speculate.term import visible

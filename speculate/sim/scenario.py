@@ -100,8 +100,11 @@ class Scenario:
 
 
 def default_scenario_dir() -> Path:
-    """``bench/scenarios`` of this checkout (where the bundled scenarios live)."""
-    return Path(__file__).resolve().parents[2] / "bench" / "scenarios"
+    """``bench/scenarios`` of the checkout this package runs from (where the bundled scenarios live), else
+    their copy in an installed package (``speculate/sim/bundled``: setup.py ships them under that name,
+    since the benchmark itself is not installed)."""
+    checkout = Path(__file__).resolve().parents[2] / "bench" / "scenarios"
+    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "bundled"
 
 
 def default_scenario_paths() -> list[Path]:

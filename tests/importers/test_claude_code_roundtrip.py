@@ -1,5 +1,5 @@
 """The real Claude Code CLI runs bundled scenarios against the simulator and writes real transcripts; importing
-them and replaying the scenarios (``speculate sim check``'s replay: speculate's agent and tools, the simulator
+them and replaying the scenarios (``speculate bench check``'s replay: speculate's agent and tools, the simulator
 serving the imported scenario) reproduces the same prompts, tool calls and final files.
 
 fix-pagination runs in Claude Code's interactive terminal UI (tmux), where a person's choices are recorded:

@@ -1,5 +1,5 @@
 """A transcript becomes a scenario that replays: prompts, steps, expectations, the starting tree, accepted
-suggestions and recorded pauses; the replay (``speculate sim check``: the agent's real tools against the
+suggestions and recorded pauses; the replay (``speculate bench check``: the agent's real tools against the
 simulator serving the imported scenario) meets every expectation."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every subcommand on one argparse tree: generated help for each, "did you mean" for a mistyped
-subcommand at any level, one-line errors for bad values; ``sim check --project DIR``; and the temporary
+subcommand at any level, one-line errors for bad values; ``bench check --project DIR``; and the temporary
 files of killed processes removed on the next start."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
         (["sandbox", "--help"], "run       run a command as speculative Bash would"),
         (["sandbox", "run", "--help"], "--upper-bytes UPPER_BYTES"),
         (["sim", "--help"], "check     validate scenario files"),
-        (["sim", "check", "--help"], "--project DIR"),
+        (["sim", "check", "--help"], "usage: speculate sim check [-h] SCENARIO.yaml [SCENARIO.yaml ...]"),
+        (["bench", "check", "--help"], "--project DIR"),
         (["sim", "serve", "--help"], "--port PORT"),
         (["bench", "--help"], "--concurrency CONCURRENCY"),
         (["recover", "--help"], "usage: speculate recover [-h] [--abandon] [PROJECT]"),
@@ -96,7 +97,7 @@ turns:
 """
 
 
-def test_sim_check_project_replays_on_a_copy_of_dir_with_the_callers_path(
+def test_bench_check_project_replays_on_a_copy_of_dir_with_the_callers_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scenario needs a file of the project and a command on the caller's PATH, as `repl DIR --scenario`
@@ -111,13 +112,13 @@ def test_sim_check_project_replays_on_a_copy_of_dir_with_the_callers_path(
     (bin_dir / "project-tool").write_text("#!/bin/sh\necho tool ran\n")
     (bin_dir / "project-tool").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    assert main(["sim", "check", str(scn)]) == 1
+    assert main(["bench", "check", str(scn)]) == 1
     assert "unmet expectation" in capsys.readouterr().out
     before = sorted(p.name for p in project.iterdir())
-    assert main(["sim", "check", str(scn), "--project", str(project)]) == 0, capsys.readouterr()
+    assert main(["bench", "check", str(scn), "--project", str(project)]) == 0, capsys.readouterr()
     assert "all turns replayed as scripted" in capsys.readouterr().out
     assert sorted(p.name for p in project.iterdir()) == before  # DIR itself untouched
-    assert main(["sim", "check", str(scn), "--project", str(tmp_path / "nope")]) == 2
+    assert main(["bench", "check", str(scn), "--project", str(tmp_path / "nope")]) == 2
     assert "--project" in capsys.readouterr().err
 
 
