@@ -1,7 +1,7 @@
 """``speculate bench check SCENARIO.yaml``: validate a scenario and replay it before benchmarking it.
 
-Loading reports format errors as ``file:line: reason`` (:mod:`speculate.sim.check`, which checks only that). The replay runs every turn once in the plain arm
-(think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
+Loading reports format errors as ``file:line: reason`` (:mod:`speculate.sim.check`, which checks only
+that). The replay runs every turn once in the plain arm (think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
 tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result
 expectations, model errors and simulator fallbacks (a turn the script could not answer). Candidates other
 than the intent are validated but not replayed (their steps run only when a user takes them) unless

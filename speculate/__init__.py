@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 __version__ = "0.1.0"
+# The folder above this package: the source checkout when it runs from one (bench/, .venv/ beside it), else
+# site-packages. One place for what the CLI, the bundled scenarios and the Claude Code install look up.
+CHECKOUT = Path(__file__).resolve().parent.parent
 
 StrPath = str | os.PathLike[str]
 

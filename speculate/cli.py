@@ -22,10 +22,9 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from speculate import CHECKOUT
 from speculate.cliparse import Parser, UsageError
 from speculate.errors import SpeculateError
-
-CHECKOUT = Path(__file__).resolve().parents[1]  # the source checkout, where this package runs from one
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-INSTALL_DIR = REPO / ".venv" / "claude-code"
+from speculate import CHECKOUT
+
+INSTALL_DIR = CHECKOUT / ".venv" / "claude-code"
 CANDIDATES = (
     "node_modules/@anthropic-ai/claude-code-linux-x64/claude",  # npm package
     "sdk/claude_agent_sdk/_bundled/claude",  # claude-agent-sdk wheel

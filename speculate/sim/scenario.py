@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculate import StrPath
+from speculate import CHECKOUT, StrPath
 from speculate.errors import SpeculateError
 
 TOOL_CALL_MODES = ("api", "text")  # Scenario.tool_calls
@@ -103,7 +103,7 @@ def default_scenario_dir() -> Path:
     """``bench/scenarios`` of the checkout this package runs from (where the bundled scenarios live), else
     their copy in an installed package (``speculate/sim/bundled``: setup.py ships them under that name,
     since the benchmark itself is not installed)."""
-    checkout = Path(__file__).resolve().parents[2] / "bench" / "scenarios"
+    checkout = CHECKOUT / "bench" / "scenarios"
     return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "bundled"
 
 
