@@ -201,9 +201,10 @@ def test_automatic_top_level_breakpoint_caches_up_to_the_last_block(
 
 
 def test_entry_is_invisible_until_the_writing_response_has_started() -> None:
-    # time_scale 0.2: TTFT of ~1.4 simulated seconds is ~0.28 s of wall time, long enough to overlap.
+    # time_scale 0.5: TTFT of ~1.4 simulated seconds is ~0.7 s of wall time, long enough to overlap
+    # even when the second request's client is slow to start on a loaded machine.
     with (
-        SimServer([], time_scale=0.2) as sim,
+        SimServer([], time_scale=0.5) as sim,
         anthropic.Anthropic(base_url=sim.base_url, api_key="k", max_retries=0) as c,
     ):
         started = threading.Event()

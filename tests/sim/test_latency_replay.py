@@ -58,8 +58,8 @@ def test_ttft_and_total_follow_the_latency_model_at_scale() -> None:
         out = output_tokens([b.model_dump(exclude_none=True) for b in message.content])
         want_ttft = profile.ttft_s + prompt_tokens / profile.prefill_tok_s
         want_total = want_ttft + out / profile.decode_tok_s
-        assert want_ttft * SCALE <= ttft <= want_ttft * SCALE * 1.15 + 0.03
-        assert want_total * SCALE <= total <= want_total * SCALE * 1.15 + 0.03
+        assert want_ttft * SCALE <= ttft <= want_ttft * SCALE * 1.15 + 0.1
+        assert want_total * SCALE <= total <= want_total * SCALE * 1.15 + 0.1
         # The same prompt again reads the cache: prefill at the cached rate, so the first token comes sooner.
         cached_ttft, _, again = measure(c, system=system, messages=body["messages"])
         assert again.usage.cache_read_input_tokens == prompt_tokens - 0 - again.usage.input_tokens
@@ -68,7 +68,7 @@ def test_ttft_and_total_follow_the_latency_model_at_scale() -> None:
             + again.usage.cache_read_input_tokens / profile.cached_prefill_tok_s
             + again.usage.input_tokens / profile.prefill_tok_s
         )
-        assert want_cached * SCALE <= cached_ttft <= want_cached * SCALE * 1.15 + 0.03
+        assert want_cached * SCALE <= cached_ttft <= want_cached * SCALE * 1.15 + 0.1
         assert cached_ttft < ttft
 
 
@@ -123,7 +123,7 @@ def test_recorded_trace_replays_with_recorded_timings_in_another_root(tmp_path: 
         )
         elapsed = time.monotonic() - began
         assert message.content[0].input == {"file_path": "/tmp/bob/README.md"}  # type: ignore[union-attr]
-        assert 3.0 * SCALE <= elapsed <= 3.0 * SCALE + 0.1
+        assert 3.0 * SCALE <= elapsed <= 3.0 * SCALE + 0.25  # slack: a fresh client's set-up
         assert sim.statistics().engine.replayed == 1
 
 

@@ -103,7 +103,9 @@ def test_a_fork_cut_mid_stream_is_billed_its_input_and_the_output_streamed(tmp_p
         for k in INPUT:
             assert rec.tokens[k] == getattr(fork_done[0], k) + cut[k], k
         out = rec.tokens["output_tokens"] - fork_done[0].output_tokens
-        assert 1 < out <= cut["output_tokens"] <= out + 12  # events in flight when the client hung up
+        # Above what the client saw: the events in flight when it hung up (about 6 tokens each; a loaded
+        # machine lets a few pile up in the socket), far below the ~600 of the whole text.
+        assert 1 < out <= cut["output_tokens"] <= out + 60
         assert rec.cost_usd > 0
 
     trio.run(main)

