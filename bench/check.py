@@ -1,13 +1,13 @@
 """``speculate bench check SCENARIO.yaml``: validate a scenario and replay it before benchmarking it.
 
-Loading reports format errors as ``file:line: reason`` (:mod:`speculate.sim.check`, which checks only
-that). The replay runs every turn once in the plain arm (think time 0, fast clock) on a fresh copy of the scenario's workspace, through the real agent loop and
-tools with the workspace's own toolchain (bench/toolchain.py), and lists each turn's unmet tool-result
-expectations, model errors and simulator fallbacks (a turn the script could not answer). Candidates other
-than the intent are validated but not replayed (their steps run only when a user takes them) unless
-``--misses``: then the speculative arm runs once more with every suggestion wrong (forced acceptance 0)
-and a long think time, so each turn's wrong suggestion is forked, runs to its end in the sandbox, and its
-tool results are checked against the candidate's expectations (bench/forkcheck.py).
+Loading reports format errors as ``file:line: reason`` (:mod:`speculate.sim.check`, which checks only that).
+The replay runs every turn once in the plain arm (think time 0, fast clock) on a fresh copy of the scenario's
+workspace, through the real agent loop and tools with the workspace's own toolchain (bench/toolchain.py), and
+lists each turn's unmet tool-result expectations, model errors and simulator fallbacks (a turn the script
+could not answer). Candidates other than the intent are validated but not replayed (their steps run only when
+a user takes them) unless ``--misses``: then the speculative arm runs once more with every suggestion wrong
+(forced acceptance 0) and a long think time, so each turn's wrong suggestion is forked, runs to its end in the
+sandbox, and its tool results are checked against the candidate's expectations (bench/forkcheck.py).
 """
 
 from __future__ import annotations
