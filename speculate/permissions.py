@@ -36,7 +36,7 @@ from speculate.permission_rules import (
 )
 from speculate.tools.base import Tool
 
-Mode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
+Mode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
 Behavior = Literal["allow", "ask", "deny"]
 MODES: tuple[str, ...] = get_args(Mode)
 EDIT_TOOLS = frozenset({"Write", "Edit"})
@@ -63,6 +63,7 @@ class PermissionGate:
         root: str | os.PathLike[str] | None = None,
         known_tools: Iterable[str] = KNOWN_TOOLS,
         home: str | os.PathLike[str] | None = None,
+        additional_dirs: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown permission mode {mode!r} (modes: {', '.join(MODES)})")
@@ -77,13 +78,27 @@ class PermissionGate:
         self.places = Places(
             cwd=self.root or Path.cwd(), home=Path(home) if home is not None else Path.home()
         )
+        # The working directories (Claude Code's term): the project and ``additionalDirectories``. Reads
+        # outside them ask; relative ones resolve against the project.
+        self.additional_dirs = tuple(Path(os.path.abspath(self.places.cwd / d)) for d in additional_dirs)
 
     def __repr__(self) -> str:
         counts = f"allow={len(self.allow)}, deny={len(self.deny)}, ask={len(self.ask)}"
         return f"PermissionGate(mode={self.mode!r}, {counts})"
 
-    def check(self, tool: Tool, inp: BaseModel | Mapping[str, Any]) -> Decision:
-        """The decision for one call; ``inp`` raw (validated here, ToolError if invalid) or parsed."""
+    def check(
+        self, tool: Tool, inp: BaseModel | Mapping[str, Any], *, cwd: str | os.PathLike[str] | None = None
+    ) -> Decision:
+        """The decision for one call; ``inp`` raw (validated here, ToolError if invalid) or parsed.
+        ``cwd``: the Bash tool's current directory (it persists across calls), default the project."""
+        decision = self._check(tool, inp, cwd=cwd)
+        if decision.behavior == "ask" and self.mode == "dontAsk":
+            return Decision("deny", f"dontAsk mode: {decision.reason} Asking is off, so it was refused.", decision.rule)
+        return decision
+
+    def _check(
+        self, tool: Tool, inp: BaseModel | Mapping[str, Any], *, cwd: str | os.PathLike[str] | None = None
+    ) -> Decision:
         if not isinstance(inp, BaseModel):
             inp = tool.parse(inp)
         name = tool.name

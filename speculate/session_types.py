@@ -18,7 +18,7 @@ from speculate.models.base import Model
 from speculate.speculation.events import SpeculationRecord
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
-PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan"]
+PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
 
 
 @dataclass(kw_only=True)
