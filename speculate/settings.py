@@ -160,6 +160,7 @@ class SettingsFile(BaseModel):
     hooks: dict[str, list[HookMatcher]] = {}
     permissions: Permissions = Permissions()
     speculation: Speculation = Speculation()
+    claudeMdExcludes: list[str] = []  # instructions files not to load (speculate.instruction_rules)
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,21 @@ def settings_paths(project: Path, *, user: Path | None = None) -> list[Path]:
         project / ".claude" / "settings.json",
         project / ".claude" / "settings.local.json",
     ]
+
+
+def claude_md_excludes(project: Path, *, user: Path | None = None) -> tuple[str, ...]:
+    """``claudeMdExcludes`` of every settings file, joined as Claude Code joins them: patterns of the
+    instructions files not to load. A missing or malformed file adds nothing (:func:`load_settings` says
+    what is wrong with it)."""
+    out: list[str] = []
+    for path in settings_paths(project, user=user):
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        value = raw.get("claudeMdExcludes") if isinstance(raw, dict) else None
+        out += [p for p in value if isinstance(p, str) and p not in out] if isinstance(value, list) else []
+    return tuple(out)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
