@@ -59,12 +59,16 @@ class ShellResult:
     stderr: str
     exit_code: int
     timed_out: bool = False
+    # Where the command left the shell (``pwd -P``), for a run given a ``cwd``, and only when it exited 0,
+    # as Claude Code records it: the Bash tool's next command starts there.
+    cwd: str | None = None
 
 
 class Shell(Protocol):
-    """Runs a Bash command for the Bash tool: on the real tree, or sandboxed over a mounted overlay."""
+    """Runs a Bash command for the Bash tool: on the real tree, or sandboxed over a mounted overlay.
+    With ``cwd`` (the Bash tool's calls) it starts there and reports where it ended (``ShellResult.cwd``)."""
 
-    async def run(self, command: str, *, timeout: float) -> ShellResult: ...
+    async def run(self, command: str, *, timeout: float, cwd: StrPath | None = None) -> ShellResult: ...
 
 
 __all__ = ["FileSystem", "Shell", "ShellResult", "StrPath"]

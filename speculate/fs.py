@@ -2,8 +2,9 @@
 
 Both are rooted at the project directory. LocalFS refuses paths that leave the root lexically (``..``,
 absolute paths elsewhere) or through a symlink (checked with ``realpath``), and writes atomically
-(temp file + rename, keeping the old file's mode). LocalShell runs ``bash -c`` in the root in its own
-process group and kills the whole group when the command ends, times out or is cancelled.
+(temp file + rename, keeping the old file's mode). LocalShell runs ``bash -c`` in the root (a Bash tool
+call: in its current directory) in its own process group and kills the whole group when the command ends,
+times out or is cancelled.
 """
 
 from __future__ import annotations
@@ -148,8 +149,39 @@ class LocalFS:
         os.replace(self._resolve(src, follow_last=False), self._resolve(dst, follow_last=False))
 
 
+def tracked_script(command: str, fd: int, tag: str = "") -> str:
+    """``command`` as a Bash tool call runs, the way Claude Code runs it: ``eval`` of the command quoted
+    (its syntax errors read "eval: line 1", ``$1`` and ``$#`` are empty), with fd ``fd`` closed while it
+    runs; then, only if it exited 0, ``\\n<tag><pwd -P>\\0`` (the shell's physical directory) goes to
+    ``fd``, the side channel the next call's directory is read from (:func:`ended_in`). Its exit status is
+    the command's; one that ends in ``exit`` (or fails) records nothing, so the directory stays where it
+    was, as in Claude Code. ``tag`` lets it be found where ``fd`` is a copy of stderr (the sandbox passes
+    no other descriptor)."""
+    quoted = "'" + command.replace("'", "'\\''") + "'"
+    # A directory the command removed makes pwd fail: the line is then empty, and the status still 0.
+    return (
+        f"eval {quoted} {fd}>&- && {{ command printf '\\n%s%s\\0' '{tag}' "
+        f'"$(command pwd -P 2>/dev/null)" >&{fd}; exit 0; }}'
+    )
+
+
+def ended_in(text: str, tag: str = "") -> tuple[str, str | None]:
+    """``text`` without what :func:`tracked_script` wrote with ``tag`` (the last one), and the directory
+    it names (None where there is none, or no directory)."""
+    at = text.rfind("\n" + tag) if tag else (0 if text.startswith("\n") else -1)
+    if at < 0:
+        return text, None
+    end = text.find("\0", at + 1 + len(tag))  # NUL: the one byte no path holds
+    where = text[at + 1 + len(tag) : end if end >= 0 else len(text)]
+    rest = text[:at] + (text[end + 1 :] if end >= 0 else "")
+    return rest, where if where.startswith("/") else None
+
+
 class LocalShell:
-    """Runs ``bash -c`` in ``root`` with stdin closed; keyword-only ``env`` overrides are added on top."""
+    """Runs ``bash -c`` in ``root`` with stdin closed; keyword-only ``env`` overrides are added on top.
+
+    A run given ``cwd`` (a Bash tool call) starts there and reports where the shell ended
+    (``ShellResult.cwd``), read from a pipe of its own (:func:`tracked_script`), never from its output."""
 
     def __init__(self, root: StrPath, *, env: dict[str, str] | None = None) -> None:
         self.root = Path(os.path.abspath(os.fsdecode(root)))
@@ -160,22 +192,41 @@ class LocalShell:
         return f"LocalShell({str(self.root)!r})"
 
     async def run(
-        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        cwd: StrPath | None = None,
     ) -> ShellResult:
         """``stdin`` (a hook's event JSON) is written and closed; without it stdin is closed at once."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
-        proc = await trio.lowlevel.open_process(
-            ["bash", "-c", command],
-            cwd=self.root,
-            env={**self.env, **(env or {})},
-            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, so we can kill everything it started
-        )
+        side_r = side_w = -1
+        if cwd is not None:
+            side_r, side_w = os.pipe()
+        try:
+            proc = await trio.lowlevel.open_process(
+                ["bash", "-c", command if cwd is None else tracked_script(command, side_w)],
+                cwd=self.root if cwd is None else cwd,
+                env={**self.env, **(env or {})},
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group, so we can kill everything it started
+                pass_fds=(side_w,) if cwd is not None else (),
+            )
+        except BaseException:
+            if cwd is not None:
+                os.close(side_r)
+            raise
+        finally:
+            if cwd is not None:
+                os.close(side_w)  # the child's copy is the only writer left: EOF when the shell is gone
         assert proc.stdout is not None and proc.stderr is not None
-        out, err = _Capture(), _Capture()
+        out, err, side = _Capture(), _Capture(), _Capture()
+        side_stream = trio.lowlevel.FdStream(side_r) if cwd is not None else None
         try:
             with trio.move_on_after(timeout) as scope:
                 async with trio.open_nursery() as nursery:
@@ -183,6 +234,8 @@ class LocalShell:
                         nursery.start_soon(_feed, proc.stdin, stdin or b"")
                     nursery.start_soon(out.drain, proc.stdout)
                     nursery.start_soon(err.drain, proc.stderr)
+                    if side_stream is not None:
+                        nursery.start_soon(side.drain, side_stream)
                     await proc.wait()
                     # Background children would hold the pipes open: they do not outlive the command.
                     _kill_group(proc.pid)
@@ -194,13 +247,17 @@ class LocalShell:
                     await proc.stdin.aclose()
                 await proc.stdout.aclose()
                 await proc.stderr.aclose()
+                if side_stream is not None:
+                    await side_stream.aclose()
         code = proc.returncode
         assert code is not None
+        _, ended = ended_in(side.text()) if cwd is not None and not scope.cancelled_caught else ("", None)
         return ShellResult(
             stdout=out.text(),
             stderr=err.text(),
             exit_code=128 - code if code < 0 else code,  # killed by signal N -> 128+N, as bash reports
             timed_out=scope.cancelled_caught,
+            cwd=ended if code == 0 else None,
         )
 
 
@@ -238,4 +295,4 @@ class _Capture:
         return s
 
 
-__all__ = ["LocalFS", "LocalShell"]
+__all__ = ["LocalFS", "LocalShell", "ended_in", "tracked_script"]

@@ -45,9 +45,9 @@ and say what you assumed.
 - Edit: replace an exact, unique string in a file. Copy old_string from Read's output without the line \
 number prefix, whitespace included; add surrounding lines to make it unique.
 - Write: create a file, or replace one whole. Prefer Edit for changes to an existing file.
-- Bash: run a shell command in the project root (a fresh shell each call, stdin closed). Use it for tests, \
-builds, git and project scripts; not for reading or searching files. Commands that change state outside the \
-project, or that reach the network, need the user's permission.
+- Bash: run a shell command (stdin closed; a `cd` carries over to the next call, variables do not). Use it \
+for tests, builds, git and project scripts; not for reading or searching files. Commands that change state \
+outside the project, or that reach the network, need the user's permission.
 - Tools whose names start with mcp__ come from the user's MCP servers: call them as their descriptions say.
 - Independent reads and searches can be requested together in one response; they run in parallel.
 - A tool result marked as an error says why; adapt to it (a denied call means the user or a hook refused \

@@ -47,7 +47,7 @@ from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
 from speculate.speculation.host import IgnoreReason
 from speculate.tempfiles import temp_dir
 from speculate.tools import default_tools
-from speculate.tools.base import ToolContext
+from speculate.tools.base import ShellDir, ToolContext
 from speculate.transcript import Transcript
 from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
@@ -104,7 +104,10 @@ class Session(SessionCompaction):
             fs=LocalFS(self.project),
             shell=LocalShell(self.project, env=cfg.tool_env),
             spill_dir=self.spill_dir,
+            # The Bash tool's directory may stay in the additional working directories, as in Claude Code.
+            shell_dir=ShellDir(working_dirs=tuple(self.authorizer.gate.additional_dirs)),
         )
+        self.authorizer.ctx = self.ctx  # the gate is given the Bash tool's current directory
         self.messages: list[Message] = []
         self.agent = Agent(
             model=cfg.model,

@@ -18,7 +18,7 @@ import trio
 from pydantic import BaseModel
 
 from speculate.agent_types import BoundaryKind, BoundaryReached, ToolDenied, summarize
-from speculate.tools.base import Tool
+from speculate.tools.base import Tool, ToolContext
 from speculate.types import Block
 
 if TYPE_CHECKING:
@@ -52,6 +52,11 @@ class Question:
     rule: str
 
 
+def cwd_of(ctx: ToolContext | None) -> Path | None:
+    """The Bash tool's current directory in ``ctx`` (None without one: the gate takes the project root)."""
+    return ctx.cwd if ctx is not None else None
+
+
 def always_rule(tool: str, inp: BaseModel) -> str:
     cmd = getattr(inp, "command", None)
     return f"Bash({cmd})" if tool == "Bash" and cmd else tool
@@ -59,6 +64,9 @@ def always_rule(tool: str, inp: BaseModel) -> str:
 
 class MainAuthorizer:
     """The normal loop: allowed calls run, denied ones get an is_error result, the rest ask the user."""
+
+    # The tools' context, whose Bash directory (``ctx.cwd``) the gate is given; the session sets it.
+    ctx: ToolContext | None = None
 
     def __init__(
         self,
@@ -83,16 +91,27 @@ class MainAuthorizer:
         self.gate = _gate(mode, self.allow, self.deny, self.root, self.ask_rules)
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
-        return self.gate.check(tool, inp).behavior == "allow"
+        return self.gate.check(tool, inp, cwd=cwd_of(self.ctx)).behavior == "allow"
 
     async def before_hooks(self, tool: Tool, inp: BaseModel, block: Block) -> None:
-        if tool.name in FILE_TOOLS and (d := self.gate.check(tool, inp)).behavior == "deny":
+        if (
+            tool.name in FILE_TOOLS
+            and (d := self.gate.check(tool, inp, cwd=cwd_of(self.ctx))).behavior == "deny"
+        ):
             raise ToolDenied(d.reason)
 
     async def authorize(
-        self, tool: Tool, inp: BaseModel, block: Block, *, hook: HookDecision = None, hook_reason: str = ""
+        self,
+        tool: Tool,
+        inp: BaseModel,
+        block: Block,
+        *,
+        hook: HookDecision = None,
+        hook_reason: str = "",
+        cwd: Path | None = None,
     ) -> None:
-        d = self.gate.check(tool, inp)
+        """``cwd``: where the Bash command runs, when not in this session's directory (an accepted fork's)."""
+        d = self.gate.check(tool, inp, cwd=cwd or cwd_of(self.ctx))
         if d.behavior == "deny":
             raise ToolDenied(d.reason)
         if hook == "allow" and not (d.behavior == "ask" and d.rule is not None):
@@ -134,6 +153,9 @@ class SpecAuthorizer:
     ``hook_stop(tool)`` says why a call must not start because a hook would run around it where there is
     no sandbox (:meth:`speculate.hooks.HookRunner.stops_call`).
     """
+
+    # The fork's tools' context, whose Bash directory the gate is given; the fork's runner sets it.
+    ctx: ToolContext | None = None
 
     def __init__(
         self,
@@ -180,7 +202,7 @@ class SpecAuthorizer:
         is_mcp = tool.name.startswith("mcp__")
         if tool.name not in SPEC_TOOLS and not is_mcp:
             return "denied_tool", f"{tool.name} is not allowed while speculating"
-        d = self.gate.check(tool, inp)
+        d = self.gate.check(tool, inp, cwd=cwd_of(self.ctx))
         if d.behavior == "deny":
             return "denied_tool", d.reason
         if is_mcp and not tool.is_read_only(inp):
@@ -250,7 +272,7 @@ class SpecAuthorizer:
             return None
         if hook == "ask":
             return f"a PreToolUse hook asks ({hook_reason or 'no reason given'})"
-        d = self.gate.check(tool, inp)
+        d = self.gate.check(tool, inp, cwd=cwd_of(self.ctx))
         return d.reason if d.behavior == "ask" and not (hook == "allow" and d.rule is None) else None
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
@@ -272,7 +294,9 @@ class SpecAuthorizer:
             return
         if self.live is not None:  # accepted: the user is asked at the call, as live (ToolDenied on "n")
             async with self.asking:
-                await self.live.authorize(tool, inp, block, hook=hook, hook_reason=hook_reason)
+                await self.live.authorize(
+                    tool, inp, block, hook=hook, hook_reason=hook_reason, cwd=cwd_of(self.ctx)
+                )
             return
         if self.approvals is None:
             raise BoundaryReached("bash", f"{getattr(inp, 'command', '')!r}: {why}", block.get("id"))

@@ -198,6 +198,8 @@ class SpeculationEngine(EngineRecords):
                 f"messages, the fork started at {spec.prefix_len})"
             )
         self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len :], complete=spec.complete))
+        # The live run would have ended in the fork's directory: the session's Bash goes on from there.
+        self.s.ctx.shell_dir.path = spec.agent.ctx.shell_dir.path
         self._spec = None
         self._close(spec, "accepted", promotion.note)
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)

@@ -87,11 +87,20 @@ class ForkRunner:
             fs=spec.overlay,
             approvals=spec.approvals,
         )
+        # Its Bash commands start where the session's would (the sandbox mounts the view at the project's
+        # own path, so that directory is the same path in it), and its own `cd`s carry on from there.
+        ctx = ToolContext(
+            fs=BoundedWrites(spec.overlay),
+            shell=shell,
+            spill_dir=self.s.spill_dir,
+            shell_dir=self.s.ctx.shell_dir.copy(),
+        )
+        authorizer.ctx = ctx
         spec.agent = Agent(
             model=self.s.cfg.model,
             key=self.s.key,
             tools=self.s.tools,
-            ctx=ToolContext(fs=BoundedWrites(spec.overlay), shell=shell, spill_dir=self.s.spill_dir),
+            ctx=ctx,
             authorizer=authorizer,
             messages=copy.deepcopy(snapshot),
             max_turns=self.s.cfg.spec_max_turns,

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from speculate.speculation.approvals import ApproveFn
     from speculate.speculation.authorize import MainAuthorizer
     from speculate.speculation.events import EventLog, SpeculationRecord
-    from speculate.tools.base import Tool
+    from speculate.tools.base import Tool, ToolContext
     from speculate.types import Message
     from speculate.workspace import Workspace
 
@@ -33,6 +33,7 @@ class Host(Protocol):
     project: Path
     key: CacheKey
     tools: list[Tool]
+    ctx: ToolContext  # the live tools' context: where the session's Bash commands run now (ctx.cwd)
     messages: list[Message]
     spill_dir: Path
     session_id: str

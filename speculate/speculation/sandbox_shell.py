@@ -13,20 +13,27 @@ the FUSE view and fuse-overlayfs the same way): ``mv`` and ``shutil.move`` copy 
 file systems, but a bare ``rename(2)`` fails where the live path's would have worked. Such a failure stops
 the fork at a ``bash`` boundary (its overlay discarded), so the model never goes on from an error the live
 path would not have met (:func:`rename_refused`); accepting runs the prompt normally.
+
+A Bash call starts in the fork's current directory (it starts as the parent session's) and reports where it
+ended, as LocalShell's does: the view is mounted at the project's own path, so a directory in the project is
+the same path in it. One outside the project (an additional working directory the live session may stay in)
+is not in the sandbox: a command that would start there stops the fork at a ``bash`` boundary.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-from speculate import ShellResult
+from speculate import ShellResult, StrPath
 from speculate.agent_types import BoundaryReached
+from speculate.fs import ended_in, tracked_script
 from speculate.speculation.guard import Protection, check_overlay
 
 
@@ -105,11 +112,24 @@ class SandboxShell:
                 pass  # nothing to keep: each command meets the same error and stops the fork with it
 
     async def run(
-        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        cwd: StrPath | None = None,
     ) -> ShellResult:
         from overlayfs.mount import MountError
         from overlayfs.sandbox import CancelToken, SandboxLimits, run_in_overlay, sandbox_env
 
+        argv, tag = [command], ""
+        if cwd is not None:
+            cwd = self._inside(cwd, command)
+            # The sandbox passes the command no descriptor but its three: where it ended comes back on a copy
+            # of stderr, under a tag the command cannot guess, and is taken out of what the model sees.
+            tag = f"speculate-cwd-{secrets.token_hex(8)}:"
+            argv = [f"exec 9>&2; {tracked_script(command, 9, tag)}"]
         token = CancelToken()
 
         async def kill_on_cancel() -> None:
@@ -129,8 +149,9 @@ class SandboxShell:
                 out = await trio.to_thread.run_sync(
                     lambda: run_in_overlay(
                         self.overlay,
-                        [shell, "-c", command],
+                        [shell, "-c", *argv],
                         timeout=timeout,
+                        cwd=cwd,
                         backend=self.backend,
                         cancel=token,
                         limits=self.limits,
@@ -141,10 +162,11 @@ class SandboxShell:
                 nursery.cancel_scope.cancel()
         except MountError as e:  # the view could not be mounted (or the sandbox built) for this command
             raise BoundaryReached("error", f"{command!r}: the sandbox could not start: {e}") from e
+        stderr, ended = ended_in(out.stderr, tag) if tag else (out.stderr, None)
         if out.limit is not None:
-            raise BoundaryReached("resource", f"{command!r}: {out.stderr.strip().splitlines()[-1]}")
+            raise BoundaryReached("resource", f"{command!r}: {stderr.strip().splitlines()[-1]}")
         fsize = self.limits.upper_bytes if self.limits is not None else SandboxLimits().upper_bytes
-        if file_size_hit(out.exit_code, out.stdout + out.stderr):
+        if file_size_hit(out.exit_code, out.stdout + stderr):
             big = _largest_file(self.overlay.upper, fsize)
             raise BoundaryReached(
                 "resource",
@@ -152,7 +174,7 @@ class SandboxShell:
                 "(RLIMIT_FSIZE)" + (f": {big}" if big else ""),
                 discard=True,
             )
-        if rename_refused(out.exit_code, out.stdout + out.stderr):
+        if rename_refused(out.exit_code, out.stdout + stderr):
             raise BoundaryReached(
                 "bash",
                 f"{command!r}: a directory rename the speculation's overlay answers with "
@@ -169,7 +191,21 @@ class SandboxShell:
                 command=command,
                 read_only=self._read_only,
             )
-        return ShellResult(out.stdout, out.stderr, out.exit_code, out.timed_out)
+        ended = ended if out.exit_code == 0 and not out.timed_out else None
+        return ShellResult(out.stdout, stderr, out.exit_code, out.timed_out, cwd=ended)
+
+    def _inside(self, cwd: StrPath, command: str) -> str:
+        """``cwd`` spelled under the project's path, where the sandbox mounts the view; outside: a boundary."""
+        lower = os.path.abspath(self.overlay.lower)
+        for spelled in (os.path.abspath(cwd), os.path.realpath(cwd)):
+            for root in {lower, os.path.realpath(lower)}:
+                if spelled == root or spelled.startswith(root.rstrip("/") + "/"):
+                    return os.path.join(lower, os.path.relpath(spelled, root))
+        raise BoundaryReached(
+            "bash",
+            f"{command!r}: it would run in {os.fspath(cwd)}, outside the project, which is all a "
+            "speculation's sandbox holds",
+        )
 
     def _read_only(self, command: str) -> bool:
         from speculate.shell import classify
@@ -211,6 +247,12 @@ class NoShell:
         self.why = why
 
     async def run(
-        self, command: str, *, timeout: float, stdin: bytes | None = None, env: dict[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        cwd: StrPath | None = None,
     ) -> ShellResult:
         raise BoundaryReached("bash", f"{command!r}: speculative Bash is {self.why}")

@@ -65,6 +65,20 @@ class ToolResult:
 
 
 @dataclass
+class ShellDir:
+    """The Bash tool's current directory in one session (or fork)."""
+
+    # Where the next command starts (physical, as ``pwd -P`` prints it); None: the project root.
+    path: Path | None = None
+    # Directories besides the project where it may stay (the permission gate's additional working
+    # directories): a command that ends anywhere else resets it to the project root.
+    working_dirs: tuple[Path, ...] = ()
+
+    def copy(self) -> ShellDir:
+        return ShellDir(self.path, self.working_dirs)
+
+
+@dataclass
 class ToolContext:
     fs: FileSystem
     shell: Shell
@@ -75,6 +89,15 @@ class ToolContext:
     # Project-relative paths Glob and Grep leave out of their results (files a Read deny rule covers, as
     # Claude Code does); the agent fills it from its permission gate when it is None.
     hidden: Callable[[str], bool] | None = None
+    # Where the Bash tool's commands run: one object for the session, shared by the copies of this context
+    # (the agent's), and a fork's own.
+    shell_dir: ShellDir = field(default_factory=ShellDir)
+
+    @property
+    def cwd(self) -> Path:
+        """The Bash tool's current directory, an absolute path: a ``cd`` persists from call to call in one
+        session, as in Claude Code (:mod:`speculate.tools.bash`). The permission gate is given it."""
+        return self.shell_dir.path if self.shell_dir.path is not None else Path(self.fs.root)
 
 
 class Tool(ABC):
