@@ -10,7 +10,8 @@ A rule is ``Tool`` or ``Tool(specifier)``; ``Tool(*)`` is the same as ``Tool``. 
   file's root (the project for ``.claude/settings*.json``, ``~/.claude`` for the user's settings: what
   Claude Code 2.1.332 does), ``./path`` or ``path`` from the working directory (the project). A pattern
   without ``/`` matches a name at any depth (``*.env``, ``./d.txt``); ``**`` spans directories; a rule
-  matches a path when it matches the path or one of its parent directories.
+  matches a path when it matches the path or one of its parent directories. Case is ignored, as Claude
+  Code ignores it.
 - ``mcp__server`` or ``mcp__server__*``: every tool of that server; ``mcp__server__tool``: one tool.
 
 A rule read from a settings file remembers the file (:class:`RuleText`, a ``str``): ``/path`` needs it.
@@ -211,7 +212,10 @@ def targets(raw: str | None, places: Places, *, resolve: bool) -> list[str]:
 def path_match(rule: Rule, path: str, places: Places, *, directory: bool) -> bool:
     """Does the path rule cover the absolute ``path`` (``directory``: a directory searched as a whole)?"""
     root, pattern = anchor(rule, places)
-    rel = os.path.relpath(path, root)
+    # Claude Code matches paths ignoring case (observed: Read(Private.txt) denies private.txt): a rule must
+    # not be dodged by a case-insensitive file system's other spelling of the same file.
+    pattern = pattern.casefold()
+    rel = os.path.relpath(path, root).casefold()
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
         return False
     parts = [] if rel == "." else rel.split(os.sep)

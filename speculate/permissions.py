@@ -21,6 +21,9 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel
 
+from speculate.permission_bash import Places as BashPlaces
+from speculate.permission_bash import decide as decide_bash
+from speculate.permission_bash import inside, sensitive_path
 from speculate.permission_rules import (
     DIRECTORY_TOOLS,
     KNOWN_TOOLS,
@@ -29,7 +32,6 @@ from speculate.permission_rules import (
     Places,
     Rule,
     RuleText,
-    bash_match,
     path_match,
     split_command,
     targets,
@@ -48,6 +50,9 @@ class Decision:
     behavior: Behavior
     reason: str  # for a denial: the content of the is_error tool_result
     rule: str | None = None  # the rule that decided, if one did
+    # An ask that neither an allow rule nor a PreToolUse hook's "allow" answers: an ask rule, a sensitive
+    # file (Claude Code asks for those whatever the hook says).
+    firm: bool = False
 
 
 class PermissionGate:
@@ -93,7 +98,9 @@ class PermissionGate:
         ``cwd``: the Bash tool's current directory (it persists across calls), default the project."""
         decision = self._check(tool, inp, cwd=cwd)
         if decision.behavior == "ask" and self.mode == "dontAsk":
-            return Decision("deny", f"dontAsk mode: {decision.reason} Asking is off, so it was refused.", decision.rule)
+            return Decision(
+                "deny", f"dontAsk mode: {decision.reason} Asking is off, so it was refused.", decision.rule
+            )
         return decision
 
     def _check(
@@ -102,29 +109,64 @@ class PermissionGate:
         if not isinstance(inp, BaseModel):
             inp = tool.parse(inp)
         name = tool.name
+        if name == "Bash":
+            return decide_bash(self, _cmd(inp), cwd=cwd)
         if rule := self._first(self.deny, name, inp, any_part=True, denying=True):
             return Decision("deny", f"Permission to use {name} was denied by rule {rule.text!r}.", rule.text)
         read_only = tool.is_read_only(inp)
         if self.mode == "plan" and not read_only:
-            what = "Bash command that may change state" if name == "Bash" else f"{name} (it changes files)"
             return Decision(
                 "deny",
-                f"Plan mode: no changes allowed, so this {what} was refused. Only read-only tools may run.",
+                f"Plan mode: no changes allowed, so this {name} (it changes files) was refused. "
+                "Only read-only tools may run.",
             )
         if rule := self._first(self.ask, name, inp, any_part=True):
-            return Decision("ask", f"Rule {rule.text!r} requires confirmation for {name}.", rule.text)
+            return Decision(
+                "ask", f"Rule {rule.text!r} requires confirmation for {name}.", rule.text, firm=True
+            )
+        path = self._path(name, inp)
+        if (
+            path is not None
+            and name in EDIT_TOOLS
+            and self.mode != "bypassPermissions"
+            and self.sensitive(path)
+        ):
+            return Decision(
+                "ask", f"Claude requested permissions to edit {path} which is a sensitive file.", firm=True
+            )
         if rule := self._first(self.allow, name, inp, any_part=False):
             return Decision("allow", f"Allowed by rule {rule.text!r}.", rule.text)
         if self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions mode.")
+        if path is not None and not inside(path, self.working):
+            verb = "write to" if name in EDIT_TOOLS else "read from"
+            return Decision(
+                "ask",
+                f"Claude requested permissions to {verb} {path}, which is outside the working directories "
+                f"for this session ({', '.join(self.working)}).",
+            )
         if read_only:
             return Decision("allow", f"{name} is read-only.")
         if self.mode == "acceptEdits" and name in EDIT_TOOLS:
             return Decision("allow", "acceptEdits mode allows file edits.")
-        if name == "Bash":
-            return Decision("ask", f"Bash command may change state and needs permission: {_cmd(inp)}")
         target = getattr(inp, "file_path", None)
         return Decision("ask", f"{name}{f' of {target}' if target else ''} needs permission.")
+
+    @property
+    def working(self) -> tuple[str, ...]:
+        """The working directories (Claude Code's term): the project and ``additionalDirectories``."""
+        return (str(self.places.cwd), *map(str, self.additional_dirs))
+
+    def sensitive(self, path: str) -> bool:
+        """Whether writing the absolute ``path`` needs the user whatever the rules say (:mod:`speculate.sensitive`)."""
+        return sensitive_path(path, BashPlaces(str(self.places.cwd), str(self.places.home), self.working))
+
+    def _path(self, name: str, inp: BaseModel) -> str | None:
+        field = PATH_FIELDS.get(name)
+        raw = getattr(inp, field, None) if field else None
+        if field is None or (raw is None and name not in DIRECTORY_TOOLS):
+            return None
+        return os.path.normpath(os.path.join(self.places.cwd, os.path.expanduser(raw) if raw else "."))
 
     def hides(self, rel: str) -> bool:
         """Whether a Read deny rule covers the project file ``rel``: Glob and Grep leave it out of their
@@ -148,29 +190,11 @@ class PermissionGate:
     def _first(
         self, rules: Sequence[Rule], name: str, inp: BaseModel, *, any_part: bool, denying: bool = False
     ) -> Rule | None:
-        """First rule matching the call. For a compound Bash command: any part (deny/ask), or every part
-        matched by some rule (allow); a command substitution never satisfies an allow rule. For a path:
-        any of its forms (as written, symlinks resolved) for deny/ask, all of them for allow."""
+        """First rule matching a file or MCP tool's call (Bash: :mod:`speculate.permission_bash`). For a
+        path: any of its forms (as written, symlinks resolved) for deny/ask, all of them for allow."""
         candidates = [r for r in rules if r.covers(name, denying=denying)]
         if not candidates:
             return None
-        if name == "Bash":
-            command = _cmd(inp)
-            parts, subst = split_command(command)
-            for r in candidates:
-                if r.specifier is None:
-                    return r
-            if any_part:
-                return next((r for r in candidates if any(bash_match(r, p) for p in [*parts, command])), None)
-            # An exact rule (no wildcard) for the whole line is what "always allow this command" stores.
-            exact = next(
-                (r for r in candidates if r.specifier and "*" not in r.specifier and bash_match(r, command)),
-                None,
-            )
-            if exact or subst or not parts:
-                return exact
-            chosen = [next((r for r in candidates if bash_match(r, p)), None) for p in parts]
-            return chosen[0] if all(chosen) else None
         field = PATH_FIELDS.get(name)
         raw = getattr(inp, field, None) if field else None
         paths = targets(raw, self.places, resolve=any_part) if field else []

@@ -1,5 +1,5 @@
 """The bench's approval policy: what the simulated user answers on accepting a speculation that ran a
-command the live path would have asked about (``rm -rf build`` in acceptEdits)."""
+command the live path would have asked about (``find build -delete`` in acceptEdits; Claude Code lets ``rm -rf build`` through there)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ turns:
   - prompt: "delete the build directory"
     steps:
       - tools:
-          - Bash: {command: "rm -rf build"}
+          - Bash: {command: "find build -delete"}
       - text: "Removed build/."
     suggestion: null
 """
@@ -69,9 +69,9 @@ def test_the_approval_policy_decides_whether_the_speculation_is_used(
     # What the command changed is known once it has finished; on a loaded machine the (time-scaled) user may
     # take the suggestion while it still runs, and is then shown what it did so far.
     assert spec["approvals"][0] in (
-        "Bash(rm -rf build): deleted build/",
-        "Bash(rm -rf build): no change to the project (so far: it was still running)",
-        "Bash(rm -rf build): deleted build/ (so far: it was still running)",
+        "Bash(find build -delete): deleted build/",
+        "Bash(find build -delete): no change to the project (so far: it was still running)",
+        "Bash(find build -delete): deleted build/ (so far: it was still running)",
     )
     assert spec["outcome"] == ("accepted" if accepted else "declined")
     assert turns[1]["error"] == ""  # declined: the live turn ran it, the simulated user answering y

@@ -149,14 +149,16 @@ def test_ask_before_an_edit_is_an_edit_boundary_and_deny_refuses_as_live(
 
 def test_updated_input_is_what_the_fork_classifies_and_gates(tmp_path: Path) -> None:
     root = make_project(tmp_path)
-    settings(root, "Bash", prints(pre(updatedInput={"command": "touch made-by-hook.txt"})))
+    # touch alone runs without asking in acceptEdits (as in Claude Code 2.1.332); chmod is asked about.
+    cmd = "touch made-by-hook.txt && chmod 600 made-by-hook.txt"
+    settings(root, "Bash", prints(pre(updatedInput={"command": cmd})))
 
     async def main() -> None:
         async with spec_session(root) as s:
             spec = await speculate(s, "run echo")
             # echo would not be asked about in acceptEdits; the command the hook substituted writes, so it is.
             (p,) = spec.approvals.pending
-            assert p.summary == "Bash(touch made-by-hook.txt)" and p.files.words() == "wrote made-by-hook.txt"
+            assert p.summary == f"Bash({cmd})" and p.files.words() == "wrote made-by-hook.txt"
             assert spec.overlay.exists("made-by-hook.txt") and not (root / "made-by-hook.txt").exists()
 
     trio.run(main)

@@ -1,6 +1,6 @@
 """Accepting a suggestion does what typing the prompt and answering its questions would: in every permission
 mode the set of questions asked is the same speculated and typed, answering no leaves the tree as it was,
-and answering yes leaves the same tree. A sandboxed command the live path would ask about (``rm -rf build``
+and answering yes leaves the same tree. A sandboxed command the live path would ask about (``find build -delete``
 in default mode, ``python -m pytest -q`` in acceptEdits) runs in the fork and is asked about on acceptance,
 before anything lands."""
 
@@ -48,7 +48,7 @@ turns:
   - prompt: "clean and test"
     steps:
       - tools:
-          - Bash: {command: "rm -rf build"}
+          - Bash: {command: "find build -delete"}
       - tools:
           - Bash: {command: "python -m pytest -q"}
       - tools:
@@ -56,7 +56,7 @@ turns:
       - text: "Cleaned and tested."
     suggestion: null
 """
-RM, PYTEST = "Bash(rm -rf build)", "Bash(python -m pytest -q)"
+RM, PYTEST = "Bash(find build -delete)", "Bash(python -m pytest -q)"
 
 
 @pytest.fixture(autouse=True)
@@ -89,6 +89,7 @@ async def session(
                 tool_env=env,  # type: ignore[arg-type]
                 user_dir=root.parent / f"{root.name}-user",
                 events_path=root.parent / f"{root.name}.jsonl",
+                trusted=True,  # the test's own workspace: its allow rules count (speculate.trust)
             )
             async with open_session(cfg, ask=ask, approve=approve) as s:
                 yield s
@@ -107,7 +108,7 @@ async def clean_and_test(root: Path, *, mode: str, speculate: bool, answer: str)
         if speculate and mode != "plan":
             assert await s.wait_suggestion() == "clean and test"
             await s.wait_speculation()
-            assert (root / "build" / "out.o").exists()  # the fork ran rm -rf build in its overlay only
+            assert (root / "build" / "out.o").exists()  # the fork ran find build -delete in its overlay only
         assert asked == []
         out = await s.submit("clean and test")
         asks = mode in ("default", "acceptEdits")  # where the fork ran commands the live path asks about
@@ -153,7 +154,7 @@ def test_the_same_questions_speculated_and_typed(tmp_path: Path, mode: str, answ
         assert mode in ("plan", "bypassPermissions") or not (root / "build").exists()
     if mode in ("default", "acceptEdits"):
         (rec,) = recs
-        assert rec.approvals[0] == "Bash(rm -rf build): deleted build/"
+        assert rec.approvals[0] == "Bash(find build -delete): deleted build/"
         assert rec.approvals[1].startswith("Bash(python -m pytest -q): wrote ")
         assert rec.approval == ("approved" if answer == "y" else "declined")
         assert rec.outcome == ("accepted" if answer == "y" else "declined")
@@ -161,7 +162,7 @@ def test_the_same_questions_speculated_and_typed(tmp_path: Path, mode: str, answ
 
 def test_an_allow_rule_takes_the_question_away_speculated_and_typed(tmp_path: Path) -> None:
     typed, spec, recs, typed_root, root = typed_then_speculated(
-        tmp_path, mode="acceptEdits", answer="y", allow=["Bash(rm -rf build)"]
+        tmp_path, mode="acceptEdits", answer="y", allow=["Bash(find build -delete)"]
     )
     assert typed == spec == [PYTEST]
     assert [a.split(":")[0] for a in recs[0].approvals] == [PYTEST]

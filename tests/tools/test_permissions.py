@@ -35,7 +35,11 @@ MODE_TABLE = [
     ("default", "Bash", RISKY, "ask"),
     ("acceptEdits", "Edit", EDIT, "allow"),
     ("acceptEdits", "Write", WRITE, "allow"),
-    ("acceptEdits", "Bash", RISKY, "ask"),
+    # acceptEdits lets file commands through inside the project (Claude Code 2.1.332 ran `rm -rf build`)
+    ("acceptEdits", "Bash", RISKY, "allow"),
+    ("acceptEdits", "Bash", {"command": "chmod +x build/run.sh"}, "ask"),
+    ("acceptEdits", "Bash", {"command": "rm -rf ."}, "ask"),
+    ("acceptEdits", "Bash", {"command": "cp -r src /tmp/elsewhere"}, "ask"),
     ("bypassPermissions", "Edit", EDIT, "allow"),
     ("bypassPermissions", "Bash", RISKY, "allow"),
     ("plan", "Read", READ, "allow"),
