@@ -155,9 +155,10 @@ def decide(gate: PermissionGate, command: str, *, cwd: str | os.PathLike[str] | 
 def _texts(command: str, facts: Facts) -> list[str]:
     """Every text a Bash rule is matched against: each simple command as it runs, each part as written,
     and the whole line."""
-    parts, _ = split_command(command)
     runs = [c.text for c in facts.commands if c.name is not None]
     gits = [_git_subcommand(c) for c in facts.commands if c.name == "git"]
+    # Where the parse failed, the text split too: a part the parser lost must still meet the deny rules.
+    parts = split_command(command)[0] if facts.unparsed else []
     return [*runs, *(g for g in gits if g), *facts.parts, *parts, command]
 
 

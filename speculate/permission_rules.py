@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from speculate.errors import SpeculateError
@@ -108,6 +109,7 @@ class Rule:
 # -- Bash ------------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1024)  # checked against every simple command of every call
 def bash_pattern(spec: str) -> re.Pattern[str]:
     if spec.endswith(":*"):  # legacy prefix form: "npm run test:*"
         spec = spec[:-2] + " *"

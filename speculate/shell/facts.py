@@ -83,6 +83,7 @@ class Facts:
     redirects: list[str | None]  # absolute targets of output redirections to files (a subset of writes)
     opaque: list[str]  # why a part cannot be checked before it runs (substitution, eval, obfuscation, ...)
     parts: list[str]  # the source text of each simple command
+    unparsed: bool = False  # the parser met an error: some text may be in no part
 
     @property
     def tops(self) -> list[Command]:
@@ -277,11 +278,11 @@ def analyze(command: str, *, cwd: str | os.PathLike[str], home: str | os.PathLik
     """The facts of one command line run in ``cwd``; ``home`` is what ``~`` expands to."""
     collector = _Collector(os.fspath(cwd), os.fspath(home))
     if "\0" in command:
-        return Facts([], [], [], ["the command contains a NUL byte"], [])
+        return Facts([], [], [], ["the command contains a NUL byte"], [], True)
     tree = parse(command)
     opaque = collector.opaque
     if (depth := syntax_depth(tree)) > MAX_DEPTH:
-        return Facts([], [], [], [f"the command is nested {depth} levels deep"], [])
+        return Facts([], [], [], [f"the command is nested {depth} levels deep"], [], True)
     if tree.root_node.has_error:
         opaque.append("the command cannot be parsed")
     if why := obfuscation(command):
@@ -292,7 +293,10 @@ def analyze(command: str, *, cwd: str | os.PathLike[str], home: str | os.PathLik
         pass
     except RecursionError:
         opaque.append("nested too deeply to read")
-    return Facts(collector.commands, collector.writes, collector.redirects, opaque, collector.parts)
+    unparsed = tree.root_node.has_error or bool(
+        set(opaque) & {"nested too deeply to follow", "nested too deeply to read"}
+    )
+    return Facts(collector.commands, collector.writes, collector.redirects, opaque, collector.parts, unparsed)
 
 
 __all__ = ["READERS", "TRANSPARENT", "Command", "Facts", "analyze", "obfuscation"]

@@ -24,11 +24,13 @@ from overlayfs.changes import Change
 from overlayfs.paths import PathEscapeError, check_link_target
 from speculate.agent_types import BoundaryReached
 from speculate.instructions import is_instructions_path
+from speculate.sensitive import SENSITIVE_DIRS, SENSITIVE_FILES, sensitive_segment
 from speculate.tools.globmatch import has_magic, match_ignore_style
 
-# gitignore-style, at any depth: a nested repository's hooks run as surely as the top one's, and direnv,
-# editors and Claude Code read these from whichever directory the user opens.
-EXECUTION_CONFIG: tuple[str, ...] = (".git", ".claude", ".mcp.json", ".envrc", ".vscode", ".idea")
+# At any depth, ignoring case: a nested repository's hooks run as surely as the top one's, and direnv,
+# editors, shells, hook frameworks and Claude Code read these from whichever directory the user opens. The
+# permission gate's sensitive files (one list: speculate.sensitive), which the live path asks about.
+EXECUTION_CONFIG: tuple[str, ...] = tuple(sorted(SENSITIVE_DIRS | SENSITIVE_FILES))
 # Rewritten by read-only git commands (`git diff` refreshes the stat cache even with GIT_OPTIONAL_LOCKS=0).
 GIT_INDEX = ".git/index"
 MAX_LINKS = 40
@@ -48,19 +50,20 @@ class Protection:
 
     def __init__(self, patterns: Iterable[str] = ()) -> None:
         self.patterns = (*EXECUTION_CONFIG, *patterns)
-        # A plain name (no "/", no glob) matches a path segment: a set lookup, not a regex per parent; the
-        # check runs over every change after every command.
-        self._names = frozenset(
-            p.rstrip("/") for p in self.patterns if "/" not in p.rstrip("/") and not has_magic(p)
-        )
-        self._globs = tuple(p for p in self.patterns if p.rstrip("/") not in self._names)
+        # The user's plain names (no "/", no glob) match a path segment: a set lookup, not a regex per
+        # parent; the check runs over every change after every command. The sensitive list is its own check.
+        extra = tuple(patterns)
+        self._names = frozenset(p.rstrip("/") for p in extra if "/" not in p.rstrip("/") and not has_magic(p))
+        self._globs = tuple(p for p in extra if p.rstrip("/") not in self._names)
 
     def kind(self, rel: str) -> Kind | None:
         rel = os.path.normpath(rel)
         if is_instructions_path(rel):
             return "instructions"
         if rel != "." and (
-            not self._names.isdisjoint(rel.split("/")) or any(matches(p, rel) for p in self._globs)
+            sensitive_segment(rel) is not None
+            or not self._names.isdisjoint(rel.split("/"))
+            or any(matches(p, rel) for p in self._globs)
         ):
             return "protected"
         return None
