@@ -36,7 +36,7 @@ from speculate.agent_types import (
     summarize,
 )
 from speculate.hooks.events import NO_RESPONSE, prompt_stopped, reminder, stop_feedback
-from speculate.instructions import nested_for_calls
+from speculate.instruction_nested import nested_for_calls
 from speculate.models.base import BlockDone, CacheKey, Done, Model, ModelResponse, TextDelta
 from speculate.tools.base import Tool, ToolContext
 from speculate.tools.budget import MESSAGE_RESULT_BUDGET, fit_results
@@ -189,8 +189,8 @@ class Agent(AgentCalls):
                 return False
             return await self._stop_hooks(result)
         results = await self.execute(uses, early, done, result)
-        # A subdirectory's CLAUDE.md, the first time a file there is read or written: after the results, as
-        # Claude Code sends it (the system prompt, and so the cache key, stay as they were).
+        # A subdirectory's CLAUDE.md or a path-scoped rule, the first time a file it covers is read or written:
+        # after the results, as Claude Code sends it (the system prompt, and so the cache key, stay as they were).
         nested = nested_for_calls(self.ctx.fs, uses, results, self.messages)
         notes = [n for b in uses for n in self._notes.get(b["id"], [])] + ([self._stop] if self._stop else [])
         self.messages.append(

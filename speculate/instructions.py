@@ -1,37 +1,37 @@
-"""Project instructions: CLAUDE.md and friends, loaded in Claude Code's order into the system prompt.
+"""Project instructions: CLAUDE.md files and rules, loaded in Claude Code 2.1.332's order into the system prompt.
 
 Lowest precedence first (a later file wins where two disagree):
 
-1. ``~/.claude/CLAUDE.md`` (``$CLAUDE_CONFIG_DIR/CLAUDE.md`` when set): the user's own, for every project;
-2. for each directory from the git root down to the working directory: ``CLAUDE.md``, ``.claude/CLAUDE.md``
-   (checked in) and ``CLAUDE.local.md`` (the user's, not checked in).
+1. ``~/.claude/CLAUDE.md`` (``$CLAUDE_CONFIG_DIR/CLAUDE.md`` when set), then the user's rules
+   (``~/.claude/rules/**/*.md``): the user's own, for every project;
+2. for each directory from the top of the file system (``/`` itself excluded) down to the working
+   directory: ``CLAUDE.md``, ``.claude/CLAUDE.md``, the rules of ``.claude/rules/`` (checked in), then
+   ``CLAUDE.local.md`` (the user's, not checked in). Directories above the git root count too (a monorepo's
+   or the home directory's CLAUDE.md is read, as Claude Code reads it).
 
-Nothing above the git root is read (outside a repository: the working directory alone), so a parent
-repository's instructions never leak in. A file reached twice (a CLAUDE.md symlinked to another) counts once.
-``AGENTS.md`` is not read, as Claude Code 2.1.332 does not read it: a ``CLAUDE.md`` holding ``@AGENTS.md``
-imports it (what Claude Code's docs advise).
+A file reached twice (a CLAUDE.md symlinked to another) counts once. ``AGENTS.md`` is not read, as Claude
+Code 2.1.332 does not read it: a ``CLAUDE.md`` holding ``@AGENTS.md`` imports it (what Claude Code's docs
+advise). Rules (:mod:`speculate.instruction_rules`) whose front matter has ``paths`` wait for a file they
+match; the ``claudeMdExcludes`` setting leaves files out.
 
-``@path`` imports (:mod:`speculate.instruction_imports`) are expanded as files of their own after the file
-that imports them. Files in subdirectories below the working directory are not in the system prompt: the
-agent attaches them to the tool result of the first Read, Edit or Write of a file there
-(:func:`nested_reminders`), as Claude Code does. Each file is cut to :data:`FILE_BUDGET` characters and all
-of them to :data:`TOTAL_BUDGET`, with a note in the text and for the user: one oversized file must not fill
-the context of every request of the session.
+Each file loses its front matter and its top-level HTML comments; ``@path`` imports
+(:mod:`speculate.instruction_imports`) are expanded as files of their own after the file that imports them.
+Files of subdirectories below the working directory and path-scoped rules are not in the system prompt: the
+agent attaches them to a tool result (:mod:`speculate.instruction_nested`), as Claude Code does. Each file is
+cut to :data:`FILE_BUDGET` characters and all of them to :data:`TOTAL_BUDGET`, with a note in the text and for
+the user: one oversized file must not fill the context of every request of the session.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from speculate.instruction_imports import Scope, expand
-
-if TYPE_CHECKING:
-    from speculate import FileSystem
+from speculate.instruction_rules import excluder, walk_rules
 
 # Per directory, lowest precedence first. A fork that writes one of these (at the project root, the only
 # directory of the walk inside the project) changes the next request's system prompt: a boundary.
@@ -40,6 +40,7 @@ PROJECT_FILES: tuple[tuple[str, Literal["project", "local"]], ...] = (
     (".claude/CLAUDE.md", "project"),
     ("CLAUDE.local.md", "local"),
 )
+RULES_DIR = ".claude/rules"
 # AGENTS.md is not loaded, but the root CLAUDE.md often imports it: writing it stays a fork boundary.
 INSTRUCTION_PATHS = frozenset({*(rel for rel, _ in PROJECT_FILES), "AGENTS.md"})
 SCOPES = {
@@ -68,8 +69,9 @@ def git_root(start: Path) -> Path | None:
 
 
 def is_instructions_path(rel: str) -> bool:
-    """Whether a project-relative path is an instructions file this session loads."""
-    return os.path.normpath(rel) in INSTRUCTION_PATHS
+    """Whether a project-relative path is an instructions file this session loads at start."""
+    rel = os.path.normpath(rel)
+    return rel in INSTRUCTION_PATHS or (rel.startswith(RULES_DIR + "/") and rel.endswith(".md"))
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class Instructions:
     def render(self) -> str:
         """The text that goes into the system prompt's dynamic part ("" when there is none)."""
         return "\n".join(
-            f"Contents of {f.path} ({SCOPES[f.scope]}):\n\n{f.text.rstrip()}\n" for f in self.files
+            f"Contents of {f.path} ({SCOPES[f.scope]}):\n\n{f.text.strip()}\n" for f in self.files
         )
 
 
@@ -121,25 +123,43 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def load_instructions(cwd: Path, *, user: Path | None = None) -> Instructions:
-    """Every instructions file that applies to ``cwd``, with its imports, in precedence order (lowest first)."""
+def top_down(cwd: Path) -> list[Path]:
+    """``cwd`` and the directories above it, from the top of the file system down; ``/`` itself is not one
+    (Claude Code 2.1.332 never reads ``/CLAUDE.md`` or ``/.claude``)."""
+    return [d for d in reversed([cwd, *cwd.parents]) if d.parent != d]
+
+
+def load_instructions(cwd: Path, *, user: Path | None = None, excludes: Sequence[str] = ()) -> Instructions:
+    """Every instructions file that applies to ``cwd``, with its imports, in precedence order (lowest first);
+    ``excludes``: the ``claudeMdExcludes`` patterns."""
     cwd = cwd.resolve()
-    candidates: list[tuple[Path, Scope]] = [((user or user_dir()) / "CLAUDE.md", "user")]
-    top = git_root(cwd) or cwd
-    chain = [cwd, *cwd.parents]
-    for d in reversed(chain[: chain.index(top) + 1]):
-        candidates += [(d / rel, scope) for rel, scope in PROJECT_FILES]
+    udir = user or user_dir()
+    excluded = excluder(excludes)
     seen: set[str] = set()
     files: list[InstructionFile] = []
     notes: list[str] = []
-    for path, scope in candidates:
-        if os.path.realpath(path) in seen or (text := _read(path)) is None:
-            continue
-        # A project file's imports stay inside the project (Claude Code asks before it reads others).
-        inside = None if scope == "user" else top
-        for p, t, by in expand(path, text, read=_read, seen=seen, inside=inside, notes=notes):
-            if t.strip():
-                files.append(InstructionFile(p, scope, t, by))
+
+    def add(path: Path, scope: Scope, *, rule: bool = False) -> None:
+        if (text := _read(path)) is None:
+            return
+        # A project file's imports stay inside the working directory (Claude Code asks before it reads others).
+        inside = None if scope == "user" else cwd
+        found = expand(path, text, read=_read, seen=seen, inside=inside, notes=notes, excluded=excluded)
+        # A scoped rule waits for a file it matches; what it imports without a scope of its own loads now,
+        # as in Claude Code.
+        files.extend(
+            InstructionFile(f.path, scope, f.text, f.imported_by) for f in found if not (rule and f.globs)
+        )
+
+    add(udir / "CLAUDE.md", "user")
+    for path in walk_rules(udir / "rules"):
+        add(path, "user", rule=True)
+    for d in top_down(cwd):
+        for rel, scope in PROJECT_FILES[:2]:
+            add(d / rel, scope)
+        for path in walk_rules(d / RULES_DIR):
+            add(path, "project", rule=True)
+        add(d / PROJECT_FILES[2][0], PROJECT_FILES[2][1])
     return Instructions(*_budgeted(files, notes))
 
 
@@ -158,96 +178,3 @@ def _budgeted(
         left -= len(text)
         out.append(InstructionFile(f.path, f.scope, text, f.imported_by))
     return tuple(out), tuple(notes)
-
-
-# -- subdirectories, attached to tool results --------------------------------------------------------------
-
-NESTED_TOOLS = frozenset({"Read", "Edit", "Write"})  # Claude Code 2.1.332: not Glob or Grep
-
-
-def reminder(path: Path | str, text: str) -> str:
-    """One nested instructions file as Claude Code attaches it after a tool result."""
-    return f"<system-reminder>\nContents of {path}:\n\n{text.rstrip()}\n\n</system-reminder>"
-
-
-_SENT_RE = re.compile(r"^<system-reminder>\nContents of (.+?):\n")
-
-
-def sent_paths(texts: Iterable[str]) -> set[str]:
-    """The paths of the nested instructions already attached, from a conversation's text blocks."""
-    return {m.group(1) for t in texts if (m := _SENT_RE.match(t))}
-
-
-def nested_reminders(
-    root: Path,
-    touched: Iterable[Path],
-    sent: Callable[[], set[str]],
-    *,
-    read: Callable[[Path], str | None] = _read,
-) -> list[str]:
-    """The ``<system-reminder>`` blocks for the instructions files of the subdirectories holding ``touched``
-    (absolute paths of files the agent read or wrote), from below ``root`` down to each file's directory,
-    leaving out those already in the conversation (``sent()``, asked only when there is a candidate): each
-    is sent once per conversation. ``read``: the host's files by default; a fork reads its overlay."""
-    blocks: list[str] = []
-    seen: set[str] = set()
-    already: set[str] | None = None
-    for file in touched:
-        try:
-            rel = file.parent.relative_to(root)
-        except ValueError:
-            continue  # outside the project
-        d = root
-        for part in rel.parts:
-            d = d / part
-            for name, _ in PROJECT_FILES:
-                path = d / name
-                if os.path.realpath(path) in seen or (text := read(path)) is None:
-                    continue
-                already = sent() if already is None else already
-                for p, t, _by in expand(path, text, read=read, seen=seen, inside=root, notes=[]):
-                    if t.strip() and str(p) not in already:
-                        blocks.append(reminder(p, cut(t, FILE_BUDGET, p)[0]))
-    return blocks
-
-
-def nested_for_calls(
-    fs: FileSystem,
-    uses: Iterable[Mapping[str, Any]],
-    results: Iterable[Mapping[str, Any]],
-    messages: Iterable[Mapping[str, Any]],
-) -> list[str]:
-    """The agent's side of :func:`nested_reminders`: the files this round's successful Read, Edit and Write
-    calls touched, read through the agent's file system ``fs`` (a fork sees its own overlay)."""
-    root_of = getattr(fs, "root", None)
-    if root_of is None:
-        return []
-    root = Path(root_of)
-    ok = {r.get("tool_use_id") for r in results if not r.get("is_error")}
-    touched = [
-        Path(os.path.normpath(root / u["input"]["file_path"]))
-        for u in uses
-        if u.get("name") in NESTED_TOOLS
-        and u.get("id") in ok
-        and isinstance((u.get("input") or {}).get("file_path"), str)
-    ]
-    if not touched:
-        return []
-
-    def read(path: Path) -> str | None:
-        try:
-            rel = str(path.relative_to(root))
-            return fs.read_bytes(rel).decode("utf-8", errors="replace") if fs.is_file(rel) else None
-        except (OSError, ValueError):
-            return None
-
-    def sent() -> set[str]:
-        return sent_paths(
-            b.get("text", "")
-            for m in messages
-            if m.get("role") == "user" and isinstance(m.get("content"), list)
-            for b in m["content"]
-            if b.get("type") == "text"
-        )
-
-    return nested_reminders(root, touched, sent, read=read)

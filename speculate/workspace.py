@@ -17,7 +17,7 @@ from typing import Any
 from speculate.hooks import HookRan, HookRunner, HookShell, HookTranscript
 from speculate.instructions import Instructions, load_instructions
 from speculate.prompts import system_parts
-from speculate.settings import Settings, load_settings
+from speculate.settings import Settings, claude_md_excludes, load_settings
 from speculate.tools.base import Tool
 
 
@@ -34,7 +34,7 @@ class Workspace:
     def load(cls, project: Path, *, user: Path | None = None) -> Workspace:
         """Settings and instructions (no MCP servers: those need :func:`open_workspace`)."""
         settings = load_settings(project, user=user)
-        instructions = load_instructions(project, user=user)
+        instructions = load_instructions(project, user=user, excludes=claude_md_excludes(project, user=user))
         return cls(project, settings, instructions, notes=[*settings.notes, *instructions.notes], user=user)
 
     @property
@@ -48,7 +48,8 @@ class Workspace:
 
     def reload_instructions(self) -> bool:
         """Read the instructions files again; True if what the system prompt holds changed."""
-        new = load_instructions(self.project, user=self.user)
+        excludes = claude_md_excludes(self.project, user=self.user)
+        new = load_instructions(self.project, user=self.user, excludes=excludes)
         changed = new.render() != self.instructions.render()
         self.instructions = new
         return changed

@@ -44,7 +44,7 @@ def test_imports_expand_after_their_file_depth_first_four_deep_and_stay_in_the_p
     put(
         repo / "CLAUDE.md",
         "ROOT\nSee @docs/one.md and @~/homeimp.md and `@docs/span.md` and @missing.md.\n"
-        "```\n@docs/block.md\n```\nAlso @./docs/rel.md and @AGENTS.md.\n",
+        "```\n@docs/block.md\n```\nAlso @./docs/rel.md and @AGENTS.md\n",
     )
     chain = ["one", "two", "three", "four", "five", "six", "seven"]
     for name, nxt in zip(chain, [*chain[1:], "one"], strict=True):  # seven imports one again: a cycle
@@ -72,7 +72,7 @@ def test_imports_expand_after_their_file_depth_first_four_deep_and_stay_in_the_p
     assert [f.scope for f in got.files][:4] == ["user", "user", "project", "project"]
     # The project file's import from ~ needs the user's approval in Claude Code: left out here, with a note.
     assert got.notes == (
-        f"{repo / 'CLAUDE.md'}: @~/homeimp.md is outside the project: not imported "
+        f"{repo / 'CLAUDE.md'}: @~/homeimp.md is outside the working directory: not imported "
         "(Claude Code asks the user first)",
     )
     assert "IMPORT-SPAN" not in got.render() and "IMPORT-FIVE" not in got.render()

@@ -37,10 +37,10 @@ def put(path: Path, text: str) -> Path:
     return path
 
 
-def test_files_load_in_precedence_order_and_never_above_the_git_root(
+def test_files_load_in_precedence_order_above_the_git_root_too(
     tmp_path: Path, _no_user_claude_dir: Path
 ) -> None:
-    put(tmp_path / "CLAUDE.md", "from above the repository\n")  # a parent repository's: never read
+    above = put(tmp_path / "CLAUDE.md", "from above the repository\n")  # read, as Claude Code 2.1.332 does
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     user = put(_no_user_claude_dir / "CLAUDE.md", "user: be brief\n")
@@ -55,24 +55,28 @@ def test_files_load_in_precedence_order_and_never_above_the_git_root(
     got = load_instructions(repo / "pkg")
     assert [(f.path, f.scope) for f in got.files] == [
         (user, "user"),
+        (above, "project"),
         (root_md, "project"),
         (dot, "project"),
         (sub, "project"),
         (local, "local"),
     ]
     text = got.render()
-    assert "above the repository" not in text and "below the working" not in text and "use uv" not in text
+    assert "below the working" not in text and "use uv" not in text
     assert (
-        text.index("user: be brief") < text.index("root: run make test") < text.index("local: my own notes")
+        text.index("user: be brief")
+        < text.index("from above the repository")
+        < text.index("root: run make test")
+        < text.index("local: my own notes")
     )
     assert f"Contents of {local} (the user's private project instructions, not checked in):" in text
     assert got.tokens == sum(-(-len(f.text) // 4) for f in got.files) > 0
 
 
-def test_outside_a_repository_only_the_working_directory_counts(tmp_path: Path) -> None:
+def test_outside_a_repository_the_directories_above_count_too(tmp_path: Path) -> None:
     put(tmp_path / "CLAUDE.md", "parent\n")
     put(tmp_path / "work" / "CLAUDE.md", "here\n")
-    assert [f.text for f in load_instructions(tmp_path / "work").files] == ["here\n"]
+    assert [f.text for f in load_instructions(tmp_path / "work").files] == ["parent\n", "here\n"]
 
 
 def test_breakpoints_static_and_dynamic_parts_and_the_message_tail() -> None:
