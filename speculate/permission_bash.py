@@ -23,16 +23,33 @@ import glob
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-from speculate.permission_rules import Rule, bash_match, path_match, split_command
+from speculate.permission_rules import Decision, Rule, bash_match, path_match, split_command
+from speculate.permission_rules import Places as RulePlaces
 from speculate.sensitive import sensitive_segment
 from speculate.shell.context import Level
 from speculate.shell.facts import TRANSPARENT, Command, Facts, analyze
 from speculate.tools.globmatch import has_magic
 
-if TYPE_CHECKING:
-    from speculate.permissions import Decision, PermissionGate
+
+class Gate(Protocol):
+    """What a decision reads of :class:`speculate.permissions.Gate`."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def allow(self) -> tuple[Rule, ...]: ...
+    @property
+    def deny(self) -> tuple[Rule, ...]: ...
+    @property
+    def ask(self) -> tuple[Rule, ...]: ...
+    @property
+    def places(self) -> RulePlaces: ...
+    @property
+    def additional_dirs(self) -> tuple[Path, ...]: ...
+
 
 # What Claude Code 2.1.332 runs without asking in default mode, with no rules (probed one by one against the
 # simulator: docs/claude-code.md). Left out on purpose, since it asked: env, printenv, awk, uniq, less,
@@ -69,9 +86,7 @@ class Places:
     working: tuple[str, ...]  # the working directories: the project and additionalDirectories
 
 
-def decide(gate: PermissionGate, command: str, *, cwd: str | os.PathLike[str] | None) -> Decision:
-    from speculate.permissions import Decision
-
+def decide(gate: Gate, command: str, *, cwd: str | os.PathLike[str] | None) -> Decision:
     places = Places(
         os.path.abspath(cwd) if cwd is not None else str(gate.places.cwd),
         str(gate.places.home),
@@ -182,7 +197,7 @@ def _rules(rules: Iterable[Rule], tool: str, *, denying: bool = False) -> list[R
 
 
 def _path_rule(
-    gate: PermissionGate, rules: Sequence[Rule], as_tool: str, path: str, *, denying: bool = False
+    gate: Gate, rules: Sequence[Rule], as_tool: str, path: str, *, denying: bool = False
 ) -> Rule | None:
     """The first path rule (Read, Edit, Write) that covers ``path`` as ``as_tool`` would use it."""
     for r in rules:
@@ -217,7 +232,7 @@ def sensitive_path(path: str, places: Places) -> bool:
     return sensitive_segment(path) is not None
 
 
-def _unchecked(gate: PermissionGate, facts: Facts, reads: list[str | None], places: Places) -> str | None:
+def _unchecked(gate: Gate, facts: Facts, reads: list[str | None], places: Places) -> str | None:
     """Why no allow rule can cover this line: it cannot be checked, or it reaches outside (Claude Code's
     words where it has them)."""
     if facts.opaque:
@@ -255,7 +270,7 @@ def _dirs(places: Places) -> str:
 
 
 def _covered(
-    gate: PermissionGate,
+    gate: Gate,
     cmd: Command,
     allow: Sequence[Rule],
     writes: list[tuple[str | None, str]],

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from speculate.errors import SpeculateError
 from speculate.tools.globmatch import match_ignore_style
@@ -38,6 +39,21 @@ RULE_COVERS = {"Edit": frozenset({"Edit", "Write"}), "Read": frozenset({"Read", 
 DENY_COVERS = {"Read": frozenset({"Read", "Glob", "Grep", "Edit", "Write"})}
 PATH_FIELDS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Glob": "path", "Grep": "path"}
 DIRECTORY_TOOLS = frozenset({"Glob", "Grep"})  # their path names a directory to search
+
+
+Behavior = Literal["allow", "ask", "deny"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The gate's answer for one call."""
+
+    behavior: Behavior
+    reason: str  # for a denial: the content of the is_error tool_result
+    rule: str | None = None  # the rule that decided, if one did
+    # An ask that neither an allow rule nor a PreToolUse hook's "allow" answers: an ask rule, a sensitive
+    # file (Claude Code asks for those whatever the hook says).
+    firm: bool = False
 
 
 class PermissionRuleError(SpeculateError, ValueError):
@@ -236,6 +252,8 @@ __all__ = [
     "DIRECTORY_TOOLS",
     "KNOWN_TOOLS",
     "PATH_FIELDS",
+    "Behavior",
+    "Decision",
     "PermissionRuleError",
     "Places",
     "Rule",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
@@ -28,6 +27,8 @@ from speculate.permission_rules import (
     DIRECTORY_TOOLS,
     KNOWN_TOOLS,
     PATH_FIELDS,
+    Behavior,
+    Decision,
     PermissionRuleError,
     Places,
     Rule,
@@ -39,20 +40,9 @@ from speculate.permission_rules import (
 from speculate.tools.base import Tool
 
 Mode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
-Behavior = Literal["allow", "ask", "deny"]
 MODES: tuple[str, ...] = get_args(Mode)
 EDIT_TOOLS = frozenset({"Write", "Edit"})
 T = TypeVar("T", bound=Tool)
-
-
-@dataclass(frozen=True)
-class Decision:
-    behavior: Behavior
-    reason: str  # for a denial: the content of the is_error tool_result
-    rule: str | None = None  # the rule that decided, if one did
-    # An ask that neither an allow rule nor a PreToolUse hook's "allow" answers: an ask rule, a sensitive
-    # file (Claude Code asks for those whatever the hook says).
-    firm: bool = False
 
 
 class PermissionGate:
@@ -216,6 +206,7 @@ def _cmd(inp: BaseModel) -> str:
 
 __all__ = [
     "MODES",
+    "Behavior",
     "Decision",
     "Mode",
     "PermissionGate",
