@@ -158,7 +158,14 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         help="with --model anthropic: save every request/response with timings (replayable trace)",
     )
     ap.add_argument(
-        "--mode", default="acceptEdits", choices=("default", "acceptEdits", "bypassPermissions", "plan")
+        "--permission-mode",
+        "--mode",
+        dest="mode",
+        default="acceptEdits",
+        choices=("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"),
+        help="every session's permission mode (default acceptEdits). The bench's workspaces are its own "
+        "copies of the scenarios' projects: it trusts them (their settings' allow rules count) without "
+        "recording it in ~/.claude.json",
     )
     ap.add_argument("--overlay-backend", default="auto", choices=("auto", "pure", "fuse", "kernel"))
     ap.add_argument("--out", type=Path, default=None, help="results directory (default results/<timestamp>)")

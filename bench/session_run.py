@@ -144,6 +144,7 @@ async def run_session(
             overlay_backend=cfg.overlay_backend,
             spill_dir=work / "spill",
             user_dir=work / "claude",  # not the runner's ~/.claude
+            trusted=True,  # a workspace the bench generated: its own (run.json says so), not recorded
             tool_env=toolchain.env,
             spec_value=job.condition.spec_value,
             spec_candidates=job.condition.spec_k,

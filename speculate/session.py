@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -49,6 +49,7 @@ from speculate.tempfiles import temp_dir
 from speculate.tools import default_tools
 from speculate.tools.base import ShellDir, ToolContext
 from speculate.transcript import Transcript
+from speculate.trust import session_trust
 from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
 
@@ -70,8 +71,11 @@ class Session(SessionCompaction):
         # usually done it already and said so; this one finds nothing then).
         self.recovery = recover_project(self.project)
         self.on_event = on_event or (lambda e: None)
-        self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir)
+        self.trusted = session_trust(cfg.trusted, self.project)
+        self.workspace = workspace or Workspace.load(self.project, user=cfg.user_dir, trusted=self.trusted)
         rules = self.workspace.settings
+        if cfg.settings_mode and rules.default_mode is not None:
+            cfg.mode = cast(PermissionMode, rules.default_mode)
         self.authorizer = MainAuthorizer(
             mode=cfg.mode,
             allow=[*cfg.allow, *rules.allow],
@@ -79,6 +83,7 @@ class Session(SessionCompaction):
             ask_rules=rules.ask,
             ask=ask,
             root=self.project,
+            additional_dirs=[*cfg.additional_dirs, *rules.additional_dirs],
         )
         self.approve = approve
         # A wholly denied tool (a bare "Grep" deny, "mcp__server") is not offered, as in Claude Code: decided
@@ -338,7 +343,12 @@ async def open_session(
     ``approve`` is the approval policy on acceptance (default: ``ask``, as the live path would)."""
     with unwrap_single():
         async with (
-            open_workspace(cfg.project.resolve(), mcp=cfg.mcp, user=cfg.user_dir) as ws,
+            open_workspace(
+                cfg.project.resolve(),
+                mcp=cfg.mcp,
+                user=cfg.user_dir,
+                trusted=session_trust(cfg.trusted, cfg.project.resolve()),
+            ) as ws,
             trio.open_nursery() as nursery,
         ):
             s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws, approve=approve)

@@ -34,8 +34,18 @@ class SessionConfig:
     max_turns: int = 50
     spec_max_turns: int = 20
     spec_max_messages: int = 100
+    # Rules and directories from the command line (--allowedTools, --disallowedTools, --add-dir), joined to
+    # the settings' own.
     allow: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
+    additional_dirs: list[str] = field(default_factory=list)
+    # True: the settings' permissions.defaultMode (speculate.settings_modes), where one counts, replaces
+    # ``mode``, which is then the fallback: what a command line without --permission-mode means.
+    settings_mode: bool = False
+    # Workspace trust (speculate.trust): None reads it from Claude Code's global config; True or False
+    # states it (the bench trusts the workspaces it generates). Untrusted, the project's allow rules and
+    # additional directories are left out, as Claude Code leaves them.
+    trusted: bool | None = None
     events_path: Path | None = None
     transcript_path: Path | None = None
     # Where the Claude Code-shaped transcript a hook reads (transcript_path) is written, for a session with

@@ -1,9 +1,13 @@
-"""Claude Code's settings files, the parts speculate reads: hooks, permission rules, and which MCP tools a
-speculation may call.
+"""Claude Code's settings files, the parts speculate reads: hooks, permission rules and modes, the MCP
+approval keys, and which MCP tools a speculation may call.
 
 Files, lowest precedence first: ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` when set),
 ``<project>/.claude/settings.json`` and ``<project>/.claude/settings.local.json``. Hooks from every file
-run; permission lists are joined. Other keys of Claude Code's format are left alone. A malformed file is
+run; permission lists (``allow``, ``deny``, ``ask``, ``additionalDirectories``) and
+``disabledMcpjsonServers`` are joined; ``permissions.defaultMode`` and ``disableAllHooks`` are the last
+file's that sets them (:mod:`speculate.settings_modes` says how, as Claude Code 2.1.332 does). In a
+workspace not yet trusted (:mod:`speculate.trust`) the project's allow rules and additional directories are
+left out, with Claude Code's note. Other keys of Claude Code's format are left alone. A malformed file is
 a :class:`SettingsError` naming the file and the key; a hook event or type that speculate does not run is
 a note, not an error (newer Claude Code versions add them).
 
@@ -25,6 +29,7 @@ speculation policy's (:mod:`speculate.speculation.policy`); a later file overrid
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +40,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -58,6 +64,9 @@ TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})  # 
 # has resume), PreCompact's trigger (manual, auto). The others have no matcher (it is ignored).
 MATCHED_EVENTS = TOOL_EVENTS | {"SessionStart", "PreCompact"}
 DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default per hook command
+# A matcher of names (Claude Code 2.1.332's test for the events above): split at | and at commas, each part
+# trimmed, so "Edit | Write" and "Read " name tools; anything else is a regular expression.
+NAMES_MATCHER = re.compile(r"[A-Za-z0-9_|, -]+")
 
 
 class SettingsError(SpeculateError, ValueError):
@@ -85,7 +94,7 @@ class HookMatcher(BaseModel):
     @field_validator("matcher")
     @classmethod
     def _regex(cls, v: str) -> str:
-        if v == "*" or re.fullmatch(r"[\w|-]*", v):  # "every tool", or plain names
+        if v in ("", "*") or NAMES_MATCHER.fullmatch(v):  # "every tool", or plain names
             return v
         try:
             re.compile(v)
@@ -99,6 +108,8 @@ class Permissions(BaseModel):
     allow: list[str] = []
     deny: list[str] = []
     ask: list[str] = []
+    defaultMode: str | None = None  # an unknown value is a note, not an error: Claude Code ignores it
+    additionalDirectories: list[str] = []
 
 
 def _env_name(name: str) -> str:
@@ -161,6 +172,12 @@ class SettingsFile(BaseModel):
     permissions: Permissions = Permissions()
     speculation: Speculation = Speculation()
     claudeMdExcludes: list[str] = []  # instructions files not to load (speculate.instruction_rules)
+    disableAllHooks: StrictBool | None = None
+    # Claude Code's approval of the servers of a project's .mcp.json. With -p (and in speculate) a server in
+    # none of them is started; a disabled one is neither started nor offered, whatever enables it.
+    enableAllProjectMcpServers: StrictBool | None = None
+    enabledMcpjsonServers: list[str] = []
+    disabledMcpjsonServers: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -174,15 +191,15 @@ class Hook:
     source: Path
 
     def matches(self, target: str | None) -> bool:
-        """Claude Code's matcher rule: empty or ``*`` matches everything; a plain name (or ``A|B``) matches
-        exactly; anything else is a regular expression searched in the name. ``target`` is the tool name
+        """Claude Code's matcher rule: empty or ``*`` matches everything; names (``A|B``, ``A, B``, each
+        trimmed: ``"Edit | Write"`` fires on Write) match exactly; anything else is a regular expression searched in the name. ``target`` is the tool name
         (tool events), the source (SessionStart) or the trigger (PreCompact); other events ignore it."""
         if self.event not in MATCHED_EVENTS or self.matcher in ("", "*"):
             return True
         if target is None:
             return False
-        if re.fullmatch(r"[\w|-]+", self.matcher):
-            return target in self.matcher.split("|")
+        if NAMES_MATCHER.fullmatch(self.matcher):
+            return target in {part.strip() for part in re.split(r"[|,]", self.matcher)} - {""}
         return re.search(self.matcher, target) is not None
 
 
@@ -200,6 +217,13 @@ class Settings:
     )  # its policy keys (value, candidates, ...), merged
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    default_mode: str | None = None  # permissions.defaultMode, resolved (speculate.settings_modes)
+    additional_dirs: tuple[str, ...] = ()  # absolute
+    hooks_off: Path | None = None  # the file whose disableAllHooks: true turned every hook off
+    mcp_enabled: frozenset[str] = frozenset()  # enabledMcpjsonServers (and enableAllProjectMcpServers)
+    mcp_enable_all: bool = False
+    mcp_disabled: frozenset[str] = frozenset()  # disabledMcpjsonServers: never started
+    untrusted_ignored: int = 0  # entries left out because the workspace is not trusted
 
 
 def settings_paths(project: Path, *, user: Path | None = None) -> list[Path]:
@@ -261,17 +285,27 @@ def parse_settings_file(path: Path, text: str) -> tuple[SettingsFile, list[str]]
     return parsed, notes
 
 
-def load_settings(project: Path, *, user: Path | None = None) -> Settings:
-    """Every settings file that exists, merged."""
+def load_settings(project: Path, *, user: Path | None = None, trusted: bool = True) -> Settings:
+    """Every settings file that exists, merged. ``trusted=False``: a workspace the user has not trusted
+    (:mod:`speculate.trust`), whose allow rules and additional directories are left out with a note."""
+    from speculate.settings_modes import TrustGate, resolve_default_mode
+
     hooks: list[Hook] = []
     allow: list[str] = []
     deny: list[str] = []
     ask: list[str] = []
+    dirs: list[str] = []
     read_only: set[str] = set()
     env: dict[str, None] = {}
     protected: list[str] = []
     policy = Speculation()
     files, notes = [], []
+    modes: list[tuple[str, Path]] = []
+    hooks_off: Path | None = None
+    mcp_enabled: set[str] = set()
+    mcp_disabled: set[str] = set()
+    mcp_enable_all = False
+    gate = TrustGate(project, trusted=trusted)
     user_file, *project_files = settings_paths(project, user=user)
     for path in (user_file, *project_files):
         # "/path" in a rule is relative to the file's root: the project for the project's files, the user's
@@ -294,8 +328,21 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
                     for h in m.hooks
                     if h.type == "command"
                 ]
-        for key, into in (("allow", allow), ("deny", deny), ("ask", ask)):
-            into += _rules(path, key, getattr(parsed.permissions, key), notes, base=base)
+        perms = parsed.permissions
+        allowed = gate.keep(path, "permissions.allow", perms.allow, user=path == user_file)
+        allow += _rules(path, "allow", allowed, notes, base=base)
+        deny += _rules(path, "deny", perms.deny, notes, base=base)
+        ask += _rules(path, "ask", perms.ask, notes, base=base)
+        added = [os.path.abspath(project / os.path.expanduser(d)) for d in perms.additionalDirectories]
+        dirs += gate.keep(path, "permissions.additionalDirectories", added, user=path == user_file)
+        if perms.defaultMode is not None:
+            modes.append((perms.defaultMode, path))
+        if parsed.disableAllHooks is not None:  # the last file that says wins: false turns them back on
+            hooks_off = path if parsed.disableAllHooks else None
+        if parsed.enableAllProjectMcpServers is not None:
+            mcp_enable_all = parsed.enableAllProjectMcpServers
+        mcp_enabled.update(parsed.enabledMcpjsonServers)
+        mcp_disabled.update(parsed.disabledMcpjsonServers)
         read_only.update(parsed.speculation.readOnlyMcpTools)
         env.update(dict.fromkeys(parsed.speculation.env))
         protected += [p for p in parsed.speculation.protectedPaths if p not in protected]
@@ -304,17 +351,29 @@ def load_settings(project: Path, *, user: Path | None = None) -> Settings:
                 k: getattr(parsed.speculation, k) for k in POLICY_KEYS & parsed.speculation.model_fields_set
             }
         )
+    if hooks_off is not None and hooks:
+        notes.append(f"{hooks_off}: disableAllHooks is true: none of the settings' {len(hooks)} hooks run")
+        hooks = []
+    notes += gate.notes()
+    default_mode = resolve_default_mode(modes, user_file=user_file, notes=notes)
     return Settings(
-        tuple(hooks),
-        tuple(allow),
-        tuple(deny),
-        tuple(ask),
-        frozenset(read_only),
-        tuple(env),
-        tuple(protected),
-        policy,
-        tuple(files),
-        tuple(notes),
+        hooks=tuple(hooks),
+        allow=tuple(allow),
+        deny=tuple(deny),
+        ask=tuple(ask),
+        read_only_mcp=frozenset(read_only),
+        env=tuple(env),
+        protected_paths=tuple(protected),
+        policy=policy,
+        files=tuple(files),
+        notes=tuple(notes),
+        default_mode=default_mode,
+        additional_dirs=tuple(dict.fromkeys(dirs)),
+        hooks_off=hooks_off,
+        mcp_enabled=frozenset(mcp_enabled),
+        mcp_enable_all=mcp_enable_all,
+        mcp_disabled=frozenset(mcp_disabled),
+        untrusted_ignored=gate.dropped,
     )
 
 

@@ -31,9 +31,10 @@ class Workspace:
     user: Path | None = None  # Claude Code's per-user directory; None: $CLAUDE_CONFIG_DIR or ~/.claude
 
     @classmethod
-    def load(cls, project: Path, *, user: Path | None = None) -> Workspace:
-        """Settings and instructions (no MCP servers: those need :func:`open_workspace`)."""
-        settings = load_settings(project, user=user)
+    def load(cls, project: Path, *, user: Path | None = None, trusted: bool = True) -> Workspace:
+        """Settings and instructions (no MCP servers: those need :func:`open_workspace`). ``trusted``: the
+        workspace's trust (:mod:`speculate.trust`); untrusted, the project's allow rules are left out."""
+        settings = load_settings(project, user=user, trusted=trusted)
         instructions = load_instructions(project, user=user, excludes=claude_md_excludes(project, user=user))
         return cls(project, settings, instructions, notes=[*settings.notes, *instructions.notes], user=user)
 
@@ -80,15 +81,17 @@ class Workspace:
 
 @asynccontextmanager
 async def open_workspace(
-    project: Path, *, mcp: bool = True, user: Path | None = None
+    project: Path, *, mcp: bool = True, user: Path | None = None, trusted: bool = True
 ) -> AsyncIterator[Workspace]:
-    """The project's workspace, with its MCP servers connected (and closed on exit)."""
-    ws = Workspace.load(project, user=user)
+    """The project's workspace, with its MCP servers connected (and closed on exit), but those the
+    settings disable."""
+    ws = Workspace.load(project, user=user, trusted=trusted)
     async with AsyncExitStack() as stack:
         if mcp:
             from speculate.mcp import connect_servers, load_mcp_config
+            from speculate.mcp.config import disabled_servers
 
-            config = load_mcp_config(project)
+            config = load_mcp_config(project, disabled=disabled_servers(project, ws.settings.mcp_disabled))
             if config.servers:
                 ws.mcp = await connect_servers(config, stack, read_only=ws.settings.read_only_mcp)
                 ws.notes += ws.mcp.notes

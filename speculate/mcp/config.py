@@ -5,6 +5,11 @@ those strings are expanded from the environment.
 
 Files are read from the git root down to the working directory; a later file's server replaces an earlier
 one of the same name. A malformed file is an :class:`McpConfigError` naming the file and the key.
+
+Claude Code's approval keys (settings ``enableAllProjectMcpServers``, ``enabledMcpjsonServers``,
+``disabledMcpjsonServers``; the last also in the global config's entry for the project): as ``claude -p``
+2.1.332 does, a server none of them names is started, and a disabled one is neither started nor offered,
+even where another key enables it (:func:`disabled_servers`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -56,6 +62,7 @@ class McpFile(BaseModel):
 class McpConfig:
     servers: dict[str, StdioServer | HttpServer] = field(default_factory=dict)
     sources: dict[str, Path] = field(default_factory=dict)  # server name -> the file that defined it
+    disabled: tuple[str, ...] = ()  # servers a file defines that disabledMcpjsonServers leaves out
 
 
 def _loc(loc: tuple[object, ...]) -> str:
@@ -108,8 +115,18 @@ def parse_mcp_file(path: Path, text: str) -> dict[str, StdioServer | HttpServer]
     return out
 
 
-def load_mcp_config(cwd: Path) -> McpConfig:
-    """The servers of every ``.mcp.json`` from the git root down to ``cwd``."""
+def disabled_servers(project: Path, settings_disabled: Iterable[str] = ()) -> frozenset[str]:
+    """The servers not to start: the settings' ``disabledMcpjsonServers`` and the global config's list for
+    the project (where Claude Code's dialog records a server the user turned down)."""
+    from speculate.trust import project_entry
+
+    stored = project_entry(project).get("disabledMcpjsonServers")
+    names = [n for n in stored if isinstance(n, str)] if isinstance(stored, list) else []
+    return frozenset([*settings_disabled, *names])
+
+
+def load_mcp_config(cwd: Path, *, disabled: Iterable[str] = ()) -> McpConfig:
+    """The servers of every ``.mcp.json`` from the git root down to ``cwd``, but the ``disabled`` ones."""
     cwd = cwd.resolve()
     top = git_root(cwd) or cwd
     chain = [cwd, *cwd.parents]
@@ -125,4 +142,9 @@ def load_mcp_config(cwd: Path) -> McpConfig:
             raise McpConfigError(f"{path}: cannot be read: {e.strerror}") from None
         for name, srv in parse_mcp_file(path, text).items():
             servers[name], sources[name] = srv, path
-    return McpConfig(servers, sources)
+    off = set(disabled)
+    return McpConfig(
+        {n: s for n, s in servers.items() if n not in off},
+        {n: p for n, p in sources.items() if n not in off},
+        tuple(n for n in servers if n in off),
+    )

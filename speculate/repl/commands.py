@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 HELP = """commands:
   /help                 this list
   /spec on|off          turn speculation on or off
-  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan
+  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan | dontAsk
   /diff [last]          what the running speculation would change (else, or with last: what the last
                         accepted speculation changed in the project), coloured
   /last                 the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,6 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         scenarios = [*default_scenario_paths()]
         if path not in scenarios:
             scenarios.append(path)
-    mode: Mode = args.mode or (DEMO_MODE if demo is not None else "default")
     if args.dir is not None:
         project = Path(args.dir).expanduser().resolve()
         if demo is not None and fresh_dir:
@@ -123,6 +123,9 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     cleaned = clean_stale()  # what killed speculate processes left in $TMPDIR
     if cleaned:
         print(visible(cleaned.line()))
+    own = demo is not None and (fresh_dir or temp is not None)  # a demo project speculate made
+    perms = _permissions(args, project, own=own, demo=demo is not None)
+    mode = perms.mode
 
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
     study = None
@@ -198,7 +201,9 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             + (f" (scenario {demo.scenario.name})" if demo else "")
             + f"; model {args.model}; mode {mode}"
             + (
-                " (the demo's; --mode default asks before edits)"
+                " (the settings' defaultMode)"
+                if perms.from_settings
+                else " (the demo's; --permission-mode default asks before edits)"
                 if demo is not None and args.mode is None
                 else ""
             )
@@ -249,6 +254,10 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                     project=project,
                     model=model,
                     mode=mode,
+                    allow=perms.allow,
+                    deny=perms.deny,
+                    additional_dirs=perms.add_dirs,
+                    trusted=perms.trusted,
                     speculate=not args.no_spec,
                     events_path=args.events,
                     spill_dir=spill,
@@ -262,7 +271,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                 approve=approve,
             ) as session,
         ):
-            for note in session.workspace.notes:  # settings speculate ignores, MCP servers that failed
+            # Settings speculate ignores (an untrusted workspace's allow rules too), MCP servers that failed.
+            for note in [*perms.notes, *session.workspace.notes]:
                 print(visible(f"note: {note}"))
             if study is not None:
                 study.attach(session)  # draws the first turn's arm
@@ -285,3 +295,83 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         return 128 + repl.signal
     print("bye")
     return 0
+
+
+@dataclass
+class Permissions:
+    """What the command line and the workspace's trust make of the session's permissions."""
+
+    mode: Mode
+    from_settings: bool  # the mode is the settings' permissions.defaultMode
+    allow: list[str]
+    deny: list[str]
+    add_dirs: list[str]
+    trusted: bool
+    notes: list[str]
+
+
+def _permissions(args: argparse.Namespace, project: Path, *, own: bool, demo: bool) -> Permissions:
+    """The options' rules and directories, the workspace's trust (asked once on a terminal where it changes
+    something; ``own``: a demo project speculate made, trusted as its own) and the starting mode."""
+    from speculate.settings import load_settings
+    from speculate.settings_modes import cli_rules, starting_mode
+
+    notes: list[str] = []
+    allow = cli_rules(args.allowed_tools, "--allowedTools", notes)
+    deny = cli_rules(args.disallowed_tools, "--disallowedTools", notes)
+    dirs = [str(Path(d).expanduser().resolve()) for d in args.add_dir]  # relative: to where speculate runs
+    notes += [f"--add-dir {d}: no such directory" for d in dirs if not Path(d).is_dir()]
+    trusted = own or _trust(project)
+    settings = load_settings(project, trusted=trusted)  # its errors are the session's: said before it opens
+    fallback: Mode = DEMO_MODE if demo else "default"
+    mode = starting_mode(args.mode, settings.default_mode, fallback)
+    from_settings = args.mode is None and settings.default_mode is not None
+    return Permissions(mode, from_settings, allow, deny, dirs, trusted, notes)
+
+
+def _trust(project: Path) -> bool:
+    """Whether the workspace is trusted: as recorded, else (on a terminal, where the project has entries
+    that only trust lets count) the user's answer, recorded where Claude Code records it."""
+    from speculate.settings import load_settings
+    from speculate.trust import is_trusted
+
+    if is_trusted(project):
+        return True
+    gated = load_settings(project, trusted=False).untrusted_ignored
+    if not gated or not sys.stdin.isatty():
+        return False  # the session's notes say what is ignored and how to trust it
+    return ask_trust(project, gated)  # nothing else runs yet: the loop may wait on the terminal
+
+
+def ask_trust(
+    project: Path, gated: int, *, read: Callable[[str], str] = input, write: Callable[[str], None] = print
+) -> bool:
+    """Ask once whether the user trusts the files in ``project``; a yes is recorded in Claude Code's global
+    config (:func:`speculate.trust.record_trust`), so Claude Code does not ask there again either."""
+    from speculate.trust import global_config_path, record_trust
+
+    what = "entry" if gated == 1 else "entries"
+    write(
+        visible(
+            f"Do you trust the files in this folder? {project}\n"
+            f"Its settings hold {gated} permission {what} (permissions.allow, additionalDirectories) that, "
+            "as in Claude Code, count only in a trusted workspace; they let commands run without asking."
+        )
+    )
+    try:
+        answer = read("Trust this folder? [y/n] ").strip().lower()
+    except (EOFError, KeyboardInterrupt):  # no answer is a no
+        answer = ""
+    if answer not in ("y", "yes"):
+        write("not trusted: those entries are ignored in this session (you will be asked again next time)")
+        return False
+    key = record_trust(project)
+    write(
+        visible(
+            f"trusted: recorded as projects[{str(key)!r}].hasTrustDialogAccepted in {global_config_path()} "
+            "(Claude Code reads it too)"
+            if key is not None
+            else "trusted for this session only: the home folder's trust is never recorded (as in Claude Code)"
+        )
+    )
+    return True

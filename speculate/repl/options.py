@@ -16,10 +16,12 @@ if TYPE_CHECKING:
 
 
 MODE_HELP = {
-    "default": "asks before each edit and each command no allow rule covers (Claude Code's default)",
+    "default": "asks before each edit and each command no allow rule covers (Claude Code's default; "
+    "'manual' names it too)",
     "acceptEdits": "edits files in the project without asking; commands still ask",
     "bypassPermissions": "asks nothing (deny rules still refuse)",
     "plan": "read-only: refuses every edit and every command that may write",
+    "dontAsk": "never asks: what would ask is refused (allow rules and read-only calls still run)",
 }
 DEMO_MODE: Mode = (
     "acceptEdits"  # the simulator demo flows without a question per edit; said in --help and at start
@@ -36,10 +38,14 @@ def add_options(p: argparse.ArgumentParser) -> None:
     )
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
-        "permission modes (--mode, /mode):\n"
+        "permission modes (--permission-mode, /mode):\n"
         + "\n".join(f"  {m:<18} {h}" for m, h in MODE_HELP.items())
         + f"\nThe default is `default`; the simulator demo (no DIR, or --scenario) starts in {DEMO_MODE} "
-        "so that it flows."
+        "so that it flows. Without --permission-mode the settings' permissions.defaultMode comes first "
+        "(local, project, user; bypassPermissions only from the user's).\n"
+        "Workspace trust: until a project is trusted (Claude Code's record in ~/.claude.json), its "
+        "permissions.allow and additionalDirectories are ignored; on a terminal the REPL asks once where "
+        "that matters, and a yes trusts the folder for Claude Code too."
     )
     p.add_argument(
         "dir",
@@ -67,10 +73,43 @@ def add_options(p: argparse.ArgumentParser) -> None:
         help="simulator demo scenario: a bundled name or a .yaml file (default: fix-pagination)",
     )
     p.add_argument(
+        "--permission-mode",
         "--mode",
-        choices=MODES,
+        dest="mode",
+        choices=(*MODES, "manual"),
         default=None,
-        help=f"permission mode (default: default; the demo: {DEMO_MODE}); see below",
+        help=f"permission mode (default: the settings' defaultMode, else default; the demo: {DEMO_MODE}); "
+        "see below",
+    )
+    p.add_argument(
+        "--allowedTools",
+        "--allowed-tools",
+        dest="allowed_tools",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="RULES",
+        help='allow rules, as in Claude Code: comma- or space-separated (e.g. "Bash(git log:*) Edit"), '
+        "joined to the settings' permissions.allow",
+    )
+    p.add_argument(
+        "--disallowedTools",
+        "--disallowed-tools",
+        dest="disallowed_tools",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="RULES",
+        help="deny rules, in the same form, joined to the settings' permissions.deny",
+    )
+    p.add_argument(
+        "--add-dir",
+        dest="add_dir",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="DIR",
+        help="more working directories, besides the project (as permissions.additionalDirectories)",
     )
     p.add_argument("--no-spec", action="store_true", help="start with speculation off")
     p.add_argument(

@@ -35,11 +35,23 @@ HookDecision = Literal["allow", "ask"] | None
 
 
 def _gate(
-    mode: Mode, allow: Sequence[str], deny: Sequence[str], root: Path | None, ask: Sequence[str] = ()
+    mode: Mode,
+    allow: Sequence[str],
+    deny: Sequence[str],
+    root: Path | None,
+    ask: Sequence[str] = (),
+    additional_dirs: Sequence[str | Path] = (),
 ) -> Any:
     from speculate.permissions import PermissionGate
 
-    return PermissionGate(mode=mode, allow=list(allow), deny=list(deny), ask=list(ask), root=root)
+    return PermissionGate(
+        mode=mode,
+        allow=list(allow),
+        deny=list(deny),
+        ask=list(ask),
+        root=root,
+        additional_dirs=list(additional_dirs),
+    )
 
 
 @dataclass(frozen=True)
@@ -77,18 +89,24 @@ class MainAuthorizer:
         ask: AskFn | None,
         root: Path | None = None,
         ask_rules: Sequence[str] = (),
+        additional_dirs: Sequence[str | Path] = (),
     ) -> None:
         self.mode, self.allow, self.deny, self.ask, self.root = mode, list(allow), list(deny), ask, root
         self.ask_rules = list(ask_rules)
-        self.gate = _gate(mode, self.allow, self.deny, root, self.ask_rules)
+        # The working directories besides the project (settings' additionalDirectories, --add-dir).
+        self.additional_dirs = list(additional_dirs)
+        self.gate = self._new_gate()
         self.pending_ask = False  # a permission prompt is on screen (suppresses suggestions)
         # The call being asked about, while ``ask`` runs: its full arguments and the rule ``always`` adds
         # (the REPL shows them; ``ask`` itself gets the tool and a one-line summary).
         self.question: Question | None = None
 
+    def _new_gate(self) -> Any:
+        return _gate(self.mode, self.allow, self.deny, self.root, self.ask_rules, self.additional_dirs)
+
     def set_mode(self, mode: Mode) -> None:
         self.mode = mode
-        self.gate = _gate(mode, self.allow, self.deny, self.root, self.ask_rules)
+        self.gate = self._new_gate()
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self.gate.check(tool, inp, cwd=cwd_of(self.ctx)).behavior == "allow"
@@ -136,7 +154,7 @@ class MainAuthorizer:
         """An ``always`` answer: from now on the gate allows this call (``Bash(CMD)`` or the tool)."""
         if rule not in self.allow:
             self.allow.append(rule)
-            self.gate = _gate(self.mode, self.allow, self.deny, self.root, self.ask_rules)
+            self.gate = self._new_gate()
 
 
 class SpecAuthorizer:
@@ -171,10 +189,11 @@ class SpecAuthorizer:
         protection: Protection | None = None,
         fs: Any = None,
         approvals: Approvals | None = None,
+        additional_dirs: Sequence[str | Path] = (),
     ) -> None:
         from speculate.speculation.guard import Protection
 
-        self.gate = _gate(mode, allow, deny, root, ask_rules)
+        self.gate = _gate(mode, allow, deny, root, ask_rules, additional_dirs)
         self.root = root
         self.sandboxed_bash = sandboxed_bash
         self.bash_off = bash_off

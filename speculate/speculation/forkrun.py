@@ -79,6 +79,7 @@ class ForkRunner:
             allow=self.s.authorizer.allow,
             deny=self.s.authorizer.deny,
             ask_rules=self.s.authorizer.ask_rules,
+            additional_dirs=self.s.authorizer.additional_dirs,
             sandboxed_bash=sandboxed,
             root=self.s.project,
             bash_off=self.bash_line,

@@ -83,7 +83,8 @@ def test_the_main_loop_and_forks_use_a_real_server(tmp_path: Path) -> None:
         with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
             async with (
                 AnthropicModel(base_url=sim.base_url, api_key="x") as model,
-                open_session(SessionConfig(project=root, model=model, mode="default")) as s,
+                # The test's own workspace, trusted: its allow rule counts (speculate.trust).
+                open_session(SessionConfig(project=root, model=model, mode="default", trusted=True)) as s,
             ):
                 names = [json.loads(t)["name"] for t in s.key.tools_json]
                 assert names[6:] == [

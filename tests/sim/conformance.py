@@ -215,6 +215,9 @@ def run_speculate(dest: Path) -> Run:
                     model=model,
                     speculate=False,
                     mode="acceptEdits",
+                    # As Claude Code's run: an untrusted workspace (its allow rules ignored), the allow list
+                    # given again on the command line.
+                    allow=list(PERMISSIONS["allow"]),
                     hook_transcript_dir=dest / "transcripts",
                 )
                 async with open_session(cfg) as s:
