@@ -132,7 +132,7 @@ class MainAuthorizer:
         d = self.gate.check(tool, inp, cwd=cwd or cwd_of(self.ctx))
         if d.behavior == "deny":
             raise ToolDenied(d.reason)
-        if hook == "allow" and not (d.behavior == "ask" and d.rule is not None):
+        if hook == "allow" and not (d.behavior == "ask" and d.firm):
             return  # the hook answered the prompt; an ask rule still asks
         if hook != "ask" and d.behavior == "allow":
             return
@@ -244,7 +244,7 @@ class SpecAuthorizer:
                     "edit",
                     f"{tool.name} {path}: a PreToolUse hook asks ({hook_reason or 'no reason given'})",
                 )
-            if not early and d.behavior == "ask" and not (hook == "allow" and d.rule is None):
+            if not early and d.behavior == "ask" and not (hook == "allow" and not d.firm):
                 return "edit", f"{tool.name} {path} needs permission"
         elif tool.name == "Bash":
             cmd = getattr(inp, "command", "")
@@ -267,7 +267,7 @@ class SpecAuthorizer:
                 "hook",
                 f"{tool.name}: a PreToolUse hook asks before it ({hook_reason or 'no reason given'})",
             )
-        elif d.behavior == "ask" and d.rule is not None:  # an explicit ask rule: the user would be asked
+        elif d.behavior == "ask" and d.firm:  # an ask rule or a sensitive file: the user would be asked
             return "denied_tool", d.reason
         why = self.hook_stop(tool.name)
         return ("hook", why) if why else None
@@ -292,7 +292,7 @@ class SpecAuthorizer:
         if hook == "ask":
             return f"a PreToolUse hook asks ({hook_reason or 'no reason given'})"
         d = self.gate.check(tool, inp, cwd=cwd_of(self.ctx))
-        return d.reason if d.behavior == "ask" and not (hook == "allow" and d.rule is None) else None
+        return d.reason if d.behavior == "ask" and not (hook == "allow" and not d.firm) else None
 
     def preauthorized(self, tool: Tool, inp: BaseModel) -> bool:
         return self._boundary(tool, inp) is None and self._asks(tool, inp) is None
