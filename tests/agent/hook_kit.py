@@ -41,7 +41,7 @@ SCENARIOS = [
         "write the secret": 'Write: {file_path: "{root}/secret.txt", content: "s3cret\\n"}',
         "read a": 'Read: {file_path: "{root}/a.txt"}',
         "run echo": 'Bash: {command: "echo one"}',
-        "run false": 'Bash: {command: "echo nope; exit 3"}',
+        "run false": 'Bash: {command: "echo nope && false"}',  # runs unasked: `exit` is asked about
         "glob txt": 'Glob: {pattern: "*.txt"}',
     }.items()
 ]

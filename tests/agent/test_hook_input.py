@@ -72,7 +72,7 @@ def test_every_event_carries_claude_codes_fields_and_the_transcript_is_readable(
     assert isinstance(post["duration_ms"], int) and post["tool_use_id"] == by["PreToolUse"]["tool_use_id"]
     assert by["Stop"]["last_assistant_message"] == "Done." and by["Stop"]["stop_hook_active"] is False
     failure = sent[7]
-    assert failure["error"] == "nope\nExit code 3" and failure["is_interrupt"] is False
+    assert failure["error"] == "nope\nExit code 1" and failure["is_interrupt"] is False
     assert sent[9]["trigger"] == "manual" and sent[9]["custom_instructions"] == "keep the names"
     assert sent[10]["source"] == "compact" and sent[11]["reason"] == "other"
     # The transcript: Claude Code's line shape, every message up to the hook's event.
