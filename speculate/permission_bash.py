@@ -53,14 +53,23 @@ class Gate(Protocol):
 
 # What Claude Code 2.1.332 runs without asking in default mode, with no rules (probed one by one against the
 # simulator: docs/claude-code.md). Left out on purpose, since it asked: env, printenv, awk, uniq, less,
-# more, zcat, whoami, whereis, join, cksum, b2sum, base32, locate, xxd, tty, who, getconf, shellcheck.
+# more, zcat, whereis, join, cksum, b2sum, base32, locate, xxd, tty, who, getconf, shellcheck.
 READ_ONLY_COMMANDS = frozenset(
     """
     cat head tail wc ls grep egrep fgrep rg find du df echo true false test [ which basename dirname
     realpath readlink uname id groups diff cmp comm cut tr nl fold fmt paste column rev tac od hexdump
     strings md5sum sha1sum sha256sum base64 expr sort stat file pgrep free uptime seq sleep nproc locale
-    man help lsof numfmt tsort type expand unexpand ps date hostname pwd jq git cd
+    man help lsof numfmt tsort type expand unexpand ps date hostname pwd jq git cd whoami python python3
     """.split()
+)
+# git subcommands that only read (observed: status, log, diff, branch, remote, stash list, tag, show ran; `git
+# config user.name` asked).
+READ_ONLY_GIT = frozenset(
+    "status log diff show branch tag remote stash rev-parse ls-files ls-tree blame describe shortlog reflog "
+    "cat-file grep rev-list merge-base name-rev count-objects".split()
+)
+_FIND_ACTIONS = frozenset(
+    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
 )
 # acceptEdits also runs these, with these options only, when what they write lies inside the working
 # directories (observed: `mkdir -p`, `touch`, `rm -rf build`, `cp`, `mv`, `sed -i` and a redirection ran;
@@ -147,6 +156,13 @@ def decide(gate: Gate, command: str, *, cwd: str | os.PathLike[str] | None) -> D
 
     # -- allow ---------------------------------------------------------------------------------------------
     allow = _rules(gate.allow, "Bash")
+    unnamed = next((c for c in facts.commands if c.name is None), None)
+    if unnamed is not None and gate.mode != "bypassPermissions" and _rules(gate.deny, "Bash", denying=True):
+        # A deny rule cannot be checked against a command whose name is not known before running.
+        return Decision(
+            "ask",
+            f"`{unnamed.source}`: the command name is not known before running, and Bash deny rules apply.",
+        )
     if rule := next((r for r in allow if r.specifier is None), None):
         return Decision("allow", f"Allowed by rule {rule.text!r}.", rule.text)
     exact = next((r for r in allow if "*" not in (r.specifier or "*") and bash_match(r, command)), None)
@@ -182,14 +198,20 @@ _GIT_VALUE_OPTS = frozenset(
 )
 
 
-def _git_subcommand(cmd: Command) -> str | None:
-    """``git -C . -c k=v push`` as ``git push``: global options must not hide a subcommand a rule names."""
+def _git_words(cmd: Command) -> list[str | None]:
+    """git's words after its global options (``-C .``, ``-c k=v``, ``--git-dir=…``): the subcommand first."""
     args, i = cmd.argv[1:], 0
     while i < len(args) and (a := args[i]) is not None and a.startswith("-"):
         i += 2 if a in _GIT_VALUE_OPTS else 1
-    if i == 0 or i >= len(args):
-        return None
-    return " ".join("$?" if a is None else a for a in ["git", *args[i:]])
+    return args[i:]
+
+
+def _git_subcommand(cmd: Command) -> str | None:
+    """``git -C . -c k=v push`` as ``git push``: global options must not hide a subcommand a rule names."""
+    words = _git_words(cmd)
+    if not words or len(words) == len(cmd.argv) - 1:
+        return None  # no global options: the command's own text already says it
+    return " ".join("$?" if a is None else a for a in ["git", *words])
 
 
 def _rules(rules: Iterable[Rule], tool: str, *, denying: bool = False) -> list[Rule]:
@@ -203,8 +225,9 @@ def _path_rule(
     for r in rules:
         if r.specifier is None or not r.covers(as_tool, denying=denying) or r.tool.startswith("mcp__"):
             continue
+        # A directory read (`ls secrets`, `grep -r x secrets`) is refused when a rule covers its contents.
         if r.tool in ("Read", "Edit", "Write") and any(
-            path_match(r, p, gate.places, directory=False) for p in {path, os.path.realpath(path)}
+            path_match(r, p, gate.places, directory=as_tool == "Read") for p in {path, os.path.realpath(path)}
         ):
             return r
     return None
@@ -277,7 +300,7 @@ def _covered(
     places: Places,
 ) -> bool:
     """Whether an allow rule, Claude Code's read-only set or acceptEdits covers ``cmd`` and what it runs."""
-    if cmd.name is None:
+    if cmd.name is None or _never_by_rule(cmd):
         return False
     if any(r.specifier is not None and bash_match(r, cmd.text) for r in allow):
         return True
@@ -318,7 +341,21 @@ def _file_command(cmd: Command, places: Places) -> bool:
 def _read_only_command(cmd: Command) -> bool:
     if cmd.name not in READ_ONLY_COMMANDS or cmd.level is not Level.READ_ONLY:
         return False
-    return not (cmd.name == "pwd" and len(cmd.argv) > 1)  # observed: `pwd a.txt` asked
+    if cmd.name == "git":
+        words = _git_words(cmd)
+        if not words or words[0] not in READ_ONLY_GIT:
+            return False
+        return words[0] != "stash" or words[1:2] in (["list"], ["show"])
+    if cmd.name in ("python", "python3"):
+        return cmd.argv[1:] in (["--version"], ["-V"])  # observed: `python3 --version` ran
+    # observed: `pwd` and `whoami` ran, `pwd a.txt` and `whoami a.txt` asked
+    return not (cmd.name in ("pwd", "whoami") and len(cmd.argv) > 1)
+
+
+def _never_by_rule(cmd: Command) -> bool:
+    """What no prefix rule covers (observed: "find with '-exec' executes commands or modifies files —
+    cannot be auto-allowed by a Bash(find:*) prefix rule")."""
+    return cmd.name == "find" and any(a in _FIND_ACTIONS for a in cmd.argv[1:])
 
 
 def _read_only(facts: Facts) -> bool:

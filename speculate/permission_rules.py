@@ -54,6 +54,9 @@ class Decision:
     # An ask that neither an allow rule nor a PreToolUse hook's "allow" answers: an ask rule, a sensitive
     # file (Claude Code asks for those whatever the hook says).
     firm: bool = False
+    # A denial that was an ask until dontAsk mode refused it: a PreToolUse hook's "allow" still answers it
+    # (observed in Claude Code 2.1.332: in dontAsk a hook answering allow lets the call run).
+    unasked: bool = False
 
 
 class PermissionRuleError(SpeculateError, ValueError):

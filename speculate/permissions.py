@@ -89,7 +89,11 @@ class PermissionGate:
         decision = self._check(tool, inp, cwd=cwd)
         if decision.behavior == "ask" and self.mode == "dontAsk":
             return Decision(
-                "deny", f"dontAsk mode: {decision.reason} Asking is off, so it was refused.", decision.rule
+                "deny",
+                f"dontAsk mode: {decision.reason} Asking is off, so it was refused.",
+                decision.rule,
+                firm=decision.firm,
+                unasked=True,
             )
         return decision
 

@@ -43,6 +43,9 @@ SENSITIVE_FILES = frozenset(
         ".npmrc",
         ".pre-commit-config.yaml",
         "lefthook.yml",
+        ".claude.json",
+        "pyrightconfig.json",
+        "bunfig.toml",
         # hook frameworks and credentials (speculate's additions)
         "lefthook.yaml",
         ".lefthook.yml",
@@ -51,6 +54,12 @@ SENSITIVE_FILES = frozenset(
         ".netrc",
         ".pypirc",
     }
+)
+# Files known only by their directory: (parent segments..., name), matched at any depth.
+SENSITIVE_PAIRS: tuple[tuple[str, ...], ...] = (
+    (".cargo", "config.toml"),
+    (".cargo", "config"),
+    (".config", "git"),  # git's XDG configuration directory: everything below it
 )
 # Speculate's additions, for docs and the corpus's expected-stricter list.
 ADDED = frozenset(
@@ -70,6 +79,10 @@ def fold(segment: str) -> str:
 def sensitive_segment(path: str) -> str | None:
     """The segment that makes ``path`` (absolute or relative, ``/``-separated) sensitive, or None."""
     parts = [fold(p) for p in path.replace(os.sep, "/").split("/") if p not in ("", ".")]
+    for pair in SENSITIVE_PAIRS:
+        n = len(pair)
+        if any(tuple(parts[i : i + n]) == pair for i in range(len(parts) - n + 1)):
+            return "/".join(pair)
     for i, part in enumerate(parts):
         if part in SENSITIVE_DIRS and i < len(parts) - 1:
             return part
@@ -82,4 +95,12 @@ def is_sensitive(path: str) -> bool:
     return sensitive_segment(path) is not None
 
 
-__all__ = ["ADDED", "SENSITIVE_DIRS", "SENSITIVE_FILES", "fold", "is_sensitive", "sensitive_segment"]
+__all__ = [
+    "ADDED",
+    "SENSITIVE_DIRS",
+    "SENSITIVE_FILES",
+    "SENSITIVE_PAIRS",
+    "fold",
+    "is_sensitive",
+    "sensitive_segment",
+]

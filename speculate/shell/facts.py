@@ -39,16 +39,47 @@ READERS = frozenset(
     cat head tail less more tac rev nl od hexdump xxd strings base64 base32 md5sum sha1sum sha224sum
     sha256sum sha384sum sha512sum cksum b2sum wc sort uniq file stat du ls dir vdir cut fold fmt paste
     column expand unexpand diff cmp comm zcat bzcat xzcat zless tree readlink realpath find cd pushd
-    source . bat tsort numfmt look iconv
+    source . bat tsort numfmt look iconv cp install
     """.split()
 ) | frozenset(_PATTERN_FIRST)
+_DQ_ESCAPE = re.compile(r"\\([\\\"$`\n])")  # what a backslash escapes inside double quotes
+_BRACE_EXPANSION = re.compile(r"\{[^{}\s'\"]*(,|\.\.)[^{}\s'\"]*\}")  # {a,b}, {1..3}; not find's {}
 _MAX_NESTING = 6  # functions, scripts and `sh -c` inside each other, as the classifier follows them
 _SYSTEM_DIRS = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"})
-# Options whose value is the next word, for the commands above (so `head -n 5 f` reads f, not 5).
-_VALUE_OPTS = (
-    "-n", "-c", "-m", "-A", "-B", "-C", "-t", "-k", "-d", "-f", "-w", "-s", "-o", "-T", "-S", "--lines",
-    "--bytes", "--max-count", "--type", "--glob", "-g", "--include", "--exclude", "-maxdepth", "-name",
-)  # fmt: skip
+# Options whose value is the next word, per command (so `head -n 5 f` reads f, not 5, and `grep -n x f` reads
+# f: -n takes no value there).
+_VALUE_OPTS: dict[str, tuple[str, ...]] = {
+    "head": ("-n", "-c", "--lines", "--bytes"),
+    "tail": ("-n", "-c", "--lines", "--bytes", "-s", "--sleep-interval", "--pid"),
+    "grep": ("-e", "-f", "-m", "-A", "-B", "-C", "-d", "-D", "--regexp", "--file", "--max-count"),
+    "rg": ("-e", "-f", "-g", "-t", "-T", "-m", "-A", "-B", "-C", "-j", "--glob", "--iglob", "--type"),
+    "sed": ("-e", "-f", "-l", "--expression", "--file"),
+    "awk": ("-f", "-v", "-F", "--file"),
+    "sort": ("-k", "-t", "-o", "-S", "-T", "--key", "--output"),
+    "cut": ("-d", "-f", "-b", "-c", "--delimiter", "--fields"),
+    "od": ("-A", "-t", "-j", "-N", "-w"),
+    "du": ("-d", "-B", "-t", "--max-depth"),
+    "ls": ("-I", "-w", "-T", "--ignore"),
+    "xxd": ("-c", "-l", "-s", "-g"),
+    "stat": ("-c", "--format"),
+    "file": ("-m", "-f"),
+    "uniq": ("-f", "-s", "-w"),
+    "jq": ("--arg", "--argjson", "-f", "--from-file", "--indent"),
+    "diff": ("-U", "-C", "--label"),
+    "nl": ("-b", "-v", "-i", "-w", "-s"),
+    "fold": ("-w",),
+    "cp": ("-t", "-S", "--target-directory", "--suffix"),
+    "install": ("-t", "-m", "-o", "-g", "-S", "--target-directory", "--mode"),
+}
+for _name, _alias in (
+    ("egrep", "grep"),
+    ("fgrep", "grep"),
+    ("zgrep", "grep"),
+    ("gawk", "awk"),
+    ("mawk", "awk"),
+):
+    _VALUE_OPTS[_name] = _VALUE_OPTS[_alias]
+_COPIERS = frozenset({"cp", "install"})  # read every operand but the destination
 
 
 @dataclass
@@ -105,7 +136,7 @@ class _Collector(Walker):
         self.writes: list[tuple[str | None, str]] = []
         self.redirects: list[str | None] = []
         self.opaque: list[str] = []
-        self.values: dict[str, str | None] = {}  # variables assigned literally earlier in the line
+        self.values: dict[str, str | None] = {}  # variables assigned earlier on the line (None: twice)
         self.pending_via = ""
         self.prefixed = False
 
@@ -177,8 +208,11 @@ class _Collector(Walker):
         name, args = argv[0], argv[1:]
         if name not in READERS:
             return []
-        p = split(args, _VALUE_OPTS)
+        p = split(args, _VALUE_OPTS.get(name, ()))
         operands = list(p.operands)
+        if name in _COPIERS:
+            given = p.has("-t", "--target-directory")
+            return operands if given else operands[:-1]
         if name in _PATTERN_FIRST and operands and not p.has(*_PATTERN_FIRST[name]):
             operands = operands[1:]  # the pattern, script or filter
         if name == "find":  # the start points: operands before the first expression word
@@ -222,36 +256,65 @@ class _Collector(Walker):
         return True
 
     def _command(self, node: tree_sitter.Node) -> None:
-        name_node = node.child_by_field_name("name")
+        """The classifier's simple command, with words resolved through variables known on the line
+        (``x=rm; $x``, ``a=r; b=m; $a$b``, ``"$PWD/.env"``, ``$HOME``)."""
+        self.current = source(node).decode(errors="replace")
+        self.parts.append(self.current)
         self.prefixed = any(c.type == "variable_assignment" for c in node.children)
-        if name_node is not None and (resolved := self._variable_name(name_node)) is not None:
-            # `x=rm; $x a.txt`: the name is a variable assigned literally earlier on the line.
-            self.current = source(node).decode(errors="replace")
-            self.parts.append(self.current)
-            self._children(node)
-            self.current = source(node).decode(errors="replace")
-            args = [word(a) for a in node.children_by_field_name("argument")]
-            self.run([resolved, *args])
-            return
-        super()._command(node)
-
-    def _variable_name(self, name_node: tree_sitter.Node) -> str | None:
+        self._children(node)  # substitutions and prefix assignments run before the command itself
+        self.current = source(node).decode(errors="replace")
+        name_node = node.child_by_field_name("name")
+        if name_node is None:
+            self.prefixed = False
+            return  # only assignments
         inner = name_node.named_children[0] if name_node.named_children else name_node
-        if inner.type not in ("simple_expansion", "expansion"):
-            return None
-        var = re.sub(r"^\$\{?|\}$", "", source(inner).decode(errors="replace"))
-        return self.values.get(var)
+        words = [self._value(inner)] + [self._value(a) for a in node.children_by_field_name("argument")]
+        self.run(words)
+
+    def _value(self, node: tree_sitter.Node) -> str | None:
+        """A word's value before running, or None where it depends on something not known."""
+        kind = node.type
+        if kind in ("simple_expansion", "expansion"):
+            return self._variable(re.sub(r"^\$\{?|\}$", "", source(node).decode(errors="replace")))
+        if kind == "string":
+            out = []
+            for part in node.named_children:
+                if part.type == "string_content":
+                    out.append(_DQ_ESCAPE.sub(r"\1", source(part).decode(errors="replace")))
+                elif (value := self._value(part) if part.type.endswith("expansion") else None) is not None:
+                    out.append(value)
+                else:
+                    return None
+            return "".join(out)
+        if kind == "concatenation":
+            values = [self._value(c) for c in node.named_children]
+            return None if None in values else "".join(v for v in values if v is not None)
+        return word(node)
+
+    def _variable(self, name: str) -> str | None:
+        if name in self.values:
+            return self.values[name]
+        if name == "HOME":
+            return self.home
+        if name == "PWD" and len(self.cwds) == 1:
+            return next(iter(self.cwds))
+        return None
 
     def _assignment(self, node: tree_sitter.Node) -> None:
         name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
         if name is not None and name.type == "variable_name":
-            self.values[source(name).decode()] = word(value) if value is not None else ""
+            var = source(name).decode()
+            # Assigned twice (in two branches, in a loop) it could be either: not known before running.
+            self.values[var] = (
+                None if var in self.values else (self._value(value) if value is not None else "")
+            )
         super()._assignment(node)
 
 
 def obfuscation(command: str) -> str | None:
-    """Claude Code's obfuscation checks, on the text outside quotes: ANSI-C quoting (``$'\\x72m'``), a brace
-    next to a quote (``{"a":1}`` hiding an expansion), backslash-escaped whitespace. None when clean."""
+    """Claude Code's checks for what a rule cannot see through, on the text outside single quotes: ANSI-C
+    quoting (``$'\\x72m'``), ``${…}``, brace expansion (``{a,b}``), a brace next to a quote (``{"a":1}``
+    hiding an expansion), backslash-escaped whitespace. None when clean."""
     quote: str | None = None
     i, n = 0, len(command)
     while i < n:
@@ -259,13 +322,22 @@ def obfuscation(command: str) -> str | None:
         if quote == "'":
             quote = None if c == "'" else quote
         elif c == "\\" and i + 1 < n:
-            if quote is None and command[i + 1] in " \t\n":
+            # A line continuation between words is layout (observed: `echo hi \<newline>> f` ran); one that
+            # joins two words, or an escaped blank inside a word, hides where a word ends.
+            joins = command[i + 1] != "\n" or (
+                i > 0 and not command[i - 1].isspace() and i + 2 < n and not command[i + 2].isspace()
+            )
+            if quote is None and command[i + 1] in " \t\n" and joins:
                 return "Contains backslash-escaped whitespace"
             i += 1
+        elif c == "$" and command.startswith("${", i):
+            return "A variable in braces in this command can't be checked before it runs"
         elif quote == '"':
             quote = None if c == '"' else quote
         elif c == "$" and command.startswith("$'", i):
             return "Text with escape codes in this command can't be checked before it runs"
+        elif c == "{" and quote is None and _BRACE_EXPANSION.match(command, i):
+            return "Brace expansion"
         elif c in "'\"":
             if i > 0 and command[i - 1] == "{":
                 return "Contains brace with quote character (expansion obfuscation)"

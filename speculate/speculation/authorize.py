@@ -115,6 +115,7 @@ class MainAuthorizer:
         if (
             tool.name in FILE_TOOLS
             and (d := self.gate.check(tool, inp, cwd=cwd_of(self.ctx))).behavior == "deny"
+            and not d.unasked  # dontAsk's refusal of an ask: the PreToolUse hook may still answer it
         ):
             raise ToolDenied(d.reason)
 
@@ -130,7 +131,7 @@ class MainAuthorizer:
     ) -> None:
         """``cwd``: where the Bash command runs, when not in this session's directory (an accepted fork's)."""
         d = self.gate.check(tool, inp, cwd=cwd or cwd_of(self.ctx))
-        if d.behavior == "deny":
+        if d.behavior == "deny" and not (d.unasked and hook == "allow" and not d.firm):
             raise ToolDenied(d.reason)
         if hook == "allow" and not (d.behavior == "ask" and d.firm):
             return  # the hook answered the prompt; an ask rule still asks

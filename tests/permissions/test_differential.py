@@ -20,13 +20,60 @@ PLAN = (
     "plan mode refuses a change outright; Claude Code's refusal (`Cannot write to … while in plan mode.`) "
     "names no rule or hook, so the corpus reads it as an ask"
 )
+WALKED = (
+    "the parse walks into what Claude Code runs unchecked (eval's text, xargs -I and find -exec commands, a "
+    "variable holding the name): a deny rule that matches inside refuses the line"
+)
+SCRIPT = (
+    "a `sh -c`/`bash -c` script is parsed and walked like the line: a deny rule that matches inside refuses "
+    "it, where Claude Code asks"
+)
+UNKNOWN = "a command whose name is not known before running cannot be checked against a deny rule: it asks"
+GIT = (
+    "git's global options (`-C .`) are taken off before matching, so `git -C . push` meets `Bash(git push:*)`"
+)
+PAGERS = "less, more and xxd read the file a Read deny rule covers, like cat: refused (Claude Code ran them)"
+LINKS = "ln and dd of= write the path an Edit deny rule covers, like cp: refused (Claude Code ran them)"
+PLAN_READ = (
+    "a read outside the working directories asks in every mode but bypass (Claude Code's plan mode reads)"
+)
+OUTSIDE_TOOL = (
+    "speculate's file tools act on the project tree only (a fork's overlay holds every write they make): a "
+    "path outside it, an additional directory's included, is refused by the tool even where the gate allows"
+)
+ASK_RULES = "Read and Edit ask rules reach Bash reads and writes as deny rules do (Claude Code ran them)"
+HOOK_ASK = "in dontAsk a hook that asks is refused like any other ask (Claude Code refused it too, as an ask)"
 INTENDED_STRICTER: dict[str, str] = {
+    **{f"rm-deny-{m}#rm:{k}": WALKED for m in ("default", "bypassPermissions", "dontAsk")
+       for k in ("xargs-i", "eval", "eval-quoted", "var-braces", "find-exec")},
+    **{f"rm-deny-{m}#rm:{k}": SCRIPT for m in ("default", "bypassPermissions") for k in ("sh-c", "bash-c", "sh-c-and")},
+    **{f"rm-deny-{m}#rm:{k}": UNKNOWN for m in ("default", "dontAsk") for k in ("ansi-c", "dyn-subst")},
+    "push-deny-default#git -C . push": GIT,
+    "push-deny-bypassPermissions#git -C . push": GIT,
+    **{f"file-rules-{m}#{c} .env": PAGERS for m in ("default", "acceptEdits") for c in ("less", "more", "xxd")},
+    **{f"file-rules-{m}#{c}": LINKS for m in ("default", "acceptEdits")
+       for c in ("ln -s ../a.txt conf/link.txt", "dd if=a.txt of=conf/i.txt")},
+    "mode-plan#Read {home}/secret.txt": PLAN_READ,
+    "mode-plan#Read {side}/s.txt": PLAN_READ,
     "mode-plan#Write {root}/new-w.txt": PLAN,
     "mode-plan#Write {side}/new-out.txt": PLAN,
     "mode-plan#Edit {root}/a.txt": PLAN,
     "defaultMode-plan#Write {root}/dm-w.txt": PLAN,
     "defaultMode-plan#Edit {root}/a.txt": PLAN,
-}
+    "mode-bypassPermissions#Read {home}/secret.txt": OUTSIDE_TOOL,
+    "mode-bypassPermissions#Read {side}/s.txt": OUTSIDE_TOOL,
+    "mode-bypassPermissions#Write {side}/new-out.txt": OUTSIDE_TOOL,
+    "additional-abs-default#Read {side}/s.txt": OUTSIDE_TOOL,
+    "additional-abs-acceptEdits#Read {side}/s.txt": OUTSIDE_TOOL,
+    "additional-abs-acceptEdits#Write {side}/w.txt": OUTSIDE_TOOL,
+    "additional-rel#Read {side}/s.txt": OUTSIDE_TOOL,
+    **{f"hook-answers-{m}#Write {{home}}/hook-allow-out.txt": OUTSIDE_TOOL
+       for m in ("default", "acceptEdits", "bypassPermissions", "dontAsk")},
+    "ask-rules#cat notes.md": ASK_RULES,
+    "ask-rules#echo x > docs/e.md": ASK_RULES,
+    "hook-answers-dontAsk#touch hook-ask-1.txt": HOOK_ASK,
+    "hook-answers-dontAsk#Write {root}/hook-ask-w.txt": HOOK_ASK,
+}  # fmt: skip
 
 
 @pytest.mark.slow

@@ -284,3 +284,44 @@ def test_decisions_are_fast_enough_to_sit_before_every_call(tmp_path: Path) -> N
     g = gate(tmp_path, allow=["Bash(echo:*)"], deny=["Bash(rm:*)"])
     long = " && ".join(f"echo {i}" for i in range(200))
     assert bash(g, long) == "allow" and bash(g, long + " && rm x") == "deny"
+
+
+def test_what_the_corpus_found_on_the_first_parse_based_gate(tmp_path: Path) -> None:
+    """The 43 looser calls of the differential corpus on 2df2e36, one of each kind."""
+    deny = gate(tmp_path, allow=["Bash"], deny=["Bash(rm:*)"])
+    assert bash(deny, "a=r; b=m; $a$b x.txt") == "deny"  # concatenated variables resolved
+    assert bash(deny, "if true; then x=rm; else x=ls; fi; $x a") == "ask"  # assigned twice: not known
+    echo = gate(tmp_path, allow=["Bash(echo:*)"])
+    assert bash(echo, "echo {a,b}.txt") == "ask" and bash(echo, "echo ${HOME}") == "ask"
+    assert bash(echo, "echo hi \\\n> f.txt") == "ask"  # a line continuation is layout; the redirection asks
+    reads = gate(tmp_path, deny=["Read(.env)", "Read(secrets/**)"])
+    for command in ("sed -n 1p .env", "od -c .env", "wc -c .env", 'cat "$PWD/.env"', "cp .env leak.txt",
+                    "grep -rn s3 secrets", "ls secrets", "find secrets -type f"):  # fmt: skip
+        assert bash(reads, command) == "deny", command
+    for rel in (
+        ".claude.json",
+        "pyrightconfig.json",
+        "bunfig.toml",
+        ".cargo/config.toml",
+        ".config/git/config",
+    ):
+        assert is_sensitive(rel) and bash(gate(tmp_path, mode="acceptEdits"), f"echo x > {rel}") == "ask"
+    find = gate(tmp_path, allow=["Bash(find:*)", "Bash(echo:*)"])
+    assert bash(find, "find . -exec echo {} \\;") == "ask"  # no prefix rule covers find -exec
+    plain = gate(tmp_path)
+    assert [bash(plain, c) for c in ("git status", "git config user.name", "git stash pop", "whoami")] == [
+        "allow",
+        "ask",
+        "ask",
+        "allow",
+    ]
+
+
+def test_in_dont_ask_a_refused_ask_is_marked_so_a_hook_can_still_answer_it(tmp_path: Path) -> None:
+    g = gate(tmp_path, mode="dontAsk")
+    d = g.check(TOOLS["Write"], {"file_path": str(tmp_path / "p" / "w.txt"), "content": "x"})
+    assert d.behavior == "deny" and d.unasked and not d.firm
+    sensitive = g.check(TOOLS["Write"], {"file_path": str(tmp_path / "p" / ".bashrc"), "content": "x"})
+    assert sensitive.behavior == "deny" and sensitive.firm  # a hook's allow does not answer this one
+    ruled = gate(tmp_path, mode="dontAsk", deny=["Write"]).check(TOOLS["Bash"], {"command": "ls"})
+    assert not ruled.unasked
