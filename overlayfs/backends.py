@@ -3,8 +3,10 @@ here (:meth:`MountBackend.unavailable_reason`), how it mounts and unmounts, and 
 must do around it because of what it can and cannot do itself (:mod:`overlayfs.sandbox.session`).
 
 ``kernel`` (kernel overlayfs; a host mount needs root, otherwise only :mod:`overlayfs.sandbox` can use it,
-inside a private namespace), ``fuse`` (our FUSE server, :mod:`overlayfs.fuse`) and ``fuse-overlayfs`` (the C
-reference; on a bounded layer started in a private mount namespace, see :mod:`overlayfs.fuse_overlayfs`).
+inside a private namespace), ``fuse`` (our FUSE server, :mod:`overlayfs.fuse`, on the transport it chooses:
+its own ``/dev/fuse`` loop, else pyfuse3; ``SPECULATE_FUSE_TRANSPORT`` pins one), ``fuse-pyfuse3`` (the same
+server, always on pyfuse3) and ``fuse-overlayfs`` (the C reference; on a bounded layer started in a private
+mount namespace, see :mod:`overlayfs.fuse_overlayfs`).
 ``pure`` is the in-process view: it cannot be mounted, so Bash must stay read-only with it. ``auto`` picks
 kernel, then fuse (:func:`choose_backend`, the one place that resolves it).
 
@@ -14,6 +16,8 @@ Callers ask :func:`get` for a backend by name and ask the object; no one else co
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import logging
 import os
 import select
 import shutil
@@ -28,6 +32,7 @@ from overlayfs import kernel, layer, mountpoints
 from overlayfs.errors import MountError
 
 _PKG_PARENT = os.fspath(Path(__file__).resolve().parents[1])
+log = logging.getLogger("overlayfs.mount")
 READ_AHEAD_KB = 1024  # 1 MiB reads on the FUSE mount: 200 MB sequential read 110 -> 60 ms
 
 
@@ -38,6 +43,7 @@ class Started(NamedTuple):
     proc: subprocess.Popen[bytes] | None = None
     snapshot: kernel.Snapshot | None = None
     control: socket.socket | None = None
+    transport: str | None = None  # our FUSE server's: "own" or "pyfuse3"
 
 
 class MountBackend:
@@ -45,7 +51,7 @@ class MountBackend:
     differs; an instance is registered in :data:`REGISTRY` under :attr:`name`."""
 
     name: ClassVar[str]
-    enforces: ClassVar[str]  # what the view itself enforces, in words (reported with a sandboxed run)
+    enforces: str  # what the view itself enforces, in words (reported with a sandboxed run)
     mountable: ClassVar[bool] = True  # False: no directory to run a command in (Bash stays read-only)
     host_mount_needs_root: ClassVar[bool] = (
         False  # a mount on the host needs root (else: only in a namespace)
@@ -98,18 +104,94 @@ class PureBackend(MountBackend):
     mountable = False
 
 
+TRANSPORT_ENV = "SPECULATE_FUSE_TRANSPORT"  # own | pyfuse3 | auto (the default): the fuse backend's transport
+TRANSPORTS = ("own", "pyfuse3")  # what speaks to the kernel for our FUSE server (overlayfs.fuse.__main__)
+PYFUSE3_UNAVAILABLE = "PYFUSE3_UNAVAILABLE"  # in the venv: why set-up could not install pyfuse3
+
+
+def pyfuse3_problem() -> str | None:
+    """None if pyfuse3 can be imported by our FUSE server here, else why not (set-up's note if it left one).
+    Not imported here: it brings trio (~0.2 s) into a process that does not serve."""
+    if importlib.util.find_spec("pyfuse3") is not None:
+        return None
+    note = Path(sys.prefix) / PYFUSE3_UNAVAILABLE
+    with contextlib.suppress(OSError):
+        return f"pyfuse3 is not installed: {note.read_text().strip()}"
+    return "pyfuse3 is not installed (scripts/setup.sh installs it with libfuse3-dev and pkg-config)"
+
+
 class FuseBackend(MountBackend):
+    """Our FUSE server (:mod:`overlayfs.fuse`). The operations are one; the transport that speaks to the
+    kernel is chosen per mount: the own ``/dev/fuse`` loop, and pyfuse3 (libfuse) where the own one is
+    refused (it needs FUSE 7.31 with NO_OPEN and NO_OPENDIR support, and says so with a MountError) or
+    where :data:`TRANSPORT_ENV` names it. :attr:`transport` and :attr:`enforces` say which served last."""
+
     name = "fuse"
-    enforces = (
-        "our FUSE server on the host: it records what each command read and the bases of what it changed"
-    )
     told_of_writes = True
+    pinned: ClassVar[str | None] = None  # a transport this entry always uses
+
+    def __init__(self) -> None:
+        self.transport: str | None = None  # the transport of this backend's last mount
+        self.own_refused: str | None = None  # why the own transport was refused here (pyfuse3 serves then)
+        self.enforces = self._enforces()
+
+    def _enforces(self) -> str:
+        if self.transport is None:
+            how = "transport: own, else pyfuse3" if self.pinned is None else f"transport: {self.pinned}"
+        elif self.own_refused is not None:
+            how = f"transport: {self.transport}; the own transport was refused: {self.own_refused}"
+        else:
+            how = f"transport: {self.transport}"
+        return (
+            f"our FUSE server on the host ({how}): it records what each command read and the bases of "
+            "what it changed"
+        )
+
+    def transports(self) -> tuple[str, ...]:
+        """The transports a mount tries, in order. Raises MountError for a bad :data:`TRANSPORT_ENV`."""
+        want = self.pinned or os.environ.get(TRANSPORT_ENV) or "auto"
+        if want in TRANSPORTS:
+            return (want,)
+        if want != "auto":
+            raise MountError(f"{TRANSPORT_ENV}={want!r}: expected {', '.join(TRANSPORTS)} or auto")
+        if self.own_refused is not None:
+            return ("pyfuse3",)
+        return ("own", "pyfuse3") if pyfuse3_problem() is None else ("own",)
 
     def unavailable_reason(self) -> str | None:
-        return _fuse_problem()
+        why = _fuse_problem()
+        if why is None:
+            try:
+                only_pyfuse3 = self.transports() == ("pyfuse3",)
+            except MountError as e:
+                return str(e)
+            why = pyfuse3_problem() if only_pyfuse3 else None
+        return why
 
     def start(self, ov: kernel.Layers, root: Path, *, snapshot: bool) -> Started:
-        return _start_fuse(ov, root)
+        failed: list[str] = []
+        for transport in self.transports():
+            try:
+                started = _start_fuse(ov, root, transport=transport)
+            except MountError as e:
+                failed.append(f"{transport} transport: {e}")
+                if mountpoints.is_mounted(root):
+                    mountpoints.lazy_unmount(root)
+                continue
+            if failed:  # the own transport was refused here: the next mounts go straight to pyfuse3
+                self.own_refused = failed[0]
+                log.warning("the own FUSE transport was refused, pyfuse3 serves: %s", failed[0])
+            self.transport = transport
+            self.enforces = self._enforces()
+            return started
+        raise MountError("; ".join(failed))
+
+
+class Pyfuse3Backend(FuseBackend):
+    """Our FUSE server on pyfuse3 whatever the kernel offers: the card's transport, named explicitly."""
+
+    name = "fuse-pyfuse3"
+    pinned = "pyfuse3"
 
 
 class KernelBackend(MountBackend):
@@ -173,7 +255,7 @@ class FuseOverlayfsBackend(MountBackend):
         layer.adopt_fuse_overlayfs(upper)
 
 
-def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -> Started:
+def _start_fuse(ov: kernel.Layers, root: Path, *, transport: str, ready_timeout: float = 30.0) -> Started:
     env = dict(os.environ)
     env["PYTHONPATH"] = _PKG_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     logf = open(Path(ov.metadir) / "fuse-server.log", "ab")
@@ -194,6 +276,8 @@ def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -
                 os.fspath(ov.workdir),
                 "--control-fd",
                 str(theirs.fileno()),
+                "--transport",
+                transport,
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -226,7 +310,7 @@ def _start_fuse(ov: kernel.Layers, root: Path, *, ready_timeout: float = 30.0) -
         tail = (Path(ov.metadir) / "fuse-server.log").read_bytes()[-2000:].decode(errors="replace")
         raise MountError(f"FUSE server did not come up at {root}: {tail.strip() or 'no output'}")
     _set_read_ahead(root)
-    return Started(proc=proc, control=control)
+    return Started(proc=proc, control=control, transport=transport)
 
 
 def _set_read_ahead(root: Path) -> None:
@@ -237,7 +321,8 @@ def _set_read_ahead(root: Path) -> None:
 
 # -- the registry ----------------------------------------------------------------------------------
 REGISTRY: dict[str, MountBackend] = {
-    b.name: b for b in (PureBackend(), FuseBackend(), KernelBackend(), FuseOverlayfsBackend())
+    b.name: b
+    for b in (PureBackend(), FuseBackend(), Pyfuse3Backend(), KernelBackend(), FuseOverlayfsBackend())
 }
 BACKENDS = tuple(REGISTRY)
 MOUNTABLE = tuple(name for name, b in REGISTRY.items() if b.mountable)

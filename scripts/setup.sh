@@ -9,12 +9,14 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: $PY is older than Python 3.11" >&2; exit 1
 fi
 
-# System packages: FUSE (fusermount3 for a normal user's mounts; the FUSE server speaks /dev/fuse itself, so
-# no libfuse headers), fuse-overlayfs (the reference C overlay in the benchmarks), ripgrep (Grep's fast path),
-# tmux (the REPL's end-to-end tests), util-linux's unshare and setpriv (the escape tests as a normal user),
-# bubblewrap and libseccomp2 (the speculation sandbox), gcc and libc6-dev (the sandbox's stage program,
-# overlayfs/stage.c; without them the Python stages are used).
-SYS_PKGS=(fuse3 fuse-overlayfs ripgrep tmux util-linux gcc libc6-dev bubblewrap libseccomp2)
+# System packages: FUSE (fusermount3 for a normal user's mounts), libfuse3-dev, pkg-config and python3-dev
+# (to build pyfuse3, the FUSE server's second transport; its own transport speaks /dev/fuse without them),
+# fuse-overlayfs (the reference C overlay in the benchmarks), ripgrep (Grep's fast path), tmux (the REPL's
+# end-to-end tests), util-linux's unshare and setpriv (the escape tests as a normal user), bubblewrap and
+# libseccomp2 (the speculation sandbox), gcc and libc6-dev (the sandbox's stage program, overlayfs/stage.c;
+# without them the Python stages are used).
+SYS_PKGS=(fuse3 libfuse3-dev pkg-config python3-dev fuse-overlayfs ripgrep tmux util-linux gcc libc6-dev bubblewrap
+          libseccomp2)
 missing=()
 for p in "${SYS_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -46,6 +48,15 @@ if [ ! -f "$stamp" ]; then
   if ! .venv/bin/python -m pip install -q -e ".[ray]" >.venv/ray-pip.log 2>&1; then
     echo "pip install -e .[ray] failed: $(grep -m1 -i error .venv/ray-pip.log | cut -c1-200)" >.venv/RAY_UNAVAILABLE
     echo "setup: $(cat .venv/RAY_UNAVAILABLE); the Ray test will be skipped" >&2
+  fi
+  # pyfuse3 (the `fuse` extra: the FUSE server's second transport), apart too: where it cannot be built (no
+  # libfuse3-dev, no compiler) the own /dev/fuse transport still serves, and the pyfuse3 tests skip with the
+  # reason kept in .venv/PYFUSE3_UNAVAILABLE (overlayfs.backends reads it).
+  rm -f .venv/PYFUSE3_UNAVAILABLE
+  if ! .venv/bin/python -m pip install -q -e ".[fuse]" >.venv/pyfuse3-pip.log 2>&1; then
+    echo "pip install -e .[fuse] failed: $(grep -m1 -i error .venv/pyfuse3-pip.log | cut -c1-200)" \
+      >.venv/PYFUSE3_UNAVAILABLE
+    echo "setup: $(cat .venv/PYFUSE3_UNAVAILABLE); the FUSE server's pyfuse3 transport will be skipped" >&2
   fi
   rm -f .venv/.installed-*; touch "$stamp"
 fi

@@ -1,4 +1,5 @@
-"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our FUSE server vs fuse-overlayfs.
+"""Mounted-overlay micro benchmarks: native vs kernel overlayfs vs our FUSE server (on each of its transports:
+``fuse`` the one it chooses, named in its column, and ``fuse-pyfuse3``) vs fuse-overlayfs.
 
 Run: ``.venv/bin/python -m bench.micro.mount_bench [--reps 5] [--files 5000] [--big-mb 200] [--baseline-rev REV]``.
 ``--baseline-rev`` adds a column for the FUSE server of that revision (its ``overlayfs`` taken with ``git
@@ -26,12 +27,13 @@ from types import SimpleNamespace
 
 from bench.errors import BenchRunFailed
 from overlayfs import Overlay
+from overlayfs.backends import FuseBackend, get
 from overlayfs.mount import mounted, unavailable_reason
 from overlayfs.sandbox import SandboxLimits, run_sandboxed
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "bench" / "scenarios" / "workspaces" / "sample_project"
-BACKENDS = ("kernel", "fuse", "fuse-overlayfs")
+BACKENDS = ("kernel", "fuse", "fuse-pyfuse3", "fuse-overlayfs")
 
 
 def build_tree(root: Path, files: int, big_mb: int) -> None:
@@ -198,6 +200,16 @@ def time_sandboxed(lower: Path, backend: str, reps: int) -> float:
     return statistics.median(out) * 1000
 
 
+def _label(backend: str, label: str) -> str:
+    """``label``, and the transport our FUSE server took where ``backend`` chose it (``fuse``)."""
+    if "@" in backend:
+        return label
+    b = get(backend)
+    if isinstance(b, FuseBackend) and b.pinned is None and b.transport is not None:
+        return f"{label} ({b.transport})"
+    return label
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.micro.mount_bench", description=__doc__)
     ap.add_argument("--reps", type=int, default=5)
@@ -252,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     finally:
         shutil.rmtree(top, ignore_errors=True)
+    labels = [_label(b, lb) for b, lb in zip(backends, labels, strict=True)]
     print(
         f"\nmedian of {args.reps}, ms (x native); first pass through a fresh mount; "
         f"{args.files} files, {args.big_mb} MB file; {os.cpu_count()} cores, kernel {os.uname().release}, "

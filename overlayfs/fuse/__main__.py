@@ -1,4 +1,9 @@
-"""The FUSE server process: mount, print ``ready``, serve until unmounted, signalled, or orphaned."""
+"""The FUSE server process: mount, print ``ready``, serve until unmounted, signalled, or orphaned.
+
+``--transport`` picks what speaks to the kernel for the same operations (:class:`.ops.OverlayOps`): ``own``
+(:mod:`.server`, the request loop on ``/dev/fuse`` itself) or ``pyfuse3`` (:mod:`.pyfuse3_transport`,
+libfuse). The owner watch and the control channel are the same for both.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from overlayfs.fuse.ops import OverlayOps
 from overlayfs.fuse.server import Server, mount_device, unmount_lazily
+from overlayfs.fuse.trace import Trace, TracedServer
 
 FSNAME_PREFIX = "speculate-overlay"
 log = logging.getLogger("overlayfs.fuse")
@@ -35,7 +42,7 @@ def _watch_owner(owner: int, mountpoint: Path) -> None:
     unmount_lazily(mountpoint)
 
 
-def _control(server: Server, ops: OverlayOps, sock: socket.socket) -> None:
+def _control(lock: threading.Lock, ops: OverlayOps, sock: socket.socket) -> None:
     """The owner's messages (one JSON list of upper-layer paths per line, changed behind the mount's back by
     the pure view): each is applied under the server's lock, the kernel told outside it, then ``ok``."""
     buf = b""
@@ -52,7 +59,7 @@ def _control(server: Server, ops: OverlayOps, sock: socket.socket) -> None:
                 line, buf = buf.split(b"\n", 1)
                 try:
                     paths = json.loads(line.decode("utf-8", "surrogateescape"))
-                    with server.lock:
+                    with lock:
                         notes = ops.external_changes([str(p) for p in paths])
                     notes()
                     answer = b"ok\n"
@@ -64,6 +71,32 @@ def _control(server: Server, ops: OverlayOps, sock: socket.socket) -> None:
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
+
+
+def _mount(
+    transport: str, ops: OverlayOps, root: Path, fsname: str, trace: Trace | None
+) -> tuple[threading.Lock, Callable[[], None], Callable[[], None]]:
+    """Mount ``root`` with ``transport``; returns the lock its requests are served under, what serves them
+    until the filesystem is unmounted, and what closes it."""
+    if transport == "pyfuse3":
+        from overlayfs.fuse.pyfuse3_transport import Pyfuse3Transport  # trio and libfuse only for it
+
+        t = Pyfuse3Transport(ops, root, fsname=fsname, trace=trace)
+        return t.lock, t.serve, t.close
+    fd = mount_device(root, fsname=fsname, subtype="speculate")
+    try:
+        server = Server(ops, fd) if trace is None else TracedServer(ops, fd, trace)
+    except BaseException:  # refused at INIT (ProtocolRefused): leave no mount for the next transport to meet
+        unmount_lazily(root)
+        os.close(fd)
+        raise
+    ops.invalidate_inode, ops.invalidate_entry = server.invalidate_inode, server.invalidate_entry
+
+    def close() -> None:
+        unmount_lazily(root)  # a no-op once unmounted from outside
+        os.close(fd)
+
+    return server.lock, server.serve, close
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="a unix socket on which the owner names upper-layer paths it changed itself",
+    )
+    ap.add_argument(
+        "--transport",
+        choices=("own", "pyfuse3"),
+        default="own",
+        help="own: the request loop on /dev/fuse itself; pyfuse3: libfuse through pyfuse3 on trio",
     )
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
@@ -97,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
     root = args.mountpoint
-    fd = mount_device(root, fsname=f"{FSNAME_PREFIX}.{os.getpid()}", subtype="speculate")
-    server = Server(ops, fd)
-    ops.invalidate_inode, ops.invalidate_entry = server.invalidate_inode, server.invalidate_entry
+    lock, serve, close = _mount(args.transport, ops, root, f"{FSNAME_PREFIX}.{os.getpid()}", Trace.from_env())
     try:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
@@ -107,11 +144,10 @@ def main(argv: list[str] | None = None) -> int:
             threading.Thread(target=_watch_owner, args=(args.owner_pid, root), daemon=True).start()
         if args.control_fd is not None:
             sock = socket.socket(fileno=args.control_fd)
-            threading.Thread(target=_control, args=(server, ops, sock), daemon=True).start()
-        server.serve()
+            threading.Thread(target=_control, args=(lock, ops, sock), daemon=True).start()
+        serve()
     finally:
-        unmount_lazily(root)  # a no-op once unmounted from outside
-        os.close(fd)
+        close()
     return 0
 
 

@@ -70,6 +70,9 @@ class HandleOps:
     def __init__(self, tree: MergedTree) -> None:
         self.tree = tree
         self.files = Files(tree)
+        # How a listing entry is added to a reply: the own transport packs it here; pyfuse3's transport
+        # sets its own (libfuse packs the entry).
+        self.readdir_reply: Callable[[Any, bytes, StatEntry, int], bool] = readdir_reply
 
     # -- directories ---------------------------------------------------------------------------------
     def readdir(self, inode: int, start_id: int, token: ReaddirToken) -> None:
@@ -83,7 +86,7 @@ class HandleOps:
             if hit is None:  # removed since the pass began
                 continue
             kid, st = hit
-            if not readdir_reply(token, os.fsencode(kid.name), entry_attributes(kid, st), i + 1):
+            if not self.readdir_reply(token, os.fsencode(kid.name), entry_attributes(kid, st), i + 1):
                 return
             kid.lookups += 1
         node.listing = None  # the pass is over

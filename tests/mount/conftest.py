@@ -18,14 +18,19 @@ from overlayfs.view import Overlay
 SAMPLE = Path(__file__).resolve().parents[2] / "bench" / "scenarios" / "workspaces" / "sample_project"
 MARKS = {
     "fuse": [pytest.mark.fuse],
+    "fuse-pyfuse3": [pytest.mark.fuse],
     "fuse-overlayfs": [pytest.mark.fuse],
     "kernel": [pytest.mark.privileged],
     "pure": [],
 }
+# Our FUSE server has two transports for the same operations: a test that names ``fuse`` (the transport it
+# chooses: the own one on a kernel that offers what it needs) runs on ``fuse-pyfuse3`` too.
+ALSO = {"fuse": ("fuse-pyfuse3",)}
 
 
 def backend_params(*names: str) -> list[object]:
-    return [pytest.param(n, marks=MARKS[n], id=n) for n in names]
+    wanted = list(dict.fromkeys(m for n in names for m in (n, *ALSO.get(n, ()))))
+    return [pytest.param(n, marks=MARKS[n], id=n) for n in wanted]
 
 
 def require(backend: str) -> None:
