@@ -17,6 +17,15 @@ set (fuse-overlayfs passes them through), not a marker. fuse-overlayfs's own ext
 ``.wh..wh..opq`` file and a ``.wh..opq`` whiteout in an opaque directory, ``user.fuseoverlayfs.opaque``)
 are rewritten into this format when its mount closes (:func:`adopt_fuse_overlayfs`); it refuses names
 starting with ``.wh.`` itself, so whatever else such a layer holds under that prefix is a user's file.
+
+A marker is trusted only from the layer's own writer. Kernel overlayfs and our FUSE server refuse a
+command's ``setxattr`` of their private ``user.overlay.*``/``trusted.overlay.*`` names; fuse-overlayfs passes
+``user.overlay.*`` through to the upper layer, where a normal user's reader would take it for a whiteout or
+an opaque directory (and promotion would delete real files the command still saw). So this process records
+each ``user.overlay.*`` marker it makes (:data:`_MADE`, by device and inode), and when a fuse-overlayfs
+mount closes every ``user.overlay.whiteout``/``opaque`` it did not make is removed (fuse-overlayfs itself
+writes neither: its whiteouts are 0/0 devices and its opaque xattr is ``user.fuseoverlayfs.opaque``). A
+``trusted.*`` name needs CAP_SYS_ADMIN in the initial user namespace, which no sandboxed command holds.
 """
 
 from __future__ import annotations
@@ -43,6 +52,10 @@ READS_FILE = "reads.jsonl"
 # Made in meta/ by the FUSE server whenever the upper layer's filesystem refuses a write or create as full
 # (ENOSPC, EDQUOT): the sandbox's runner then knows the command hit the bound, whatever it did after.
 REFUSED_FILE = "refused"
+# The user.overlay markers this process made, as (st_dev, st_ino, what): the record that tells them from
+# the lookalikes a command set through fuse-overlayfs (see the module docstring).
+_MADE: set[tuple[int, int, str]] = set()
+USER_NS = "user.overlay."
 # Files up to this size get a content hash in their identity; larger ones rely on size/mtime_ns/inode.
 HASH_LIMIT = 1 << 20
 
@@ -202,6 +215,7 @@ def remove_whiteout(upper_dir: Path, name: str) -> None:
     except FileNotFoundError:
         return
     if is_whiteout_at(os.fspath(p), st):
+        _MADE.discard((st.st_dev, st.st_ino, "whiteout"))
         os.unlink(p)
 
 
@@ -219,6 +233,9 @@ def _set_marker(path: Path, what: str) -> None:
     for ns in WRITE_NAMESPACES:
         try:
             os.setxattr(path, f"{ns}{what}", b"y", follow_symlinks=False)
+            if ns == USER_NS:
+                st = os.lstat(path)
+                _MADE.add((st.st_dev, st.st_ino, what))
             return
         except OSError as e:
             err = e
@@ -231,7 +248,9 @@ def _set_marker(path: Path, what: str) -> None:
 
 
 def fuse_overlayfs_markers(upper: str) -> bool:
-    """Whether :func:`adopt_fuse_overlayfs` would rewrite anything in ``upper`` (it only reads)."""
+    """Whether :func:`adopt_fuse_overlayfs` would rewrite anything in ``upper`` (it only reads): its own
+    markers, or a ``user.overlay.*`` marker a command set (the mount must then close, and the marker go,
+    before anyone reads the layer)."""
     return _adopt(upper, rewrite=False)
 
 
@@ -240,7 +259,9 @@ def adopt_fuse_overlayfs(upper: str) -> None:
     directory a ``.wh..wh..opq`` file and a ``.wh..opq`` whiteout (dropped), and, unprivileged, the xattr
     ``user.fuseoverlayfs.opaque`` (made ``user.overlay.opaque``). Only the pair marks a directory, and no
     command can make the pair (fuse-overlayfs refuses ``.wh.`` names, and mknod of a 0/0 device is denied
-    in the sandbox), so a user's own ``.wh..wh..opq`` file stays."""
+    in the sandbox), so a user's own ``.wh..wh..opq`` file stays. A ``user.overlay.whiteout`` or ``opaque``
+    xattr this process did not make was set by a command: it is removed (the command saw a plain file or
+    directory, and that is what lands)."""
     _adopt(upper, rewrite=True)
 
 
@@ -259,6 +280,10 @@ def _adopt(upper: str, *, rewrite: bool) -> bool:
                 names[e.name] = e
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
+                if _forged(e.path, e.stat(follow_symlinks=False), rewrite=rewrite) and not rewrite:
+                    return True
+        if d == upper and _forged(d, os.lstat(d), rewrite=rewrite) and not rewrite:
+            return True
         if OPAQUE_FILE not in names or FUSE_OVERLAYFS_OPQ not in names:
             continue
         foreign = _fuse_overlayfs_opaque(d)
@@ -280,6 +305,29 @@ def _adopt(upper: str, *, rewrite: bool) -> bool:
         os.unlink(names[OPAQUE_FILE].path)
         os.unlink(names[FUSE_OVERLAYFS_OPQ].path)
     return found
+
+
+def _forged(path: str, st: os.stat_result, *, rewrite: bool) -> bool:
+    """Whether ``path`` (lstat ``st``) carries a ``user.overlay.*`` marker this process did not make;
+    ``rewrite``: remove it. Only where a reader takes one (an empty file's whiteout, a directory's opaque):
+    one getxattr each, on the walk adopt makes anyway."""
+    if USER_NS not in READ_NAMESPACES:  # root reads trusted markers only: a user xattr is the user's
+        return False
+    if stat_mod.S_ISDIR(st.st_mode):
+        what = "opaque"
+    elif stat_mod.S_ISREG(st.st_mode) and st.st_size == 0:
+        what = "whiteout"
+    else:
+        return False
+    if (st.st_dev, st.st_ino, what) in _MADE:
+        return False
+    try:
+        os.getxattr(path, USER_NS + what, follow_symlinks=False)
+    except OSError:
+        return False
+    if rewrite:
+        os.removexattr(path, USER_NS + what, follow_symlinks=False)
+    return True
 
 
 def _fuse_overlayfs_opaque(d: str) -> bool:
