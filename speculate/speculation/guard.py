@@ -25,6 +25,7 @@ from overlayfs.paths import PathEscapeError, check_link_target
 from speculate.agent_types import BoundaryReached
 from speculate.instructions import is_instructions_path
 from speculate.sensitive import SENSITIVE_DIRS, SENSITIVE_FILES, sensitive_segment
+from speculate.speculation.gitdirs import git_dir_of, git_dirs, hooks_dir, in_hooks_dir
 from speculate.tools.globmatch import has_magic, match_ignore_style
 
 # At any depth, ignoring case: a nested repository's hooks run as surely as the top one's, and direnv,
@@ -46,15 +47,27 @@ def matches(pattern: str, rel: str) -> bool:
 
 
 class Protection:
-    """Which project-relative paths a fork must not write, and why (``kind``)."""
+    """Which project-relative paths a fork must not write, and why (``kind``). Bound to a project
+    (``root``, or the first overlay it checks, :meth:`bind`), it also protects the directory that project's
+    ``core.hooksPath`` names."""
 
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
+    def __init__(self, patterns: Iterable[str] = (), *, root: Path | None = None) -> None:
         self.patterns = (*EXECUTION_CONFIG, *patterns)
+        self.root: Path | None = None
+        self.hooks: str | None = None  # core.hooksPath, project-relative, where it lies inside the project
+        if root is not None:
+            self.bind(root)
         # The user's plain names (no "/", no glob) match a path segment: a set lookup, not a regex per
         # parent; the check runs over every change after every command. The sensitive list is its own check.
         extra = tuple(patterns)
         self._names = frozenset(p.rstrip("/") for p in extra if "/" not in p.rstrip("/") and not has_magic(p))
         self._globs = tuple(p for p in extra if p.rstrip("/") not in self._names)
+
+    def bind(self, root: Path) -> None:
+        """Read the project's ``core.hooksPath`` (once: a fork cannot change the real git config)."""
+        if self.root is None:
+            self.root = Path(root)
+            self.hooks = hooks_dir(self.root)
 
     def kind(self, rel: str) -> Kind | None:
         rel = os.path.normpath(rel)
@@ -62,6 +75,7 @@ class Protection:
             return "instructions"
         if rel != "." and (
             sensitive_segment(rel) is not None
+            or (self.hooks is not None and in_hooks_dir(rel, self.hooks))
             or not self._names.isdisjoint(rel.split("/"))
             or any(matches(p, rel) for p in self._globs)
         ):
@@ -70,8 +84,14 @@ class Protection:
 
     def of_write(self, fs: Any, rel: str) -> Kind | None:
         """The kind of a Write/Edit of ``rel`` through the merged view ``fs``: the path as given, or where
-        its symlinks lead (a link the fork made to ``.git/hooks`` is ``.git/hooks``)."""
-        return self.kind(rel) or (self.kind(real) if (real := resolved(fs, rel)) not in (None, rel) else None)
+        its symlinks lead (a link the fork made to ``.git/hooks`` is ``.git/hooks``), or a path in (or that
+        would make) a directory git takes for a repository."""
+        self.bind(fs.root)
+        real = resolved(fs, rel)
+        if (k := self.kind(rel) or (self.kind(real) if real not in (None, rel) else None)) is not None:
+            return k
+        at = real if real is not None else rel
+        return "protected" if git_dir_of(fs, at, adding=at) is not None else None
 
 
 def resolved(fs: Any, rel: str) -> str | None:
@@ -140,7 +160,11 @@ def check_overlay(
             f"{command!r} made {_names(out)}: a symlink that leads out of the project",
             discard=True,
         )
+    protection.bind(fs.root)
     hits = [(c.path, k) for c in changes if (k := protection.kind(c.path)) is not None]
+    # A repository git would find there (HEAD beside objects/, refs/, config): its config and hooks run.
+    named = {p for p, _ in hits}
+    hits += [(p, "protected") for p in git_dirs(fs, [c.path for c in changes if c.path not in named])]
     if hits and all(p == GIT_INDEX for p, _ in hits) and read_only is not None and read_only(command):
         _drop_upper(fs, GIT_INDEX)
         return
@@ -155,8 +179,8 @@ def check_overlay(
         raise BoundaryReached(
             "protected",
             f"{command!r} wrote {_names([p for p, _ in hits])}: files that "
-            "make something run later (git, editor, Claude Code or direnv configuration, or "
-            "speculation.protectedPaths) land only through a normal turn",
+            "make something run later (git hooks, config or a repository, editor, Claude Code or direnv "
+            "configuration, or speculation.protectedPaths) land only through a normal turn",
             discard=True,
         )
 
