@@ -2,18 +2,24 @@
 
 Computed from disk by walking the upper layer only (cost grows with the changes, not the project), except
 under a directory that replaced a lower one (opaque, or over a non-directory), where the lower subtree is
-listed too because every entry of it is deleted or replaced.
+listed too because every entry of it is deleted or replaced. A path the host cannot name (a tree made
+deeper than PATH_MAX inside the sandbox) is a boundary: :class:`~overlayfs.errors.HostPathTooLong`.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import stat as stat_mod
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from overlayfs.errors import HostPathTooLong
 from overlayfs.layer import is_opaque, is_whiteout_at
 from overlayfs.merged import join, kind_of, lstat_or_none
+from overlayfs.walk import PATH_MAX, too_long
 
 DIFF_LIMIT = 1 << 20  # larger files are summarised, not diffed line by line
 
@@ -42,17 +48,31 @@ def _same_file(a: str, b: str) -> bool:
                 return True
 
 
-def _deleted(rel: str, lpath: str, lst: os.stat_result | None, out: list[Change]) -> None:
+# The scan is iterative (a tree a thousand directories deep passed Python's recursion limit): each step below
+# appends to ``out`` and pushes the steps for what lies beneath onto ``todo``; the result is sorted at the end.
+Todo = list[tuple[Callable[..., None], tuple[Any, ...]]]
+
+
+def _under(path: str, name: str, rel: str) -> str:
+    """``path/name``; HostPathTooLong where the host cannot name it (the change could not be read, shown or
+    promoted: a boundary, not a crash)."""
+    child = f"{path}/{name}"
+    if too_long(child):
+        raise HostPathTooLong(
+            errno.ENAMETOOLONG,
+            f"the overlay holds a path deeper than the host can name (PATH_MAX {PATH_MAX} bytes): "
+            f"{rel[:120]}... ({len(os.fsencode(rel))} bytes); it can be neither shown nor promoted",
+        )
+    return child
+
+
+def _deleted(rel: str, lpath: str, lst: os.stat_result | None, out: list[Change], todo: Todo) -> None:
     """Every entry of the real tree at and under ``rel`` is deleted."""
     if lst is None:
         return
     kind = kind_of(lst.st_mode)
     if kind == "dir":
-        with os.scandir(lpath) as it:
-            names = [e.name for e in it]
-        for name in names:
-            child = f"{lpath}/{name}"
-            _deleted(join(rel, name), child, lstat_or_none(child), out)
+        _deleted_children(rel, lpath, out, todo)
     out.append(Change(rel, "deleted", kind))
 
 
@@ -63,24 +83,25 @@ def _entry(
     lpath: str | None,
     lst: os.stat_result | None,
     out: list[Change],
+    todo: Todo,
 ) -> None:
     """Compare upper entry ``upath`` with the real entry (``lst`` None: absent or hidden)."""
     ukind = kind_of(ust.st_mode)
     if lst is None or lpath is None:  # nothing real there (lst is None whenever lpath is)
         if ukind == "dir":
-            _replaced_dir(rel, upath, ust, lpath, lst, out)
+            _replaced_dir(rel, upath, ust, lpath, lst, out, todo)
         else:
             out.append(Change(rel, "added", ukind))
         return
     if ukind == "dir":
         if stat_mod.S_ISDIR(lst.st_mode) and not is_opaque(upath):
-            _merged_dir(rel, upath, lpath, out)
+            todo.append((_merged_dir, (rel, upath, lpath)))
         else:
-            _replaced_dir(rel, upath, ust, lpath, lst, out)
+            _replaced_dir(rel, upath, ust, lpath, lst, out, todo)
         return
     lkind = kind_of(lst.st_mode)
     if lkind == "dir":
-        _deleted_children(rel, lpath, out)
+        _deleted_children(rel, lpath, out, todo)
         out.append(Change(rel, "modified", ukind))
     elif lkind != ukind:
         out.append(Change(rel, "modified", ukind))
@@ -95,20 +116,21 @@ def _entry(
         out.append(Change(rel, "modified", ukind))
 
 
-def _deleted_children(rel: str, lpath: str, out: list[Change]) -> None:
+def _deleted_children(rel: str, lpath: str, out: list[Change], todo: Todo) -> None:
     with os.scandir(lpath) as it:
         names = [e.name for e in it]
     for name in names:
-        child = f"{lpath}/{name}"
-        _deleted(join(rel, name), child, lstat_or_none(child), out)
+        child = _under(lpath, name, join(rel, name))
+        todo.append((_deleted, (join(rel, name), child, lstat_or_none(child))))
 
 
-def _upper_children(upath: str) -> tuple[dict[str, os.stat_result], set[str]]:
+def _upper_children(rel: str, upath: str) -> tuple[dict[str, os.stat_result], set[str]]:
     """Real entries of an upper directory, and the names whited out in it."""
     present: dict[str, os.stat_result] = {}
     whiteouts: set[str] = set()
     with os.scandir(upath) as it:
         for e in it:
+            _under(upath, e.name, join(rel, e.name))
             st = e.stat(follow_symlinks=False)
             if is_whiteout_at(e.path, st):
                 whiteouts.add(e.name)
@@ -117,15 +139,16 @@ def _upper_children(upath: str) -> tuple[dict[str, os.stat_result], set[str]]:
     return present, whiteouts - set(present)
 
 
-def _merged_dir(rel: str, upath: str, lpath: str, out: list[Change]) -> None:
+def _merged_dir(rel: str, upath: str, lpath: str, out: list[Change], todo: Todo) -> None:
     """An upper directory merged over a real one: only what the upper layer holds can differ."""
-    present, whiteouts = _upper_children(upath)
+    present, whiteouts = _upper_children(rel, upath)
     for name in whiteouts:
-        lp = f"{lpath}/{name}"
-        _deleted(join(rel, name), lp, lstat_or_none(lp), out)
+        lp = _under(lpath, name, join(rel, name))
+        todo.append((_deleted, (join(rel, name), lp, lstat_or_none(lp))))
     for name, st in present.items():
-        lp = f"{lpath}/{name}"
-        _entry(join(rel, name), f"{upath}/{name}", st, lp, lstat_or_none(lp), out)
+        lp = _under(lpath, name, join(rel, name))
+        up = _under(upath, name, join(rel, name))
+        todo.append((_entry, (join(rel, name), up, st, lp, lstat_or_none(lp))))
 
 
 def _replaced_dir(
@@ -135,6 +158,7 @@ def _replaced_dir(
     lpath: str | None,
     lst: os.stat_result | None,
     out: list[Change],
+    todo: Todo,
 ) -> None:
     """An upper directory hiding whatever the real tree has: compare the whole subtrees."""
     real_dir = lst is not None and stat_mod.S_ISDIR(lst.st_mode)
@@ -142,26 +166,31 @@ def _replaced_dir(
         out.append(Change(rel, "added", "dir"))
     elif not real_dir:
         out.append(Change(rel, "modified", "dir"))
-    present, _ = _upper_children(upath)
+    present, _ = _upper_children(rel, upath)
     if real_dir:
+        assert lpath is not None
         with os.scandir(lpath) as it:
             for e in it:
                 if e.name not in present:
-                    gone = f"{lpath}/{e.name}"
-                    _deleted(join(rel, e.name), gone, lstat_or_none(gone), out)
+                    gone = _under(lpath, e.name, join(rel, e.name))
+                    todo.append((_deleted, (join(rel, e.name), gone, lstat_or_none(gone))))
     for name, st in present.items():
-        child = f"{upath}/{name}"
-        lp = f"{lpath}/{name}" if real_dir else None
+        child = _under(upath, name, join(rel, name))
+        lp = _under(lpath, name, join(rel, name)) if real_dir and lpath is not None else None
         clst = lstat_or_none(lp) if lp is not None else None
-        if stat_mod.S_ISDIR(st.st_mode):
-            _replaced_dir(join(rel, name), child, st, lp, clst, out)  # hidden below an opaque dir too
+        if stat_mod.S_ISDIR(st.st_mode):  # hidden below an opaque dir too
+            todo.append((_replaced_dir, (join(rel, name), child, st, lp, clst)))
         else:
-            _entry(join(rel, name), child, st, lp, clst, out)
+            todo.append((_entry, (join(rel, name), child, st, lp, clst)))
 
 
 def compute_changes(lower: str, upper: str) -> list[Change]:
+    """The changes, sorted. Raises HostPathTooLong where the upper layer holds a path the host cannot name."""
     out: list[Change] = []
-    _merged_dir(".", upper, lower, out)
+    todo: Todo = [(_merged_dir, (".", upper, lower))]
+    while todo:
+        step, args = todo.pop()
+        step(*args, out, todo)
     return sorted(out)
 
 

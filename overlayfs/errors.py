@@ -14,3 +14,8 @@ class OverlayError(Exception):
 
 class MountError(OverlayError, OSError):
     """A backend is unavailable here, or mounting failed; the message says which and why."""
+
+
+class HostPathTooLong(OverlayError, OSError):
+    """The overlay holds a path longer than the host can name (PATH_MAX): it can be neither shown nor
+    promoted. A boundary, named: raised by the scans that feed promotion (:mod:`overlayfs.changes`)."""

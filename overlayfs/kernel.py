@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from overlayfs import layer
+from overlayfs.walk import Walk, at
 
 if TYPE_CHECKING:
     from overlayfs.bounded import BoundedLayer
@@ -93,27 +94,21 @@ def mount_host(ov: Layers, mountpoint: Path, *, owner: int) -> None:
 def snapshot(lower: Path) -> Snapshot:
     """Metadata (no hashes) of every entry of the lower tree, by relative path."""
     out: Snapshot = {}
-    root = os.fspath(lower)
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        with os.scandir(f"{root}/{rel}" if rel else root) as it:
-            for e in it:
-                r = f"{rel}/{e.name}" if rel else e.name
-                st = e.stat(follow_symlinks=False)
-                m = st.st_mode
-                kind = (
-                    "dir"
-                    if stat_mod.S_ISDIR(m)
-                    else "file"
-                    if stat_mod.S_ISREG(m)
-                    else "symlink"
-                    if stat_mod.S_ISLNK(m)
-                    else "other"
-                )
-                out[r] = layer.Identity(r, True, kind, st.st_size, st.st_mtime_ns, st.st_ino, None)
-                if kind == "dir":
-                    stack.append(r)
+    for rel, _, entries in Walk(lower).dirs():  # by descriptor: a tree deeper than PATH_MAX does not crash it
+        for e in entries:
+            r = f"{rel}/{e.name}" if rel else e.name
+            st = e.stat(follow_symlinks=False)
+            m = st.st_mode
+            kind = (
+                "dir"
+                if stat_mod.S_ISDIR(m)
+                else "file"
+                if stat_mod.S_ISREG(m)
+                else "symlink"
+                if stat_mod.S_ISLNK(m)
+                else "other"
+            )
+            out[r] = layer.Identity(r, True, kind, st.st_size, st.st_mtime_ns, st.st_ino, None)
     return out
 
 
@@ -122,22 +117,23 @@ def record_session(ov: Layers, before: Snapshot, *, reads: bool = True) -> None:
     ``reads`` is False: an earlier call of the same session recorded it)."""
     metadir = Path(ov.metadir)
     based = set(layer.load_identities(metadir, layer.BASES_FILE))
-    upper = os.fspath(ov.upper)
-    stack = [""]
     changed: list[str] = []
-    while stack:
-        rel = stack.pop()
-        d = f"{upper}/{rel}" if rel else upper
-        with os.scandir(d) as it:
-            for e in it:
-                name = e.name  # an entry or its whiteout: a change of that path either way
-                r = f"{rel}/{name}" if rel else name
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(r)
-                    # A merged directory copied up for its children is not itself a change.
-                    if r in before and before[r].kind == "dir" and not layer.is_opaque(Path(e.path)):
-                        continue
-                changed.append(r)
+    # By descriptor: a command may leave a tree deeper than PATH_MAX (what lies past it is a boundary that
+    # overlayfs.changes names; its bases are not needed, as it can never be promoted).
+    for rel, fd, entries in Walk(ov.upper).dirs():
+        for e in entries:
+            r = (
+                f"{rel}/{e.name}" if rel else e.name
+            )  # an entry or its whiteout: a change of that path either way
+            # A merged directory copied up for its children is not itself a change.
+            if (
+                e.is_dir(follow_symlinks=False)
+                and r in before
+                and before[r].kind == "dir"
+                and not layer.is_opaque(at(fd, e.name))
+            ):
+                continue
+            changed.append(r)
     # A whiteout or an opaque directory hides the lower subtree beneath it: the deleted descendants are
     # changes too, and need their bases (promotion refuses a change with no base).
     keys = sorted(before)

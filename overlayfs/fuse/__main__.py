@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from overlayfs.fuse.ops import OverlayOps
-from overlayfs.fuse.server import Server, mount_device, unmount_lazily
+from overlayfs.fuse.server import Server, abandon, mount_device, unmount_lazily
 from overlayfs.fuse.trace import Trace, TracedServer
 
 FSNAME_PREFIX = "speculate-overlay"
@@ -29,17 +29,17 @@ log = logging.getLogger("overlayfs.fuse")
 
 
 def _watch_owner(owner: int, mountpoint: Path) -> None:
-    """The owner died without unmounting (crash, SIGKILL): unmount, which ends the request loop."""
+    """The owner died without unmounting (crash, SIGKILL): unmount and end the server, whatever its request
+    loop is doing (a request it cannot finish must not keep it, or a process waiting on it, alive)."""
     try:
         fd = os.pidfd_open(owner)
     except OSError:
-        unmount_lazily(mountpoint)
-        return
+        abandon(mountpoint)
     try:
         select.select([fd], [], [])
     finally:
         os.close(fd)
-    unmount_lazily(mountpoint)
+    abandon(mountpoint)
 
 
 def _control(lock: threading.Lock, ops: OverlayOps, sock: socket.socket) -> None:

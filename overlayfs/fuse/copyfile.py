@@ -30,7 +30,8 @@ def copy_file(src: str, dst: str, st: os.stat_result, *, data: bool, work: str |
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat_mod.S_IMODE(st.st_mode))
     try:
         if data and st.st_size:
-            sfd = os.open(src, os.O_RDONLY)
+            # Never a blocking open: a FIFO swapped in for the file since its lstat opens at once, then fails.
+            sfd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
                 _copy_data(sfd, fd, st.st_size)
             finally:

@@ -6,11 +6,17 @@ of three (OPEN, READ, RELEASE). A READ or WRITE names the node; :class:`Files` k
 for each (the lower or upper file for reading, the upper one for writing, copied up at the first write),
 the most recently used :data:`MAX_CACHED` of them open. A name about to be removed while the kernel still
 holds its node (a file unlinked while open) gets its descriptors opened first and kept until the kernel
-forgets the node, so it stays readable and writable as on a real filesystem.
+forgets the node, so it stays readable and writable as on a real filesystem; a node whose name is gone is
+changed only through a descriptor of its upper file, never its lower one (the real project's).
+
+No open here can block: only regular files are kept (a FIFO's ``open(O_RDONLY)`` would wait for a writer
+that could only come through this mount, under the lock the server answers every request with), and
+every open is ``O_NONBLOCK | O_NOFOLLOW`` (a file swapped for a FIFO or a symlink meanwhile fails instead).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat as stat_mod
@@ -19,6 +25,7 @@ from collections import OrderedDict
 from overlayfs.fuse.tree import ROOT_INO, MergedTree, Node
 
 MAX_CACHED = 512  # nodes with open descriptors (a first pass over 5k files would otherwise hold 5k)
+_OPEN = os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
 
 
 class Files:
@@ -43,12 +50,16 @@ class Files:
         rel = tree.rel(node)
         fd = os.open(
             f"{tree.upper_s if node.upper else tree.lower_s}/{rel}" if rel else tree.upper_s,
-            os.O_RDONLY | os.O_CLOEXEC,
+            os.O_RDONLY | _OPEN,
         )
         if not node.upper:
             st = os.fstat(fd)
             if stat_mod.S_ISREG(st.st_mode):
-                tree.note_read(rel, st)
+                try:
+                    tree.note_read(rel, st)
+                except OSError:  # no room to record it (the layer's bound): not read then
+                    os.close(fd)
+                    raise
         node.rfd, node.rfd_upper = fd, node.upper
         self._remember(node)
         return fd
@@ -61,7 +72,7 @@ class Files:
         if not node.upper:
             self.tree.copy_up(node)
         self.tree.touch(node)
-        node.wfd = os.open(self.tree.upath(node), os.O_WRONLY | os.O_CLOEXEC)
+        node.wfd = os.open(self.tree.upath(node), os.O_WRONLY | _OPEN)
         self._remember(node)
         return node.wfd
 
@@ -72,10 +83,32 @@ class Files:
                 return fd
         return None
 
-    def keep(self, node: Node) -> None:
-        """``node``'s name is about to go while the kernel holds the node: open what it will be read and
-        written through from now on, and keep it until the kernel forgets the node."""
-        if node.is_dir or node.lookups <= 0:
+    def upper(self, node: Node) -> int | None:
+        """A kept descriptor of ``node``'s upper file: what changes a node whose name is gone."""
+        if node.wfd >= 0:
+            return node.wfd
+        return node.rfd if node.rfd >= 0 and node.rfd_upper else None
+
+    def stat_gone(self, node: Node) -> os.stat_result:
+        """The attributes of a node whose name is gone: its kept descriptor's, else its lstat at removal."""
+        fd = self.any(node)
+        if fd is not None:
+            return os.fstat(fd)
+        if node.gone is None:
+            raise OSError(errno.ENOENT, "the node's name was removed")
+        return node.gone
+
+    def keep(self, node: Node, st: os.stat_result) -> None:
+        """``node`` (whose lstat is ``st``) is about to lose its name while the kernel holds it: remember its
+        attributes (and a symlink's target), and for a regular file open what it will be read and written
+        through from now on, kept until the kernel forgets the node. Nothing else is opened (see above)."""
+        if node.lookups <= 0:
+            return
+        node.gone = st
+        if stat_mod.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                node.link = os.readlink(os.fsencode(self.tree.backing(node)))
+        if not stat_mod.S_ISREG(st.st_mode):
             return
         for opener in (self.reader, self.writer) if node.upper else (self.reader,):
             try:

@@ -23,7 +23,7 @@ from typing import Any
 from overlayfs import layer
 from overlayfs.fuse.files import Files
 from overlayfs.fuse.tree import MergedTree, Node
-from overlayfs.fuse.wire import FUSEError, ReaddirToken, StatEntry, readdir_reply
+from overlayfs.fuse.wire import FUSEError, ReaddirToken, StatEntry, dirent_reply, readdir_reply
 
 log = logging.getLogger("overlayfs.fuse")
 
@@ -74,6 +74,30 @@ class HandleOps:
         # sets its own (libfuse packs the entry).
         self.readdir_reply: Callable[[Any, bytes, StatEntry, int], bool] = readdir_reply
 
+    # -- the file a request on a node acts on --------------------------------------------------------
+    def where(self, node: Node) -> str | int:
+        """What to read ``node``'s metadata (xattrs) from: its backing file's path, or for a node whose name
+        was removed the descriptor kept for it (ENOENT where none was: never another file's path)."""
+        if node.parent is not None or node is self.tree.root:
+            return self.tree.backing(node)
+        fd = self.files.any(node)
+        if fd is None:
+            raise FUSEError(errno.ENOENT)
+        return fd
+
+    def changing(self, node: Node) -> str | int:
+        """What to change ``node``'s metadata on: its upper file's path (copied up, base recorded, first),
+        or for a node whose name was removed a kept descriptor of its upper file (ENOENT where there is
+        none: a lower file is the real project's)."""
+        if node.parent is not None or node is self.tree.root:
+            self.tree.copy_up(node)
+            self.tree.touch(node)
+            return self.tree.upath(node)
+        fd = self.files.upper(node)
+        if fd is None:
+            raise FUSEError(errno.ENOENT)
+        return fd
+
     # -- directories ---------------------------------------------------------------------------------
     def readdir(self, inode: int, start_id: int, token: ReaddirToken) -> None:
         node = self.tree.get(inode)
@@ -90,6 +114,27 @@ class HandleOps:
                 return
             kid.lookups += 1
         node.listing = None  # the pass is over
+
+    def readdir_names(self, inode: int, start_id: int, token: ReaddirToken) -> None:
+        """A plain READDIR (the kernel sends READDIRPLUS here; an older or differently configured one may
+        not): the same entries, names and types only. The kernel makes no dentry of them, so no lookup is
+        counted and no node is added for a name not yet in the table (its backing inode number stands in)."""
+        node = self.tree.get(inode)
+        if start_id == 0 or node.listing is None:
+            node.listing = self.tree.listing(node)
+        entries = node.listing
+        upath, lpath = self.tree.dir_paths(node)
+        for i in range(start_id, len(entries)):
+            name, in_upper = entries[i]
+            kid = node.kids.get(name)
+            try:
+                st = os.lstat(f"{upath if in_upper else lpath}/{name}")
+            except OSError:  # removed since the pass began
+                continue
+            ino = kid.ino if kid is not None else st.st_ino
+            if not dirent_reply(token, os.fsencode(name), ino, st.st_mode, i + 1):
+                return
+        node.listing = None
 
     # -- files ---------------------------------------------------------------------------------------
     def read(self, inode: int, off: int, size: int) -> bytes:

@@ -32,6 +32,7 @@ _HANDLERS = (
     "setattr",
     "readlink",
     "readdir",
+    "readdir_names",
     "mkdir",
     "rmdir",
     "unlink",
@@ -82,10 +83,7 @@ class OverlayOps(HandleOps):
     # -- helpers -------------------------------------------------------------------------------------
     def _stat(self, node: Node) -> os.stat_result:
         if node.parent is None and node is not self.tree.root:  # unlinked but still open
-            fd = self.files.any(node)
-            if fd is None:
-                raise fuse_error(errno.ENOENT)
-            return os.fstat(fd)
+            return self.files.stat_gone(node)
         return os.lstat(self.tree.backing(node))
 
     def _child(self, parent_ino: int, name: bytes) -> tuple[Node, os.stat_result]:
@@ -130,7 +128,7 @@ class OverlayOps(HandleOps):
         node = self.tree.get(inode)
         target: int | str
         if node.parent is None and node is not self.tree.root:
-            kept = node.wfd if node.wfd >= 0 else self.files.any(node)
+            kept = self.files.upper(node)  # never the lower file's: that is the real project's
             if kept is None:
                 raise fuse_error(errno.ENOENT)
             target = kept
@@ -165,7 +163,10 @@ class OverlayOps(HandleOps):
         return entry_attributes(node, st)
 
     def readlink(self, inode: int, ctx: Context) -> bytes:
-        return os.readlink(os.fsencode(self.tree.backing(self.tree.get(inode))))
+        node = self.tree.get(inode)
+        if node.link is not None and node.parent is None:  # a symlink whose name was removed
+            return node.link
+        return os.readlink(os.fsencode(self.tree.backing(node)))
 
     def statfs(self, ctx: Context) -> wire.StatvfsData:
         sv = os.statvfs(self.tree.upper_s)
@@ -202,13 +203,14 @@ class OverlayOps(HandleOps):
             raise fuse_error(errno.ENOTDIR)
         if not self.tree.is_empty(node):
             raise fuse_error(errno.ENOTEMPTY)
-        self.tree.remove(node)  # a directory: nothing to keep open
+        self.files.keep(node, st)  # a directory: only its attributes (a shell's cwd may stay in it)
+        self.tree.remove(node)
 
     def unlink(self, parent_inode: int, name: bytes, ctx: Context) -> None:
         node, st = self._child(parent_inode, name)
         if stat_mod.S_ISDIR(st.st_mode):
             raise fuse_error(errno.EISDIR)
-        self.files.keep(node)  # open descriptors outlive the name, as on a real filesystem
+        self.files.keep(node, st)  # open descriptors outlive the name, as on a real filesystem
         self.tree.remove(node)
 
     def symlink(self, parent_inode: int, name: bytes, target: bytes, ctx: Context) -> Entry:
@@ -258,7 +260,7 @@ class OverlayOps(HandleOps):
         flags: int,
         ctx: Context,
     ) -> None:
-        if flags & wire.RENAME_EXCHANGE:
+        if flags & ~wire.RENAME_NOREPLACE:  # RENAME_EXCHANGE, RENAME_WHITEOUT: not served
             raise fuse_error(errno.EINVAL)
         tree = self.tree
         node, sst = self._child(parent_inode_old, name_old)
@@ -288,7 +290,7 @@ class OverlayOps(HandleOps):
         tree.copy_up(node)
         tree.touch(node)
         if dst is not None:
-            self.files.keep(dst[0])  # replaced: open descriptors of it outlive the name
+            self.files.keep(*dst)  # replaced: open descriptors of it outlive the name
         new_path, dest_lower = tree.prepare_new(newp, nname)
         if dst is not None and dst[0].upper and dst[0].is_dir:
             shutil.rmtree(tree.upath(dst[0]))
@@ -308,29 +310,27 @@ class OverlayOps(HandleOps):
         if name.startswith(_HIDDEN_XATTR):
             raise fuse_error(wire.ENOATTR)
         try:
-            return os.getxattr(self.tree.backing(self.tree.get(inode)), name, follow_symlinks=False)
+            where = self.where(self.tree.get(inode))
+            return os.getxattr(where, name, follow_symlinks=isinstance(where, int))
         except OSError as e:
             raise fuse_error(wire.ENOATTR if e.errno == errno.ENODATA else e.errno or errno.EIO) from None
 
     def listxattr(self, inode: int, ctx: Context) -> Sequence[bytes]:
-        names = os.listxattr(self.tree.backing(self.tree.get(inode)), follow_symlinks=False)
+        where = self.where(self.tree.get(inode))
+        names = os.listxattr(where, follow_symlinks=isinstance(where, int))
         return [os.fsencode(n) for n in names if not os.fsencode(n).startswith(_HIDDEN_XATTR)]
 
     def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Context) -> None:
         if name.startswith(_HIDDEN_XATTR):
             raise fuse_error(errno.EPERM)
-        node = self.tree.get(inode)
-        self.tree.copy_up(node)
-        self.tree.touch(node)
-        os.setxattr(self.tree.upath(node), name, value, follow_symlinks=False)
+        where = self.changing(self.tree.get(inode))
+        os.setxattr(where, name, value, follow_symlinks=isinstance(where, int))
 
     def removexattr(self, inode: int, name: bytes, ctx: Context) -> None:
         if name.startswith(_HIDDEN_XATTR):
             raise fuse_error(wire.ENOATTR)
-        node = self.tree.get(inode)
-        self.tree.copy_up(node)
-        self.tree.touch(node)
-        os.removexattr(self.tree.upath(node), name, follow_symlinks=False)
+        where = self.changing(self.tree.get(inode))
+        os.removexattr(where, name, follow_symlinks=isinstance(where, int))
 
 
 for _name in _HANDLERS:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from overlayfs import layer
 from overlayfs.fuse.copyfile import copy_file
+from overlayfs.fuse.records import Records
 
 ROOT_INO = 1
 
@@ -27,10 +28,12 @@ class Node:
     hidden."""
 
     __slots__ = (
+        "gone",
         "ino",
         "is_dir",
         "kept",
         "kids",
+        "link",
         "listing",
         "lookups",
         "lower",
@@ -68,6 +71,10 @@ class Node:
         self.rfd = self.wfd = -1
         self.rfd_upper = self.kept = False
         self.listing: list[tuple[str, bool]] | None = None  # a directory's merged listing, while read
+        # Once its name is removed while the kernel still holds it: its lstat then, and a symlink's target
+        # (what GETATTR and READLINK answer when no descriptor was kept: directories, symlinks, FIFOs).
+        self.gone: os.stat_result | None = None
+        self.link: bytes | None = None
 
     @property
     def lower_children(self) -> bool:
@@ -95,18 +102,18 @@ class MergedTree:
         # First record per path wins when loading, so one record per path per server is enough.
         self._based = set(layer.load_identities(self.metadir, layer.BASES_FILE))
         self._read = set(layer.load_identities(self.metadir, layer.READS_FILE))
-        # Kept open: a first read or change costs one append, not an open, a write and a close.
-        self._reads_fd, self._bases_fd = (
-            os.open(self.metadir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            for name in (layer.READS_FILE, layer.BASES_FILE)
-        )
+        self.records = Records(self.metadir, self.upper_s, self.work_s)  # counted against the layer's bound
 
     # -- paths ---------------------------------------------------------------------------------------
     def rel(self, node: Node) -> str:
+        """``node``'s path relative to the layers; ENOENT for a node whose name was removed (a path of the
+        layers' root instead would make a request on it act on the root)."""
         parts: list[str] = []
         while node.parent is not None:
             parts.append(node.name)
             node = node.parent
+        if node is not self.root:
+            raise OSError(errno.ENOENT, "the node's name was removed")
         return "/".join(reversed(parts))
 
     def upath(self, node: Node) -> str:
@@ -241,12 +248,12 @@ class MergedTree:
         """Record the lower identity of a path before the view first changes it (the conflict base)."""
         rel = node_or_rel if isinstance(node_or_rel, str) else self.rel(node_or_rel)
         if rel and rel not in self._based:
-            self._based.add(rel)
             if lexists_stat(f"{self.lower_s}/{rel}") is None:  # a new name (most creates): no hash to take
                 ident = layer.Identity(rel, False)
             else:
                 ident = layer.Identity.of(self.lower, rel)
-            os.write(self._bases_fd, layer.identity_line(ident))
+            self.records.append(layer.BASES_FILE, ident)  # ENOSPC: the change is refused, as its write
+            self._based.add(rel)
 
     def note_read(self, node: Node | str, st: os.stat_result) -> None:
         """Record a lower file read (``node``, or its relative path): at its first READ (an empty one when it is
@@ -254,13 +261,11 @@ class MergedTree:
         doubled the cost of a first read; promotion compares (size, mtime_ns, inode) when a record has none."""
         rel = node if isinstance(node, str) else self.rel(node)
         if rel not in self._read:
-            self._read.add(rel)
-            os.write(
-                self._reads_fd,
-                layer.identity_line(
-                    layer.Identity(rel, True, "file", st.st_size, st.st_mtime_ns, st.st_ino, None)
-                ),
+            self.records.append(
+                layer.READS_FILE,
+                layer.Identity(rel, True, "file", st.st_size, st.st_mtime_ns, st.st_ino, None),
             )
+            self._read.add(rel)
 
     # -- copy-up -------------------------------------------------------------------------------------
     def copy_up(self, node: Node, *, data: bool = True) -> None:

@@ -1,10 +1,16 @@
 """The FUSE kernel protocol as this server speaks it: request and reply layouts (``include/uapi/linux/fuse.h``,
-protocol 7.31 and later), and the small value types the handlers exchange with the request loop.
+protocol 7.31 to 7.45), and the small value types the handlers exchange with the request loop.
 
-The server reads requests from ``/dev/fuse`` itself instead of through libfuse and pyfuse3: a request then
-costs one read, a struct unpack, the handler and one write (about a third of what pyfuse3's trio loop took
-per request), and the server can answer what libfuse would not let it (an OPEN with ENOSYS, an INIT without
-atomic O_TRUNC: see :mod:`overlayfs.fuse.server`).
+The server reads requests from ``/dev/fuse`` itself instead of through pyfuse3: a request then costs one
+read, a struct unpack, the handler and one write (about a third of what pyfuse3's trio loop took per
+request), and the server can answer what pyfuse3 would not let it (an OPEN with ENOSYS, which libfuse's low-level
+API allows but pyfuse3 does not expose, and an INIT without atomic O_TRUNC: see :mod:`overlayfs.fuse.server`).
+
+Version: the INIT reply names ``min(kernel's minor, MINOR)``. :data:`MINOR` is the newest minor whose
+changes were checked against these layouts (7.45, Linux 6.18): every change since 7.31 is a flag this server
+does not ask for, an opcode it answers ENOSYS, or a field it sends as zero. Below :data:`MIN_MINOR`, or
+without :data:`NO_OPEN_SUPPORT` and :data:`NO_OPENDIR_SUPPORT` offered, the design cannot work (every
+``opendir`` would fail) and the server refuses to mount.
 """
 
 from __future__ import annotations
@@ -34,15 +40,18 @@ MKNOD, MKDIR, UNLINK, RMDIR, RENAME, LINK, OPEN, READ, WRITE, STATFS, RELEASE = 
 FSYNC, SETXATTR, GETXATTR, LISTXATTR, REMOVEXATTR, FLUSH, INIT = 20, 21, 22, 23, 24, 25, 26
 OPENDIR, READDIR, RELEASEDIR, FSYNCDIR, ACCESS, CREATE, INTERRUPT, DESTROY = 27, 28, 29, 30, 34, 35, 36, 38
 BATCH_FORGET, READDIRPLUS, RENAME2 = 42, 44, 45
+NO_REPLY = frozenset((FORGET, BATCH_FORGET, INTERRUPT))  # the kernel waits for no answer to these
+MINOR, MIN_MINOR = 45, 31  # the newest minor checked against these layouts; the oldest the design works on
 
 # INIT flags (the low 32 bits in ``flags``, the high ones in ``flags2``).
 ASYNC_READ, ATOMIC_O_TRUNC, BIG_WRITES, AUTO_INVAL_DATA = 1 << 0, 1 << 3, 1 << 5, 1 << 12
 DO_READDIRPLUS, PARALLEL_DIROPS, MAX_PAGES, INIT_EXT = 1 << 13, 1 << 18, 1 << 22, 1 << 30
+NO_OPEN_SUPPORT, NO_OPENDIR_SUPPORT = 1 << 17, 1 << 24  # an OPEN / OPENDIR answered ENOSYS means "no more"
 # setattr's ``valid`` bits (FATTR_*).
 FATTR_MODE, FATTR_UID, FATTR_GID, FATTR_SIZE, FATTR_ATIME, FATTR_MTIME, FATTR_FH = 1, 2, 4, 8, 16, 32, 64
 FATTR_ATIME_NOW, FATTR_MTIME_NOW = 128, 256
 GETATTR_FH = 1
-RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT = 1, 2, 4
 NOTIFY_INVAL_INODE, NOTIFY_INVAL_ENTRY = 2, 3
 MAX_WRITE = 1 << 20  # with MAX_PAGES: 1 MiB reads and writes
 BUFFER = MAX_WRITE + 4096  # a request: its header, arguments and up to MAX_WRITE bytes of data
@@ -235,7 +244,8 @@ class StatvfsData:
 
 
 class ReaddirToken:
-    """The reply buffer of one READDIRPLUS request: :func:`readdir_reply` adds entries while they fit."""
+    """The reply buffer of one READDIRPLUS (or READDIR) request: :func:`readdir_reply` (:func:`dirent_reply`)
+    adds entries while they fit."""
 
     __slots__ = ("out", "size")
 
@@ -258,6 +268,16 @@ def readdir_reply(token: ReaddirToken, name: bytes, attrs: EntryAttributes | Sta
     token.out += rec
     if pad:
         token.out += b"\0" * pad
+    return True
+
+
+def dirent_reply(token: ReaddirToken, name: bytes, ino: int, mode: int, next_id: int) -> bool:
+    """Add one plain READDIR entry (name and type, no attributes); False when it does not fit."""
+    rec = DIRENT.pack(ino, next_id, len(name), (mode >> 12) & 0o17) + name
+    rec += b"\0" * (-len(rec) % 8)
+    if len(token.out) + len(rec) > token.size:
+        return False
+    token.out += rec
     return True
 
 

@@ -7,18 +7,20 @@ overlay kept by :func:`overlayfs.sandbox.keep_view` shares one view between its 
 (:mod:`.session`). The upper layer lives on a bounded
 filesystem (:mod:`overlayfs.bounded`: a write past the bound fails with ENOSPC). A timeout, a cancel, or
 the upper layer reaching its bound kill the sandbox's PID namespace, and with it everything the command
-started.
+started; a command still there :data:`ABORT_AFTER` later (a process asleep in a FUSE request its server
+does not answer, which no signal ends) has its view's FUSE connection aborted and the server ended
+(:meth:`ViewSession.abort`), so the kill always returns.
 A FUSE server that dies under a command makes the run a backend failure, never exit status 0.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import signal
-import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,8 +34,8 @@ from overlayfs.sandbox import policy, seccomp
 from overlayfs.sandbox.limits import LayerWatch, open_cgroup
 from overlayfs.sandbox.policy import SandboxLimits
 from overlayfs.sandbox.session import Lease, ViewSession, session_for
+from overlayfs.sandbox.stop import CancelToken, run_process
 
-TIMEOUT_EXIT = 124
 BACKEND_FAILED_EXIT = 125
 KILLED_EXIT = 137
 
@@ -63,35 +65,6 @@ class SandboxResult(NamedTuple):
     enforced: dict[str, str] | None = None  # which mechanism bounds processes, memory, writes
     cancelled: bool = False
     upper_peak: tuple[int, int] | None = None  # the most bytes and inodes the upper layer held during the run
-
-
-class CancelToken:
-    """Thread-safe: :meth:`cancel` kills the running sandbox at once (no polling), or the next one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.cancelled = True
-            if self._proc is not None:
-                _kill(self._proc)
-
-    def _attach(self, proc: subprocess.Popen[bytes] | None) -> bool:
-        with self._lock:
-            self._proc = proc
-            if proc is not None and self.cancelled:
-                _kill(proc)
-            return self.cancelled
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    # The process group is bwrap's; bwrap's PID 1 dies with it (--die-with-parent), and with PID 1 the
-    # whole PID namespace.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _check_args(
@@ -162,6 +135,7 @@ def run_in_overlay(
                 env=env,
                 stdin=stdin,
                 token=token,
+                abort=functools.partial(session.abort, lease) if lease.mount is not None else None,
             )
             enforced["view"] = backends.get(chosen).enforces
         finally:
@@ -175,6 +149,11 @@ def run_in_overlay(
     watch.check()  # the last refusals of a FUSE server are in once the command's requests are answered
     limit = watch.hit
     cancelled = token.cancelled and limit is None and not timed_out
+    if lease.aborted:
+        err += (
+            "\nsandbox: the command outlived its kill, asleep in its view's FUSE server: the view was aborted "
+            "(the next command gets a fresh one)\n"
+        )
     if failed is not None:
         err += f"\nsandbox: the overlay backend failed under the command: {failed}\n"
         code = BACKEND_FAILED_EXIT if code == 0 else code
@@ -201,6 +180,7 @@ def _contained(
     env: dict[str, str] | None,
     stdin: bytes | None,
     token: CancelToken,
+    abort: Callable[[], None] | None,
 ) -> tuple[str, str, int, bool, LayerWatch, dict[str, str]]:
     """One command in the sandbox over ``lease``'s view: stage one, bubblewrap, the inner stage, the command."""
     stage = stages.stage_program()
@@ -252,8 +232,14 @@ def _contained(
             first = kernel.nsexec_argv(spec)
         proc_env = policy.sandbox_env() if env is None else env
         with LayerWatch(layer, Path(ov.metadir) / REFUSED_FILE, token.cancel) as watch:
-            out, err, code, timed_out = _run(
-                first, timeout=timeout, env=proc_env, stdin=stdin, token=token, pass_fds=tuple(fds)
+            out, err, code, timed_out = run_process(
+                first,
+                timeout=timeout,
+                env=proc_env,
+                stdin=stdin,
+                token=token,
+                pass_fds=tuple(fds),
+                abort=abort,
             )
     enforced = {
         **cg.enforced,
@@ -314,40 +300,6 @@ def run_sandboxed(
         mount=mount,
         env=env,
     )
-
-
-def _run(
-    argv: list[str],
-    *,
-    timeout: float,
-    env: dict[str, str] | None,
-    stdin: bytes | None,
-    token: CancelToken,
-    pass_fds: tuple[int, ...],
-) -> tuple[str, str, int, bool]:
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-        pass_fds=pass_fds,
-    )
-    token._attach(proc)
-    timed_out = False
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        out, err = proc.communicate()
-        timed_out = True
-    finally:
-        token._attach(None)
-    code = TIMEOUT_EXIT if timed_out else proc.returncode
-    if code < 0:
-        code = 128 - code  # killed by a signal, as a shell reports it
-    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code, timed_out
 
 
 def wait_cancel_latency(ov: kernel.Layers, *, backend: str, delay: float = 0.3) -> float:

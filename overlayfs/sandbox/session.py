@@ -29,9 +29,9 @@ bookkeeping before and after each is under one lock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import stat as stat_mod
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any
 from overlayfs import backends, kernel
 from overlayfs.backends import MOUNTABLE, choose_backend
 from overlayfs.mount import Mount, MountError, open_mount
+from overlayfs.walk import Walk
 
 log = logging.getLogger("overlayfs.sandbox")
 Manifest = dict[str, tuple[int, int, int, int, int]]
@@ -50,22 +51,22 @@ MAX_INVALIDATIONS = 2000
 def manifest(upper: str) -> Manifest:
     """Every entry of the upper layer by relative path: (mode, inode, size, mtime_ns, ctime_ns). Any change
     the view makes moves one of them (a replaced file is a new inode; a marker xattr moves ctime, which the
-    kernel takes fine-grained once it has been read, as here)."""
+    kernel takes fine-grained once it has been read, as here). Walked by descriptor: a tree deeper than
+    PATH_MAX is listed as far as a path can name it (the view cannot write beneath that either)."""
     out: Manifest = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            it = os.scandir(f"{upper}/{rel}" if rel else upper)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with it:
-            for e in it:
-                r = f"{rel}/{e.name}" if rel else e.name
+    try:
+        for rel, _, entries in Walk(upper).dirs():
+            for e in entries:
                 st = e.stat(follow_symlinks=False)
-                out[r] = (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                if stat_mod.S_ISDIR(st.st_mode):
-                    stack.append(r)
+                out[f"{rel}/{e.name}" if rel else e.name] = (
+                    st.st_mode,
+                    st.st_ino,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                )
+    except FileNotFoundError:  # no upper layer (yet)
+        pass
     return out
 
 
@@ -81,6 +82,9 @@ class Lease:
     source: dict[str, Any]
     view: str | None
     mount: Mount | None
+    aborted: bool = (
+        False  # the command outlived its kill and its mount was aborted (:meth:`ViewSession.abort`)
+    )
 
 
 class ViewSession:
@@ -162,9 +166,9 @@ class ViewSession:
             forget = getattr(self.ov, "upper_changed", None)
             if forget is not None:  # the pure view's cached lookups: the command may have written anything
                 forget()
-            failed = _backend_failure(lease.mount) if lease.mount is not None else None
+            failed = _backend_failure(lease.mount) if lease.mount is not None and not lease.aborted else None
             if lease.mount is not None and self._given is None and lease.mount is self._mount:
-                if failed is not None:
+                if failed is not None or lease.aborted:
                     self._stale = True
                 elif self._kind.stale_after_command(os.fspath(self.ov.upper)):
                     self._stale = True
@@ -184,6 +188,19 @@ class ViewSession:
                     self._baseline = manifest(os.fspath(self.ov.upper))
             else:
                 self._stale = True
+
+    def abort(self, lease: Lease) -> None:
+        """The command over ``lease`` is still there after its kill: some process of it sleeps
+        uninterruptibly in a request the mount's server is not answering (a layer file it blocks on, a
+        wedged lower filesystem). Abort the mount's FUSE connection and end its server: every waiting
+        request then fails with ENOTCONN and the killed processes go. The next command mounts afresh; a
+        command sharing the mount meanwhile fails as a backend failure. Any thread, without the session's
+        lock (held across a mount, which this must not wait for)."""
+        if lease.mount is None:
+            return
+        lease.aborted = True
+        log.warning("a command over %s outlived its kill: aborting its %s mount", self.ov.lower, self.backend)
+        abort_mount(lease.mount)
 
     def record_so_far(self) -> None:
         """Record now the bases of what a command still running has changed so far, where we record them
@@ -277,6 +294,34 @@ class ViewSession:
         assert self._snapshot is not None
         kernel.record_session(self.ov, self._snapshot, reads=not self._reads_recorded)
         self._reads_recorded = True
+
+
+def abort_mount(m: Mount) -> None:
+    """Abort ``m``'s FUSE connection (through fusectl where it is mounted) and kill its server (whose
+    ``/dev/fuse`` descriptor closing aborts the connection too). Nothing here touches the mount itself: a
+    stat of it could wait on the very server that does not answer."""
+    conn = _fuse_connection(m.root)
+    if conn is not None:
+        with contextlib.suppress(OSError):
+            Path(f"{FUSECTL}/{conn}/abort").write_text("1")
+    if m._proc is not None:
+        with contextlib.suppress(ProcessLookupError):
+            m._proc.kill()
+
+
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def _fuse_connection(root: Path) -> int | None:
+    """The fusectl connection number of the FUSE mount at ``root`` (its device's minor), from mountinfo."""
+    want = os.fspath(root)
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if fields[4].replace("\\040", " ") == want and right.startswith("fuse"):
+                return int(fields[2].split(":")[1])
+    return None
 
 
 def _backend_failure(m: Mount) -> str | None:

@@ -120,6 +120,7 @@ class SandboxShell:
         env: dict[str, str] | None = None,
         cwd: StrPath | None = None,
     ) -> ShellResult:
+        from overlayfs.errors import HostPathTooLong
         from overlayfs.mount import MountError
         from overlayfs.sandbox import CancelToken, SandboxLimits, run_in_overlay, sandbox_env
 
@@ -184,9 +185,13 @@ class SandboxShell:
         if out.backend_failed is not None:
             raise BoundaryReached("error", f"{command!r}: the overlay backend failed: {out.backend_failed}")
         if self.protection is not None:
+            try:
+                changes = self.overlay.changes()
+            except HostPathTooLong as e:  # a tree deeper than the host can name: none of it can land
+                raise BoundaryReached("resource", f"{command!r}: {e.strerror}", discard=True) from e
             check_overlay(
                 self.overlay,
-                self.overlay.changes(),
+                changes,
                 protection=self.protection,
                 command=command,
                 read_only=self._read_only,
