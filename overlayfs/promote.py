@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlayfs import journal, policy, steps
+from overlayfs import journal, leftovers, policy, steps
 from overlayfs.changes import Change
 from overlayfs.conflicts import Conflict, drop_dependents, find_conflicts, parent_dirs, selects
 from overlayfs.copyup import stat_mode
@@ -257,9 +257,15 @@ def settle(ps: ProjectState) -> tuple[str, Journal] | None:
         same = j["lower"] == str(ps.project) and [root.st_dev, root.st_ino] == j["root"]
     except FileNotFoundError:
         same = False
-    if not same:  # the project directory was removed or replaced since: its temp names went with it
-        _clear(ps, j)
-        return "discarded (the project directory was replaced)", j
+    if not same:
+        # Adopted from a moved project (same device/inode), or a disk mounted again (its names are here):
+        # the plan is rewritten for this path. Else the directory was replaced, or its disk is not mounted:
+        # the journal is kept for it, never dropped (overlayfs.leftovers).
+        if leftovers.belongs(ps.project, j) is None:
+            raise leftovers.set_aside(ps, j)
+        leftovers.rehome(ps.journal, ps.project)
+        j = journal.read(ps.journal)
+        assert j is not None
     return journal.resume(ps.journal, j, _finalize_journal), j
 
 
@@ -283,7 +289,10 @@ def promote(
 ) -> PromoteResult:
     ps = project_state(ov.lower)
     with locked(ps, lock_timeout):  # one promoter per project; the conflict check must not go stale
-        settle(ps)
+        try:
+            settle(ps)
+        except leftovers.SetAside:
+            pass  # another directory's journal, kept for it: nothing pending for this one
         return _promote(ov, ps, rels, all_or_nothing=all_or_nothing, durable=durable)
 
 

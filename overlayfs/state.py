@@ -5,8 +5,10 @@ path alone, so it lives in a per-user directory keyed by the project's real path
 dir and never inside the project::
 
     $SPECULATE_STATE_DIR (else $XDG_STATE_HOME/speculate, else ~/.local/state/speculate)
-      projects/<sha256(realpath)[:16]>/
+      projects/<sha256(realpath)[:16]>/           (and <that>.<token>/: a journal set aside, see
+                                                   overlayfs.leftovers, with project and identity only)
         project           the project's real path (so a sweep can tell which tree it belongs to)
+        identity          "<st_dev> <st_ino>" of that directory (a moved project is found by it)
         lock              flock(2)ed during promotion and recovery: one promoter per project at a time
         promote.journal   the plan and state of a promotion in flight; empty otherwise (overlayfs.journal)
         overlays/<pid>.<start>.<random>/   default overlays (upper/ work/ meta/), named by their owner;
@@ -90,9 +92,24 @@ def ensure(ps: ProjectState) -> None:
     ps.overlays.mkdir(mode=0o700, parents=True, exist_ok=True)
     marker = ps.dir / "project"
     if not marker.exists():
-        tmp = ps.dir / f"project.{os.getpid()}.tmp"
-        tmp.write_bytes(os.fsencode(ps.project))
-        os.replace(tmp, marker)
+        _write(marker, os.fsencode(ps.project))
+    try:
+        st = os.stat(ps.project)
+    except OSError:
+        return
+    ident = f"{st.st_dev} {st.st_ino}\n".encode()
+    try:
+        same = (ps.dir / "identity").read_bytes() == ident
+    except FileNotFoundError:
+        same = False
+    if not same:
+        _write(ps.dir / "identity", ident)
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 @contextmanager
@@ -279,6 +296,10 @@ def tidy(ps: ProjectState) -> None:
                     pass
             os.unlink(ps.lock_path)  # lockers compare inodes, so removing it while held is safe
             os.unlink(ps.dir / "project")
+            try:
+                os.unlink(ps.dir / "identity")
+            except FileNotFoundError:
+                pass
             os.rmdir(ps.dir)
     except OSError:
         pass  # busy, or something appeared meanwhile: keep it

@@ -255,8 +255,9 @@ def configure_recover(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--abandon",
         action="store_true",
-        help="neither finish nor undo it: keep the real tree as "
-        "it is, forget the interrupted acceptance and remove its temporary *.ovl-tmp names",
+        help="neither finish nor undo it: keep the real tree as it is, forget the interrupted "
+        "acceptance, say which files are new and which old, and remove the temporary *.ovl-tmp names "
+        "that hold nothing else (the others are kept and listed)",
     )
     p.set_defaults(run=_recover)
 
@@ -267,7 +268,7 @@ def _recover(a: argparse.Namespace) -> int:
     from speculate.term import visible
 
     try:
-        rec = abandon_project(a.project) if a.abandon else recover_project(a.project)
+        rec = abandon_project(a.project) if a.abandon else recover_project(a.project, scan=True, adopt=True)
     except (FileNotFoundError, NotADirectoryError) as e:
         print(f"speculate recover: {e.strerror}: {e.filename}", file=sys.stderr)
         return 2

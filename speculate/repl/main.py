@@ -117,7 +117,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         project = prepare_project(demo.scenario, temp / "project")
     else:
         project = Path.cwd()
-    recovered = recover_project(project)  # before anything else touches the project
+    recovered = recover_project(project, scan=True)  # before anything else touches the project
     if recovered is not None:
         print(visible(recovered.line()))
     cleaned = clean_stale()  # what killed speculate processes left in $TMPDIR

@@ -122,27 +122,40 @@ def test_nothing_pending_and_bad_input(tmp_path: Path, state_dir: Path) -> None:
         recover_project(root / "a.txt")
 
 
-def test_a_journal_for_a_replaced_project_directory_is_discarded(tmp_path: Path, state_dir: Path) -> None:
+def test_a_journal_for_a_replaced_project_directory_is_kept_for_the_old_one(
+    tmp_path: Path, state_dir: Path
+) -> None:
     root = project(tmp_path)
     die_pending(root)
+    old_before = snapshot(root)
     root.rename(tmp_path / "old")  # like a fresh clone moved into place: same path, another directory
     fresh = project(tmp_path)
     before = snapshot(fresh)
-    rec = recover_project(fresh)
-    assert rec is not None and rec.action is not None and rec.action.startswith("discarded")
-    assert snapshot(fresh) == before
+    rec = recover_project(fresh)  # set aside (never dropped), and said
+    assert rec is not None and not rec.ok and "belongs to another directory" in rec.line(), rec
+    assert snapshot(fresh) == before and not pending(project_state(fresh))
+    rec = recover_project(fresh)  # said again while it is kept
+    assert rec is not None and not rec.ok and "holds another directory" in rec.line(), rec
+    assert snapshot(tmp_path / "old") == old_before
+    rec = recover_project(tmp_path / "old", scan=True, adopt=True)  # where that directory is now
+    assert rec is not None and rec.ok and rec.action is not None and rec.action.startswith("rolled")
+    assert temps(tmp_path / "old") == [] and recover_project(fresh) is None
 
 
-def test_recover_all_finishes_pending_projects_and_forgets_removed_ones(
+def test_recover_all_finishes_pending_projects_and_keeps_the_journals_of_missing_ones(
     tmp_path: Path, state_dir: Path
 ) -> None:
-    kept, gone = project(tmp_path / "kept"), project(tmp_path / "gone")
+    kept, gone, idle = project(tmp_path / "kept"), project(tmp_path / "gone"), project(tmp_path / "idle")
     die_pending(kept)
     die_pending(gone)
+    Overlay(idle).discard()  # a state entry with nothing pending
+    assert project_state(idle).dir.exists()
     shutil.rmtree(gone)
-    recs = recover_all()
-    assert [r.project for r in recs] == [kept]
-    assert not project_state(gone).dir.exists()
+    shutil.rmtree(idle)
+    recs = {r.project: r for r in recover_all()}
+    assert recs.keys() == {kept, gone} and recs[kept].ok and not recs[gone].ok
+    assert f"{gone} is missing" in recs[gone].line() and pending(project_state(gone))  # never deleted
+    assert not project_state(idle).dir.exists()  # nothing pending in it: forgotten
     assert not pending(project_state(kept))
 
 

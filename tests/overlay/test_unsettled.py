@@ -8,6 +8,7 @@ recovery of that project reports one line instead of raising, so other projects 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from overlayfs import (
     recover_project,
 )
 from overlayfs.journal import read
-from overlayfs.state import ENV, pending, project_state
+from overlayfs.state import ENV, pending, project_state, remove_tree
 from tests.overlay.conftest import make_tree
 from tests.overlay.crashkit import crash_at, diff, interrupt_promotion, snapshot, temps
 from tests.overlay.fskit import remount, tmpfs
@@ -145,13 +146,24 @@ def test_a_project_turning_read_only_at_any_step_never_wedges(tmp_path: Path, st
                 if k % 4 == 1:
                     out = cli("--abandon", str(root))
                     assert out.returncode == 0 and "kept as it is" in out.stdout, out
+                    line = out.stdout
                 else:
-                    assert "kept as it is" in abandon_project(root).line()
+                    line = abandon_project(root).line()
+                    assert "kept as it is" in line
                 # Nothing had landed before the commit point: that much is rolled back (new empty dirs).
-                assert snapshot(root) == (old if state == "prepare" else kept), (
+                assert without_temps(snapshot(root)) == (old if state == "prepare" else kept), (
                     state,
                     diff(snapshot(root), kept),
                 )
+                for t in temps(root):  # only old versions are kept (backups, removed entries), and listed
+                    m = re.search(r"\.([0-9a-f]{12})\.[br]\d+\.ovl-tmp$", t)
+                    assert m is not None and "Kept " in line, (t, line)
+                    listed = (state_dir / "abandoned" / f"{m.group(1)}.txt").read_text()
+                    assert f"kept {os.path.relpath(t, root)} (" in listed, (t, listed)
+                    if os.path.isdir(t) and not os.path.islink(t):  # as the user would, once not needed
+                        remove_tree(Path(t))
+                    elif os.path.lexists(t):
+                        os.unlink(t)
             assert temps(root) == [] and not pending(project_state(root)), k
             ov.discard()
     assert seen.get("rolled back", 0) >= 3 and seen.get("unsettled", 0) >= 3, seen
