@@ -28,6 +28,7 @@ from speculate.models.billing import Meter, billed_to
 from speculate.session_types import TurnOutcome
 from speculate.speculation import policy, suggest, topk
 from speculate.speculation.accept import Landing
+from speculate.speculation.diffcap import landing_diff, overlay_diff
 from speculate.speculation.engine_records import EngineRecords
 from speculate.speculation.events import SpecOutcome, State, SuggestionRecord
 from speculate.speculation.fork import Speculation
@@ -92,7 +93,7 @@ class SpeculationEngine(EngineRecords):
 
     def diff(self) -> str:
         spec = self._spec
-        return spec.overlay.diff() if spec is not None and spec.overlay is not None else ""
+        return overlay_diff(spec.overlay) if spec is not None and spec.overlay is not None else ""
 
     async def ignore(self, reason: IgnoreReason = "typed") -> None:
         """The user typed something else (or left): drop the suggestion, abort and discard the fork."""
@@ -180,7 +181,8 @@ class SpeculationEngine(EngineRecords):
                 f"accepting a speculation with no landing ({landing}) or no agent ({spec.agent})"
             )
         if self.s.cfg.keep_accepted_diff:
-            landing.diff = spec.overlay.diff()  # the upper layer is spent by promotion
+            # the upper layer is spent by promotion; off the loop and bounded (a summary past the bound)
+            landing.diff = await landing_diff(spec.overlay)
         promotion = step.promote(spec)
         if not promotion.ok:
             return await self._drop(
