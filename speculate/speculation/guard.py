@@ -4,7 +4,9 @@ and symlinks that lead out of the project.
 :class:`Protection` names the paths a fork must not write: the instructions files (their own boundary,
 ``instructions``: the system prompt would change) and the *execution-config* paths, files that make
 something run later without anyone reading them (git hooks and config, Claude Code's settings and MCP
-servers, direnv, editor tasks), plus the user's ``speculation.protectedPaths`` patterns (``protected``).
+servers, direnv, editor tasks, hook frameworks), the directory the project's ``core.hooksPath`` names and any
+directory git would take for a repository (:mod:`speculate.speculation.gitdirs`), plus the user's
+``speculation.protectedPaths`` patterns (``protected``).
 A Write/Edit there stops the fork before it runs (:class:`speculate.speculation.authorize.SpecAuthorizer`);
 :func:`check_overlay`, run after every sandboxed command and hook, stops it after one that left such a
 write, a device node, FIFO or socket, or a symlink out of the project, and the overlay is discarded
