@@ -27,6 +27,8 @@ TIME_S = 1.0  # the diff's time bound: past it, a summary
 SIZE_BYTES = 8 << 20  # the most file content a diff reads in all (each file is capped at DIFF_LIMIT)
 COUNT_BYTES = 64 << 20  # the most a summary reads to count lines (past it: sizes only)
 GRACE_S = 1.0  # what the summary may take after the deadline before the loop stops waiting for it
+COUNT_S = 0.5  # the summary counts lines for this long at most (then sizes only), to arrive within GRACE_S
+MAX_ROWS = 200  # files listed by name in a summary; the rest are counted
 
 
 class OverBound(Exception):
@@ -170,10 +172,10 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _lines(path: str, budget: list[int]) -> Counter[bytes] | None:
+def _lines(path: str, budget: list[int], stop_at: float) -> Counter[bytes] | None:
     try:
         size = os.path.getsize(path)
-        if size > budget[0]:
+        if size > budget[0] or time.monotonic() > stop_at:
             return None
         budget[0] -= size
         with open(path, "rb") as f:
@@ -184,10 +186,11 @@ def _lines(path: str, budget: list[int]) -> Counter[bytes] | None:
 
 def summary(lower: str, upper: str, changes: list[Change], *, why: str) -> str:
     """Each changed file with its change, sizes and lines added and removed: a diff's stat, linear in the
-    bytes it reads (line counts stop at :data:`COUNT_BYTES`; past that, sizes only)."""
-    budget = [COUNT_BYTES]
+    bytes it reads (line counts stop at :data:`COUNT_BYTES` or after :data:`COUNT_S`; past that, sizes
+    only), the first :data:`MAX_ROWS` files by name."""
+    budget, stop_at = [COUNT_BYTES], time.monotonic() + COUNT_S
     rows: list[str] = []
-    plus = minus = 0
+    plus = minus = counted_in = 0
     files = [ch for ch in changes if ch.type in ("file", "symlink")]
     for ch in files:
         lp, up = f"{lower}/{ch.path}", f"{upper}/{ch.path}"
@@ -196,15 +199,20 @@ def summary(lower: str, upper: str, changes: list[Change], *, why: str) -> str:
         sizes = " -> ".join(_size(s) for s in (old_sz, new_sz) if s is not None)
         counted = ""
         if ch.type == "file":
-            old = _lines(lp, budget) if old_sz is not None and os.path.isfile(lp) else Counter()
-            new = _lines(up, budget) if new_sz is not None else Counter()
+            old = _lines(lp, budget, stop_at) if old_sz is not None and os.path.isfile(lp) else Counter()
+            new = _lines(up, budget, stop_at) if new_sz is not None else Counter()
             if old is not None and new is not None:
                 added, removed = sum((new - old).values()), sum((old - new).values())
-                plus, minus = plus + added, minus + removed
+                plus, minus, counted_in = plus + added, minus + removed, counted_in + 1
                 counted = f", +{added} -{removed} lines"
         rows.append(f" {ch.path} | {ch.kind}, {sizes}{counted}")
+    if len(rows) > MAX_ROWS:
+        rows[MAX_ROWS:] = [f" ... and {len(rows) - MAX_ROWS} more files"]
     head = f"(the diff is left out: {why}; a summary instead)"
-    tail = f" {len(files)} file{'s' if len(files) != 1 else ''} changed, +{plus} -{minus} lines"
+    texts = sum(ch.type == "file" for ch in files)
+    tail = f" {len(files)} file{'s' if len(files) != 1 else ''} changed, +{plus} -{minus} lines" + (
+        f" (counted in {counted_in} of {texts} files)" if counted_in < texts else ""
+    )
     return "\n".join([head, *rows, tail]) + "\n"
 
 

@@ -91,6 +91,19 @@ def test_a_small_change_s_diff_is_the_overlay_s_own(tmp_path: Path) -> None:
         assert "-line 7" in ov.diff() and "\\ No newline at end of file" in ov.diff()
 
 
+def test_past_the_size_bound_a_summary_names_the_first_files_and_counts_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    with Overlay(lower=root) as ov:
+        for i in range(250):
+            ov.write_text(f"f{i:03}.txt", "x\n" * 10)
+        out = overlay_diff(ov, size_bytes=1000)
+    lines = out.splitlines()
+    assert lines[0] == "(the diff is left out: it passed 1.0 KB; a summary instead)", out
+    assert lines[1] == " f000.txt | added, 20 B, +10 -0 lines" and len(lines) == 1 + 200 + 2, out
+    assert lines[-2:] == [" ... and 50 more files", " 250 files changed, +2500 -0 lines"], out
+
+
 def test_the_loop_keeps_running_while_the_diff_is_made(tmp_path: Path) -> None:
     old, new = lockfiles()
     root = tmp_path / "proj"
