@@ -1,6 +1,9 @@
 """Copying file contents without reading them into Python: reflink, then ``copy_file_range``, then a loop.
 
-Used for copy-up (lower -> upper) and for staging promoted files (upper -> real tree).
+Used for copy-up (lower -> upper) and for staging promoted files (upper -> real tree). Holes stay holes:
+only the source's data extents (``SEEK_DATA``/``SEEK_HOLE``) are copied and the end is set by ``ftruncate``,
+as the kernel's own overlayfs copy-up does, so a 512 MiB file with 8 KiB of data lands as 8 KiB of blocks
+(``copy_file_range`` on its own writes the holes out as zeros on ext4 and tmpfs).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ _CHUNK = 1 << 20
 
 
 def copy_fd(src: int, dst: int) -> int:
-    """Copy all of ``src`` (from offset 0) into ``dst`` (at its offset); returns the bytes copied.
+    """Copy all of ``src`` (from offset 0) into ``dst`` (at its offset); returns the bytes copied (holes
+    included: the length of the range written, which holds the source's holes as holes).
 
     Every byte is accounted for: a short write is retried until the kernel says why it cannot go on
     (ENOSPC, EDQUOT, EIO, ... raised as OSError), and a copy that ends short of the source's size (the
@@ -27,34 +31,107 @@ def copy_fd(src: int, dst: int) -> int:
     start = os.lseek(dst, 0, os.SEEK_CUR)
     try:
         fcntl.ioctl(dst, FICLONE, src)
-        os.lseek(dst, start + size, os.SEEK_SET)
         copied = size
     except OSError:
-        copied = _copy_range(src, dst, size)
+        copied = _copy_sparse(src, dst, start, size)
+    os.lseek(dst, start + copied, os.SEEK_SET)
     _check_size(dst, start + copied, start + size)
     return copied
 
 
-def _copy_range(src: int, dst: int, size: int) -> int:
+def _copy_sparse(src: int, dst: int, start: int, size: int) -> int:
+    """Copy the data extents of ``src`` below ``size`` to ``dst`` at ``start`` + their offset, then extend
+    ``dst`` to ``start + size`` (a trailing hole); returns how far the copy got."""
+    st = os.fstat(src)
+    # A source with holes may also hold zeros written out where it had holes (kernel overlayfs copies up
+    # in 1 MiB chunks from each data extent's start): those blocks are skipped too, as ``cp --sparse``
+    # does. A dense source is copied in the kernel, never read here.
+    copy = _copy_nonzero if st.st_blocks * 512 < size else _copy_range
+    off = 0
+    while off < size:
+        try:
+            data = os.lseek(src, off, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no data past ``off``, the rest is a hole
+                raise
+            data = size
+        if data >= size:
+            break
+        try:
+            hole = min(os.lseek(src, data, os.SEEK_HOLE), size)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            return data  # the source shrank below ``data`` meanwhile: a short copy, reported by the caller
+        got = copy(src, dst, data, start + data, hole - data)
+        if got < hole - data:
+            return data + got  # the source ended early (shrank)
+        off = hole
+    if os.fstat(src).st_size < size:
+        return min(off, os.fstat(src).st_size)  # shrank while its holes were skipped
+    if os.fstat(dst).st_size < start + size:
+        os.ftruncate(dst, start + size)  # the trailing hole: a length, no blocks
+    return size
+
+
+def _copy_range(src: int, dst: int, soff: int, doff: int, count: int) -> int:
+    """Copy ``count`` bytes from ``src`` at ``soff`` to ``dst`` at ``doff``: in the kernel, else by a loop
+    (e.g. across filesystems); returns the bytes copied (fewer: the source ended)."""
     copied = 0
     try:
-        while True:
-            n = os.copy_file_range(src, dst, 1 << 30)
+        while copied < count:
+            n = os.copy_file_range(src, dst, min(count - copied, 1 << 30), soff + copied, doff + copied)
             if n == 0:
                 return copied
             copied += n
+        return copied
     except OSError as e:
         if e.errno not in _FALLBACK_ERRNOS:
             raise
-    # Neither worked (e.g. across filesystems): stream from where we got to, writing each chunk whole
-    # (one write() may take only part of it when the filesystem is nearly full).
-    os.lseek(src, copied, os.SEEK_SET)
-    while True:
-        chunk = os.read(src, _CHUNK)
+    # Neither worked: stream from where we got to, writing each chunk whole (one write() may take only
+    # part of it when the filesystem is nearly full).
+    while copied < count:
+        chunk = os.pread(src, min(_CHUNK, count - copied), soff + copied)
         if not chunk:
             return copied
-        write_all(dst, chunk)
+        _pwrite_all(dst, memoryview(chunk), doff + copied)
         copied += len(chunk)
+    return copied
+
+
+_BLOCK = 4096
+_ZERO = bytes(_CHUNK)
+
+
+def _copy_nonzero(src: int, dst: int, soff: int, doff: int, count: int) -> int:
+    """As :func:`_copy_range`, leaving every all-zero 4 KiB block unwritten (a hole in ``dst``)."""
+    copied = 0
+    while copied < count:
+        chunk = os.pread(src, min(_CHUNK, count - copied), soff + copied)
+        if not chunk:
+            return copied
+        view = memoryview(chunk)
+        if chunk != _ZERO[: len(chunk)]:
+            b = 0
+            while b < len(chunk):
+                if view[b : b + _BLOCK] == _ZERO[: len(view[b : b + _BLOCK])]:
+                    b += _BLOCK
+                    continue
+                e = b + _BLOCK
+                while e < len(chunk) and view[e : e + _BLOCK] != _ZERO[: len(view[e : e + _BLOCK])]:
+                    e += _BLOCK
+                _pwrite_all(dst, view[b:e], doff + copied + b)
+                b = e
+        copied += len(chunk)
+    return copied
+
+
+def _pwrite_all(fd: int, view: memoryview, off: int) -> None:
+    while view:
+        n = os.pwrite(fd, view, off)
+        if n == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view, off = view[n:], off + n
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -82,8 +159,10 @@ def copy_file(
     mode: int | None = None,
     fsync: bool = False,
     times_ns: tuple[int, int] | None = None,
+    owner: tuple[int, int] | None = None,
 ) -> int:
-    """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``mode`` (default: src's).
+    """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``owner`` (uid, gid; default:
+    the creator's) and ``mode`` (default: src's), in that order: a chown clears set-id bits.
 
     Returns the number of bytes copied. ``fsync`` makes the data durable before a later rename. On any error
     (including one reported by fsync or close) ``dst`` is removed: a failed copy leaves no partial file.
@@ -94,6 +173,8 @@ def copy_file(
         dfd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             n = copy_fd(sfd, dfd)
+            if owner is not None:
+                os.fchown(dfd, *owner)
             os.fchmod(dfd, stat_mode(st.st_mode) if mode is None else mode)
             if times_ns is not None:
                 os.utime(dfd, ns=times_ns)
@@ -129,7 +210,13 @@ def link_or_copy(src: str, dst: str) -> bool:
     if stat_mod.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(src), dst)
         return True  # a name only, which the directory's sync covers
-    copy_file(src, dst, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+    copy_file(
+        src,
+        dst,
+        mode=stat_mode(st.st_mode),
+        times_ns=(st.st_atime_ns, st.st_mtime_ns),
+        owner=(st.st_uid, st.st_gid) if os.geteuid() == 0 else None,  # undo puts it back as it was
+    )
     return False
 
 
@@ -138,6 +225,19 @@ def _remove_partial(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass  # gone already, or a read-only filesystem: the caller's cleanup (or recovery) reports it
+
+
+def kept_owner(new: os.stat_result, old: os.stat_result | None) -> tuple[int, int] | None:
+    """The owner a promoted file lands with where it replaces ``old`` (None: as created). Running as root
+    on someone else's file, a replacement keeps the old owner and group as a live ``sed -i`` or editor
+    does (they fchown; in the sandbox, without capabilities, they cannot), unless the fork's file carries
+    another owner than ours (a ``chown`` in the fork, or a copy-up that kept it): then that one. A normal
+    user cannot give files away, and lands them as their own, as live."""
+    if old is None or os.geteuid() != 0:
+        return None
+    uid = new.st_uid if new.st_uid != os.geteuid() else old.st_uid
+    gid = new.st_gid if new.st_gid != os.getegid() else old.st_gid
+    return None if (uid, gid) == (os.geteuid(), os.getegid()) else (uid, gid)
 
 
 def stat_mode(mode: int) -> int:

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from overlayfs.cleanup import Cleanup
-from overlayfs.copyup import copy_file, link_or_copy, run_all, stat_mode
+from overlayfs.copyup import copy_file, kept_owner, link_or_copy, run_all, stat_mode
 from overlayfs.flush import Flush
 from overlayfs.merged import kind_of, lstat_or_none
 from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
@@ -107,20 +107,20 @@ class Steps(Cleanup):
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
             dirs.add(os.path.dirname(self.p(rel)))
-        copies: dict[int, tuple[str, str, int, bool]] = {}
+        copies: dict[int, tuple[str, str, int, bool, tuple[int, int] | None]] = {}
         size = 0
         after: list[Stamp | None] = [None] * len(self.puts)
         for i, (rel, stage, backup, mode, want) in enumerate(self.puts):
             self.at = rel
             src, dst = f"{self.j['upper']}/{rel}", self.p(stage)
             st = os.lstat(src)
+            old = self._expect(rel, want) if backup is not None else None
             if stat_mod.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
-                copies[i] = (src, dst, mode, durable)
-                size += st.st_size
+                copies[i] = (src, dst, mode, durable, kept_owner(st, old))
+                size += min(st.st_size, st.st_blocks * 512)  # what is written: holes stay holes
             if backup is not None:
-                self._expect(rel, want)
                 if not link_or_copy(self.p(rel), self.p(backup)):
                     unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
@@ -128,12 +128,12 @@ class Steps(Cleanup):
         if durable and flush.plan(
             len(copies) + len(unsynced) + len(dirs), size
         ):  # then one syncfs covers them
-            unsynced += [dst for _, dst, _, _ in copies.values()]
-            copies = {i: (src, dst, mode, False) for i, (src, dst, mode, _) in copies.items()}
+            unsynced += [dst for _, dst, _, _, _ in copies.values()]
+            copies = {i: (src, dst, mode, False, own) for i, (src, dst, mode, _, own) in copies.items()}
         # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:
         # the filesystem commits its journal once for many; then the directories) or copy much; small
         # copies into the page cache are cheaper one after the other.
-        threads = size > SERIAL_BYTES or any(sync for _, _, _, sync in copies.values())
+        threads = size > SERIAL_BYTES or any(c[3] for c in copies.values())
         for i, err in zip(copies, run_all(_stage, list(copies.values()), threads=threads), strict=True):
             if err is not None:
                 self.at = self.puts[i][0]
@@ -328,5 +328,5 @@ def _window(t: float) -> None:
         WINDOWS.append((t, time.perf_counter()))
 
 
-def _stage(src: str, dst: str, mode: int, durable: bool) -> None:
-    copy_file(src, dst, mode=mode, fsync=durable)
+def _stage(src: str, dst: str, mode: int, durable: bool, owner: tuple[int, int] | None) -> None:
+    copy_file(src, dst, mode=mode, fsync=durable, owner=owner)
