@@ -20,33 +20,35 @@ _FALLBACK_ERRNOS = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, e
 _CHUNK = 1 << 20
 
 
-def copy_fd(src: int, dst: int) -> int:
+def copy_fd(src: int, dst: int, *, sparse: bool = False) -> int:
     """Copy all of ``src`` (from offset 0) into ``dst`` (at its offset); returns the bytes copied (holes
     included: the length of the range written, which holds the source's holes as holes).
 
     Every byte is accounted for: a short write is retried until the kernel says why it cannot go on
     (ENOSPC, EDQUOT, EIO, ... raised as OSError), and a copy that ends short of the source's size (the
-    source shrank while it was copied) raises OSError(EIO) instead of reporting a full copy."""
+    source shrank while it was copied) raises OSError(EIO) instead of reporting a full copy. ``sparse``:
+    leave all-zero blocks unwritten also where the source has none (see :func:`_copy_sparse`)."""
     size = os.fstat(src).st_size
     start = os.lseek(dst, 0, os.SEEK_CUR)
     try:
         fcntl.ioctl(dst, FICLONE, src)
         copied = size
     except OSError:
-        copied = _copy_sparse(src, dst, start, size)
+        copied = _copy_sparse(src, dst, start, size, sparse)
     os.lseek(dst, start + copied, os.SEEK_SET)
     _check_size(dst, start + copied, start + size)
     return copied
 
 
-def _copy_sparse(src: int, dst: int, start: int, size: int) -> int:
+def _copy_sparse(src: int, dst: int, start: int, size: int, sparse: bool) -> int:
     """Copy the data extents of ``src`` below ``size`` to ``dst`` at ``start`` + their offset, then extend
     ``dst`` to ``start + size`` (a trailing hole); returns how far the copy got."""
     st = os.fstat(src)
     # A source with holes may also hold zeros written out where it had holes (kernel overlayfs copies up
     # in 1 MiB chunks from each data extent's start): those blocks are skipped too, as ``cp --sparse``
-    # does. A dense source is copied in the kernel, never read here.
-    copy = _copy_nonzero if st.st_blocks * 512 < size else _copy_range
+    # does; so are they where the caller says the file it replaces had holes (a FUSE copy-up writes them
+    # all out). Any other source is copied in the kernel, never read here.
+    copy = _copy_nonzero if sparse or st.st_blocks * 512 < size else _copy_range
     off = 0
     while off < size:
         try:
@@ -160,6 +162,7 @@ def copy_file(
     fsync: bool = False,
     times_ns: tuple[int, int] | None = None,
     owner: tuple[int, int] | None = None,
+    sparse: bool = False,
 ) -> int:
     """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``owner`` (uid, gid; default:
     the creator's) and ``mode`` (default: src's), in that order: a chown clears set-id bits.
@@ -172,7 +175,7 @@ def copy_file(
         st = os.fstat(sfd)
         dfd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            n = copy_fd(sfd, dfd)
+            n = copy_fd(sfd, dfd, sparse=sparse)
             if owner is not None:
                 os.fchown(dfd, *owner)
             os.fchmod(dfd, stat_mode(st.st_mode) if mode is None else mode)

@@ -107,7 +107,7 @@ class Steps(Cleanup):
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
             dirs.add(os.path.dirname(self.p(rel)))
-        copies: dict[int, tuple[str, str, int, bool, tuple[int, int] | None]] = {}
+        copies: dict[int, tuple[str, str, int, bool, tuple[int, int] | None, bool]] = {}
         size = 0
         after: list[Stamp | None] = [None] * len(self.puts)
         for i, (rel, stage, backup, mode, want) in enumerate(self.puts):
@@ -118,7 +118,9 @@ class Steps(Cleanup):
             if stat_mod.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(src), dst)
             else:
-                copies[i] = (src, dst, mode, durable, kept_owner(st, old))
+                # The file it replaces had holes: zero blocks stay holes (a FUSE fork wrote them out).
+                holes = old is not None and old.st_blocks * 512 < old.st_size
+                copies[i] = (src, dst, mode, durable, kept_owner(st, old), holes)
                 size += min(st.st_size, st.st_blocks * 512)  # what is written: holes stay holes
             if backup is not None:
                 if not link_or_copy(self.p(rel), self.p(backup)):
@@ -128,8 +130,8 @@ class Steps(Cleanup):
         if durable and flush.plan(
             len(copies) + len(unsynced) + len(dirs), size
         ):  # then one syncfs covers them
-            unsynced += [dst for _, dst, _, _, _ in copies.values()]
-            copies = {i: (src, dst, mode, False, own) for i, (src, dst, mode, _, own) in copies.items()}
+            unsynced += [c[1] for c in copies.values()]
+            copies = {i: (c[0], c[1], c[2], False, c[4], c[5]) for i, c in copies.items()}
         # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:
         # the filesystem commits its journal once for many; then the directories) or copy much; small
         # copies into the page cache are cheaper one after the other.
@@ -328,5 +330,5 @@ def _window(t: float) -> None:
         WINDOWS.append((t, time.perf_counter()))
 
 
-def _stage(src: str, dst: str, mode: int, durable: bool, owner: tuple[int, int] | None) -> None:
-    copy_file(src, dst, mode=mode, fsync=durable, owner=owner)
+def _stage(src: str, dst: str, mode: int, durable: bool, owner: tuple[int, int] | None, holes: bool) -> None:
+    copy_file(src, dst, mode=mode, fsync=durable, owner=owner, sparse=holes)
