@@ -22,6 +22,7 @@ import trio
 
 from overlayfs.changes import DIFF_LIMIT, Change, compute_changes
 from overlayfs.merged import kind_of
+from speculate.errors import SpeculateError
 
 TIME_S = 1.0  # the diff's time bound: past it, a summary
 SIZE_BYTES = 8 << 20  # the most file content a diff reads in all (each file is capped at DIFF_LIMIT)
@@ -31,7 +32,7 @@ COUNT_S = 0.5  # the summary counts lines for this long at most (then sizes only
 MAX_ROWS = 200  # files listed by name in a summary; the rest are counted
 
 
-class OverBound(Exception):
+class OverBound(SpeculateError):
     """The diff passed its time or size bound."""
 
     def __init__(self, why: str) -> None:
