@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from overlayfs.copyup import copy_file
 from overlayfs.mount import mounted
 from overlayfs.view import Overlay
 from tests.mount.conftest import backend_params, require_host_mount
@@ -205,3 +206,15 @@ def test_root_promotion_lands_the_owner_the_fork_gave() -> None:
         os.chown(Path(d, "upper/conf.txt"), 2000, 2000)  # as a chown in a mounted fork leaves it
         assert ov.promote().ok
         assert (conf.stat().st_uid, conf.stat().st_gid) == (2000, 2000)
+
+
+def test_a_dense_file_of_zeros_stays_dense(tmp_path: Path) -> None:
+    """Zero blocks become holes only where the source, or the file a promotion replaces, had holes: a file
+    written out on purpose (a preallocated database, a swap file) keeps its blocks."""
+    src = tmp_path / "dense"
+    src.write_bytes(bytes(1 << 20))
+    copy_file(str(src), str(tmp_path / "copy"))
+    assert allocated(tmp_path / "copy") >= 1 << 20
+    copy_file(str(src), str(tmp_path / "holes"), sparse=True)
+    assert allocated(tmp_path / "holes") <= SLACK
+    assert (tmp_path / "copy").read_bytes() == (tmp_path / "holes").read_bytes() == bytes(1 << 20)
