@@ -197,4 +197,6 @@ def test_a_real_project_starts_in_default_mode_the_demo_in_accept_edits(tmp_path
     demo = subprocess.run(
         [*cmd, str(tmp_path / "demo")], input="/quit\n", capture_output=True, text=True, env=env, timeout=60
     )
-    assert "mode acceptEdits (the demo's; --permission-mode default asks before edits)" in demo.stdout, demo.stdout
+    assert "mode acceptEdits (the demo's; --permission-mode default asks before edits)" in demo.stdout, (
+        demo.stdout
+    )
