@@ -204,21 +204,31 @@ class Server(Requests):
                 got = os.preadv(n.rfd, [self._read_view[:size]], off)
             except OSError:
                 return False
-        self._send([wire.OUT_HEADER.pack(wire.OUT_HEADER.size + got, 0, unique), self._read_view[:got]])
+        try:
+            os.writev(
+                self.fd, [wire.OUT_HEADER.pack(wire.OUT_HEADER.size + got, 0, unique), self._read_view[:got]]
+            )
+        except OSError as e:
+            self._unsent(e)
         return True
 
     def _reply(self, unique: int, payload: bytes, error: int = 0) -> None:
         header = wire.OUT_HEADER.pack(wire.OUT_HEADER.size + len(payload), -error, unique)
-        self._send([header, payload] if len(payload) > 4096 else [header + payload])
-
-    def _send(self, parts: list[bytes | memoryview]) -> None:
         try:
-            os.writev(self.fd, parts)
+            if len(payload) > 4096:
+                os.writev(self.fd, [header, payload])
+            else:
+                os.write(self.fd, header + payload)
         except OSError as e:
-            if e.errno in (errno.ENODEV, errno.EPIPE, errno.ECONNRESET):  # the connection is gone
-                self._done = True
-            elif e.errno != errno.ENOENT:  # ENOENT: the request was interrupted and is gone
-                raise
+            self._unsent(e)
+
+    def _unsent(self, e: OSError) -> None:
+        """A reply the device (or socket) refused: the request was interrupted and is gone (ENOENT), or the
+        connection is (then the loop ends)."""
+        if e.errno in (errno.ENODEV, errno.EPIPE, errno.ECONNRESET):
+            self._done = True
+        elif e.errno != errno.ENOENT:
+            raise e
 
     # -- notifications (any thread) ------------------------------------------------------------------
     def invalidate_entry(self, parent: int, name: bytes) -> None:

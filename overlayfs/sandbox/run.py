@@ -34,7 +34,7 @@ from overlayfs.sandbox import policy, seccomp
 from overlayfs.sandbox.limits import LayerWatch, open_cgroup
 from overlayfs.sandbox.policy import SandboxLimits
 from overlayfs.sandbox.session import Lease, ViewSession, session_for
-from overlayfs.sandbox.stop import CancelToken, run_process
+from overlayfs.sandbox.stop import ABORT_AFTER, CancelToken, run_process
 
 BACKEND_FAILED_EXIT = 125
 KILLED_EXIT = 137
@@ -151,8 +151,9 @@ def run_in_overlay(
     cancelled = token.cancelled and limit is None and not timed_out
     if lease.aborted:
         err += (
-            "\nsandbox: the command outlived its kill, asleep in its view's FUSE server: the view was aborted "
-            "(the next command gets a fresh one)\n"
+            f"\nsandbox: the command was still there {ABORT_AFTER * 1000:.0f} ms after its kill (a process "
+            "asleep in a request its FUSE view did not answer): the view was aborted (the next command gets a "
+            "fresh one)\n"
         )
     if failed is not None:
         err += f"\nsandbox: the overlay backend failed under the command: {failed}\n"
