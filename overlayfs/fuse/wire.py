@@ -3,8 +3,9 @@ protocol 7.31 to 7.45), and the small value types the handlers exchange with the
 
 The server reads requests from ``/dev/fuse`` itself instead of through pyfuse3: a request then costs one
 read, a struct unpack, the handler and one write (about a third of what pyfuse3's trio loop took per
-request), and the server can answer what pyfuse3 would not let it (an OPEN with ENOSYS, which libfuse's low-level
-API allows but pyfuse3 does not expose, and an INIT without atomic O_TRUNC: see :mod:`overlayfs.fuse.server`).
+request), and the server can answer what pyfuse3 would not let it: an OPEN with ENOSYS (libfuse's low-level
+API allows that answer; pyfuse3 does not expose it) and an INIT without atomic O_TRUNC (see
+:mod:`overlayfs.fuse.server`).
 
 Version: the INIT reply names ``min(kernel's minor, MINOR)``. :data:`MINOR` is the newest minor whose
 changes were checked against these layouts (7.45, Linux 6.18): every change since 7.31 is a flag this server
