@@ -49,7 +49,10 @@ class Client:
     def send(self, op: int, node: int, arg: bytes = b"", *, length: int | None = None) -> int:
         self.unique += 2
         size = wire.IN_HEADER.size + len(arg)
-        self.sock.send(wire.IN_HEADER.pack(length or size, op, self.unique, node, 0, 0, 4242, 0, 0) + arg)
+        # The caller is this process's user (the server chowns what it makes to the caller: only root may
+        # give it to another).
+        ids = (os.geteuid(), os.getegid())
+        self.sock.send(wire.IN_HEADER.pack(length or size, op, self.unique, node, *ids, 4242, 0, 0) + arg)
         return self.unique
 
     def reply(self, unique: int, timeout: float = 5.0) -> tuple[int, bytes]:
