@@ -216,12 +216,19 @@ def test_a_deep_tree_stops_speculative_bash_at_a_boundary(project: Path) -> None
 def test_a_deep_but_short_tree_is_listed(project: Path, tmp_path: Path) -> None:
     """Two thousand levels of one-letter names fit in PATH_MAX but passed Python's recursion limit."""
     ov = Overlay(project, upper=tmp_path / "up")
-    d = os.fspath(ov.upper)
-    for _ in range(1500):
-        d += "/x"
-        os.mkdir(d)
-    got = ov.changes()
-    assert len(got) == 1500 and all(c.kind == "added" for c in got)
+    top = d = os.fspath(ov.upper)
+    try:
+        for _ in range(1500):
+            d += "/x"
+            os.mkdir(d)
+        got = ov.changes()
+        assert len(got) == 1500 and all(c.kind == "added" for c in got)
+    finally:
+        # Removed here, deepest first: pytest's later clean-up of old base temps (shutil.rmtree, recursive in
+        # Python 3.11) would overflow on it, in whichever pytest runs next (a scenario's own test run).
+        while d != top:
+            os.rmdir(d)
+            d = os.path.dirname(d)
 
 
 _AT_FDCWD, _RENAME_WHITEOUT = -100, 4
