@@ -160,11 +160,17 @@ MATCHERS = ["Read ", "Edit | Write", " Glob", "Edit, Write", "Wri te", " * ", "R
 def test_the_hooks_a_matcher_fires_are_claude_codes(
     binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # One file per firing: Claude Code runs an event's hooks at once, and lines appended to one log
+    # interleaved under load ("31 Edit" and "Edit" for "3 Edit" and "1 Edit").
     log = tmp_path / "fired"
-    record = f"{sys.executable} -c \"import json,sys; print(sys.argv[1], json.load(sys.stdin)['tool_name'])\""
+    log.mkdir()
+    record = (
+        f'{sys.executable} -c "import json,sys,pathlib; '
+        f"pathlib.Path(sys.argv[2], sys.argv[1] + ' ' + json.load(sys.stdin)['tool_name']).touch()\""
+    )
     hooks = {
         "PreToolUse": [
-            {"matcher": m, "hooks": [{"type": "command", "command": f"{record} {i} >> {log}"}]}
+            {"matcher": m, "hooks": [{"type": "command", "command": f"{record} {i} {log}"}]}
             for i, m in enumerate(MATCHERS)
         ]
     }
@@ -177,7 +183,7 @@ def test_the_hooks_a_matcher_fires_are_claude_codes(
         'Edit: {file_path: "{root}/a.txt", old_string: "alpha", new_string: "beta"}',
     ]
     case.claude(binary, tools)
-    fired = {tuple(line.split()) for line in log.read_text().splitlines()}
+    fired = {tuple(p.name.split()) for p in log.iterdir()}
     use_home(monkeypatch, case)
     ours = {(str(MATCHERS.index(h.matcher)), t) for h in load_settings(case.root).hooks
             for t in ("Read", "Write", "Edit") if h.matches(t)}  # fmt: skip
