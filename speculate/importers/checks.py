@@ -26,8 +26,8 @@ _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)\b")
 # Lines whose text changes from run to run: clock times, dates, hex ids, temporary paths.
 _VOLATILE = re.compile(
     r"\b\d{1,2}:\d{2}(:\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)"
-    r"[0-9a-f]{7,}\b|/tmp/|/var/folders/"
-)
+    r"[0-9a-f]{7,}\b|\b\d{7,40}\b|/tmp/|/var/folders/"
+)  # times, dates, hashes (an abbreviated git hash is all digits one time in 27), temp paths
 _NUMBER = re.compile(r"\d+\.\d+|\d{4,}")  # durations, sizes, pids: generalised to \d+
 MIN_LINE, MAX_LINE = 8, 120
 
