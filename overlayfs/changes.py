@@ -12,7 +12,7 @@ import difflib
 import errno
 import os
 import stat as stat_mod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,15 +213,23 @@ def _mode_of(path: str) -> str:
     return f"{stat_mod.S_IFREG | stat_mod.S_IMODE(st.st_mode):o}"  # the real mode, not git's 644/755 only
 
 
-def _file_diff(lower: str, upper: str, ch: Change) -> list[str]:
+Reader = Callable[[str, str], "bytes | None"]  # (path, kind) -> content, None: too large to show
+Differ = Callable[[list[str], list[str], str, str], Iterable[str]]  # difflib.unified_diff's shape
+
+
+def file_diff(
+    lower: str, upper: str, ch: Change, *, read: Reader = _content, differ: Differ = difflib.unified_diff
+) -> list[str]:
+    """One change as ``git diff`` shows it. ``read`` and ``differ`` may be bounded versions (the acceptance
+    diff's, :mod:`speculate.speculation.diffcap`): the layout stays this one."""
     a, b = f"a/{ch.path}", f"b/{ch.path}"
     lp, up = f"{lower}/{ch.path}", f"{upper}/{ch.path}"
     head = [f"diff --git {a} {b}"]
     old_kind = (
         ch.type if ch.kind == "deleted" else (kind_of(os.lstat(lp).st_mode) if ch.kind == "modified" else "")
     )
-    old = _content(lp, old_kind) if old_kind in ("file", "symlink") else b""
-    new = _content(up, ch.type) if ch.kind != "deleted" else b""
+    old = read(lp, old_kind) if old_kind in ("file", "symlink") else b""
+    new = read(up, ch.type) if ch.kind != "deleted" else b""
     if ch.kind == "added":
         head.append(f"new file mode {_mode_of(up)}")
     elif ch.kind == "deleted":
@@ -236,7 +244,7 @@ def _file_diff(lower: str, upper: str, ch: Change) -> list[str]:
         old_t, new_t = old.decode("utf-8"), new.decode("utf-8")
     except UnicodeDecodeError:
         return [*head, f"Binary files {a} and {b} differ"]
-    body = difflib.unified_diff(
+    body = differ(
         old_t.splitlines(keepends=True),
         new_t.splitlines(keepends=True),
         "/dev/null" if ch.kind == "added" else a,
@@ -251,5 +259,5 @@ def unified_diff(lower: str, upper: str, changes: list[Change]) -> str:
     parts: list[str] = []
     for ch in changes:
         if ch.type in ("file", "symlink"):
-            parts.extend(_file_diff(lower, upper, ch))
+            parts.extend(file_diff(lower, upper, ch))
     return "\n".join(parts) + ("\n" if parts else "")

@@ -11,8 +11,8 @@ multisets of lines, linear: at least as many as any diff shows), and why the dif
 from __future__ import annotations
 
 import difflib
+import functools
 import os
-import stat as stat_mod
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -20,8 +20,7 @@ from typing import Any
 
 import trio
 
-from overlayfs.changes import DIFF_LIMIT, Change, compute_changes
-from overlayfs.merged import kind_of
+from overlayfs.changes import DIFF_LIMIT, Change, compute_changes, file_diff
 from speculate.errors import SpeculateError
 
 TIME_S = 1.0  # the diff's time bound: past it, a summary
@@ -83,13 +82,6 @@ def unified(a: list[str], b: list[str], fromfile: str, tofile: str, deadline: fl
                 yield from ("+" + line for line in b[j1:j2])
 
 
-def _mode_of(path: str) -> str:
-    st = os.lstat(path)
-    if stat_mod.S_ISLNK(st.st_mode):
-        return "120000"
-    return f"{stat_mod.S_IFREG | stat_mod.S_IMODE(st.st_mode):o}"
-
-
 class _Budget:
     def __init__(self, deadline: float, size: int) -> None:
         self.deadline, self.left = deadline, size
@@ -109,41 +101,6 @@ class _Budget:
             return f.read()
 
 
-def _file_diff(lower: str, upper: str, ch: Change, budget: _Budget) -> list[str]:
-    """One change as :func:`overlayfs.changes.unified_diff` shows it."""
-    a, b = f"a/{ch.path}", f"b/{ch.path}"
-    lp, up = f"{lower}/{ch.path}", f"{upper}/{ch.path}"
-    head = [f"diff --git {a} {b}"]
-    old_kind = (
-        ch.type if ch.kind == "deleted" else (kind_of(os.lstat(lp).st_mode) if ch.kind == "modified" else "")
-    )
-    old = budget.read(lp, old_kind) if old_kind in ("file", "symlink") else b""
-    new = budget.read(up, ch.type) if ch.kind != "deleted" else b""
-    if ch.kind == "added":
-        head.append(f"new file mode {_mode_of(up)}")
-    elif ch.kind == "deleted":
-        head.append(f"deleted file mode {_mode_of(lp)}")
-    elif old_kind in ("file", "symlink") and _mode_of(lp) != _mode_of(up):
-        head += [f"old mode {_mode_of(lp)}", f"new mode {_mode_of(up)}"]
-    if old is None or new is None:
-        return [*head, f"Binary files {a} and {b} differ (larger than {DIFF_LIMIT} bytes)"]
-    if old == new:
-        return head
-    try:
-        old_t, new_t = old.decode("utf-8"), new.decode("utf-8")
-    except UnicodeDecodeError:
-        return [*head, f"Binary files {a} and {b} differ"]
-    body = unified(
-        old_t.splitlines(keepends=True),
-        new_t.splitlines(keepends=True),
-        "/dev/null" if ch.kind == "added" else a,
-        "/dev/null" if ch.kind == "deleted" else b,
-        budget.deadline,
-    )
-    lines = [ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in body]
-    return [*head, "".join(lines).rstrip("\n")]
-
-
 def bounded_diff(
     lower: str,
     upper: str,
@@ -159,7 +116,8 @@ def bounded_diff(
     try:
         for ch in changes:
             if ch.type in ("file", "symlink"):
-                parts.extend(_file_diff(lower, upper, ch, budget))
+                differ = functools.partial(unified, deadline=budget.deadline)
+                parts.extend(file_diff(lower, upper, ch, read=budget.read, differ=differ))
     except OverBound as e:
         why = f"it took longer than {time_s:g} s" if e.why == "time" else f"it passed {_size(size_bytes)}"
         return summary(lower, upper, changes, why=why)
