@@ -10,7 +10,6 @@ there, on a FUSE mount made on the host whose device descriptor it is handed.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import socket
 import subprocess
@@ -18,10 +17,8 @@ from pathlib import Path
 
 from overlayfs import kernel
 from overlayfs.errors import MountError
+from overlayfs.fuse.device import mount_device
 from overlayfs.stage import outer_argv, stage_program
-
-_MS_NOSUID, _MS_NODEV = 2, 4
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
@@ -78,7 +75,10 @@ def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
             ours.settimeout(30)
             if ours.recv(1) != b"r":
                 raise OSError(0, "it exited before it was ready")
-            fd = _fuse_device(root)
+            # mount(2) as root, else fusermount3's descriptor hand-off: the same as our own server's
+            fd = mount_device(
+                root, fsname=f"speculate-fuse-overlayfs.{os.getpid()}", subtype="fuse-overlayfs"
+            )
             try:
                 socket.send_fds(ours, [b"f"], [fd])
             finally:
@@ -94,53 +94,3 @@ def start_on_layer(ov: kernel.Layers, root: Path) -> subprocess.Popen[bytes]:
                 f"fuse-overlayfs did not come up on the bounded layer at {root}: {e}; {tail}"
             ) from None
     return proc
-
-
-def _fuse_device(root: Path) -> int:
-    """Mount an empty FUSE filesystem at ``root`` and return its /dev/fuse descriptor: root mounts it
-    itself, anyone else through fusermount3 (libfuse's protocol: it sends the descriptor over the socket
-    named by ``_FUSE_COMMFD``)."""
-    if os.geteuid() == 0:  # what fusermount3 would do, without its exec
-        fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-        data = f"fd={fd},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other"
-        try:
-            _sys_mount(
-                f"speculate-fuse-overlayfs.{os.getpid()}",
-                root,
-                "fuse.fuse-overlayfs",
-                _MS_NOSUID | _MS_NODEV,
-                data,
-            )
-        except OSError as e:
-            os.close(fd)
-            raise OSError(e.errno, f"mounting FUSE at {root}: {e.strerror}") from None
-        return fd
-    opts = (
-        "rw,nosuid,nodev,default_permissions,subtype=fuse-overlayfs,"
-        f"fsname=speculate-fuse-overlayfs.{os.getpid()}"
-    )
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        r = subprocess.run(
-            ["fusermount3", "-o", opts, "--", os.fspath(root)],
-            capture_output=True,
-            timeout=30,
-            env={**os.environ, "_FUSE_COMMFD": str(theirs.fileno())},
-            pass_fds=(theirs.fileno(),),
-        )
-        if r.returncode != 0:
-            raise OSError(0, f"fusermount3 failed: {r.stderr.decode(errors='replace').strip()}")
-        theirs.close()
-        ours.settimeout(10)
-        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
-    if not fds:
-        raise OSError(0, "fusermount3 handed over no FUSE descriptor")
-    return fds[0]
-
-
-def _sys_mount(source: str, target: Path, fstype: str, flags: int, data: str) -> None:
-    if _libc.mount(
-        source.encode(), os.fsencode(target), fstype.encode(), ctypes.c_ulong(flags), data.encode()
-    ):
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), os.fspath(target))
