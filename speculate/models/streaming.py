@@ -1,14 +1,19 @@
-"""A pure reducer over Messages API stream events: ``accumulate_event(event, snapshot) -> snapshot``.
+"""A reducer over Messages API stream events: ``accumulate_event(event, snapshot) -> snapshot``.
 
-Tool input arrives as ``input_json_delta`` fragments; they are concatenated as a string and parsed once,
-at ``content_block_stop``. Usage comes from ``message_start`` and ``message_delta`` and is cumulative:
-the last value of each field wins.
+As the SDK's accumulator does, it appends to the snapshot it is given and returns it: each delta costs
+time in its own length, so a stream of n deltas costs O(n), not O(n²) as rebuilding an immutable snapshot
+(and re-concatenating the text so far) per event did. Text, thinking, signature and tool-input fragments
+are kept as lists of chunks and joined when a block is read (``blocks``, ``block(i)``) or completed.
+
+Tool input arrives as ``input_json_delta`` fragments; they are parsed once, at ``content_block_stop``.
+Usage comes from ``message_start`` and ``message_delta`` and is cumulative: the last value of each field
+wins.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from speculate.errors import SpeculateError
@@ -20,21 +25,47 @@ class StreamProtocolError(SpeculateError):
     """The server sent an event sequence the Messages API does not allow."""
 
 
-@dataclass(frozen=True)
+# The text-like delta types and the block field each one extends.
+_TEXT_FIELDS = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+    "signature_delta": ("signature", "signature"),
+}
+
+
+@dataclass
 class Snapshot:
     id: str = ""
     model: str = ""
-    blocks: tuple[Block, ...] = ()
-    partial_json: tuple[str, ...] = ()  # per block; "" for non-tool blocks
     stop_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     started: bool = False
     stopped: bool = False
     completed_index: int | None = None  # the block completed by the last event, if any
+    # Per block: the block as started, the chunks of each text field not yet folded into it, and the tool
+    # input fragments. Private: read through ``blocks``/``block(i)``/``partial_json``.
+    _blocks: list[Block] = field(default_factory=list, repr=False)
+    _chunks: list[dict[str, list[str]]] = field(default_factory=list, repr=False)
+    _json: list[list[str]] = field(default_factory=list, repr=False)
 
+    def block(self, i: int) -> Block:
+        """Block ``i`` with every chunk received so far folded in (the fold happens once per chunk)."""
+        pending = self._chunks[i]
+        if pending:
+            b = self._blocks[i]
+            for name, chunks in pending.items():
+                b[name] = b.get(name, "") + "".join(chunks)
+            pending.clear()
+        return self._blocks[i]
 
-def _set(seq: tuple[Any, ...], i: int, v: Any) -> tuple[Any, ...]:
-    return (*seq[:i], v, *seq[i + 1 :])
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        return tuple(self.block(i) for i in range(len(self._blocks)))
+
+    @property
+    def partial_json(self) -> tuple[str, ...]:
+        """Per block, the tool input fragments received so far, joined ("" for other blocks)."""
+        return tuple("".join(parts) for parts in self._json)
 
 
 def _usage(prev: Usage, raw: dict[str, Any] | None) -> Usage:
@@ -47,62 +78,60 @@ def _usage(prev: Usage, raw: dict[str, Any] | None) -> Usage:
 
 def accumulate_event(event: dict[str, Any], snap: Snapshot) -> Snapshot:
     t = event.get("type")
-    snap = replace(snap, completed_index=None)
+    snap.completed_index = None
     if t == "message_start":
         m = event["message"]
-        return replace(
-            snap,
-            id=m.get("id", ""),
-            model=m.get("model", ""),
-            started=True,
-            usage=_usage(snap.usage, m.get("usage")),
-        )
+        snap.id, snap.model, snap.started = m.get("id", ""), m.get("model", ""), True
+        snap.usage = _usage(snap.usage, m.get("usage"))
+        return snap
     if not snap.started and t not in ("ping", "error"):
         raise StreamProtocolError(f"event {t!r} before message_start")
     if t == "content_block_start":
         i = event["index"]
-        if i != len(snap.blocks):
-            raise StreamProtocolError(f"content_block_start index {i}, expected {len(snap.blocks)}")
+        if i != len(snap._blocks):
+            raise StreamProtocolError(f"content_block_start index {i}, expected {len(snap._blocks)}")
         block = dict(event["content_block"])
         if block.get("type") == "tool_use":
             block["input"] = {}
-        return replace(snap, blocks=(*snap.blocks, block), partial_json=(*snap.partial_json, ""))
+        snap._blocks.append(block)
+        snap._chunks.append({})
+        snap._json.append([])
+        return snap
     if t == "content_block_delta":
         i, d = event["index"], event["delta"]
-        block = dict(snap.blocks[i])
+        if not 0 <= i < len(snap._blocks):
+            raise StreamProtocolError(f"content_block_delta for block {i}, which was never started")
         dt = d.get("type")
-        if dt == "text_delta":
-            block["text"] = block.get("text", "") + d["text"]
+        if dt in _TEXT_FIELDS:
+            name, key = _TEXT_FIELDS[dt]
+            snap._chunks[i].setdefault(name, []).append(d[key])
         elif dt == "input_json_delta":
-            return replace(
-                snap, partial_json=_set(snap.partial_json, i, snap.partial_json[i] + d["partial_json"])
-            )
-        elif dt == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + d["thinking"]
-        elif dt == "signature_delta":
-            block["signature"] = block.get("signature", "") + d["signature"]
+            snap._json[i].append(d["partial_json"])
         elif dt == "citations_delta":
-            block["citations"] = [*block.get("citations", []), d["citation"]]
-        return replace(snap, blocks=_set(snap.blocks, i, block))
+            b = snap._blocks[i]
+            b["citations"] = [*b.get("citations", []), d["citation"]]
+        return snap
     if t == "content_block_stop":
         i = event["index"]
-        block = dict(snap.blocks[i])
+        if not 0 <= i < len(snap._blocks):
+            raise StreamProtocolError(f"content_block_stop for block {i}, which was never started")
+        block = snap.block(i)
         if block.get("type") in ("tool_use", "server_tool_use"):
-            raw = snap.partial_json[i]
+            raw = "".join(snap._json[i])
             try:
                 block["input"] = json.loads(raw) if raw else {}
             except json.JSONDecodeError as e:
                 # Truncated input (e.g. max_tokens mid-block): keep the text so the tool reports it.
                 block["input"] = {"__invalid_json__": raw, "__error__": str(e)}
-        return replace(snap, blocks=_set(snap.blocks, i, block), completed_index=i)
+        snap.completed_index = i
+        return snap
     if t == "message_delta":
         d = event.get("delta", {})
-        return replace(
-            snap,
-            stop_reason=d.get("stop_reason", snap.stop_reason),
-            usage=_usage(snap.usage, event.get("usage")),
-        )
+        snap.stop_reason = d.get("stop_reason", snap.stop_reason)
+        snap.usage = _usage(snap.usage, event.get("usage"))
+        return snap
     if t == "message_stop":
-        return replace(snap, stopped=True)
+        snap.stopped = True
+        return snap
     # ping, and unknown event types, which the API says clients should ignore.
     return snap

@@ -1,4 +1,4 @@
-"""The stream reducer on event sequences shaped like the API's (pure: no I/O)."""
+"""The stream reducer on event sequences shaped like the API's (no I/O; it appends to the snapshot)."""
 
 from __future__ import annotations
 
@@ -126,3 +126,31 @@ def test_out_of_order_events_are_protocol_errors() -> None:
                 {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
             ]
         )
+
+
+def test_a_delta_for_a_block_never_started_is_a_protocol_error() -> None:
+    for ev in (
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "content_block_stop", "index": 0},
+    ):
+        with pytest.raises(StreamProtocolError, match="never started"):
+            run([START, ev])
+
+
+def test_reading_blocks_mid_stream_sees_the_text_so_far_and_later_deltas_still_land() -> None:
+    # Chunks are folded into the block when it is read: a read in the middle must neither lose nor repeat
+    # chunks (the cancel path reads the blocks of an unfinished stream to bill what was streamed).
+    def delta(text: str) -> dict:
+        return {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+
+    snap = run(
+        [START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
+    )
+    for part in ("a", "b"):
+        snap = accumulate_event(delta(part), snap)
+    assert snap.blocks[0]["text"] == "ab"
+    assert snap.block(0)["text"] == "ab"
+    for part in ("c", "d"):
+        snap = accumulate_event(delta(part), snap)
+    snap = accumulate_event({"type": "content_block_stop", "index": 0}, snap)
+    assert snap.completed_index == 0 and snap.blocks[0]["text"] == "abcd"
