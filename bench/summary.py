@@ -13,7 +13,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from bench import stats
+from bench import honest, stats
 from bench.figures import analyze
 from bench.pairs import CI_METHOD, Records, nested, paired_turns, user_saving
 from bench.records import SessionRecord
@@ -39,6 +39,7 @@ def build_summary(
         "primary_condition": conds[first] if first < len(conds) else None,
         "ci_method": CI_METHOD,
         **analyze(primary, seed=seed),
+        "honest": honest.figures(primary, _cond_params(meta, first)),
         "leaks": leak_count,
         "leak_details": [{"session": s.session, **lk} for s in records.sessions for lk in s.leaks]
         + [{"canary": c} for c in (canary_leaks or [])],
@@ -62,6 +63,7 @@ def build_summary(
                 "label": label,
                 **_cond_params(meta, ci),
                 **analyze(records.only(by_cond[ci]), seed=seed),
+                "honest": honest.figures(records.only(by_cond[ci]), _cond_params(meta, ci)),
             }
         )
     summary["break_even_think_s"] = sweep_break_even(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.honest import SLOWER_THRESHOLD_S
+
 
 def f(x: Any, unit: str = "", digits: int = 2) -> str:
     """A table cell: numbers rounded, None as an em dash."""
@@ -93,7 +95,11 @@ def acceptance_table(s: dict[str, Any]) -> list[str]:
         *([] if legacy else ["miss fork cost / hit"]),
         "misses (candidate / later turn / unscripted)",
     ]
-    return table(header, rows) + ([] if legacy else [*_pooled_fork_cost(blocks), CI_NOTE, ""])
+    return (
+        table(header, rows)
+        + ([] if legacy else [*_pooled_fork_cost(blocks), CI_NOTE, ""])
+        + condition_notes(s)
+    )
 
 
 def _pooled_fork_cost(blocks: list[dict[str, Any]]) -> list[str]:
@@ -163,7 +169,7 @@ def sensitivity_table(s: dict[str, Any]) -> list[str]:
         "speculative $/turn (vs plain)",
         "miss fork cost / hit",
     ]
-    return [*table(header, rows), CI_NOTE, ""]
+    return [*table(header, rows), CI_NOTE, "", *condition_notes(s)]
 
 
 def _base_label(b: dict[str, Any]) -> str:
@@ -224,20 +230,23 @@ def headline_table(s: dict[str, Any]) -> list[str]:
             ["leaks into the real tree", f(s["leaks"])],
         ],
     )
-    return lines
+    return lines + user_acceptance_line(s) + condition_notes(s)
 
 
 def versus_table(s: dict[str, Any]) -> list[str]:
     """Paired savings (base − arm, input time included) of speculative against suggest and plain."""
     blocks = [(f"speculative vs {b}", v) for b, v in s.get("vs", {}).items()]
+    keys = list(s.get("vs", {}))
     if s.get("suggest_vs_plain"):
         blocks.append(("suggest vs plain (Tab alone)", s["suggest_vs_plain"]))
+        keys.append("suggest_vs_plain")
+    honest = (s.get("honest") or {}).get("slower") or {}
     if not blocks:
         return []
     if not any("scenarios" in v for _, v in blocks):
         return _legacy_versus_table(blocks)
     rows = []
-    for name, v in blocks:
+    for key, (name, v) in zip(keys, blocks, strict=True):
         acc, later, slow = v["saved_per_accepted_turn_s"], v["saved_per_later_turn_s"], v["slower_turns"]
         rows.append(
             [
@@ -246,7 +255,9 @@ def versus_table(s: dict[str, Any]) -> list[str]:
                 f"{f(acc['median'])} {ci(acc['ci95'])} (n={acc['n']})",
                 f"{f(later['mean'])} {ci(later['ci95'])} (n={later['n']})",
                 ci(later.get("ci95_pairs")),
-                f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
+                slower_cell(honest[key])
+                if key in honest
+                else f"{slow['n']} ({pct(slow['share'])}), max {f(slow['max_s'])} s",
                 pct(v["session_wall_reduction"]),
             ]
         )
@@ -257,12 +268,16 @@ def versus_table(s: dict[str, Any]) -> list[str]:
             "saved per accepted turn, median [95% CI] (s)",
             "saved per later turn, mean [95% CI] (s)",
             "same, pair-level CI",
-            "turns slower than base",
+            f"turns slower than base by > {1000 * SLOWER_THRESHOLD_S:.0f} ms; noise floor"
+            if honest
+            else "turns slower than base",
             "session wall saved",
         ],
         rows,
     )
     lines += [CI_NOTE, ""]
+    if honest:
+        lines += [SLOWER_NOTE, ""]
     few = min(v["scenarios"] for _, v in blocks)
     if few < MIN_CLUSTERS:  # a cluster bootstrap over a handful of scenarios understates the uncertainty
         lines += [
@@ -334,3 +349,45 @@ def fork_cost_line(s: dict[str, Any]) -> list[list[str]]:
 def misses_cell(b: dict[str, Any]) -> str:
     m = b.get("miss_kinds") or {}
     return "—" if not m else " / ".join(str(m.get(k, 0)) for k in ("candidate", "later_turn", "unscripted"))
+
+
+SLOWER_NOTE = (
+    f"Slower turns: later turns slower than their paired base turn by more than {1000 * SLOWER_THRESHOLD_S:.0f} ms "
+    "(how many were slower by less is in summary.json, `honest.slower`); the noise floor is the 95th "
+    "percentile of the paired difference on turns where the arm typed its prompt and ran no fork (both arms "
+    "did the same work), with how many such turns there were."
+)
+
+
+def slower_cell(h: dict[str, Any]) -> str:
+    """Slower turns above the threshold, the largest, and the noise floor they are read against."""
+    nf = h["noise_floor"]
+    return f"{h['n']} ({pct(h['share'])}), max {f(h['max_s'])} s; floor {f(nf['p95_abs_s'])} s (n={nf['n']})"
+
+
+def user_acceptance_line(s: dict[str, Any]) -> list[str]:
+    """Acceptance as the user's choice, the policy's abstentions and the forks that landed beside it."""
+    h = s.get("honest") or {}
+    a, sg = h.get("acceptance"), h.get("suggestions")
+    if not a or not sg:
+        return []
+    dead = sg["not_shown"]
+    return [
+        f"The user sent {a['sent_by_user']} of {a['shown']} suggestions shown ({pct(a['user_acceptance'])}); "
+        f"the policy abstained on {a['abstained']} of them ({a['abstained_then_sent']} sent anyway, run live); "
+        f"{a['fork_landed']} forks landed. One record per suggestion shown: besides them the engine wrote "
+        f"{dead['discarded_with_fork']} record(s) of a fork's pipelined next suggestion thrown away with it "
+        f"({usd(dead['discarded_with_fork_cost_usd'])}, counted as that fork's waste) and "
+        f"{dead['suppressed_or_filtered']} of suggestions suppressed or filtered (never shown).",
+        "",
+    ]
+
+
+def condition_notes(s: dict[str, Any]) -> list[str]:
+    """A line per condition that never showed what it varies (top-K with no second candidate, ...)."""
+    notes = [
+        f"**{b['label']}: {c['note']}**, so it measures nothing of what it varies."
+        for b in s.get("conditions_detail") or []
+        if (c := (b.get("honest") or {}).get("condition")) and c.get("note")
+    ]
+    return [*notes, ""] if notes else []
