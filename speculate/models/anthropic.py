@@ -15,6 +15,7 @@ minutes. Each retry is told to ``on_notice`` (the REPL prints it while a turn ru
 
 from __future__ import annotations
 
+import email.utils
 import math
 import random
 import time
@@ -41,7 +42,8 @@ from speculate.models.billing import cancelled_usage, charge_cancelled
 from speculate.models.streaming import Snapshot, StreamProtocolError, accumulate_event
 from speculate.types import Message
 
-RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}  # and any 5xx, unless x-should-retry says no
+MAX_RETRY_AFTER_S = 60.0  # a longer retry-after falls back to the backoff
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 STALL_ATTEMPTS = 2
@@ -117,7 +119,7 @@ class AnthropicModel:
                         yield update
                 return
             except anthropic.APIStatusError as e:
-                if e.status_code not in RETRYABLE_STATUS or attempt == self.max_attempts:
+                if not _should_retry(e) or attempt == self.max_attempts:
                     raise ModelError(_describe(e, attempt)) from e
                 last_error = _describe(e, attempt)
                 delay = _retry_after(e) or self._backoff(attempt)
@@ -253,12 +255,30 @@ def _clean(block: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in block.items() if v is not None}
 
 
+def _should_retry(e: anthropic.APIStatusError) -> bool:
+    """Whether to try a failed request again: the server's ``x-should-retry`` first, as the SDK reads it."""
+    said = e.response.headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return e.status_code in RETRYABLE_STATUS or e.status_code >= 500
+
+
 def _retry_after(e: anthropic.APIStatusError) -> float | None:
+    """The wait the server asked for, in seconds: ``retry-after-ms``, else ``retry-after`` (seconds or an
+    HTTP date), read as the SDK reads them. None when absent, unreadable, or over :data:`MAX_RETRY_AFTER_S`
+    (then the backoff applies: a REPL turn should not sit silent for minutes on one header)."""
+    headers = e.response.headers
+    v: float | None = None
     try:
-        v = float(e.response.headers.get("retry-after", ""))
+        v = float(headers.get("retry-after-ms", "")) / 1000
     except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) and 0 <= v <= 60 else None
+        raw = headers.get("retry-after", "")
+        try:
+            v = float(raw)
+        except (TypeError, ValueError):
+            when = email.utils.parsedate_tz(raw) if raw else None
+            v = float(email.utils.mktime_tz(when) - time.time()) if when is not None else None
+    return v if v is not None and math.isfinite(v) and 0 <= v <= MAX_RETRY_AFTER_S else None
 
 
 def _describe(e: anthropic.APIStatusError, attempt: int) -> str:
