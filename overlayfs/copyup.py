@@ -200,6 +200,45 @@ def copy_file(
     return n
 
 
+# Names of the overlay's own layer markers (overlayfs.layer) and fuse-overlayfs': never carried over.
+_MARKERS = ("trusted.overlay.", "user.overlay.", "user.fuseoverlayfs.")
+_NO_XATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENODATA, errno.EPERM, errno.EACCES, errno.E2BIG)
+
+
+def xattrs(f: int | str) -> dict[str, bytes]:
+    """The extended attributes of a descriptor or (not followed) path, ACLs included, the overlay's markers
+    left out; empty where the filesystem has none or they cannot be read."""
+    follow = isinstance(f, int)
+    try:
+        names = os.listxattr(f, follow_symlinks=follow)
+    except OSError as e:
+        if e.errno in _NO_XATTRS:
+            return {}
+        raise
+    out = {}
+    for name in names:
+        if name.startswith(_MARKERS):
+            continue
+        try:
+            out[name] = os.getxattr(f, name, follow_symlinks=follow)
+        except OSError as e:
+            if e.errno not in _NO_XATTRS:
+                raise
+    return out
+
+
+def copy_xattrs(src: int, dst: int) -> None:
+    """Carry ``src``'s extended attributes over to ``dst`` as the kernel's overlayfs copy-up does, each
+    where this process may set it (a normal user cannot set ``trusted.*``; a filesystem without xattrs
+    none): best effort, for a missing one only means promotion lands the file as a replacement."""
+    for name, value in xattrs(src).items():
+        try:
+            os.setxattr(dst, name, value)
+        except OSError as e:
+            if e.errno not in _NO_XATTRS and e.errno != errno.EINVAL:
+                raise
+
+
 def link_or_copy(src: str, dst: str) -> bool:
     """A second name for the file or link ``src`` (promotion's backup of what a put replaces): a hard link,
     or a copy where links fail. False for a copy of a file: its data is not synced yet."""

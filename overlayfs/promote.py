@@ -18,7 +18,7 @@ import stat as stat_mod
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from overlayfs import journal, leftovers, policy, steps
 from overlayfs.changes import Change
@@ -39,8 +39,25 @@ from overlayfs.state import (
     self_token,
 )
 
-if TYPE_CHECKING:
-    from overlayfs.view import Overlay
+
+class Promotable(Protocol):
+    """What promotion needs of an overlay (:class:`overlayfs.view.Overlay` has it): its layers and its
+    changes. A protocol, not the class, so that this module does not import the view that imports it."""
+
+    @property
+    def lower(self) -> Path: ...
+
+    @property
+    def upper(self) -> Path: ...
+
+    @property
+    def metadir(self) -> Path: ...
+
+    @property
+    def layer(self) -> Any: ...  # the bounded layer, or None
+
+    def changes(self) -> list[Change]: ...
+
 
 __all__ = ["Conflict", "PromoteResult", "parent_dirs", "promote", "settle"]
 
@@ -280,7 +297,7 @@ def _clear(ps: ProjectState, j: Journal | None) -> None:
 
 
 def promote(
-    ov: Overlay,
+    ov: Promotable,
     rels: list[str] | None,
     *,
     all_or_nothing: bool,
@@ -297,7 +314,7 @@ def promote(
 
 
 def _promote(
-    ov: Overlay, ps: ProjectState, rels: list[str] | None, *, all_or_nothing: bool, durable: bool
+    ov: Promotable, ps: ProjectState, rels: list[str] | None, *, all_or_nothing: bool, durable: bool
 ) -> PromoteResult:
     lower, upper = str(ov.lower), str(ov.upper)
     changes = ov.changes()
@@ -331,7 +348,7 @@ def _promote(
         if not conflicts and len(changes) == 0:  # the upper layer holds nothing new: spend it all the same
             _finalize(lower, upper, ov.metadir, {"full": True})
         return PromoteResult([], conflicts)
-    owner = self_token() if getattr(ov, "layer", None) is not None else None  # the layer dies with us
+    owner = self_token() if ov.layer is not None else None  # the layer dies with us
     j = _plan(
         lower,
         upper,

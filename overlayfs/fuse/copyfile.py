@@ -1,17 +1,18 @@
 """Copying a lower file into the upper layer for copy-up: whole or not at all (an O_TMPFILE linked into
-place, or a temporary name in the work directory renamed), its data reflinked where the filesystem shares
-extents, else copied in the kernel."""
+place, or a temporary name in the work directory renamed), its data copied by :func:`overlayfs.copyup.copy_fd`
+(reflinked where the filesystem shares extents, else its data extents only: holes stay holes, as in the
+kernel's copy-up) and its extended attributes (ACLs, ``user.*``) carried over, as the kernel's copy-up does
+(promotion tells a file changed in place from a replacement by them: docs/overlay.md, "In place")."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import os
 import stat as stat_mod
 
-_FICLONE = 0x40049409
-_COPY_CHUNK = 1 << 30
+from overlayfs.copyup import copy_fd, copy_xattrs
+
 _AT_FDCWD = -100
 _AT_SYMLINK_FOLLOW = 0x400
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -29,13 +30,14 @@ def copy_file(src: str, dst: str, st: os.stat_result, *, data: bool, work: str |
         tmp = f"{work}/copyup.{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat_mod.S_IMODE(st.st_mode))
     try:
-        if data and st.st_size:
-            # Never a blocking open: a FIFO swapped in for the file since its lstat opens at once, then fails.
-            sfd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                _copy_data(sfd, fd, st.st_size)
-            finally:
-                os.close(sfd)
+        # Never a blocking open: a FIFO swapped in for the file since its lstat opens at once, then fails.
+        sfd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if data and st.st_size:
+                copy_fd(sfd, fd)
+            copy_xattrs(sfd, fd)
+        finally:
+            os.close(sfd)
         os.fchmod(fd, stat_mod.S_IMODE(st.st_mode))
         if tmp is None:
             _link_fd(fd, dst)
@@ -59,22 +61,3 @@ def _link_fd(fd: int, dst: str) -> None:
     ):
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), dst)
-
-
-def _copy_data(sfd: int, dfd: int, size: int) -> None:
-    try:
-        fcntl.ioctl(dfd, _FICLONE, sfd)  # reflink where the filesystem shares extents (XFS, btrfs)
-        return
-    except OSError:
-        pass
-    done = 0
-    while done < size:
-        try:
-            n = os.copy_file_range(sfd, dfd, min(_COPY_CHUNK, size - done))
-        except OSError as e:
-            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            n = os.sendfile(dfd, sfd, None, min(_COPY_CHUNK, size - done))
-        if n == 0:
-            break
-        done += n
