@@ -6,9 +6,14 @@ ghost text, taken with Tab. Only what Tab gives differs, and only after the deci
 fork buys, with the person's behaviour unchanged by the arm. ``plain`` (no ghost text) is what a person without
 the feature sees; it changes their behaviour (they must type), so it is off unless asked for.
 
-Assignment is simple randomization: each turn draws its arm independently, with equal probability, from
-``random.Random(seed)`` in turn order, so the sequence is a function of the seed alone (no blocks, so that
-arms seen so far say nothing about the next one).
+Assignment is blocked randomization: the turns of a session are taken in blocks of ``BLOCK_PER_ARM`` turns
+per arm (four turns with the two default arms), each block a random permutation drawn from
+``random.Random(seed)`` in turn order, so the sequence is a function of the seed alone and the arms of a
+person's turns stay balanced (within a session the counts never differ by more than ``BLOCK_PER_ARM``; a
+person's sessions each add at most that much). Simple randomization (each turn drawn independently) let
+one person's turns fall mostly in one arm, confounding the arm with the person's habits in a small study.
+The arm is hidden until the prompt is sent, so a person who guessed the block's remaining arms could not
+act on it before deciding.
 """
 
 from __future__ import annotations
@@ -43,18 +48,27 @@ def parse_arms(text: str) -> tuple[Arm, ...]:
     )  # canonical order: the draw does not depend on how they were typed
 
 
+BLOCK_PER_ARM = 2  # turns of each arm in a block: a block of 4 with two arms, 6 with three
+
+
 class Assigner:
-    """The arm of each turn in order: ``draw()`` returns the next one; ``draws`` counts them."""
+    """The arm of each turn in order: ``draw()`` returns the next one; ``draws`` counts them. Permuted blocks
+    (module docstring): each block holds every arm ``BLOCK_PER_ARM`` times, shuffled."""
 
     def __init__(self, *, seed: int, arms: Sequence[Arm] = DEFAULT_ARMS) -> None:
         self.seed = seed
         self.arms = tuple(arms)
         self._rng = random.Random(seed)
+        self._block: list[Arm] = []
         self.draws = 0
 
     def draw(self) -> Arm:
+        if not self._block:
+            block = [a for a in self.arms for _ in range(BLOCK_PER_ARM)]
+            self._rng.shuffle(block)
+            self._block = block[::-1]  # popped from the end: the shuffled order, first to last
         self.draws += 1
-        return self.arms[self._rng.randrange(len(self.arms))]
+        return self._block.pop()
 
 
 def sequence(seed: int, n: int, arms: Sequence[Arm] = DEFAULT_ARMS) -> list[Arm]:

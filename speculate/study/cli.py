@@ -102,6 +102,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"CIs (95%): {r['ci_method']}; {r['resamples']} resamples, seed {r['seed']}. [no CI]: fewer than "
         "two sessions in all, or too few of them holding both sides of a contrast."
     )
+    from speculate.study.report import format_balance
+
+    out += format_balance(r)  # before any saving (issue #36)
     for base, v in r["vs"].items():
         what = (
             "what the fork buys; both arms show the same ghost text"

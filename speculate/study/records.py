@@ -86,7 +86,10 @@ class TurnRecord(_Record):
     prompt: str
     taken: Taken
     similarity: float | None = None
-    think_s: float | None = None  # shown -> first keystroke (None when the first key came before the ghost)
+    # shown -> first keystroke (None when the first key came before the ghost): depends on when the ghost
+    # text came, so on the previous turn's arm, and is missing when it came late. The report uses
+    # think_open_s instead.
+    think_s: float | None = None
     typing_s: float | None = None  # first keystroke -> Enter
     ttft_s: float | None = None  # Enter -> first token of the answer
     latency_s: float  # Enter -> end of the answer
@@ -105,6 +108,18 @@ class TurnRecord(_Record):
     @property
     def cost_total_usd(self) -> float:
         return self.cost_usd + self.engine_cost_usd
+
+    @property
+    def think_open_s(self) -> float | None:
+        """Think time from when the prompt opened (the previous answer ended) to the person's first key,
+        Tab included; None when they typed ahead (no think time) or no key was recorded. It does not depend
+        on when, or whether, the ghost text appeared."""
+        return None if self.typed_ahead else self.first_key_s
+
+    @property
+    def typing_open_s(self) -> float | None:
+        """The first key to Enter (typing, or Tab and Enter)."""
+        return None if self.think_open_s is None else self.submit_s - self.think_open_s
 
     @property
     def wait_s(self) -> float | None:

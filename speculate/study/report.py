@@ -1,6 +1,8 @@
 """``speculate study report DIR…``: one or many people's study directories pooled, and what ``bench`` reports
 (saving per accepted and per later turn, acceptance as an outcome, cost, harm), plus acceptance by the
-suggestion's length and first word. Definitions: docs/study.md.
+suggestion's length and first word. Definitions: docs/study.md. Before any saving, a balance check: think
+time (from when the prompt opened to the first key, never from when the ghost text appeared) and typing by
+arm, with the CI of their difference (:func:`balance`).
 
 A study is not paired as the benchmark is (there, every arm sends the same prompt): each turn is in one arm,
 drawn at random before anything of it was shown, so an arm's effect is a difference between the turns of two
@@ -294,16 +296,54 @@ def by_group(
     }
 
 
+def think(r: TurnRecord) -> float | None:
+    return r.think_open_s
+
+
+def typing(r: TurnRecord) -> float | None:
+    return r.typing_open_s
+
+
 def timings(turns: Sequence[Turn], arms: Sequence[str]) -> dict[str, Any]:
-    """Think, typing, first-token and answer times by arm (think and typing should not differ: the arm is
-    not visible before the prompt is sent)."""
+    """Think (from when the prompt opened to the first key), typing, first-token and answer times by arm
+    (think and typing should not differ: the arm is not visible before the prompt is sent)."""
     out: dict[str, Any] = {}
     for a in arms:
         rs = [t.rec for t in turns if usable(t) and t.rec.arm == a]
         out[a] = {
-            name: st.summary([v for r in rs if (v := getattr(r, name)) is not None])
-            for name in ("think_s", "typing_s", "ttft_s", "latency_s")
+            name: st.summary([v for r in rs if (v := get(r)) is not None])
+            for name, get in (
+                ("think_s", think),
+                ("typing_s", typing),
+                ("ttft_s", lambda r: r.ttft_s),
+                ("latency_s", answer),
+            )
         }
+    return out
+
+
+def balance(turns: Sequence[Turn], arms: Sequence[str], *, seed: int, resamples: int) -> dict[str, Any]:
+    """The check that comes before any saving: did the arms get comparable people and behaviour? Think time
+    (prompt opened to first key) and typing (first key to Enter) are decided before the arm can show, so
+    between the ghost-text arms their difference (suggest minus speculative) should be zero: ``passes`` when
+    both CIs cover it (None when there is no CI). ``per_person``: each person's eligible turns by arm, and
+    the largest gap between two arms' counts (blocked randomization keeps it small)."""
+    ts = [t for t in turns if usable(t)]
+    kw = {"seed": seed, "resamples": resamples}
+    out: dict[str, Any] = {}
+    if all(any(t.rec.arm == a for t in ts) for a in GHOST_ARMS):
+        out["think_s"] = estimate(ts, think, "mean", "suggest", "speculative", **kw)
+        out["typing_s"] = estimate(ts, typing, "mean", "suggest", "speculative", **kw)
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for t in turns:
+        if t.rec.eligible:
+            counts[t.user][t.rec.arm] += 1
+    out["per_person"] = {
+        u: {"by_arm": {a: c[a] for a in arms}, "gap": max(c[a] for a in arms) - min(c[a] for a in arms)}
+        for u, c in counts.items()
+    }
+    cis = [out[k]["ci95"] for k in ("think_s", "typing_s") if k in out]
+    out["passes"] = None if len(cis) < 2 or None in cis else all(lo <= 0 <= hi for lo, hi in cis)
     return out
 
 
@@ -328,6 +368,7 @@ def build_report(sessions: Sequence[StudySession], *, seed: int = 0, resamples: 
         "ci_method": CI_METHOD,
         "resamples": resamples,
         "seed": seed,
+        "balance": balance(turns, arms, **kw),
         "vs": {b: v for b in ("suggest", "plain") if (v := versus(turns, b, "speculative", **kw))},
     }
     if (sp := versus(turns, "plain", "suggest", **kw)) is not None:
@@ -344,3 +385,31 @@ def build_report(sessions: Sequence[StudySession], *, seed: int = 0, resamples: 
     report["by_length"] = by_group(turns, length_bucket, order=LENGTH_ORDER, **kw)
     report["by_first_word"] = by_group(turns, first_word, top=FIRST_WORDS, seed=seed, resamples=resamples)
     return report
+
+
+def format_balance(r: dict[str, Any]) -> list[str]:
+    """The balance check's lines, which the printed report shows before any saving."""
+    b = r.get("balance") or {}
+    out = [
+        "",
+        "balance check (before any saving): think from when the prompt opened to the first key, and typing",
+    ]
+    verdict = {True: "PASSES", False: "FAILS", None: "cannot tell (no CI)"}[b.get("passes")]
+    out.append(f"  {verdict}: the arms should not differ in what happens before the prompt is sent")
+    for k, name in (("think_s", "think"), ("typing_s", "typing")):
+        if k in b:
+            e = b[k]
+            ci = "[no CI]" if e["ci95"] is None else f"[{e['ci95'][0]:+.2f}, {e['ci95'][1]:+.2f}]"
+            d = "—" if e["difference"] is None else f"{e['difference']:+.2f} s"
+            sides = ", ".join(
+                f"{a} {'—' if e['mean'][a] is None else format(e['mean'][a], '.2f')} s (n {e['n'][a]})"
+                for a in e["n"]
+            )
+            out.append(f"  {name}, suggest minus speculative: {d} {ci}   (means: {sides})")
+    pp = b.get("per_person") or {}
+    if pp:
+        gap = max(v["gap"] for v in pp.values())
+        out.append(
+            f"  eligible turns by arm per person: largest gap between two arms {gap} ({len(pp)} people)"
+        )
+    return out
