@@ -5,9 +5,11 @@ when each of its calls is checkable, with one exit code between them; an output 
 one call. Checkable:
 
 - Read: the file's replayed content is known (:class:`.tree.Replayed`): exit 0 and a distinctive line the
-  recorded result showed that the replayed file also holds; a Read that failed on a file known to be absent:
-  exit 1.
+  recorded result showed that the replayed file also holds; the file is in the replayed tree, its content
+  unknown: exit 0; a Read that failed on a file known to be absent: exit 1.
 - Edit: the replayed file holds ``old_string`` as the Edit needs it: exit 0. Write: exit 0.
+- A Read or Edit that succeeded on a file the replayed tree lacks (the transcript never showed it): exit 0,
+  marked ``diverges``: the replay will fail it, and its check says so rather than passing in silence.
 - Bash, Glob, Grep: only when the whole starting tree is known (``--repo``) and nothing was redacted: Bash's
   recorded exit code and, from its output, the last line free of times, dates and ids (durations and long
   numbers become ``\\d+``); Glob and Grep: exit 0 when they succeeded.
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from speculate.importers.sessions import ToolUse
-from speculate.importers.tree import FileState, recorded_read
+from speculate.importers.tree import MISSING, UNKNOWN, FileState, project_path, recorded_read
 
 _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)\b")
 # Lines whose text changes from run to run: clock times, dates, hex ids, temporary paths.
@@ -37,6 +39,7 @@ class Check:
     exit_code: int
     contains: str | None = None
     matches: str | None = None
+    diverges: bool = False  # the record succeeded on a file the replayed tree lacks: the replay will not
 
 
 @dataclass(frozen=True)
@@ -103,9 +106,14 @@ def check(use: ToolUse, call: dict[str, Any], before: FileState, ctx: Context) -
         return None
     name = next(iter(call))
     inp = call[name]
+    inside = project_path(use.input.get("file_path"), ctx.root) is not None
+    if name in ("Read", "Edit") and inside and not r.is_error and (before is MISSING or before is None):
+        return Check(0, diverges=True)
     if name == "Read":
         if r.is_error:
-            return Check(1) if before is None else None
+            return Check(1) if before is None or before is MISSING else None
+        if before is UNKNOWN and inside:
+            return Check(0)  # the replayed file exists; what it holds is not known
         shown = recorded_read(use)
         if not isinstance(before, str) or shown is None:
             return None

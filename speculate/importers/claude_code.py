@@ -1,11 +1,13 @@
 """``speculate import claude-code PATH... [--out DIR]``: Claude Code sessions as scenario files.
 
 PATH is a session file, a project directory under ``~/.claude/projects`` or that directory itself (the
-default): every ``*.jsonl`` in it and in its project directories, subagent transcripts counted but not
-imported. Each session becomes ``OUT/<name>.yaml`` (docs/transcripts.md), validated by the scenario parser
-before it is written; with ``--repo DIR --rev REV`` the project's starting tree is that revision, exported to
-``OUT/workspaces/``. A transcript that is not one gives a ``file:line: reason`` error and exit status 2; what
-an import sets aside (unknown record types, sidechains, compactions, ...) is counted in the printed summary.
+default): every ``*.jsonl`` in it and in its project directories, and each session's subagent transcripts
+(sidechains, imported as scenarios of their own). Each session becomes ``OUT/<name>.yaml``
+(docs/transcripts.md), validated by the scenario parser before it is written; with ``--repo DIR --rev REV``
+the project's starting tree is that revision, exported to ``OUT/workspaces/``. A file or record that cannot
+be read is skipped and listed (``file:line: reason``) and the import goes on; exit status 3 says something
+was skipped, 1 that nothing was imported, 2 that the command itself was wrong. What an import sets aside
+(unknown record types, compactions, ...) is counted in the printed summary.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 import yaml
 
 from speculate.importers import checks
-from speculate.importers.records import BOOKKEEPING, OtherRecord, Record, TranscriptError, read_records
+from speculate.importers.files import Skipped, discover, load
+from speculate.importers.records import TranscriptError
 from speculate.importers.redact import Redactor
 from speculate.importers.render import render_turns
 from speculate.importers.sessions import Counts, RecordedSession, sessions
@@ -30,6 +33,7 @@ from speculate.sim.scenario import ScenarioError
 from speculate.sim.scenario_yaml import parse_scenario
 
 DEFAULT_PROJECTS = Path.home() / ".claude" / "projects"
+EXIT_SKIPPED = 3  # scenarios written (or not), but some file or record could not be read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,44 +51,7 @@ class Imported:
     written: list[Path] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)
     lines: list[str] = field(default_factory=list)  # one per scenario written, for the summary
-
-
-def discover(paths: Iterable[Path], counts: Counts) -> list[Path]:
-    """Session files under ``paths`` (a file, a project directory, or the projects directory)."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_file():
-            files.append(p)
-        elif p.is_dir():
-            files += sorted(p.glob("*.jsonl")) + sorted(p.glob("*/*.jsonl"))
-            subagents = list(p.glob("*/subagents/*.jsonl")) + list(p.glob("*/*/subagents/*.jsonl"))
-            if subagents:
-                counts["subagent transcripts (sidechains, not replayed)"] += len(subagents)
-        else:
-            raise TranscriptError(str(p), 0, "no such file or directory")
-    return list(dict.fromkeys(files))
-
-
-def load(path: Path, counts: Counts) -> list[Record]:
-    """All records of one file; a torn last line (a session killed while writing) is counted, not fatal."""
-    records: list[Record] = []
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TranscriptError(str(path), 0, f"cannot read: {e.strerror or e}") from None
-    torn, last = bool(data) and not data.endswith(b"\n"), data.count(b"\n") + 1
-    try:
-        for r in read_records(path):
-            records.append(r)
-    except TranscriptError as e:
-        if not (torn and e.line == last):
-            raise
-        counts["torn last lines (skipped)"] += 1
-    for r in records:
-        counts["records"] += 1
-        if isinstance(r, OtherRecord) and r.type not in BOOKKEEPING:
-            counts[f"unknown record types ({r.type}, skipped)"] += 1
-    return records
+    skipped: Skipped = field(default_factory=Skipped)
 
 
 def slug(text: str) -> str:
@@ -159,8 +126,10 @@ def scenario_doc(
     if redactor is not None:
         redacted(session, redactor)
         project = redactor.component(project)
-    name = f"cc-{slug(project)}-{slug(session.session_id)[:8]}" + (
-        f"-{session.part}" if session.part > 1 else ""
+    name = (
+        f"cc-{slug(project)}-{slug(session.session_id)[:8]}"
+        + (f"-agent-{slug(session.agent_id)[:8]}" if session.agent_id else "")
+        + (f"-{session.part}" if session.part > 1 else "")
     )
     if workspace is not None:
         start = repo_reader(workspace[1])
@@ -170,12 +139,24 @@ def scenario_doc(
     ctx = checks.Context(tree_complete=workspace is not None, redacted=redactor is not None, root=session.cwd)
     turns = render_turns(session, Replayed(start, session.cwd), ctx, counts)
     when = next((t.at for t in session.turns if t.at is not None), None)
+    known, unknown = session.sources
     desc = (
-        f"Claude Code {session.version or '?'} session {session.session_id} in {project}"
+        f"Claude Code {session.version or '?'} "
+        + (f"subagent {session.agent_id} of session" if session.agent_id else "session")
+        + f" {session.session_id} in {project}"
         f"{when.strftime(' on %Y-%m-%d') if when else ''} (model {session.model or '?'}); "
-        "imported by speculate import claude-code"
+        + (
+            f"promptSource absent on {unknown} of {known + unknown} prompts: which were taken from a "
+            "suggestion is unknown; "
+            if unknown
+            else ""
+        )
+        + "imported by speculate import claude-code"
     )
     doc: dict[str, Any] = {"name": name, "description": desc}
+    # Whether the suggestions were recorded: without promptSource, a null suggestion means "unknown", not
+    # "typed" (a subagent's prompts come from the main agent: no suggestion was possible).
+    doc["acceptance"] = "unknown" if unknown else "recorded"
     if workspace is not None:
         doc["workspace"] = workspace[0]
     else:
@@ -195,7 +176,7 @@ def import_sessions(cfg: ImportConfig) -> Imported:
             "--redact with --repo: the exported tree would hold the repository unredacted; "
             "redact imports without --repo (the tree the transcript shows)"
         )
-    files = discover(cfg.paths or (DEFAULT_PROJECTS,), counts)
+    files = discover(cfg.paths or (DEFAULT_PROJECTS,))
     cfg.out.mkdir(parents=True, exist_ok=True)
     workspace: tuple[str, Path] | None = None
     if cfg.repo is not None:
@@ -204,34 +185,67 @@ def import_sessions(cfg: ImportConfig) -> Imported:
         workspace = (ws, cfg.out / "workspaces" / ws)
         res.lines.append(f"workspace {cfg.out / 'workspaces' / ws}: {cfg.repo} at {commit[:12]}")
     for path in files:
-        records = load(path, counts)
-        found = sessions(path, records, counts)
-        if not found:
-            counts["files with no conversation (empty, or a subagent's)"] += 1
-        for s in found:
-            redactor = Redactor(key=cfg.redact_key, root=s.cwd) if cfg.redact else None
-            doc = scenario_doc(s, cfg, workspace, counts, redactor)
-            if not doc["turns"]:
-                counts["sessions with no turn to replay"] += 1
-                continue
-            text = dump(doc)
-            target = cfg.out / f"{doc['name']}.yaml"
-            try:
-                sc = parse_scenario(text, source=str(target), base_dir=cfg.out)
-            except ScenarioError as e:  # an importer bug: say so, keep going
-                counts["sessions the importer could not write (a bug: please report)"] += 1
-                res.lines.append(f"{path}: not written: {e}")
-                continue
-            target.write_text(text, encoding="utf-8")
-            res.written.append(target)
-            taken = sum(t.suggestion is not None for t in sc.turns)
-            n_exp = sum(st.expect is not None for t in sc.turns for st in t.steps)
-            res.lines.append(
-                f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions), "
-                f"{n_exp} expectations, {len(sc.files)} files"
-                + (f", workspace {sc.workspace.name}" if sc.workspace else "")
+        records = load(path, counts, res.skipped)
+        if records is None:
+            continue
+        try:
+            _import_file(path, records, cfg, workspace, res)
+        except Exception as e:
+            res.skipped.files.append(
+                f"{path}: the importer failed on it ({type(e).__name__}: {e}; a bug: please report)"
             )
+            counts["files skipped (importer error)"] += 1
     return res
+
+
+def _import_file(
+    path: Path, records: list[Any], cfg: ImportConfig, workspace: tuple[str, Path] | None, res: Imported
+) -> None:
+    counts = res.counts
+    found = sessions(path, records, counts)
+    if not found:
+        counts["files with no conversation (empty, or bookkeeping only)"] += 1
+    for s in found:
+        if s.agent_id:
+            counts["subagent transcripts (sidechains, imported as their own scenarios)"] += 1
+        redactor = Redactor(key=cfg.redact_key, root=s.cwd) if cfg.redact else None
+        doc = scenario_doc(s, cfg, workspace, counts, redactor)
+        if redactor is not None:
+            for what, n in redactor.removed.items():
+                counts[f"redacted ({what})"] += n
+        if not doc["turns"]:
+            counts["sessions with no turn to replay"] += 1
+            continue
+        if any(w.stem == doc["name"] for w in res.written):  # another file of the same session (resumed)
+            n = 2
+            while any(w.stem == f"{doc['name']}-f{n}" for w in res.written):
+                n += 1
+            doc["name"] = f"{doc['name']}-f{n}"
+            counts["files of a session already imported from another file (named -f2, ...)"] += 1
+        text = dump(doc)
+        target = cfg.out / f"{doc['name']}.yaml"
+        try:
+            sc = parse_scenario(text, source=str(target), base_dir=cfg.out)
+        except ScenarioError as e:  # an importer bug: say so, keep going
+            counts["sessions the importer could not write (a bug: please report)"] += 1
+            res.lines.append(f"{path}: not written: {e}")
+            continue
+        target.write_text(text, encoding="utf-8")
+        res.written.append(target)
+        taken = sum(t.suggestion is not None for t in sc.turns)
+        n_exp = sum(st.expect is not None for t in sc.turns for st in t.steps)
+        known, unknown = s.sources
+        how = (
+            "subagent: prompts from the main agent"
+            if s.agent_id
+            else f"promptSource on {known} of {known + unknown} prompts"
+            + (": acceptance unknown" if unknown else "")
+        )
+        res.lines.append(
+            f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions; {how}), "
+            f"{n_exp} expectations, {len(sc.files)} files"
+            + (f", workspace {sc.workspace.name}" if sc.workspace else "")
+        )
 
 
 def configure(ap: argparse.ArgumentParser) -> None:
@@ -281,6 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def summary(res: Imported) -> str:
     lines = [*res.lines, f"{len(res.written)} scenario(s) written"]
+    if res.skipped:
+        lines.append(
+            f"skipped {len(res.skipped.files)} file(s) and {len(res.skipped.records)} record(s) "
+            "that could not be read:"
+        )
+        lines += [f"  file {x}" for x in res.skipped.files] + [f"  record {x}" for x in res.skipped.records]
     noticed = sorted((k, v) for k, v in res.counts.items() if k != "records")
     lines.append(f"read {res.counts['records']} records" + ("; set aside or noticed:" if noticed else ""))
     lines += [f"  {v:>6}  {k}" for k, v in noticed]
@@ -311,4 +331,11 @@ def import_run(a: argparse.Namespace) -> int:
         print(f"speculate import: {e}", file=sys.stderr)
         return 2
     print(summary(res))
+    if res.skipped:
+        print(
+            f"speculate import: skipped {len(res.skipped.files)} file(s) and {len(res.skipped.records)} "
+            "record(s) (listed above)",
+            file=sys.stderr,
+        )
+        return EXIT_SKIPPED
     return 0 if res.written else 1

@@ -48,6 +48,7 @@ class _Record(BaseModel):
     parentUuid: str | None = None
     logicalParentUuid: str | None = None  # a compaction boundary's link across the cut
     isSidechain: bool = False  # a subagent's conversation
+    agentId: str | None = None  # on a subagent's records
     timestamp: datetime | None = None
     line: int = 0  # where it was read (set by read_records)
 
@@ -147,7 +148,16 @@ def parse_line(text: str, *, source: str, line: int) -> Record:
 
 
 def read_records(path: StrPath) -> Iterator[Record]:
-    """The records of one transcript file, in file order (blank lines skipped)."""
+    """The records of one transcript file, in file order (blank lines skipped); the first bad line raises."""
+    for r in read_lines(path):
+        if isinstance(r, TranscriptError):
+            raise r
+        yield r
+
+
+def read_lines(path: StrPath) -> Iterator[Record | TranscriptError]:
+    """Each non-blank line of a transcript as a record, or as the error that names why it is not one (so a
+    reader can skip a bad record and go on); a file that cannot be read at all raises."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -157,9 +167,13 @@ def read_records(path: StrPath) -> Iterator[Record]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise TranscriptError(str(p), n, f"not UTF-8 text ({e.reason})") from None
+            yield TranscriptError(str(p), n, f"not UTF-8 text ({e.reason})")
+            continue
         if text.strip():
-            yield parse_line(text, source=str(p), line=n)
+            try:
+                yield parse_line(text, source=str(p), line=n)
+            except TranscriptError as e:
+                yield e
 
 
 def blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,6 +10,12 @@ What stays: prose outside quotes, identifiers in code, numbers. What breaks: cod
 by another spelling (``import shop.pager``), so a redacted project's own commands usually fail; the
 importer writes no expectations on commands when it redacts (docs/transcripts.md).
 
+A placeholder has the length of what it replaces (a path component keeps its extension and ``test_``
+prefix, the rest of its stem is replaced letter for letter), so a redacted prompt takes as long to type in
+the bench's model as the real one. Structure is never redacted: field names, and the values of enum-like
+fields (``type``, ``role``, ``name``, ``mode``, ... when they hold an identifier) stay, so a redacted
+``toolUseResult`` still reads as the same kind of result. What was replaced is counted (:attr:`Redactor.removed`).
+
 Without ``--redact-key`` a placeholder is an unkeyed hash: someone who guesses a name can confirm it.
 """
 
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,6 +44,13 @@ GENERIC = frozenset({
     ".gitignore", "Cargo.toml", "go.mod", "requirements.txt", "node_modules", ".git", ".venv", "tmp", "usr",
     "home", "etc", "var", "dev", "proc", "null", "bash", "python", "python3", "node", "npm", "git", "env",
 })  # fmt: skip
+# Fields whose value names a kind, not content (a tool result's type, a message's role, a tool's name, a
+# Grep's output mode): kept when the value is an identifier, so the redacted record keeps its structure.
+ENUM_KEYS = frozenset({
+    "type", "subtype", "role", "name", "mode", "output_mode", "status", "kind", "media_type", "stop_reason",
+})  # fmt: skip
+_ENUM_VALUE = re.compile(r"[A-Za-z_][\w.:-]{0,40}")
+_ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 class Redactor:
@@ -44,6 +58,9 @@ class Redactor:
         self.key = key
         self.root = root.rstrip("/") if root and root != "/" else None
         self.known: re.Pattern[str] | None = None  # literals seen quoted somewhere, matched unquoted too
+        self.removed: Counter[str] = Counter()  # what was replaced: literals, path components, characters
+        self._made: dict[tuple[str, str], str] = {}  # (kind, original) -> placeholder
+        self._taken: dict[str, tuple[str, str]] = {}  # placeholder -> (kind, original): no two share one
 
     def learn(self, texts: Iterable[str]) -> None:
         """Remember the literals quoted anywhere in ``texts``, so an unquoted occurrence (an Edit's
@@ -60,8 +77,22 @@ class Redactor:
                 )
             )
 
-    def _hash(self, kind: str, text: str) -> str:
-        return hashlib.sha256(f"{self.key}\0{kind}\0{text}".encode()).hexdigest()[:8]
+    def _fill(self, kind: str, text: str, n: int) -> str:
+        """A placeholder of ``n`` characters (a letter, then letters and digits) derived from ``text``; the
+        same text always gets the same one, and two texts never share one (a clash is hashed again)."""
+        if (kind, text) in self._made:
+            return self._made[(kind, text)]
+        for attempt in range(1000):
+            digest, out = b"", ""
+            while len(digest) < n:
+                digest += hashlib.sha256(
+                    f"{self.key}\0{kind}\0{attempt}\0{len(digest)}\0{text}".encode()
+                ).digest()
+            out = "".join(_ALNUM[b % (26 if i == 0 else 36)] for i, b in enumerate(digest[:n]))
+            if self._taken.setdefault(out, (kind, text)) == (kind, text):
+                break
+        self._made[(kind, text)] = out
+        return out
 
     def component(self, name: str) -> str:
         if name in GENERIC or name in ("", ".", "..", "~", "{root}") or name.isdigit():
@@ -69,8 +100,10 @@ class Redactor:
         stem, dot, ext = name.rpartition(".")
         if not dot or not stem or not re.fullmatch(r"[A-Za-z0-9]{1,5}", ext):
             stem, ext = name, ""
-        prefix = "test_" if stem.startswith("test_") else ""
-        out = f"{prefix}p{self._hash('name', stem)}"
+        prefix = "test_" if stem.startswith("test_") and len(stem) > 5 else ""
+        out = prefix + self._fill("name", stem, len(stem) - len(prefix))
+        self.removed["path components"] += 1
+        self.removed["characters"] += len(stem) - len(prefix)
         return f"{out}.{ext}" if ext else out
 
     def path(self, path: str) -> str:
@@ -90,7 +123,9 @@ class Redactor:
         return self.known is not None and self.known.fullmatch(text) is not None
 
     def literal(self, inner: str) -> str:
-        return f"s{self._hash('literal', inner)}"
+        self.removed["string literals"] += 1
+        self.removed["characters"] += len(inner)
+        return self._fill("literal", inner, len(inner))
 
     def _plain(self, text: str) -> str:
         if self.known is not None:
@@ -119,11 +154,15 @@ class Redactor:
         return self.path(m.group(1)) + self._piece(piece[m.end() :])
 
     def value(self, value: Any) -> Any:
-        """Every string in a JSON-like value redacted (dictionary keys are field names: kept)."""
+        """Every string in a JSON-like value redacted; dictionary keys are field names and an enum-like
+        field's identifier is a kind (:data:`ENUM_KEYS`): both kept."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
+            return {
+                k: v if k in ENUM_KEYS and isinstance(v, str) and _ENUM_VALUE.fullmatch(v) else self.value(v)
+                for k, v in value.items()
+            }
         if isinstance(value, list):
             return [self.value(v) for v in value]
         return value

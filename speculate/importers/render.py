@@ -111,6 +111,11 @@ def render_turn(
             if call is None:
                 continue
             found.append(checks.check(use, call, replayed.apply(use), ctx))
+            if (c := found[-1]) is not None and c.diverges:
+                counts[
+                    f"{use.name}s of files the transcript never shows (expected to succeed: "
+                    "the replay's tree lacks them, bench check says so)"
+                ] += 1
             calls.append(call)
         text = step_text(step)
         ended_on_calls = bool(calls)

@@ -2,7 +2,10 @@
 
 The main line is the parent chain from the last record back to the first (a compaction boundary links across
 the cut with ``logicalParentUuid``), so a prompt abandoned by a rewind or re-sent after an early interrupt
-is left out. On it, a *prompt* is a user record the user typed (or took from a suggestion), not a tool
+is left out. A file with no parent links at all (Claude Code 1.0.x wrote ``parentUuid: null`` on every
+record) is read in file order, and a chain cut by a missing record (skipped as unreadable) goes on from the
+record before it in the file. A subagent's own file (``<session>/subagents/*.jsonl``, every record
+``isSidechain``) is a session of its own: its first prompt is the one the main agent gave it. On it, a *prompt* is a user record the user typed (or took from a suggestion), not a tool
 result, an injected reminder, a slash command or a system-initiated turn (a finished background task).
 Each assistant message (the records sharing a ``message.id``) is one step; tool results are matched to
 their calls by id. ``/clear`` starts a new session. Everything set aside is counted in :class:`Counts`.
@@ -14,10 +17,19 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from speculate.importers.records import AssistantRecord, Record, SystemRecord, UserRecord, blocks, text_of
+from speculate.importers.records import (
+    AssistantRecord,
+    OtherRecord,
+    Record,
+    SystemRecord,
+    UserRecord,
+    blocks,
+    text_of,
+)
 
 INTERRUPTED = "[Request interrupted by user"  # "...]" or "... for tool use]"
 ACCEPTED = "suggestion_accepted"  # promptSource of a prompt taken from Claude Code's suggestion (Tab)
@@ -86,22 +98,43 @@ class RecordedSession:
     model: str | None
     turns: list[RecordedTurn]
     part: int = 1  # 2, 3, ... for the sessions after a /clear in the same file
+    agent_id: str | None = None  # a subagent's transcript (a sidechain of session_id)
+
+    @property
+    def sources(self) -> tuple[int, int]:
+        """(prompts whose promptSource was recorded, prompts without one: how they were entered is unknown)."""
+        known = sum(t.source is not None for t in self.turns)
+        return known, len(self.turns) - known
 
 
-def main_line(records: list[Record], counts: Counts) -> list[Record]:
+def main_line(records: list[Record], counts: Counts, *, sidechain: bool = False) -> list[Record]:
     """The records of the conversation the session ended on, in file order: the parent chain from the last
     record, plus the results of its parallel tool calls (Claude Code chains each result to its own call's
-    record, so all but the last call's result hang off the chain)."""
+    record, so all but the last call's result hang off the chain). ``sidechain``: a subagent's own file,
+    whose records are all ``isSidechain``."""
+    ours = [r for r in records if r.uuid is not None and r.isSidechain == sidechain]
+    talk = [r for r in ours if r.type in ("user", "assistant")]
+    if len(talk) > 1 and all(r.parent is None for r in ours):
+        # Claude Code 1.0.x: every record has parentUuid null, so there is no chain to follow.
+        counts["files without parent links (read in file order, as Claude Code 1.0.x writes them)"] += 1
+        return [r for r in records if r.isSidechain == sidechain and not isinstance(r, OtherRecord)]
     by_uuid = {r.uuid: r for r in records if r.uuid is not None}
-    leaf = next((r for r in reversed(records) if r.uuid is not None and not r.isSidechain), None)
+    before = {b.uuid: a for a, b in pairwise(ours)}  # file order, for a cut chain
+    leaf = ours[-1] if ours else None
     keep: set[str] = set()
     node = leaf
     while node is not None and node.uuid is not None and node.uuid not in keep:
         keep.add(node.uuid)
         parent = node.parent
-        node = by_uuid.get(parent) if parent is not None else None
-        if parent is not None and node is None:
-            counts["parent missing (chain cut)"] += 1
+        nxt = by_uuid.get(parent) if parent is not None else None
+        if parent is not None and nxt is None:
+            nxt = before.get(node.uuid)
+            counts[
+                "parent missing (chain cut: went on from the record before it in the file)"
+                if nxt is not None
+                else "parent missing (chain cut)"
+            ] += 1
+        node = nxt
     # Claude Code writes one record per content block of a response, each chained to the one before, and
     # each tool result to its own call's record; the line from the last record passes through only one of
     # a response's parallel calls. So: a kept record's children that are blocks of the same response (same
@@ -116,7 +149,7 @@ def main_line(records: list[Record], counts: Counts) -> list[Record]:
     while grew:
         grew = False
         for r in records:
-            if r.uuid is None or r.uuid in keep or r.parent not in keep or r.isSidechain:
+            if r.uuid is None or r.uuid in keep or r.parent not in keep or r.isSidechain != sidechain:
                 continue
             same_response = (
                 isinstance(r, AssistantRecord) and r.message.id is not None and r.message.id in kept_ids
@@ -130,7 +163,7 @@ def main_line(records: list[Record], counts: Counts) -> list[Record]:
     off = sum(
         1
         for r in by_uuid.values()
-        if r.uuid not in keep and not r.isSidechain and r.type in ("user", "assistant")
+        if r.uuid not in keep and r.isSidechain == sidechain and r.type in ("user", "assistant")
     )
     if off:
         counts["messages off the main line (rewound or re-sent)"] += off
@@ -140,16 +173,17 @@ def main_line(records: list[Record], counts: Counts) -> list[Record]:
 class _Builder:
     """Walks the main line, building turns; a /clear closes one session and opens the next."""
 
-    def __init__(self, source: str, counts: Counts) -> None:
+    def __init__(self, source: str, counts: Counts, *, sidechain: bool = False) -> None:
         self.source = source
         self.counts = counts
+        self.sidechain = sidechain  # a subagent's own file: its records are the conversation
         self.parts: list[list[RecordedTurn]] = [[]]
         self.turn: RecordedTurn | None = None
         self.uses: dict[str, ToolUse] = {}
         self.system_turn = False  # answering a system-initiated turn: its messages are set aside
 
     def user(self, r: UserRecord) -> None:
-        if r.isSidechain:
+        if r.isSidechain != self.sidechain:
             return
         if r.isCompactSummary:
             self.counts["compactions (summary not replayed)"] += 1
@@ -193,7 +227,9 @@ class _Builder:
             return
         self.end_turn()
         self.system_turn = False
-        self.turn = RecordedTurn(prompt=text, source=r.promptSource, at=r.timestamp, line=r.line)
+        # A subagent's prompt was written by the main agent: no user entered it (no suggestion to take).
+        source = "agent" if self.sidechain else r.promptSource
+        self.turn = RecordedTurn(prompt=text, source=source, at=r.timestamp, line=r.line)
 
     def result(self, b: dict[str, Any], r: UserRecord) -> None:
         use = self.uses.get(str(b.get("tool_use_id")))
@@ -217,7 +253,7 @@ class _Builder:
             self.turn.touch(r.timestamp)
 
     def assistant(self, r: AssistantRecord) -> None:
-        if r.isSidechain:
+        if r.isSidechain != self.sidechain:
             return
         if self.system_turn:
             self.counts["assistant messages of system-initiated turns"] += 1
@@ -267,13 +303,21 @@ class _Builder:
         self.parts.append([])
 
 
+def is_subagent_file(path: Path, records: list[Record]) -> bool:
+    """A subagent's own transcript: under ``subagents/`` or every conversational record a sidechain."""
+    talk = [r for r in records if isinstance(r, UserRecord | AssistantRecord)]
+    return path.parent.name == "subagents" or (bool(talk) and all(r.isSidechain for r in talk))
+
+
 def sessions(path: Path, records: list[Record], counts: Counts) -> list[RecordedSession]:
-    """The sessions (one per file, more after a /clear) with their turns; sidechains are counted only."""
+    """The sessions (one per file, more after a /clear) with their turns. A subagent's own file is one
+    session (a sidechain); sidechain records inside a main session's file are counted only."""
+    sidechain = is_subagent_file(path, records)
     side = sum(r.isSidechain for r in records)
-    if side:
-        counts["subagent (sidechain) records, not replayed"] += side
-    chain = main_line(records, counts)
-    b = _Builder(str(path), counts)
+    if side and not sidechain:
+        counts["subagent (sidechain) records inside a session file, not replayed"] += side
+    chain = main_line(records, counts, sidechain=sidechain)
+    b = _Builder(str(path), counts, sidechain=sidechain)
     for r in chain:
         if isinstance(r, UserRecord):
             b.user(r)
@@ -296,9 +340,19 @@ def sessions(path: Path, records: list[Record], counts: Counts) -> list[Recorded
         None,
     )
     sid = (first.sessionId if first is not None else None) or path.stem
+    agent = None
+    if sidechain:
+        agent = next((r.agentId for r in records if r.agentId), None) or path.stem.removeprefix("agent-")
     return [
         RecordedSession(
-            source=str(path), session_id=sid, cwd=cwd, version=version, model=model, turns=turns, part=i + 1
+            source=str(path),
+            session_id=sid,
+            cwd=cwd,
+            version=version,
+            model=model,
+            turns=turns,
+            part=i + 1,
+            agent_id=agent,
         )
         for i, turns in enumerate(t for t in b.parts if t)
     ]

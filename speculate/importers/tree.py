@@ -1,8 +1,9 @@
 """The project's starting tree, as far as the transcript shows it, and each file's state along the session.
 
 Only what the transcript already holds is used: a full Read's recorded content (Claude Code records it in
-``toolUseResult.file``), the ``originalFile`` an Edit or an updating Write records, and a creating Write
-(the file did not exist). A file first seen after edits is recovered by undoing those edits from the seen
+``toolUseResult.file``; a transcript without ``toolUseResult`` has only the numbered text the model saw, read
+back line by line when it shows the whole file), the ``originalFile`` an Edit or an updating Write records,
+and a creating Write (the file did not exist). A file first seen after edits is recovered by undoing those edits from the seen
 content (each ``new_string`` back to its ``old_string``); an undo that is ambiguous gives up on that file.
 Shell commands may change files too; their effects are unknown, so the first content seen counts as the
 start. Alternatively the user names the tree: ``--repo DIR --rev REV`` exports that revision (:func:`export`).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import tarfile
 from collections.abc import Callable, Iterable
@@ -25,8 +27,13 @@ from typing import Any
 from speculate.errors import SpeculateError
 from speculate.importers.sessions import Counts, RecordedTurn, ToolUse
 
-UNKNOWN = object()  # a file state the transcript does not show
-FileState = Any  # str (content), None (absent) or UNKNOWN
+UNKNOWN = object()  # a file the replay has, in a state the transcript does not show
+MISSING = object()  # a file the transcript never shows: the reconstructed tree, so the replay, lacks it
+FileState = Any  # str (content), None (absent), UNKNOWN or MISSING
+# A line of a Read's result as the model saw it: "N\tline" (2.1.x) or "     N→line" (1.0.x).
+_NUMBERED = re.compile(r"^\s*(\d+)(?:\t|\u2192)(.*)$")
+READ_LIMIT = 2000  # Claude Code's Read shows at most this many lines unless asked for more
+_REMINDER = "\n\n<system-reminder>"  # appended to a Read's result by some versions
 
 
 class RepoError(SpeculateError, ValueError):
@@ -44,9 +51,32 @@ def project_path(path: object, cwd: str | None) -> str | None:
     return os.path.relpath(full, root)
 
 
+def text_read(use: ToolUse) -> str | None:
+    """The whole file a successful Read showed, from its numbered text, for a transcript that recorded no
+    ``toolUseResult``: None for a window of the file, a truncated one, or text that is not numbered lines."""
+    r = use.result
+    if r is None or r.is_error or r.structured is not None or r.images:
+        return None
+    if use.input.get("offset") not in (None, 0, 1) or use.input.get("limit") is not None:
+        return None
+    shown = r.text.split(_REMINDER, 1)[0]
+    lines = shown.split("\n")
+    if not shown or len(lines) >= READ_LIMIT:
+        return None
+    out = []
+    for i, line in enumerate(lines, start=1):
+        m = _NUMBERED.match(line)
+        if m is None or int(m.group(1)) != i:
+            return None
+        out.append(m.group(2))
+    return "\n".join(out)
+
+
 def full_read(use: ToolUse) -> str | None:
     """The whole file a successful Read recorded (None for a window of it, an image or an error)."""
     r = use.result
+    if r is not None and r.structured is None:
+        return text_read(use)
     if r is None or r.is_error or not isinstance(r.structured, dict) or r.structured.get("type") != "text":
         return None
     f = r.structured.get("file")
@@ -60,6 +90,8 @@ def full_read(use: ToolUse) -> str | None:
 def recorded_read(use: ToolUse) -> str | None:
     """The text a successful Read returned, without line numbers (a window of the file, or all of it)."""
     r = use.result
+    if r is not None and r.structured is None:
+        return text_read(use)
     if r is None or r.is_error or not isinstance(r.structured, dict) or r.structured.get("type") != "text":
         return None
     f = r.structured.get("file")
@@ -97,7 +129,7 @@ class StartingTree:
     unrecovered: set[str] = field(default_factory=set)
 
     def state(self, rel: str) -> FileState:
-        return self.files[rel] if rel in self.files else UNKNOWN
+        return self.files[rel] if rel in self.files else MISSING
 
 
 def reconstruct(turns: list[RecordedTurn], cwd: str | None, counts: Counts) -> StartingTree:
@@ -121,6 +153,8 @@ def reconstruct(turns: list[RecordedTurn], cwd: str | None, counts: Counts) -> S
         if use.name == "Read":
             content = full_read(use)
             if content is not None:
+                if use.result is not None and use.result.structured is None:
+                    counts["Reads read back from their numbered text (no toolUseResult)"] += 1
                 found(rel, content)
         elif use.name == "Edit":
             if isinstance(s.get("originalFile"), str):
@@ -169,7 +203,7 @@ class Replayed:
             every = bool(use.input.get("replace_all"))
             if isinstance(before, str) and old and (before.count(old) == 1 or (every and old in before)):
                 self.now[rel] = before.replace(old, new) if every else before.replace(old, new, 1)
-            else:
+            elif before is not MISSING:
                 self.now[rel] = UNKNOWN  # the replay's Edit fails (or we cannot tell): stop predicting
         return before
 

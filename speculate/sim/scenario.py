@@ -15,6 +15,7 @@ from speculate import CHECKOUT, StrPath
 from speculate.errors import SpeculateError
 
 TOOL_CALL_MODES = ("api", "text")  # Scenario.tool_calls
+ACCEPTANCE = ("scripted", "recorded", "unknown")  # Scenario.acceptance
 
 
 class ScenarioError(SpeculateError, ValueError):
@@ -85,6 +86,10 @@ class Scenario:
     source: str = "<memory>"
     # api: tool_use blocks; text: the calls as <tool_use> JSON in the answer's text (speculate.models.text_tools)
     tool_calls: str = "api"
+    # Where the turns' suggestions come from: scripted (written for the bench), recorded (an imported session
+    # that recorded which prompts were taken from a suggestion) or unknown (one that did not: a null
+    # suggestion there is not a typed prompt, and acceptance on it is unknown, not 0%).
+    acceptance: str = "scripted"
 
     def materialize(self, dest: StrPath) -> Path:
         """Create the project for this scenario in ``dest`` (workspace copy plus ``files``)."""

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from speculate import StrPath
 from speculate.nesting import MAX_YAML_DEPTH, yaml_too_deep
 from speculate.sim.scenario import (
+    ACCEPTANCE,
     TOOL_CALL_MODES,
     Candidate,
     Expect,
@@ -162,8 +163,18 @@ class _Parser(NodeReader):
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:
         top = self.mapping(
-            root, "scenario", ("name", "description", "workspace", "files", "turns", "tool_calls")
+            root,
+            "scenario",
+            ("name", "description", "workspace", "files", "turns", "tool_calls", "acceptance"),
         )
+        acceptance = "scripted"
+        if "acceptance" in top:
+            acceptance = self.string(top["acceptance"][1], "acceptance") or ""
+            if acceptance not in ACCEPTANCE:
+                raise self.fail(
+                    top["acceptance"][1],
+                    f"acceptance must be one of {', '.join(ACCEPTANCE)}, got {acceptance!r}",
+                )
         tool_calls = "api"
         if "tool_calls" in top:
             tool_calls = self.string(top["tool_calls"][1], "tool_calls") or ""
@@ -262,6 +273,7 @@ class _Parser(NodeReader):
             turns=tuple(turns),
             source=self.source,
             tool_calls=tool_calls,
+            acceptance=acceptance,
         )
 
 

@@ -61,7 +61,8 @@ def test_placeholders_are_stable_and_keyed(tmp_path: Path) -> None:
     assert r1.text("/x/acme/secret_plan.py") == "/x/" + r2.text("acme/secret_plan.py")
     assert r1.text("edit tests/test_secret.py") == "edit " + r1.path("tests/test_secret.py")
     assert r1.path("src/tests/conftest.py") == "src/tests/conftest.py"  # conventional names stay
-    assert r1.path("tests/test_billing.py").startswith("tests/test_p")  # test discovery still works
+    assert r1.path("tests/test_billing.py").startswith("tests/test_")  # test discovery still works
+    assert len(r1.path("tests/test_billing.py")) == len("tests/test_billing.py")  # and the length stays
 
 
 def test_redact_with_repo_is_refused(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from speculate.importers.claude_code import discover, load
+from speculate.importers.files import Skipped, discover, load
 from speculate.importers.records import TranscriptError, read_records
 from speculate.importers.sessions import Counts, RecordedSession, sessions
 from tests.importers.cc_records import CWD, Transcript, text, use
@@ -17,7 +17,9 @@ DATA = Path(__file__).parent / "data"
 
 def parse(path: Path) -> tuple[list[RecordedSession], Counts]:
     counts = Counts()
-    return sessions(path, load(path, counts), counts), counts
+    records = load(path, counts, Skipped())
+    assert records is not None
+    return sessions(path, records, counts), counts
 
 
 @pytest.mark.parametrize(("content", "line", "reason"), [
@@ -34,7 +36,7 @@ def test_bad_input_names_the_file_and_line(tmp_path: Path, content: str, line: i
     f = tmp_path / "s.jsonl"
     f.write_text(content)
     with pytest.raises(TranscriptError) as e:
-        load(f, Counts())
+        list(read_records(f))
     assert str(e.value).startswith(f"{f}:{line}: ")
     assert reason in str(e.value)
     assert "\n" not in str(e.value)
@@ -46,7 +48,7 @@ def test_not_utf8_and_missing_paths_are_named(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match=rf"^{f}:2: not UTF-8"):
         list(read_records(f))
     with pytest.raises(TranscriptError, match="no such file or directory"):
-        discover([tmp_path / "nope"], Counts())
+        discover([tmp_path / "nope"])
 
 
 def test_a_torn_last_line_is_counted_and_unknown_types_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -62,11 +64,14 @@ def test_a_torn_last_line_is_counted_and_unknown_types_are_skipped_and_counted(t
     assert counts["torn last lines (skipped)"] == 1
     assert counts["unknown record types (hologram, skipped)"] == 2
     assert not any("cost-state" in k or "last-prompt" in k for k in counts)  # known bookkeeping: not unknown
-    # A torn line elsewhere is bad input, not a crash
+    # A torn line elsewhere is a bad record: skipped and listed, the rest of the file read
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "assistant", "mess\n' + (tmp_path / "s.jsonl").read_text())
-    with pytest.raises(TranscriptError, match=":1: not JSON"):
-        load(bad, Counts())
+    skipped, counts = Skipped(), Counts()
+    records = load(bad, counts, skipped)
+    assert records is not None and len(records) == len(t.records)
+    (line,) = skipped.records
+    assert line.startswith(f"{bad}:1: not JSON") and counts["records skipped (cannot be read)"] == 1
 
 
 def test_steps_group_blocks_by_message_and_results_by_id(tmp_path: Path) -> None:
@@ -244,7 +249,7 @@ def test_inline_sidechains_and_images_in_prompts_are_counted(tmp_path: Path) -> 
         ("what is in this picture?", [["A cat."]])
     ]
     assert counts["images in prompts (dropped)"] == 1
-    assert counts["subagent (sidechain) records, not replayed"] == 2
+    assert counts["subagent (sidechain) records inside a session file, not replayed"] == 2
 
 
 def test_real_interrupt_and_compaction() -> None:
@@ -274,14 +279,18 @@ def test_real_clear_image_and_error() -> None:
 
 
 def test_real_subagent_project_directory() -> None:
-    counts = Counts()
-    files = discover([DATA / "agent"], counts)
-    assert [f.parent.name for f in files] == ["agent"]  # the subagent's own file is not a session
-    assert counts["subagent transcripts (sidechains, not replayed)"] == 1
-    (s,) = sessions(files[0], load(files[0], counts), counts)
+    """A session's subagent transcript (<session>/subagents/agent-*.jsonl, every record isSidechain) is
+    found beside it and read as a session of its own: the prompt the main agent gave it, its calls."""
+    files = discover([DATA / "agent"])
+    assert [f.parent.name for f in files] == ["agent", "subagents"]
+    (s,), counts = parse(files[0])
     (turn,) = s.turns
     assert [[u.name for u in st.tools] for st in turn.steps] == [["Agent"], []]
     assert counts["system-initiated turns (e.g. a background task finished)"] == 1
-    side = DATA / "agent" / files[0].stem / "subagents"
-    (sub,) = side.glob("*.jsonl")
-    assert sessions(sub, load(sub, counts), counts) == []  # all sidechain: nothing to import
+    (sub,), counts = parse(files[1])
+    assert sub.agent_id == "af47c1eb38a87d3ab" and sub.session_id == s.session_id
+    (turn,) = sub.turns
+    assert turn.prompt == "Find the file that defines paginate and report its path."
+    assert turn.source == "agent"  # the main agent wrote it: no suggestion was possible
+    assert [[u.name for u in st.tools] for st in turn.steps] == [["Grep"], []]
+    assert turn.steps[0].tools[0].result is not None
