@@ -1,6 +1,11 @@
 """The conflict check of a promotion: what the user changed in the real tree since the overlay read or changed
 it, and which changes depend on a conflicting path.
 
+A read record of kind ``watch`` stands for the whole project, watched for changes since the speculation's
+first command (:mod:`overlayfs.treewatch`, :func:`overlayfs.kernel.record_session`): each change it saw
+is a conflict, and so is a watch that lost events or is gone. The check's cost grows with the paths
+changed and read, not with the project.
+
 The check also returns the stamp (:func:`overlayfs.steps.stamp`) of every path it looked at, taken before
 its identity was compared: promotion compares each entry with that stamp again right before replacing or
 removing it, so an edit made after the check is caught too (see :mod:`overlayfs.steps`).
@@ -11,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlayfs import treewatch
 from overlayfs.changes import Change
 from overlayfs.layer import Identity, listing_digest
 from overlayfs.merged import lstat_or_none
@@ -58,6 +64,10 @@ def find_conflicts(
         elif not _same(base, now):
             out[path] = Conflict(path, f"{_why(base, now)} after the overlay first changed it")
     for rel, ident in reads.items():
+        if ident.kind == "watch":  # the whole project, read by commands that could not say what they read
+            for c in _watched(ident):
+                out.setdefault(c.path, c)
+            continue
         if rel in out:
             continue
         if ident.kind == "dir" and ident.sha256 is not None:  # a listing: compare the entry names
@@ -70,6 +80,21 @@ def find_conflicts(
         if not _same(ident, now):
             out[rel] = Conflict(rel, f"read by the speculation, then {_why(ident, now)}")
     return sorted(out.values(), key=lambda c: c.path), seen
+
+
+def _watched(ident: Identity) -> list[Conflict]:
+    """The conflicts of a read record that stands for the whole project (kernel overlayfs and fuse-overlayfs
+    record no reads): every change the watch saw (:mod:`overlayfs.treewatch`), or that it cannot vouch."""
+    seen = treewatch.seen(ident.sha256 or "")
+    out = [Conflict(p, f"{_WHOLE}, then changed in the real tree during the speculation") for p in seen.paths]
+    if seen.lost is not None:
+        out.append(Conflict(".", f"{_WHOLE}, and {seen.lost}"))
+    return out
+
+
+_WHOLE = (
+    "read by the speculation (its commands' backend cannot say what they read: all of the project counts)"
+)
 
 
 def _related(a: str, b: str) -> bool:

@@ -125,7 +125,9 @@ def test_kernel_session_records_bases_and_whole_tree_reads(project: Path, overla
     reads = layer.load_identities(overlay.metadir, layer.READS_FILE)
     assert bases["src/shop/utils.py"].matches(layer.Identity.of(project, "src/shop/utils.py"))
     assert bases["README.md"].exists
-    assert "src/shop/cart.py" in reads  # kernel overlayfs cannot say what was read: everything counts
+    # Kernel overlayfs cannot say what was read: everything counts, as one record naming the watch of the
+    # real tree (overlayfs.treewatch), or, where none can be made, every file of a snapshot.
+    assert "src/shop/cart.py" in reads or [r.kind for r in reads.values()] == ["watch"]
 
 
 @pytest.mark.privileged
