@@ -4,7 +4,10 @@ Loading reports format errors as ``file:line: reason`` (:mod:`speculate.sim.chec
 The replay runs every turn once in the plain arm (think time 0, fast clock) on a fresh copy of the scenario's
 workspace, through the real agent loop and tools with the workspace's own toolchain (bench/toolchain.py), and
 lists each turn's unmet tool-result expectations, model errors and simulator fallbacks (a turn the script
-could not answer). Candidates other than the intent are validated but not replayed (their steps run only when
+could not answer), and what it verified: how many of the turn's tool results an expectation checked. A turn
+whose tool results no expectation covers is "replay unverified" (the simulator answers from the script
+whatever the tools return, so such a turn would replay "as scripted" even if every Read failed); ``--strict``
+makes that a failure. Candidates other than the intent are validated but not replayed (their steps run only when
 a user takes them) unless ``--misses``: then the speculative arm runs once more with every suggestion wrong
 (forced acceptance 0) and a long think time, so each turn's wrong suggestion is forked, runs to its end in the
 sandbox, and its tool results are checked against the candidate's expectations (bench/forkcheck.py).
@@ -56,6 +59,11 @@ def configure(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--no-replay", action="store_true", help="only validate the files")
     ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a turn's replay is unverified (tool calls, but no expectation to check them)",
+    )
+    ap.add_argument(
         "--misses",
         action="store_true",
         help="also fork every turn's wrong suggestion (forced "
@@ -106,12 +114,53 @@ def check_run(a: argparse.Namespace) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     bad = 0
+    seen = Verified()
     for s, path in zip(scenarios, a.scenarios, strict=True):
-        bad += _replay(s, path, toolchains, a.time_scale)
+        bad += _replay(s, path, toolchains, a.time_scale, seen)
         if a.misses:
             bad += _misses(s, path, toolchains, a.time_scale)
-    print(PROG + ": " + ("all turns replayed as scripted" if not bad else f"{bad} problem(s)"))
-    return 1 if bad else 0
+    print(PROG + ": " + verdict(bad, seen, strict=a.strict))
+    return 1 if bad or (a.strict and seen.unverified) else 0
+
+
+@dataclasses.dataclass
+class Verified:
+    """What the replays verified, over every turn of every file checked."""
+
+    turns: int = 0
+    results: int = 0  # tool results the replays returned
+    checked: int = 0  # those an expectation checked
+    unverified: int = 0  # turns with tool results and no expectation checking any
+    unchecked_errors: int = 0  # tool results that were errors, with no expectation
+
+    def add(self, tally: dict[str, int]) -> str:
+        """Count one turn; what its line says it verified."""
+        self.turns += 1
+        n, k, errs = tally["results"], tally["checked"], tally["unchecked_errors"]
+        self.results += n
+        self.checked += k
+        self.unchecked_errors += errs
+        failed = f"; {errs} unchecked tool result(s) were errors" if errs else ""
+        if n == 0:
+            return "no tool calls"
+        if k == 0:
+            self.unverified += 1
+            return f"replay unverified: no expectation checked its {n} tool result(s){failed}"
+        return f"{k} of {n} tool result(s) checked{failed}"
+
+
+def verdict(bad: int, v: Verified, *, strict: bool) -> str:
+    """The summary line: problems first; "replayed as scripted" only for what expectations verified."""
+    checked = f"{v.checked} of {v.results} tool result(s) checked by expectations"
+    errors = f", {v.unchecked_errors} unchecked result(s) were errors" if v.unchecked_errors else ""
+    if bad:
+        return f"{bad} problem(s); {checked}{errors}"
+    if v.unverified:
+        return (
+            f"replay unverified on {v.unverified} of {v.turns} turn(s) (tool calls no expectation checks); "
+            f"{checked}{errors}" + (" (--strict: failed)" if strict else "")
+        )
+    return f"all turns replayed as scripted; {checked}{errors}"
 
 
 def _run(cfg: RunConfig, toolchains: Toolchains) -> RunOutput:
@@ -122,8 +171,8 @@ def _run(cfg: RunConfig, toolchains: Toolchains) -> RunOutput:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) -> int:
-    """Every turn once in the plain arm; the problems found."""
+def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float, seen: Verified) -> int:
+    """Every turn once in the plain arm; the problems found (what it verified is added to ``seen``)."""
     cfg = RunConfig(
         scenarios=[s],
         conditions=[Condition(think=FixedThink(0))],
@@ -142,7 +191,12 @@ def _replay(s: Scenario, path: Path, toolchains: Toolchains, time_scale: float) 
         problems = (["simulator fallback (the script has no answer here)"] if t["fallback"] else []) + (
             [t["error"]] if t["error"] else []
         )
-        status = "ok" if not problems else "; ".join(problems)
+        tally = t.get("expect_tally") or {"results": 0, "checked": 0, "unchecked_errors": 0}
+        what = seen.add(tally)
+        if problems:
+            status = "; ".join(problems) + f" ({what})"
+        else:
+            status = what if what.startswith("replay unverified") else f"ok, {what}"
         bad += bool(problems)
         print(visible(f"{path}: turn {t['turn'] + 1} {t['prompt'][:50]!r}: {status}"))
     return bad

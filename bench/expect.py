@@ -2,7 +2,9 @@
 
 The simulator answers from the script whatever the tools return, so without this a broken environment
 (e.g. ``python -m pytest`` exiting 127) would go unnoticed. Step k of the turn is the k-th assistant
-message after the prompt; its tool results are in the user message that follows it.
+message after the prompt; its tool results are in the user message that follows it. :func:`tally` says
+what a replay verified (``speculate bench check`` prints it per turn): a turn whose tool results no
+expectation covers replayed unverified, whatever its tools returned.
 """
 
 from __future__ import annotations
@@ -43,6 +45,38 @@ def unmet(e: Expect, block: dict[str, Any]) -> list[str]:
         tail = text.strip().splitlines()[-1:] or [""]
         out[-1] += f" (last line: {tail[0][:120]!r})"
     return out
+
+
+def _results(
+    steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]
+) -> list[tuple[int, Expect | None, dict[str, Any] | None]]:
+    """(step index, the step's expect, its result block or None when missing) for each tool call of the turn."""
+    out: list[tuple[int, Expect | None, dict[str, Any] | None]] = []
+    k = -1
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        k += 1
+        expect = steps[k].expect if k < len(steps) else None
+        ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+        nxt = messages[i + 1] if i + 1 < len(messages) else {}
+        content = nxt.get("content", []) if nxt.get("role") == "user" else []
+        results = {
+            b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+        }
+        out += [(k, expect, results.get(tid)) for tid in ids]
+    return out
+
+
+def tally(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """What a turn's replay verified: its tool results, how many an expectation checked, and how many of the
+    unchecked ones were errors (a failed Read no expectation covers: the replay diverged unseen)."""
+    found = _results(steps, messages)
+    return {
+        "results": len(found),
+        "checked": sum(e is not None and b is not None for _, e, b in found),
+        "unchecked_errors": sum(e is None and b is not None and bool(b.get("is_error")) for _, e, b in found),
+    }
 
 
 def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -> list[str]:

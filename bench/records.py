@@ -52,6 +52,9 @@ class TurnRecord(_SessionKey):
     # The wrong suggestion's fork before this turn (a miss): its tool results checked against the candidate's
     # steps like the main turn's (bench/forkcheck.py); how many were checked. Unmet ones are turn errors too.
     fork_checked: int = 0
+    # What the replay verified (bench/expect.py tally): tool results, those an expectation checked, and the
+    # unchecked ones that were errors. None in records written before #36.
+    expect_tally: dict[str, int] | None = None
     note: str
     fallback: bool = False
     stop: str | None

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import trio
 
 from bench.edits import maybe_edit
-from bench.expect import check_turn
+from bench.expect import check_turn, tally
 from bench.forkcheck import ForkWatch, check_fork, miss_for, wrong_suggestion
 from bench.plan import Job, RunConfig
 from bench.records import SessionRecord, TurnRecord
@@ -219,6 +219,7 @@ async def run_session(
                 turns[-1]["candidates_shown"] = cands if len(cands) > 1 else None
                 turns[-1]["candidate_rank"] = rank
                 turns[-1]["fork_checked"] = checked
+                turns[-1]["expect_tally"] = tally(job.scenario.turns[p.index].steps, s.messages[n_msgs:])
                 TurnRecord.model_validate(turns[-1])  # the schema the report reads back
             wall = time.perf_counter() - t0
             events = [{"session": job.session_id, "arm": job.arm, **r.model_dump()} for r in s.events.records]
