@@ -20,15 +20,18 @@ from prompt_toolkit import PromptSession, print_formatted_text
 from prompt_toolkit.application import Application
 from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
 from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.completion import Completer
 from prompt_toolkit.document import Document
-from prompt_toolkit.filters import Condition, is_searching
+from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.key_processor import KeyPress
+from prompt_toolkit.keys import Keys
 
 from speculate.repl.answers import BadAnswer, choose
+from speculate.repl.inputs import Pastes
 from speculate.repl.terminal import tty_fd, unsent
 from speculate.term import visible
 
@@ -75,6 +78,8 @@ class PromptFrontend:
         policy: DivergePolicy = "keep",
         on_stop: Callable[[], None] | None = None,
         running: Callable[[], bool] | None = None,
+        completer: Completer | None = None,
+        on_mode_cycle: Callable[[], None] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._prediction: str | None = None
@@ -86,6 +91,8 @@ class PromptFrontend:
         self.message = message
         self.typeahead = ""  # keys typed while a turn ran; the next prompt gets them first
         self._held = False  # the turn they were typed in was cancelled: their Enter sends nothing
+        self.on_mode_cycle = on_mode_cycle or (lambda: None)
+        self.pastes = Pastes()  # large pastes of the line being typed, shown as placeholders
         self.session: PromptSession[str] = PromptSession(
             history=history or InMemoryHistory(),
             auto_suggest=PredictionSuggest(self.prediction),
@@ -95,6 +102,9 @@ class PromptFrontend:
             input=input,
             output=output,
             enable_history_search=False,
+            completer=completer,
+            complete_while_typing=completer is not None,
+            reserve_space_for_menu=4 if completer is not None else 0,
         )
         self._io = {"input": input, "output": output}
         self._asking: PromptSession[str] | None = None  # the permission question on screen, if any
@@ -215,6 +225,16 @@ class PromptFrontend:
             """Ctrl-O on an empty line: the last collapsed tool result, whole (``/last``)."""
             event.app.exit(result="/last")
 
+        @kb.add("s-tab", filter=~has_completions)
+        def _cycle(event: KeyPressEvent) -> None:
+            """shift+tab: the next permission mode (Claude Code's cycle); the toolbar shows it."""
+            self.on_mode_cycle()
+
+        @kb.add(Keys.BracketedPaste)
+        def _paste(event: KeyPressEvent) -> None:
+            """A large paste shows as ``[Pasted text #1 +300 lines]`` and is sent whole."""
+            event.current_buffer.insert_text(self.pastes.add(event.data))
+
         @kb.add("c-c", filter=Condition(lambda: self.running()))
         def _stop(event: KeyPressEvent) -> None:
             """Ctrl-C with a speculation in flight stops it (the line stays); the next Ctrl-C clears the line."""
@@ -230,7 +250,7 @@ class PromptFrontend:
         """One line (blocking; run in a worker thread). KeyboardInterrupt on Ctrl-C, EOFError on Ctrl-D."""
         if self._closed:
             raise EOFError
-        return self.session.prompt(self.message, pre_run=self._pre_run)
+        return self.pastes.expand(self.session.prompt(self.message, pre_run=self._pre_run))
 
     def hold_typeahead(self) -> None:
         """The turn was cancelled: what was typed during it stays in the next prompt, but its Enter keys do

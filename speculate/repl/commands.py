@@ -2,61 +2,97 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast, get_args
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, get_args
 
 from speculate.errors import SpeculateError
-from speculate.session import PermissionMode
+from speculate.repl.status import Status
+from speculate.session import PermissionMode, Session
+from speculate.term import Fragments
 
-if TYPE_CHECKING:
-    from speculate.repl.controller import Repl
-
-HELP = """commands:
-  /help                 this list
-  /spec on|off          turn speculation on or off
-  /mode MODE            permission mode: default | acceptEdits | bypassPermissions | plan | dontAsk
-  /diff [last]          what the running speculation would change (else, or with last: what the last
-                        accepted speculation changed in the project), coloured
-  /last                 the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)
-  /stats                acceptance, time saved, tokens and cost wasted
-  /study                in a study (repl --study DIR): the arm of each finished turn, and where it is recorded
-  /model                the model backend in use
-  /memory, /context     the instructions files loaded (CLAUDE.md, ...) and the system prompt's size
-  /mcp                  the MCP servers and their tools
-  /hooks                the hooks loaded from the settings files, by event
-  /clear                forget the conversation (the project is untouched)
-  /compact              replace the conversation by a model-written summary (frees the context window)
-  /accept               submit the predicted prompt (waits for it; handy in line mode)
-  /quit                 leave (Ctrl-D does the same)
-keys: Tab or Right takes the grey prediction; Enter sends; Esc-Enter, Ctrl-J or a trailing \\ start a new line;
+# (name, arguments, what it does): /help's list and the menu that opens on "/" (speculate.repl.complete).
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("/help", "", "this list"),
+    ("/spec", "[on|off]", "the speculation policy and its settings; on or off turns speculation on or off"),
+    (
+        "/mode",
+        "MODE",
+        "permission mode: default | acceptEdits | bypassPermissions | plan | dontAsk "
+        "(shift+tab cycles default, acceptEdits, plan)",
+    ),
+    (
+        "/diff",
+        "[last]",
+        "what the running speculation would change (else, or with last: the last accepted "
+        "change), coloured; files git ignores in one line",
+    ),
+    ("/last", "", "the last collapsed tool result, whole (ctrl+o on an empty line; during a turn too)"),
+    ("/stats", "", "suggestions, speculations, time saved, and what each spent"),
+    ("/study", "", "in a study (repl --study DIR): the arm of each finished turn, and where it is recorded"),
+    ("/model", "", "the model backend in use"),
+    ("/memory", "", "the instructions files loaded (CLAUDE.md, ...); #text adds a line to one"),
+    ("/context", "", "the instructions files loaded and the system prompt's size"),
+    ("/mcp", "", "the MCP servers and their tools"),
+    ("/hooks", "", "the hooks loaded from the settings files, by event"),
+    ("/resume", "", "the saved sessions of this project (speculate --resume ID continues one)"),
+    ("/clear", "", "forget the conversation (the project is untouched)"),
+    ("/compact", "", "replace the conversation by a model-written summary (frees the context window)"),
+    ("/accept", "", "submit the predicted prompt (waits for it; handy in line mode)"),
+    ("/quit", "", "leave (Ctrl-D does the same)"),
+    ("/exit", "", "leave"),
+)
+KEYS = """keys: Tab or Right takes the grey prediction (or completes a / command or an @path); Enter sends;
+  Esc-Enter, Ctrl-J or a trailing \\ start a new line; shift+tab cycles the permission mode;
   Esc or Ctrl-C stops the running turn; at the prompt Ctrl-C stops a running speculation, again clears the line;
   Esc at a question answers no; Ctrl-R searches the history. Typing over the prediction hides it; edit back
   and it returns. Keys typed during a turn wait in the next prompt (sent by their Enter, unless the turn was
-  cancelled: then only a fresh Enter sends them)."""
+  cancelled: then only a fresh Enter sends them).
+input: @path attaches a file (as Claude Code does); !cmd runs a shell command in the project (asking as a
+  command would) and puts its output into the conversation; #text adds a line to CLAUDE.md (it asks which);
+  a large paste shows as [Pasted text #N +L lines] and is sent whole."""
+HELP = (
+    "commands:\n"
+    + "\n".join(f"  {(n + ' ' + a).strip():<21} {d}" for n, a, d in COMMANDS if n != "/exit")
+    + "\n"
+    + KEYS
+)
+MENU: tuple[tuple[str, str], ...] = tuple((n, d) for n, _, d in COMMANDS)
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
-NO_ARGS = (
-    "/help",
-    "/last",
-    "/stats",
-    "/study",
-    "/memory",
-    "/context",
-    "/mcp",
-    "/hooks",
-    "/model",
-    "/clear",
-    "/compact",
-    "/accept",
-    "/quit",
-    "/exit",
-)
+CYCLE: tuple[str, ...] = ("default", "acceptEdits", "plan")  # shift+tab, as Claude Code cycles
+NO_ARGS = tuple(n for n, a, _ in COMMANDS if not a)
 
 
 class Quit(SpeculateError):
     """Leave the REPL (``/quit``, Ctrl-D, end of input)."""
 
 
-async def run_command(r: Repl, text: str) -> None:
+class Host(Protocol):
+    """What the commands use of the REPL (:class:`speculate.repl.controller.Repl` is one): typed here so
+    that this module needs nothing of the controller, which imports it."""
+
+    s: Session | None
+    fe: Any
+    status: Status
+    study: Any
+    model_label: str
+    scripted_offered: int
+    last_diff: str
+    on_cleared: Callable[[], None]
+
+    def _line(self, text: Fragments) -> None: ...
+    def _lines(self, lines: list[list[tuple[str, str]]]) -> None: ...
+    def _c(self, code: str, text: str) -> list[tuple[str, str]]: ...
+    def _predict_next(self) -> None: ...
+    def _cancel_prediction(self) -> None: ...
+    def show_last(self) -> None: ...
+    def set_mode(self, mode: str) -> None: ...
+    async def wait_prediction(self) -> str | None: ...
+    async def submit(self, prompt: str) -> object: ...
+
+
+async def run_command(r: Host, text: str) -> None:
     assert r.s is not None and r.fe is not None
     name, _, arg = text.partition(" ")
     arg = arg.strip()
@@ -77,11 +113,7 @@ async def run_command(r: Repl, text: str) -> None:
         )
     elif name == "/spec":
         if arg not in ("on", "off"):
-            r._line(
-                f"/spec takes on or off, not {arg!r}"
-                if arg
-                else f"speculation is {'on' if r.s.cfg.speculate else 'off'}; /spec on|off"
-            )
+            r._line(f"/spec takes on or off, not {arg!r}" if arg else spec_settings(r.s))
             return
         await r.s.set_speculation(arg == "on")
         r.status.set_speculation(arg == "on")
@@ -96,8 +128,7 @@ async def run_command(r: Repl, text: str) -> None:
                 else f"mode is {r.s.cfg.mode}; /mode {'|'.join(MODES)}"
             )
             return
-        r.s.set_mode(cast(PermissionMode, arg))
-        r.status.mode = arg
+        r.set_mode(arg)
         r._line(f"permission mode {arg}")
     elif name == "/diff":
         if arg not in ("", "last"):
@@ -122,6 +153,10 @@ async def run_command(r: Repl, text: str) -> None:
         from speculate.repl.info import format_mcp
 
         r._line(format_mcp(r.s))
+    elif name == "/resume":
+        from speculate.repl.resume import listing
+
+        r._line(listing(r.s.project))
     elif name == "/hooks":
         r._line(r.s.hooks.listing())
     elif name == "/model":
@@ -160,26 +195,69 @@ async def run_command(r: Repl, text: str) -> None:
         r._line(f"unknown command {name!r}; /help lists them")
 
 
-def show_diff(r: Repl, *, last: bool = False) -> None:
-    """``/diff``: the running speculation's changes, else (or with ``last``) the last accepted speculation's,
-    coloured."""
+def show_diff(r: Host, *, last: bool = False) -> None:
+    """``/diff``: the running speculation's changes, else (or with ``last``) the last accepted change that
+    changed something, coloured; the files git ignores summarised in one line."""
+    from speculate.repl.diffview import summarise_ignored
     from speculate.repl.toolview import coloured_diff
 
     assert r.s is not None
     diff = "" if last else r.s.diff()
-    accepted = r.s.accepted_diff()
+    accepted = r.last_diff
+
+    def show(text: str) -> None:
+        shown, ignored = summarise_ignored(r.s.project if r.s is not None else Path("."), text)
+        if shown.strip():
+            r._lines(coloured_diff(shown))
+        if ignored:
+            r._line(r._c("2", ignored))
+
     if diff:
         r._line(r._c("1", "what the running speculation would change (nothing of it is in the project yet):"))
-        r._lines(coloured_diff(diff))
+        show(diff)
         if accepted:
             r._line(r._c("2", "(/diff last: what the last accepted speculation changed)"))
     elif accepted:
         r._line(r._c("1", "what the last accepted speculation changed in the project:"))
-        r._lines(coloured_diff(accepted))
+        show(accepted)
     elif last:
-        r._line("(no speculation was accepted yet)")
+        r._line("(no accepted speculation changed anything yet)")
     else:
         r._line("(the current speculation changes nothing)")
+
+
+def spec_settings(s: Session) -> str:
+    """``/spec``: whether speculation is on, the policy that decides each fork, and its settings."""
+    from speculate.speculation.policy import options_for
+
+    o = options_for(s.cfg, s.workspace.settings)
+    rule = (
+        "always forks (no --spec-value: every suggestion gets a fork)"
+        if o.value is None
+        else f"forks when value · P(accept) · saving > (1 − P) · cost, value λ = ${o.value:g} per second saved "
+        "(--spec-value; the toolbar says when it abstains)"
+    )
+    budget = ", ".join(
+        x
+        for x in (
+            f"{o.budget_tokens} tokens" if o.budget_tokens else "",
+            f"{o.budget_cpus} CPUs" if o.budget_cpus else "",
+        )
+        if x
+    )
+    rows = [
+        ("speculation", f"{'on' if s.cfg.speculate else 'off'} (/spec on|off)"),
+        ("policy", rule),
+        ("candidates", f"{o.candidates} (top-K: a fork per candidate the policy takes; --spec-candidates)"),
+        ("budget", budget or "none (speculation.budget in the settings)"),
+        (
+            "prior",
+            f"Beta{o.prior}, pooling {o.pooling:g}; history {'kept per project' if o.persist else 'this session only'}",
+        ),
+        ("mode", f"{s.cfg.mode} (a fork stops where the live path would ask, save sandboxed Bash)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
 
 
 def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
@@ -198,21 +276,27 @@ def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
         ),
         (
             "suggestions",
-            f"{st.get('suggestions', 0)} made, {st.get('suggestions_shown', 0)} shown: {counts(sugg)}",
+            f"{st.get('suggestions', 0)} made, {st.get('suggestions_shown', 0)} shown: {counts(sugg)}; "
+            f"{st.get('acceptance_rate', 0.0):.0%} of those shown taken",
         ),
-        ("acceptance rate", f"{st.get('acceptance_rate', 0.0):.0%} of the suggestions shown"),
-        ("speculations", f"{st.get('speculations', 0)}: {counts(spec)}"),
-        ("stopped at", counts(st.get("boundaries", {}))),
-        ("time saved", f"{st.get('time_saved_s', 0.0):.1f}s"),
         (
-            "wasted tokens",
-            f"{st.get('wasted_tokens', 0)} by speculations, {st.get('wasted_suggestion_tokens', 0)} "
-            f"by suggestions; {st.get('tokens_after_divergence', 0)} spent after typing over one",
+            "  spend",
+            f"${st.get('suggestion_cost_usd', 0.0):.4f} ({st.get('wasted_suggestion_tokens', 0)} tokens "
+            "on suggestions not taken)",
         ),
-        ("cost", f"${st.get('cost_usd', 0.0):.4f} (wasted ${st.get('wasted_cost_usd', 0.0):.4f})"),
+        ("speculations", f"{st.get('speculations', 0)} forks: {counts(spec)}"),
+        ("  stopped at", counts(st.get("boundaries", {}))),
+        ("  time saved", f"{st.get('time_saved_s', 0.0):.1f}s"),
+        (
+            "  spend",
+            f"${st.get('speculation_cost_usd', 0.0):.4f} on forks, "
+            f"${st.get('wasted_speculation_cost_usd', 0.0):.4f} of it on forks not used "
+            f"({st.get('wasted_tokens', 0)} tokens; {st.get('tokens_after_divergence', 0)} after typing "
+            "over a suggestion)",
+        ),
     ]
     if st.get("suppressed_reasons"):
-        rows.insert(3, ("not shown", counts(st["suppressed_reasons"])))
+        rows.insert(3, ("  not shown", counts(st["suppressed_reasons"])))
     if scripted:
         rows.insert(
             2,

@@ -17,15 +17,17 @@ from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
 
-from speculate.repl.commands import HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
+from speculate.repl.commands import CYCLE, HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
+from speculate.repl.inputs import stray_answer
 from speculate.repl.output import columns
 from speculate.repl.render import accepted_line, approval_lines, cancelled_line
 from speculate.repl.session_output import SessionOutput
 from speculate.repl.status import Status
 from speculate.repl.toolview import Body, question_lines, small_text
 from speculate.repl.turnline import TurnLine
-from speculate.session import Session, TurnOutcome
+from speculate.session import PermissionMode, Session, TurnOutcome
 from speculate.speculation.approvals import PendingApproval
+from speculate.speculation.events import SpecEvent
 from speculate.speculation.host import IgnoreReason
 from speculate.term import visible
 
@@ -79,6 +81,10 @@ class Repl(SessionOutput):
         self.last_body: tuple[str, Body] | None = None  # the last call whose result was collapsed (/last)
         self.turn_edits: list[str] = []  # files the live path edited this turn (a cancelled turn names them)
         self.study: Any = None  # speculate.study.recorder.StudyRecorder of `repl --study DIR` (/study)
+        self.last_diff = ""  # the last accepted change that changed something (/diff last)
+        self._note_shown = ""  # a dropped speculation's note, said before the live answer it introduces
+        self._answered = False  # the last thing that happened at the prompt was a question answered
+        self.cycle = CYCLE  # shift+tab's modes (bypassPermissions joins when the session started in it)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
@@ -108,6 +114,7 @@ class Repl(SessionOutput):
         self._newline()
         self._pause_turn_line(True)
         await self._stop_keys()  # the question reads the terminal itself
+        self._answered = True
         try:
             answer = await self.fe.ask(text, ("y", "n", "always"))
         except (KeyboardInterrupt, EOFError):
@@ -172,6 +179,9 @@ class Repl(SessionOutput):
         self.s = session
         self._token = trio.lowlevel.current_trio_token()
         self.status.mode, self.status.spec_on = session.cfg.mode, session.cfg.speculate
+        if session.cfg.mode not in self.cycle:
+            self.cycle = (*CYCLE, session.cfg.mode)
+        self._save(mode=session.cfg.mode)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._watch_sigint)
@@ -209,13 +219,55 @@ class Repl(SessionOutput):
             return
 
     async def handle(self, line: str) -> None:
+        from speculate.repl import shortcuts
+
         text = line.strip()
+        answered, self._answered = self._answered, False
         if not text:
+            return
+        if answered and stray_answer(text):  # typed ahead for a question that was already answered
+            self._line(self._c("2", f"({text!r} not sent: the question it answers was already answered)"))
             return
         if text.startswith("/"):
             await self.command(text)
-            return
-        await self.submit(line.rstrip("\n"))
+        elif text.startswith("!") and len(text) > 1:
+            await shortcuts.bash_mode(self, text[1:].strip())
+        elif text.startswith("#") and len(text) > 1 and not text.startswith("#!"):
+            await shortcuts.memory(self, text[1:].strip())
+        else:
+            prompt = line.rstrip("\n")
+            if await shortcuts.attach_mentions(self, prompt):
+                await self.submit(prompt)
+
+    def set_mode(self, mode: str) -> None:
+        """/mode or shift+tab: the session's permission mode, shown in the toolbar."""
+        assert self.s is not None
+        self.s.set_mode(cast(PermissionMode, mode))
+        self.status.mode = mode
+        self._save(mode=mode)
+        if self.fe is not None:
+            self.fe.invalidate()
+
+    def _save(self, **what: Any) -> None:
+        """A line of the REPL's state in the saved session (--continue restores it)."""
+        if self.s is not None and self.s.transcript is not None:
+            self.s.transcript.write("repl", **what)
+
+    def cycle_mode(self) -> None:
+        """shift+tab (in the prompt's thread): the next mode of Claude Code's cycle."""
+
+        def step() -> None:
+            if self.s is None:
+                return
+            mode = self.s.cfg.mode
+            nxt = (
+                self.cycle[(self.cycle.index(mode) + 1) % len(self.cycle)]
+                if mode in self.cycle
+                else "default"
+            )
+            self.set_mode(nxt)
+
+        self._from_thread(step)
 
     async def submit(self, prompt: str) -> TurnOutcome | None:
         assert self.s is not None and self.fe is not None
@@ -225,6 +277,7 @@ class Repl(SessionOutput):
         self.status.busy = True
         self._response_text = self._last_response_text = ""
         self.turn_edits = []
+        self._note_shown = ""
         outcome: TurnOutcome | None = None
         line_scope = trio.CancelScope()
         assert self._nursery is not None
@@ -254,12 +307,24 @@ class Repl(SessionOutput):
                 hold()
         elif outcome is not None:
             self._report(outcome)
+        accepted = self.s.accepted_diff()
+        if accepted and accepted != self.last_diff:  # a read-only accepted one leaves the last change shown
+            self.last_diff = accepted
+            self._save(last_diff=accepted)
         self.status.saved_s = float(self.s.statistics().get("time_saved_s", self.status.saved_s))
         self._predict_next()
         return outcome
 
+    def on_event(self, ev: Any) -> None:
+        # A speculation dropped at acceptance: its note comes before the live answer that replaces it.
+        landing = self.s.landing if self.s is not None and self.status.busy else None
+        if landing is not None and landing.dropped and not self._note_shown and not isinstance(ev, SpecEvent):
+            self._note_shown = landing.dropped
+            self._line(self._c("33", landing.dropped))
+        super().on_event(ev)
+
     def _report(self, o: TurnOutcome) -> None:
-        if o.accepted and o.speculation is not None:
+        if o.accepted and o.speculation is not None and self.study is None:  # in a study it tells the arm
             rec = o.speculation
             self._line(
                 self._c(
@@ -274,7 +339,7 @@ class Repl(SessionOutput):
                     ),
                 )
             )
-        if o.note:
+        if o.note and o.note != self._note_shown:
             self._line(self._c("33", o.note))
         if o.blocked:
             self._line(self._c("35", f"⛔ prompt blocked by a UserPromptSubmit hook (not sent): {o.blocked}"))

@@ -21,6 +21,7 @@ import trio
 from overlayfs import ProjectLocked, PromoteError, recover_project
 from speculate.repl.controller import Repl
 from speculate.repl.options import DEMO_MODE, add_options, build_parser
+from speculate.repl.resume import Saved, find, new_path
 from speculate.tempfiles import clean_stale, temp_dir
 from speculate.term import visible
 
@@ -128,6 +129,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
     mode = perms.mode
 
     plain = args.plain or not (sys.stdin.isatty() and sys.stdout.isatty())
+    saved = _saved(args, project)
     study = None
     if args.study is not None:
         from speculate.repl.study import recorder
@@ -169,9 +171,17 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
 
         terminal = enter_stays_enter
 
-        hist = history_path()
-        hist.parent.mkdir(parents=True, exist_ok=True)
         from prompt_toolkit.application import get_app
+        from prompt_toolkit.history import History, InMemoryHistory
+
+        from speculate.repl.commands import MENU
+        from speculate.repl.complete import ReplCompleter
+
+        history: History = InMemoryHistory()  # a study's prompts are written in its directory only
+        if study is None:
+            hist = history_path()
+            hist.parent.mkdir(parents=True, exist_ok=True)
+            history = FileHistory(str(hist))
 
         def toolbar() -> FormattedText:
             text = repl.status.line(width=get_app().output.get_size().columns - 2)
@@ -181,11 +191,13 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             PromptFrontend(
                 toolbar=toolbar,
                 on_diverge=repl.diverged,
-                history=FileHistory(str(hist)),
+                history=history,
                 policy=args.on_diverge,
                 on_stop=repl.stop_speculation,
                 # In a study Ctrl-C at the prompt clears the line in every arm.
                 running=repl.speculation_running if study is None else lambda: False,
+                completer=ReplCompleter(MENU, lambda: project),
+                on_mode_cycle=repl.cycle_mode,
             )
         )
     if study is not None:
@@ -264,7 +276,10 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                     keep_accepted_diff=True,
                     spec_value=args.spec_value,
                     spec_candidates=args.spec_candidates,
+                    # saved for --continue; a study writes nothing outside its directory
+                    transcript_path=None if study is not None else new_path(project),
                     **scfg_extra,
+                    **({"hook_transcript_dir": args.study / "hook-transcripts"} if study is not None else {}),
                 ),
                 ask=ask,
                 on_event=on_event,
@@ -274,6 +289,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             # Settings speculate ignores (an untrusted workspace's allow rules too), MCP servers that failed.
             for note in [*perms.notes, *session.workspace.notes]:
                 print(visible(f"note: {note}"))
+            if saved is not None:
+                _restore(repl, session, saved, demo, keep_mode=args.mode is not None)
             if study is not None:
                 study.attach(session)  # draws the first turn's arm
             with terminal():
@@ -295,6 +312,37 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
         return 128 + repl.signal
     print("bye")
     return 0
+
+
+def _saved(args: argparse.Namespace, project: Path) -> Saved | None:
+    """The session ``--continue`` / ``--resume [ID]`` restores (NoSession, a ValueError, names what exists)."""
+    if not args.continue_ and args.resume is None:
+        return None
+    if args.study is not None:
+        raise ValueError(
+            "--continue and --resume cannot be combined with --study (each study session is new)"
+        )
+    return find(project, args.resume or None)
+
+
+def _restore(repl: Repl, session: Any, saved: Saved, demo: Any, *, keep_mode: bool) -> None:
+    """Give the new session the saved conversation, mode and last accepted change; show what it was."""
+    from speculate.types import text_of
+
+    session.messages.extend(saved.messages)
+    if saved.mode is not None and not keep_mode:
+        session.set_mode(saved.mode)
+    repl.last_diff = saved.last_diff
+    for prompt in saved.prompts:
+        if demo is not None:
+            demo.submitted(prompt)
+    print(visible(f"continuing session {saved.id}: {len(saved.prompts)} prompts; mode {session.cfg.mode}"))
+    shown = [m for m in saved.messages if m.get("role") == "assistant" and text_of(m).strip()]
+    for prompt in saved.prompts[-3:]:
+        print(visible(f"› {prompt}"))
+    if shown:
+        last = text_of(shown[-1]).strip().splitlines()
+        print(visible("  " + "\n  ".join(last[:4]) + (" …" if len(last) > 4 else "")))
 
 
 @dataclass

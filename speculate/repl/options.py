@@ -173,6 +173,24 @@ def add_options(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)",
     )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue this project's last saved session: its conversation, mode and /diff last (never "
+        "a speculation that was not accepted)",
+    )
+    g.add_argument(
+        "-r",
+        "--resume",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ID",
+        help="continue the saved session ID of this project (without ID: the last one; /resume lists them)",
+    )
     from speculate.repl.study import add_options as add_study_options
 
     add_study_options(p)

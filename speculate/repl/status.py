@@ -25,11 +25,17 @@ class Status:
     spec_on: bool = True
     busy: bool = False  # a turn is running
     study: bool = False  # a study runs: the speculation's state would tell the turn's arm, so it is not shown
+    abstained: str = ""  # the policy forked none of the candidates: its estimate, said in the toolbar
+    rank: int = 0  # top-K: the candidate whose fork the toolbar follows (0: the ghost text's)
+    forks: int = 0  # top-K: how many forks this cycle runs
 
     def update(self, ev: SpecEvent) -> None:
         d = ev.detail
         self.state = ev.state
+        if "rank" in d:
+            self.rank, self.forks = int(d["rank"]), int(d.get("forks", self.forks))
         if ev.state == "generating":
+            self.abstained, self.rank, self.forks = "", 0, 0
             self.suggestion, self.tools_run, self.started, self.elapsed_s, self.boundary = (
                 None,
                 0,
@@ -51,9 +57,19 @@ class Status:
                 what = str(d.get("detail") or d.get("boundary_detail") or "")
                 self.boundary = f"{d.get('boundary', '?')}: {what}" if what else str(d.get("boundary", "?"))
         elif ev.state in ("idle", "aborted", "accepted"):
+            if d.get("abstained"):
+                self.abstained = _estimate(d)
+            elif ev.state != "idle":
+                self.abstained = ""
             self.suggestion, self.started, self.elapsed_s = None, None, None
             if ev.state == "accepted" and "time_saved_s" in d:
                 self.saved_s += float(d["time_saved_s"])
+
+    def _which(self) -> str:
+        """Top-K: which candidate's fork the toolbar follows, of how many forks."""
+        if self.forks <= 1 and self.rank == 0:
+            return ""
+        return f"; candidate {self.rank + 1}, {self.forks} fork{'s' * (self.forks != 1)}"
 
     def _to_approve(self) -> str:
         n = self.approvals
@@ -81,7 +97,7 @@ class Status:
         """The toolbar text, e.g. ``speculating (3 tools, 2.1s) │ saved 4.2s │ acceptEdits``, fitted to
         ``width``: paths shortened to their last parts first, then the state (a stop reason) wrapped onto
         a second line at a space, and only what is still too long cut with an ellipsis."""
-        tools = f"{self.tools_run} tool{'s' if self.tools_run != 1 else ''}"
+        tools = f"{self.tools_run} tool{'s' if self.tools_run != 1 else ''}" + self._which()
         if self.study:
             what = "study (/study: past turns' arms)"
         elif not self.spec_on:
@@ -98,11 +114,14 @@ class Status:
             what = "accepted"
         elif self.state == "aborted":
             what = "speculation aborted"
+        elif self.abstained:
+            what = f"no fork: the policy abstained ({self.abstained})"
         else:
             what = "idle"
         what = visible(what)
         head = ["working"] if self.busy else []
-        tail = [f"saved {self.saved_s:.1f}s", self.mode]
+        # In a study the time saved tells which turns were speculative: said at the end, or on /study.
+        tail = [self.mode] if self.study else [f"saved {self.saved_s:.1f}s", self.mode]
         text = " │ ".join([*head, what, *tail])
         if width is None or len(text) <= width:
             return text
@@ -115,10 +134,30 @@ class Status:
         if cut > 0 and len(what) - cut - 1 <= room:  # two lines: the state, then the rest and the tail
             return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([what[cut + 1 :], *tail])
         if cut > 0:
-            rest = what[cut + 1 :]
-            rest = rest[: max(room - 1, 0)] + "…"
+            rest = clip(what[cut + 1 :], room)
             return " │ ".join([*head, what[:cut]]) + "\n" + " │ ".join([rest, *tail])[:width]
-        return " │ ".join([*head, what[: max(room - 1, 0)] + "…", *tail])[:width]
+        return " │ ".join([*head, clip(what, room), *tail])[:width]
 
 
 _PATH = re.compile(r"(?:/[^\s/:()]+){3,}")  # an absolute path of three parts or more
+
+
+def clip(text: str, room: int) -> str:
+    """``text`` in ``room`` columns: cut at the last word boundary that fits, trailing punctuation dropped,
+    then an ellipsis."""
+    if len(text) <= room:
+        return text
+    cut = text[: max(room - 1, 0)]
+    space = cut.rfind(" ")
+    if space > room // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-–(") + "…"
+
+
+def _estimate(d: dict[str, object]) -> str:
+    """The policy's numbers for the best candidate: P(accept), expected saving, expected cost."""
+    try:
+        p, s, c = float(d["p_accept"]), float(d["expected_saving_s"]), float(d["expected_cost_usd"])  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return "no estimate"
+    return f"P {p:.0%}, saves ~{s:.1f}s, costs ~${c:.4f}"

@@ -330,6 +330,16 @@ class SpeculationEngine(EngineRecords):
             self._sugg_rec.decisions = decisions
             if not any(d.fork for d in decisions):
                 self._sugg_rec.outcome = "abstained"  # shown all the same; the user's choice is added later
+        if decisions and not any(d.fork for d in decisions):  # the REPL's toolbar says so, with the numbers
+            best = decisions[0]
+            self._emit(
+                "idle",
+                None,
+                abstained=True,
+                p_accept=best.p_accept,
+                expected_saving_s=best.expected_saving_s,
+                expected_cost_usd=best.expected_cost_usd,
+            )
         specs = [
             self.forks.add(
                 Speculation(

@@ -15,6 +15,7 @@ from speculate.speculation.events import SpecEvent, SpecOutcome, State, Suggesti
 from speculate.speculation.fork import Speculation
 from speculate.speculation.host import Host
 from speculate.speculation.policy import SpecPolicy
+from speculate.speculation.topk import ForkSet
 
 
 class EngineRecords:
@@ -27,6 +28,7 @@ class EngineRecords:
     _spec: Speculation | None
     _sugg_rec: SuggestionRecord | None
     _sugg_shown_at: float
+    forks: ForkSet
 
     def _suggestion_record(
         self, out: suggest.SuggestionOutcome, turn: int, *, pipelined: bool
@@ -105,8 +107,9 @@ class EngineRecords:
             )
 
     def _emit_for(self, spec: Speculation, state: State, suggestion: str | None, **detail: Any) -> None:
-        if spec is self._spec:  # top-K: the toolbar follows the lowest-ranked fork
-            self._emit(state, suggestion, **detail)
+        # top-K: the toolbar follows the lowest-ranked fork, and says which it is, of how many
+        if spec is self._spec:
+            self._emit(state, suggestion, rank=spec.rank, forks=len(self.forks.forks), **detail)
 
     def _emit(self, state: State, suggestion: str | None, **detail: Any) -> None:
         self.state = state

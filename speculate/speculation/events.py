@@ -205,6 +205,10 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
         "wasted_cost_usd": sum(r.cost_usd for r in spec if r.outcome != "accepted")
         + sum(r.cost_usd for r in sugg if r.outcome != "accepted"),
         "cost_usd": sum(r.cost_usd for r in recs),
+        # The two spends apart (the REPL's /stats): generating suggestions, and running forks.
+        "suggestion_cost_usd": sum(r.cost_usd for r in sugg),
+        "speculation_cost_usd": sum(r.cost_usd for r in spec),
+        "wasted_speculation_cost_usd": sum(r.cost_usd for r in spec if r.outcome != "accepted"),
         # Said once, however many speculations ran: whether speculative Bash was contained, or why it was off.
         "speculative_bash": sorted({r.bash for r in spec} - {""}),
     }

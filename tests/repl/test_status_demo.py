@@ -57,11 +57,22 @@ def test_format_stats_one_set_of_names_and_formats() -> None:
             "suggestion_outcomes": {"accepted": 1, "ignored": 2},
             "speculation_outcomes": {"accepted": 1},
             "cost_usd": 0.01234,
+            "suggestion_cost_usd": 0.002,
+            "speculation_cost_usd": 0.01034,
+            "wasted_speculation_cost_usd": 0.004,
         }
     )
     assert "3 (1 answered by an accepted speculation)" in out and "ignored 2, accepted 1" in out
-    assert "75% of the suggestions shown" in out and "12.3s" in out and "bash 2" in out and "$0.0123" in out
+    assert "75% of those shown taken" in out and "12.3s" in out and "bash 2" in out
     assert "0.7500" not in out and "=" not in out
+    # Suggestions and speculations apart, each with its own spend (not one "cost" over both).
+    rows = out.splitlines()
+    sugg = next(i for i, r in enumerate(rows) if r.strip().startswith("suggestions"))
+    spec = next(i for i, r in enumerate(rows) if r.strip().startswith("speculations"))
+    assert (
+        "$0.0020" in "".join(rows[sugg:spec]) and "$0.0103 on forks, $0.0040 of it on forks not used" in out
+    )
+    assert "cost " not in out
 
 
 def test_toolbar_fits_the_width_and_shortens_paths() -> None:
