@@ -102,9 +102,25 @@ def _run_line(s: dict[str, Any], command: str, where: str, kept: dict[str, Any] 
         f"Run `{s['run_id']}`: {len(s['scenarios'])} scenarios × {s['reps']} reps × "
         f"{len(s.get('conditions') or [1])} condition(s), arms {', '.join(s.get('arms', []))} paired and "
         f"interleaved, time scale {s['time_scale']:g}, seed {s['seed']}, user-edit probability "
-        f"{s.get('user_edit_prob', 0)} (an assumption); {s['concurrency']} sessions at a time on {s['cpus']} "
+        f"{s.get('user_edit_prob', 0)} (an assumption), {_rule(s)}; {s['concurrency']} sessions at a time on {s['cpus']} "
         f"CPUs, {s['run']['wall_s'] / 60:.1f} min. Command: `{command}`; kept in `{where}`."
         + _provenance_line(s, kept or {})
+    )
+
+
+RULES = {
+    "exact": "the suggestion is the intended prompt byte for byte",
+    "normalized": "equal to the intended prompt but for case, whitespace and trailing punctuation",
+    "outcome": "its fork would give the same tree and answer as the intended prompt's turn, read from the "
+    "simulator's scripts",
+}
+
+
+def _rule(s: dict[str, Any]) -> str:
+    """The simulated user's decision rule; a run made before the option (issue #36) used ``exact``."""
+    rule = s.get("accept_rule") or "exact"
+    return f"decision rule `{rule}` ({RULES.get(rule, '?')})" + (
+        "" if "accept_rule" in s else ", before the option"
     )
 
 
@@ -119,9 +135,10 @@ def readme_block(
     sensitivity: Kept | None = None,
 ) -> str:
     lines = [
-        "**Acceptance is set by the scenarios, not measured.** The simulated user takes a suggestion exactly "
-        "when it is the prompt the scenario scripts next, so how often that happens is the scenario authors' "
-        "choice (their candidates' weights). The primary result is therefore saving *against* acceptance: "
+        "**Acceptance is set by the scenarios, not measured.** The simulated user takes a suggestion when "
+        "their decision rule says it is the prompt the scenario scripts next (each run below names its rule: "
+        "`speculate bench --accept-rule exact|normalized|outcome`), so how often that happens is the scenario "
+        "authors' choice (their candidates' weights). The primary result is therefore saving *against* acceptance: "
         "the sweep forces the share of suggestions that are the user's next prompt (a miss is a wrong "
         "suggestion whose fork does real work and is thrown away), and the bundled scenarios' own rate is the "
         "`natural` row. Every turn stays on its script and meets its tool-result checks. A turn's time "

@@ -81,6 +81,7 @@ class RunConfig:
     # so such a speculation is discarded and the turn runs live (what parity costs a cautious user).
     approval: Approval = "as-live"
     spec_history: dict[str, Any] | None = None  # a policy history every speculative session starts from
+    accept_rule: str = "outcome"  # the simulated user's decision rule (bench/user.py, ACCEPT_RULES)
 
 
 @dataclass(frozen=True)

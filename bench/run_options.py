@@ -15,6 +15,8 @@ from bench.edits import USER_EDIT_PROB
 from bench.plan import Condition, RunConfig
 from bench.thinkfit import resolve_think
 from bench.user import (
+    ACCEPT_RULES,
+    DEFAULT_ACCEPT_RULE,
     LOGNORMAL_SIGMA,
     TAB_ACCEPT_S,
     TYPING_CHARS_PER_S,
@@ -186,6 +188,13 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         help=f"chance the simulated user edits a file the next turn writes while thinking (default "
         f"{USER_EDIT_PROB:g}, an assumption; 0 turns harm off)",
     )
+    ap.add_argument(
+        "--accept-rule",
+        default=None,
+        choices=ACCEPT_RULES,
+        help=f"when the simulated user takes a suggestion (default {DEFAULT_ACCEPT_RULE} on the simulator, "
+        "else normalized; bench/user.py)",
+    )
     ap.add_argument("--force", action="store_true", help="--compare runs made with different settings anyway")
     ap.add_argument(
         "--ray",
@@ -342,6 +351,10 @@ def build_config(a: argparse.Namespace) -> RunConfig:
             for v in values
             for kk in ks
         ]
+    scripted = a.model == "sim" or (a.model == "claude-cli" and a.base_url is None)
+    rule = a.accept_rule or (DEFAULT_ACCEPT_RULE if scripted else "normalized")
+    if rule == "outcome" and not scripted:
+        raise ValueError(f"--accept-rule outcome reads the simulator's scripts: not with --model {a.model}")
     history = None
     if a.spec_history is not None:
         try:
@@ -363,6 +376,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         record=a.record,
         user_edit_prob=a.user_edit_prob,
         spec_history=history,
+        accept_rule=rule,
     )
 
 

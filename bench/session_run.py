@@ -19,7 +19,7 @@ from bench.forkcheck import ForkWatch, check_fork, miss_for, wrong_suggestion
 from bench.plan import Job, RunConfig
 from bench.records import SessionRecord, TurnRecord
 from bench.toolchain import Toolchain
-from bench.user import CYCLE_S, PlannedTurn, plan_turns, recorded_thinks, typing_s
+from bench.user import CYCLE_S, PlannedTurn, chosen_rank, plan_turns, recorded_thinks, typing_s
 from bench.workspace import CACHE_DIRS, changed, manifest, prepare_workspace, tree_hash
 from speculate.models.base import Model, Usage
 from speculate.session import SessionConfig, TurnOutcome, open_session
@@ -173,8 +173,10 @@ async def run_session(
                 await trio.sleep(think_s / 2)
                 shown = s.suggestion if spec else None
                 cands = s.suggestions if spec else []
-                # Top-K: the ghost text is the first candidate; each further one is a key press away.
-                rank = cands.index(p.text) if p.text in cands else None
+                # Top-K: the ghost text is the first candidate; each further one is a key press away. The user
+                # takes the first their decision rule accepts (bench/user.py), and sends it as shown.
+                prev = job.scenario.turns[p.index - 1].options if p.index > 0 else ()
+                rank = chosen_rank(cfg.accept_rule, cands, job.scenario.turns[p.index], prev)
                 tab = rank is not None
                 cond = job.condition
                 input_s = (
@@ -188,7 +190,7 @@ async def run_session(
                     leaks.append({"turn": p.index, "when": "before submit", "paths": leak})
                 at_submit = s.suggestion if spec else None
                 n_msgs = len(s.messages)
-                o = await s.submit(p.text)
+                o = await s.submit(cands[rank] if rank is not None else p.text)
                 last = manifest(project)
                 unmet = check_turn(job.scenario.turns[p.index].steps, s.messages[n_msgs:])
                 checked = 0

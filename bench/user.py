@@ -1,7 +1,18 @@
-"""The simulated user: how long they think before each prompt and how long entering it takes. They always
-mean to send the scenario's prompt (the intent) and take the suggestion only when it is that prompt; the
-acceptance sweep moves the *model's* hit rate (speculate.sim.draw), never the user's intent, so every turn
-stays on its script.
+"""The simulated user: how long they think before each prompt, how long entering it takes, and when they
+take a suggestion. They always mean to send the scenario's prompt (the intent) and take a suggestion when
+their decision rule (``--accept-rule``, :data:`ACCEPT_RULES`) says it is that prompt; the acceptance sweep
+moves the *model's* hit rate (speculate.sim.draw), never the user's intent, so every turn stays on its
+script.
+
+Decision rules (default :data:`DEFAULT_ACCEPT_RULE`):
+
+- ``exact``: the suggestion is the intent byte for byte (the rule before issue #36);
+- ``normalized``: equal after case folding, collapsing whitespace and dropping trailing punctuation ("make
+  it print the list of valid ids" for "Make it print the list of valid ids.");
+- ``outcome``: taking it would give the same tree and answer as sending the intent: in the simulator, the
+  steps the suggestion's fork is scripted to run (the intent turn's own when the simulator reads the
+  suggestion as the intent's prompt, the candidate's ``steps`` otherwise) are the intent turn's steps. This
+  is what the simulator can measure; it needs the embedded simulator's scripts (``--model sim``).
 
 Think time and input time are separate on purpose: speculation overlaps both, but only thinking is
 independent of the suggestion (accepting with Tab is much faster than typing).
@@ -24,7 +35,8 @@ from pathlib import Path
 from typing import Protocol
 
 from speculate.sim.latency import rng_for
-from speculate.sim.scenario import Scenario
+from speculate.sim.scenario import Candidate, Scenario, Step, Turn
+from speculate.sim.script import same_prompt
 
 LOGNORMAL_MEDIAN_S = 5.0
 LOGNORMAL_SIGMA = 0.9
@@ -186,6 +198,49 @@ def _seconds(s: str, what: str) -> float:
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"{what}: think time must be >= 0 seconds, got {s!r}")
     return v
+
+
+ACCEPT_RULES = ("exact", "normalized", "outcome")
+DEFAULT_ACCEPT_RULE = "outcome"
+_TRAILING = ".!?;:,… \t\n"
+
+
+def normalize_text(text: str) -> str:
+    """Case folded, whitespace collapsed, trailing punctuation dropped (the ``normalized`` rule)."""
+    return " ".join(text.casefold().split()).rstrip(_TRAILING)
+
+
+def scripted_steps(cand: Candidate, intent: Turn) -> tuple[Step, ...] | None:
+    """What the simulator runs for a suggestion the user sends in place of ``intent``'s prompt: the intent
+    turn's steps when it reads the suggestion as that prompt, else the candidate's own (None: it has none,
+    and the simulator would answer with its fallback)."""
+    if cand.text is not None and same_prompt(intent.prompt, cand.text, None):
+        return intent.steps
+    return cand.steps
+
+
+def accepts(rule: str, suggestion: str, intent: Turn, *, candidate: Candidate | None = None) -> bool:
+    """Whether the user takes ``suggestion`` when they mean to send ``intent``'s prompt, under ``rule``.
+    ``candidate``: the scenario's candidate the suggestion came from (``outcome`` reads its steps; without
+    one, only a suggestion the simulator reads as the intent's prompt is taken)."""
+    if rule == "exact":
+        return suggestion == intent.prompt
+    if rule == "normalized":
+        return normalize_text(suggestion) == normalize_text(intent.prompt)
+    if rule == "outcome":
+        cand = candidate if candidate is not None and candidate.text == suggestion else Candidate(suggestion)
+        return scripted_steps(cand, intent) == intent.steps
+    raise ValueError(f"--accept-rule {rule!r}: choose from {', '.join(ACCEPT_RULES)}")
+
+
+def chosen_rank(rule: str, shown: list[str], intent: Turn, offered: tuple[Candidate, ...] = ()) -> int | None:
+    """The first of the ``shown`` candidates the user takes under ``rule`` (None: they type the intent);
+    ``offered`` are the previous turn's scripted candidates, for the ``outcome`` rule."""
+    by_text = {c.text: c for c in offered if c.text is not None}
+    for rank, text in enumerate(shown):
+        if accepts(rule, text, intent, candidate=by_text.get(text)):
+            return rank
+    return None
 
 
 def typing_s(text: str, chars_per_s: float = TYPING_CHARS_PER_S) -> float:
