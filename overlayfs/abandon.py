@@ -90,6 +90,9 @@ def _sort(s: Steps) -> tuple[list[str], list[str], list[str]]:
     old: list[str] = []
     kept: list[str] = []
     for i, (rel, stage, backup, _, _) in enumerate(s.puts):
+        if i in s.inplace:  # written into the file itself (overlayfs.inplace): never kept half-written
+            _sort_in_place(s, i, new, old, kept)
+            continue
         target = s.p(rel)
         put, st = s.staged[i], lstat_or_none(target)
         # What stands there is what the promotion staged (an undo may have put the old one back since).
@@ -120,3 +123,18 @@ def _sort(s: Steps) -> tuple[list[str], list[str], list[str]]:
         if st is not None and stat_mod.S_ISDIR(st.st_mode) and rel not in new:
             new.append(f"{rel}/ (new directory)")
     return sorted(new), sorted(old), kept
+
+
+def _sort_in_place(s: Steps, i: int, new: list[str], old: list[str], kept: list[str]) -> None:
+    rel, stage, backup = s.puts[i][:3]
+    problems = len(s.problems)
+    if i in s.writing:  # begun: written whole from the staged copy; its backup is the only old copy
+        s._tolerate(f"finish writing {s.p(rel)}", s.p(stage), s.complete_in_place, i)
+        new.append(rel)
+        if os.path.lexists(s.p(backup)):
+            kept.append(f"{backup} (the old {rel})")
+    else:  # never touched: the backup is a copy of what stands there
+        old.append(rel)
+        s._remove(backup)
+    if len(s.problems) == problems:  # else the staged copy is kept for `speculate recover` to finish with
+        s._remove(stage)

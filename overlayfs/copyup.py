@@ -163,9 +163,11 @@ def copy_file(
     times_ns: tuple[int, int] | None = None,
     owner: tuple[int, int] | None = None,
     sparse: bool = False,
+    keep_xattrs: bool = False,
 ) -> int:
     """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``owner`` (uid, gid; default:
     the creator's) and ``mode`` (default: src's), in that order: a chown clears set-id bits.
+    ``keep_xattrs``: carry its extended attributes and ACL over too (a copy-up, as the kernel's).
 
     Returns the number of bytes copied. ``fsync`` makes the data durable before a later rename. On any error
     (including one reported by fsync or close) ``dst`` is removed: a failed copy leaves no partial file.
@@ -176,6 +178,8 @@ def copy_file(
         dfd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             n = copy_fd(sfd, dfd, sparse=sparse)
+            if keep_xattrs:
+                copy_xattrs(sfd, dfd)
             if owner is not None:
                 os.fchown(dfd, *owner)
             os.fchmod(dfd, stat_mode(st.st_mode) if mode is None else mode)

@@ -122,9 +122,10 @@ def begin(path: Path, j: Journal) -> None:
         fsync_dir(str(path.parent))
 
 
-def mark(path: Path, state: str, data: dict[str, Any] | None = None, *, sync: bool = True) -> None:
+def mark(path: Path, state: str, data: dict[str, Any] | int | None = None, *, sync: bool = True) -> None:
     """Append a state change (``commit``: the commit point, with what prepare measured; ``abort``;
-    ``finish``: everything landed, the backups and trash may go) durably unless ``sync`` is False."""
+    ``finish``: everything landed, the backups and trash may go) durably unless ``sync`` is False; or
+    ``writing <i>``: put ``i`` is about to be written in place (overlayfs.inplace), not a state change."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     try:
         write_all(fd, (state + ("" if data is None else " " + json.dumps(data)) + "\n").encode())
@@ -164,7 +165,19 @@ def read(path: Path) -> Journal | None:
             j["state"] = word.decode()
         if word == b"commit" and more:
             j["commit"] = json.loads(more)
+        if word == b"writing" and more:
+            j.setdefault("writing", []).append(int(more))
     return j
+
+
+def _steps(path: Path, j: Journal) -> Steps:
+    s = Steps(j)
+
+    def record(i: int) -> None:  # before the file is touched, durably if the promotion is
+        mark(path, "writing", i, sync=bool(j["durable"]))
+
+    s.record = record
+    return s
 
 
 def _changes(j: Journal) -> int:
@@ -186,7 +199,7 @@ def execute(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> Outc
     Raises PromoteError after rolling back on an OSError, Unsettled when not even that could be done; a
     target changed by the user under the promotion comes back as ``Outcome.changed`` (rolled back too).
     Anything else (a crash) leaves the journal to recovery."""
-    s = Steps(j)
+    s = _steps(path, j)
     try:
         begin(path, j)
     except OSError as e:
@@ -294,7 +307,7 @@ def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None], *, aside
 def resume(path: Path, j: Journal, finalize: Callable[[Journal], None]) -> str:
     """Finish or undo the promotion journal ``j`` of a dead process; returns what was done, raises Unsettled
     when it cannot be done now."""
-    s = Steps(j)
+    s = _steps(path, j)
     if j["state"] in ("commit", "finish"):
         try:
             out = _forward(path, s, finalize)

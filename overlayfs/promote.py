@@ -24,6 +24,7 @@ from overlayfs import journal, leftovers, policy, steps
 from overlayfs.changes import Change
 from overlayfs.conflicts import Conflict, drop_dependents, find_conflicts, parent_dirs, selects
 from overlayfs.copyup import stat_mode
+from overlayfs.inplace import forget_replaced, lands_in_place, load_replaced
 from overlayfs.journal import TEMP_SUFFIX, Journal, Unsettled
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, is_opaque, load_identities
 from overlayfs.merged import join, kind_of, lstat_or_none, parent_of
@@ -116,6 +117,8 @@ def _plan(
     mkdirs: list[tuple[str, int]] = []
     puts: list[tuple[str, int | None, Stamp | None]] = []  # (path, mode, stamp of what it replaces)
     replaces: set[str] = set()  # puts over a real file or link: kept as a backup until the end
+    inplace: list[int] = []  # puts written into the real file's own inode (overlayfs.inplace)
+    replaced = load_replaced(metadir)
     for ch in changes:
         if ch.type not in ("file", "dir", "symlink") and ch.kind != "deleted":
             raise ValueError(f"{ch.path}: cannot promote a special file")  # policy.refusals stops these first
@@ -139,6 +142,10 @@ def _plan(
                 want = None
             elif st is not None:
                 replaces.add(ch.path)
+                if ch.type == "file" and lands_in_place(
+                    f"{lower}/{ch.path}", st, f"{upper}/{ch.path}", ch.path in replaced
+                ):
+                    inplace.append(len(puts))
             puts.append((ch.path, None if ch.type == "symlink" else mode, want))
     rms.sort(key=lambda r: (-r[0].count("/"), r[0]))
     mkdirs.sort(key=lambda m: (m[0].count("/"), m[0]))
@@ -186,6 +193,7 @@ def _plan(
         "mkdirs": mkdirs,
         "pre": pre,
         "puts": staged,
+        "inplace": inplace,
         "promoted": [[c.path, c.kind, c.type] for c in changes],
         "upper_owner": owner,
     }
@@ -218,6 +226,7 @@ def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
         for name in (BASES_FILE, READS_FILE):  # first: a crash before the upper goes repeats all of this
             if os.path.exists(metadir / name):
                 os.truncate(metadir / name, 0)
+        forget_replaced(metadir, None)
         mode = stat_mode(os.stat(upper).st_mode)
         if os.listdir(upper):  # set the old one aside (same filesystem) and delete it on a thread
             tmp = metadir / "tmp"
@@ -241,6 +250,7 @@ def _finalize(lower: str, upper: str, metadir: Path, j: Journal) -> None:
         if st is not None and not stat_mod.S_ISDIR(st.st_mode):
             os.unlink(p)  # the promoted file or link, or the whiteout of a promoted deletion
     _rewrite(metadir, BASES_FILE, set(promoted), rebase)
+    forget_replaced(metadir, set(promoted))
     # Promotion itself changes the listed directories above what it wrote: drop those directory reads.
     touched = set(promoted) | {"."} | {d for p in promoted for d in parent_dirs(p)}
     _rewrite(metadir, READS_FILE, touched, [])

@@ -23,11 +23,13 @@ import errno
 import os
 import stat as stat_mod
 import time
+from collections.abc import Callable
 from typing import Any
 
 from overlayfs.cleanup import Cleanup
 from overlayfs.copyup import copy_file, kept_owner, link_or_copy, run_all, stat_mode
 from overlayfs.flush import Flush
+from overlayfs.inplace import InPlace
 from overlayfs.merged import kind_of, lstat_or_none
 from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
 
@@ -41,7 +43,7 @@ SERIAL_BYTES = 1 << 20
 WINDOWS: list[tuple[float, float]] | None = None
 
 
-class Steps(Cleanup):
+class Steps(Cleanup, InPlace):
     """The steps of one journal ``j``; ``at`` is the project path being worked on, for error messages."""
 
     def __init__(self, j: dict[str, Any]) -> None:
@@ -58,6 +60,13 @@ class Steps(Cleanup):
         self.put_at = {p[0]: i for i, p in enumerate(self.puts)}
         self.check = RECHECK and bool(j.get("checks"))  # a journal planned without stamps is replayed without
         self.made = {rel for rel, _ in j["mkdirs"]}
+        # Puts written into the real file's own inode (overlayfs.inplace), and those of them the journal
+        # says were begun ("writing <i>" lines): a replay rewrites those whole.
+        self.inplace: set[int] = set(j.get("inplace") or [])
+        self.writing: set[int] = set(j.get("writing") or [])
+        self.wrote: dict[int, os.stat_result] = {}  # what this process's in-place writes left
+        # Set by overlayfs.journal: records "writing <i>" durably (as the plan says) before the write.
+        self.record: Callable[[int], None] | None = None
 
     # -- identity --------------------------------------------------------------------------------------
 
@@ -122,7 +131,19 @@ class Steps(Cleanup):
                 holes = old is not None and old.st_blocks * 512 < old.st_size
                 copies[i] = (src, dst, mode, durable, kept_owner(st, old), holes)
                 size += min(st.st_size, st.st_blocks * 512)  # what is written: holes stay holes
-            if backup is not None:
+            if backup is not None and i in self.inplace:  # the old bytes, in a new inode (a link would
+                # change with the file): holes kept, owner and times as they were
+                assert old is not None
+                copy_file(
+                    self.p(rel),
+                    self.p(backup),
+                    mode=stat_mode(old.st_mode),
+                    times_ns=(old.st_atime_ns, old.st_mtime_ns),
+                    owner=(old.st_uid, old.st_gid) if os.geteuid() == 0 else None,
+                )
+                unsynced.append(self.p(backup))
+                after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]
+            elif backup is not None:
                 if not link_or_copy(self.p(rel), self.p(backup)):
                     unsynced.append(self.p(backup))  # a copy, not a link: its data too
                 after[i] = stamp(os.lstat(self.p(rel)))[:6] + want[6:]  # the link moved its ctime
@@ -190,7 +211,9 @@ class Steps(Cleanup):
                 os.mkdir(self.p(rel), 0o700)
         for i, put in enumerate(self.puts):
             rel = self.at = put[0]
-            if not self._landed(i):
+            if i in self.inplace:
+                self._write_in_place(i, durable)
+            elif not self._landed(i):
                 self._put(i)
             dirs.add(os.path.dirname(self.p(rel)))
         for rel, mode in reversed(self.j["mkdirs"]):
@@ -205,6 +228,8 @@ class Steps(Cleanup):
             flush.sync(dirs)
 
     def _landed(self, i: int) -> bool:
+        if i in self.inplace:
+            return i in self.writing  # begun: a replay writes it whole
         rel, stage = self.puts[i][0], self.puts[i][1]
         if not os.path.lexists(self.p(stage)):
             return True
@@ -278,6 +303,9 @@ class Steps(Cleanup):
         for i in reversed(range(len(self.puts))):
             rel, _, backup = self.puts[i][:3]
             self.at = rel
+            if i in self.inplace:
+                self._restore_in_place(i)
+                continue
             if not self._landed(i):
                 continue
             st = lstat_or_none(self.p(rel))

@@ -191,7 +191,13 @@ class Upper:
         if self.tmp is None:
             self.clear_slot(udir, name)
         try:
-            n = copy_file(src, tmp, mode=stat_mode(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
+            n = copy_file(
+                src,
+                tmp,
+                mode=stat_mode(st.st_mode),
+                times_ns=(st.st_atime_ns, st.st_mtime_ns),
+                keep_xattrs=True,  # as kernel overlayfs' copy-up: and promotion tells in-place writes by them
+            )
         except OSError:
             if os.path.lexists(tmp):
                 os.unlink(tmp)

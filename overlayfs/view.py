@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from overlayfs.changes import Change, compute_changes, unified_diff
 from overlayfs.copyup import stat_mode
+from overlayfs.inplace import record_replaced
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, load_identities, make_opaque
 from overlayfs.merged import entries, parent_of
 from overlayfs.paths import check_link_target
@@ -68,6 +69,8 @@ class Overlay(ViewReads):
         self._up.record_base(r.rel)
         mode = stat_mode(node.st.st_mode) if node is not None else 0o666 & ~UMASK
         self._up.put_bytes(udir, name, bytes(data), mode)
+        if node is not None:  # a new inode, as live: never landed in place (overlayfs.inplace)
+            record_replaced(self.metadir, r.rel)
 
     def write_text(self, path: StrPath, data: str, encoding: str = "utf-8", errors: str = "strict") -> None:
         self.write_bytes(path, data.encode(encoding, errors))
@@ -193,6 +196,8 @@ class Overlay(ViewReads):
         if sn.kind == "other":
             raise OSError(errno.EOPNOTSUPP, "cannot move a special file", os.fsdecode(src))
         self._up.move(rs, rd)
+        if dn is not None and dn.kind == "file":
+            record_replaced(self.metadir, rd.rel)
 
     @_writes
     def chmod(self, path: StrPath, mode: int) -> None:

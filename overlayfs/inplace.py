@@ -1,0 +1,203 @@
+"""Promotion in place: a file the fork changed in place lands in the real file's own inode, so its other hard
+links (inside and outside the project), its ACL and its extended attributes stay, as after the live command.
+
+Which files (:func:`lands_in_place`): a regular file replacing a regular file that has something a new inode
+would lose (another link, an ACL or an xattr) and that the fork changed in place rather than replaced. The
+layers tell the two apart by what a copy-up carries: every backend's copy-up copies the file's xattrs and
+ACL into the upper layer (kernel overlayfs and fuse-overlayfs do, and so do our FUSE server and the pure
+view), a new file renamed over it (``sed -i``, an editor's save, the Edit and Write tools) has none of them;
+and the pure view records a whole-file replacement of a path (``write_bytes``, a rename onto it) in
+``meta/replaced``, which is what tells them apart for a file whose only such property is a second link.
+
+How (:mod:`overlayfs.steps`): prepare backs up the old bytes as a copy (a link would change with the file),
+holes kept, and stages the new bytes beside it as for any put; after the commit point, just before the file
+is written, the journal records ``writing <i>`` (synced when durable), then the file is truncated and the
+staged bytes copied in (:func:`write_in_place`). A replay rewrites every file so recorded (the write is
+idempotent: a kill half-way leaves a file that is rewritten whole); an undo writes the backup's bytes back
+the same way. So a kill at any point recovers to whole-old or whole-new, as for a replacement.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import stat as stat_mod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from overlayfs.copyup import copy_fd, stat_mode, xattrs
+from overlayfs.merged import lstat_or_none
+from overlayfs.stamps import Changed, Stamp, same, stamp, why
+
+REPLACED_FILE = "replaced"
+
+
+def record_replaced(metadir: Path, rel: str) -> None:
+    """Note that the view replaced ``rel`` as a whole (a new inode, as live): it must not land in place."""
+    fd = os.open(metadir / REPLACED_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, (json.dumps(rel, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
+
+
+def load_replaced(metadir: Path) -> set[str]:
+    try:
+        data = (metadir / REPLACED_FILE).read_bytes()
+    except FileNotFoundError:
+        return set()
+    out = set()
+    for line in data.decode("utf-8", "surrogateescape").splitlines():
+        try:
+            out.add(json.loads(line))
+        except ValueError:
+            continue  # a line torn by a full disk: that path lands as it would without the record
+    return out
+
+
+def forget_replaced(metadir: Path, drop: set[str] | None) -> None:
+    """Drop the records of promoted paths (None: all of them)."""
+    path = metadir / REPLACED_FILE
+    if not path.exists():
+        return
+    kept = [] if drop is None else sorted(load_replaced(metadir) - drop)
+    if not kept:
+        path.unlink()
+        return
+    tmp = metadir / (REPLACED_FILE + ".tmp")
+    tmp.write_bytes("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in kept).encode())
+    os.replace(tmp, path)
+
+
+def lands_in_place(real: str, st: os.stat_result, upper: str, replaced: bool) -> bool:
+    """Whether the upper file ``upper`` lands in the real file ``real`` (lstat ``st``) itself."""
+    if replaced or not stat_mod.S_ISREG(st.st_mode):
+        return False
+    ust = os.lstat(upper)
+    if not stat_mod.S_ISREG(ust.st_mode):
+        return False
+    have = xattrs(real)
+    if st.st_nlink < 2 and not have:
+        return False  # nothing a new inode would lose (its owner is kept either way: copyup.kept_owner)
+    if not os.access(real, os.W_OK):
+        return False  # a normal user's read-only file: live, only a replacement could have changed it
+    up = xattrs(upper)
+    return all(up.get(name) == value for name, value in have.items())  # else the fork made a new file
+
+
+def write_in_place(
+    src: str,
+    dst: str,
+    *,
+    mode: int | None,
+    fsync: bool,
+    check: Callable[[os.stat_result], None] | None = None,
+) -> os.stat_result:
+    """Make the existing file ``dst`` hold exactly ``src``'s bytes (holes as in ``src``), in its own inode;
+    ``check`` sees ``dst``'s fstat once it is open and before anything is written (it raises to stop);
+    ``mode`` is set where it differs. Returns ``dst``'s fstat after the write. Idempotent."""
+    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        dfd = os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            st = os.fstat(dfd)
+            if check is not None:
+                check(st)
+            # Truncated first, then only the data extents written: the holes are the source's, as live after
+            # a truncating write; a file that only grew is rewritten whole too (one path, idempotent).
+            os.ftruncate(dfd, 0)
+            copy_fd(sfd, dfd)
+            if mode is not None and stat_mode(st.st_mode) != mode:
+                os.fchmod(dfd, mode)  # on a file with an ACL this sets its mask, as a live chmod does
+            if fsync:
+                os.fsync(dfd)
+            return os.fstat(dfd)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+
+
+class InPlace:
+    """The in-place half of :class:`overlayfs.steps.Steps` (which sets these attributes from the journal)."""
+
+    j: dict[str, Any]
+    puts: list[list[Any]]
+    problems: list[str]
+    check: bool
+    inplace: set[int]
+    writing: set[int]
+    wrote: dict[int, os.stat_result]
+    record: Callable[[int], None] | None
+
+    def p(self, rel: str) -> str:
+        raise NotImplementedError
+
+    def _want(self, i: int) -> Stamp | None:
+        raise NotImplementedError
+
+    def _expect(self, rel: str, want: Stamp | None) -> os.stat_result | None:
+        raise NotImplementedError
+
+    def _tolerate(self, what: str, left: str, fn: Callable[..., object], *args: Any) -> None:
+        raise NotImplementedError
+
+    def _write_in_place(self, i: int, durable: bool) -> None:
+        """Write put ``i``'s staged bytes into the real file itself: once its stamp is the one the check saw
+        (compared again on the open descriptor, so no rename in between is missed) and ``writing <i>`` is
+        in the journal; or again, unchecked, when the journal says it was begun (a replay)."""
+        rel, stage, _, mode, _ = self.puts[i]
+        if i in self.wrote:
+            return  # this process wrote it already (apply runs once per process; a replay starts afresh)
+        want = self._want(i)
+
+        def begin(st: os.stat_result) -> None:
+            if i in self.writing:
+                return  # ours, maybe half-written: written whole again
+            if self.check and want is not None and not (st.st_ino == want[1] and same(st, want)):
+                raise Changed(rel, why(want, st))
+            if self.record is not None:
+                self.record(i)
+            self.writing.add(i)
+
+        if self.check and i not in self.writing:
+            self._expect(rel, want)
+        try:
+            self.wrote[i] = write_in_place(self.p(stage), self.p(rel), mode=mode, fsync=durable, check=begin)
+        except FileNotFoundError:
+            if i in self.writing or not os.path.lexists(self.p(stage)):
+                raise
+            raise Changed(rel, why(want, None)) from None
+
+    def _restore_in_place(self, i: int) -> None:
+        """Undo put ``i`` written in place: the backup's bytes back into the file, unless the user wrote into
+        it after us (then it is theirs, as for a replacement)."""
+        rel, _, backup = self.puts[i][:3]
+        if i not in self.writing:
+            return  # never touched
+        st = lstat_or_none(self.p(rel))
+        if st is None:
+            return  # removed since: nothing of ours stands there
+        ours = self.wrote.get(i)
+        if ours is not None and not same(st, stamp(ours)):
+            return  # the user wrote into what we put: an edit of theirs is never undone
+        if not os.path.lexists(self.p(backup)):
+            self.problems.append(f"could not restore {self.p(rel)}: its backup is gone")
+            return
+        mode = stat_mode(os.lstat(self.p(backup)).st_mode)
+        self._tolerate(
+            f"restore {self.p(rel)} from {self.p(backup)}",
+            self.p(backup),
+            functools.partial(write_in_place, mode=mode, fsync=bool(self.j["durable"])),
+            self.p(backup),
+            self.p(rel),
+        )
+
+    def complete_in_place(self, i: int) -> None:
+        """Write a begun in-place put whole (``recover --abandon`` after the commit point: a file half-way
+        between old and new is never kept as it is)."""
+        rel, stage, _, mode, _ = self.puts[i]
+        if i in self.writing and os.path.lexists(self.p(stage)) and os.path.lexists(self.p(rel)):
+            write_in_place(self.p(stage), self.p(rel), mode=mode, fsync=bool(self.j["durable"]))
