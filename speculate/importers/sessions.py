@@ -40,6 +40,9 @@ _INJECTED = re.compile(
     r"bash-stderr|task-notification|system-reminder|user-memory-input)>"
 )
 _COMMAND = re.compile(r"<command-name>/?([^<]*)</command-name>")
+# Context an IDE or Claude Code put into a prompt's text (the file open in the editor, the selection, a
+# reminder): not typed. Claude Code strips the same tags before it shows a prompt.
+_CONTEXT = re.compile(r"<(ide_opened_file|ide_selection|system-reminder)(?:\s[^>]*)?>[\s\S]*?</\1>\n?")
 
 
 class Counts(Counter[str]):
@@ -217,6 +220,12 @@ class _Builder:
             else:
                 self.counts[f"slash commands (/{name})"] += 1
             return
+        cleaned = _CONTEXT.sub("", text)
+        if cleaned != text:
+            if not cleaned.strip():
+                return  # context only, nothing typed
+            self.counts["IDE context or reminders taken out of prompts"] += 1
+            text = cleaned.strip("\n")
         if _INJECTED.match(text):
             return
         images = sum(b.get("type") == "image" for b in content)

@@ -229,3 +229,61 @@ def test_acceptance_is_a_named_field_of_the_scenario(tmp_path: Path) -> None:
         ScenarioError, match="acceptance must be one of scripted, recorded, unknown, got 'maybe'"
     ):
         parse_scenario(doc.format("maybe"))
+
+
+def test_every_record_type_claude_code_2_1_writes(tmp_path: Path) -> None:
+    """queue-operation, file-history-snapshot, progress, system (api_error, local_command, turn_duration),
+    summary, custom-title, IDE tags and an image in a prompt, and a resumed session (Claude Code 2.1.332
+    appends a resumed -p session to its file, the new prompt chained to the last answer: data/resumed.jsonl)."""
+    cwd = str(tmp_path / "proj")
+    t = Transcript(cwd=cwd)
+    t.add(
+        {"type": "file-history-snapshot", "messageId": "x", "snapshot": {}, "isSnapshotUpdate": False},
+        chain=False,
+    )
+    ide = (
+        f"<ide_opened_file>The user opened the file {cwd}/config.py in the IDE. This may or may not be "
+        "related to the current task.</ide_opened_file>"
+    )
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}
+    t.prompt([text(ide), image, text("what does config.py set?")])  # type: ignore[arg-type]
+    t.add({"type": "progress", "data": {"type": "hook_progress"}, "toolUseID": "t0", "parentToolUseID": "t0"})
+    read_turn(t, "m1", "t1", "config.py", CONFIG)
+    t.add({"type": "system", "subtype": "api_error", "level": "error", "retryAttempt": 1, "isMeta": False})
+    t.at(1).message("m2", text("It sets the mode and a limit."))
+    t.turn_end()
+    t.add({"type": "summary", "summary": "Config questions", "leafUuid": t.parent}, chain=False)
+    t.add({"type": "custom-title", "customTitle": "config", "sessionId": t.session}, chain=False)
+    t.bookkeeping()
+    t.at(30).prompt("and the limit?", source="sdk")  # resumed later: chained to the last answer
+    t.at(1).message("m3", text("3."))
+    res = import_sessions(ImportConfig(paths=(t.write(tmp_path / "s.jsonl"),), out=tmp_path / "out"))
+    (path,) = res.written
+    doc = yaml.safe_load(path.read_text())
+    assert [x["prompt"] for x in doc["turns"]] == ["what does config.py set?", "and the limit?"]
+    assert doc["files"] == {"config.py": CONFIG} and doc["turns"][1]["pause_s"] == 30.0
+    assert res.counts["IDE context or reminders taken out of prompts"] == 1
+    assert res.counts["images in prompts (dropped)"] == 1
+    assert not [k for k in res.counts if "unknown" in k or "off the main line" in k or "chain cut" in k]
+
+
+def test_a_real_resumed_print_mode_session(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """data/resumed.jsonl: Claude Code 2.1.332 against the simulator, `claude -p` then `--resume` then
+    `--continue` (one file; its Grep and Glob ran as Bash in this build). The replay checks the Read and the
+    Edit; the commands have no expectation without --repo, and bench check says so."""
+    from bench.check import check_main
+
+    res = import_sessions(ImportConfig(paths=(DATA / "resumed.jsonl",), out=tmp_path / "out"))
+    (path,) = res.written
+    doc = yaml.safe_load(path.read_text())
+    assert [x["prompt"] for x in doc["turns"]] == [
+        "what does config.py set?",
+        "raise the limit to 5",
+        "list the python files",
+    ]
+    assert doc["acceptance"] == "recorded" and doc["files"] == {"config.py": CONFIG}
+    assert check_main([str(path), "--time-scale", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "turn 1 'what does config.py set?': ok, 1 of 2 tool result(s) checked" in out
+    assert "turn 3 'list the python files': replay unverified" in out
+    assert check_main([str(path), "--time-scale", "0.01", "--strict"]) == 1
