@@ -8,6 +8,10 @@ abstentions; top-K coverage: the share of later turns whose prompt was among the
 when deciding, and among those the model offered, in time or not) and
 plots the frontier (bench/plots.py's style). The figures come from each run's summary.json (paired against
 the suggest arm of the same condition) and its events.jsonl / turns.jsonl.
+
+These rows are in-sample: the policy ran with the priors it was given. ``--cv`` prints instead the
+leave-one-scenario-out frontier of each always-forking run (:mod:`bench.policy_cv`, issue #36): the policy's
+history fitted without the scenario it is evaluated on.
 """
 
 from __future__ import annotations
@@ -158,7 +162,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN=LABEL",
         help="plot run RUN (its directory name) under LABEL; runs with one label share a line",
     )
+    ap.add_argument(
+        "--cv",
+        default=None,
+        metavar="VALUES",
+        help="λ values (comma-separated): the cross-validated frontier of each always-forking run instead",
+    )
     a = ap.parse_args(argv)
+    if a.cv is not None:
+        from bench import policy_cv
+
+        for run in a.runs:
+            print(policy_cv.table(policy_cv.evaluate(run, values=[float(v) for v in a.cv.split(",") if v])))
+        return 0
     rows: list[dict[str, Any]] = []
     for run in a.runs:
         try:

@@ -62,6 +62,7 @@ class Decision(_Record):
     text: str
     rank: int = 0
     p_accept: float
+    p_land: float | None = None  # P(accept) · P(lands | accept), what the rule weighs (None: before #36)
     expected_saving_s: float
     expected_cost_usd: float  # the whole fork's; the rule weighs it by (1 - p_accept)
     value: float | None = None  # λ, dollars per second saved; None: always fork

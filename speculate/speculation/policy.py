@@ -18,9 +18,17 @@ Before forking, the engine asks :class:`SpecPolicy` for each candidate suggestio
   adds at the 5-minute cache-write rate and pay output at the output rate (:class:`ForkCost`: requests,
   written and output tokens per request are shrunk means over this session's finished forks).
 
-It forks when ``value · P · S > (1 - P) · C``: ``value`` (λ, dollars per second saved) is the one dial;
-(1 - P) · C is the failure-weighted cost, since a used fork's tokens replace the turn's own. ``value``
-None (the default) always forks, as before this module, and still records the numbers.
+- **P(lands | accept)** (issue #36): a taken suggestion saves nothing when its fork cannot land (it stops at
+  a protected path such as ``.git/`` for a commit, conflicts, or is declined). A second Beta backoff over
+  the suggestion's *predicted boundary* (:func:`boundary_of`: a commit, push or pull request, a ``.git/``
+  or ``.claude/`` write found by the shell parser in a command the suggestion spells out; else ``none``), then
+  its first word, then its length, learns from earlier forks that were taken whether their work landed. Its
+  prior is Beta(4, 1) (most taken forks land) for ``none`` and Beta(1, 4) for a protected boundary; a
+  history replaces both with counts. P(lands) = P(accept) · P(lands | accept).
+
+It forks when ``value · P · S > (1 - P) · C`` with P = P(lands): ``value`` (λ, dollars per second saved) is
+the one dial; (1 - P) · C is the failure-weighted cost, since a used fork's tokens replace the turn's own.
+``value`` None (the default) always forks, as before this module, and still records the numbers.
 
 Each shown candidate updates the posterior with whether the user sent it, forked or not (ghost text is
 shown when the engine abstains, so there is no selection bias). With ``persist`` the counts and estimates
@@ -39,22 +47,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from speculate.models.base import Usage
+from speculate.speculation.estimates import PRIOR_SAVING_S, ForkCost, MeanEstimate
 from speculate.speculation.events import Decision
+from speculate.speculation.landing import LandBackoff, boundary_of
 from speculate.types import Message, is_prompt, tool_uses
 
 if TYPE_CHECKING:
     from speculate.session_types import SessionConfig
     from speculate.speculation.host import Host
 
-# Stated priors (docs/speculation.md), each weighing one observation: a fork saves 3 s and makes 3 requests,
-# each writing 300 tokens to the cache (a tool result, the previous answer) and 100 output tokens: the order
-# of the bundled scenarios' forks (2.5 requests, 130 written and 50 output tokens per request, quick run).
-PRIOR_SAVING_S = 3.0
-PRIOR_REQUESTS = 3.0
-PRIOR_WRITE_TOKENS = 300.0
-PRIOR_OUTPUT_TOKENS = 100.0
-PRIOR_WEIGHT = 1.0
 DEFAULT_PRIOR = (1.0, 1.0)  # Beta(a, b) of P(accept) before any outcome: mean 0.5
 DEFAULT_POOLING = 2.0  # m: pseudo-counts a finer key borrows from its parent's mean
 
@@ -97,6 +98,7 @@ class Features:
     context: str  # bucket of the conversation's size in tokens
     first_word: str
     length: str  # bucket of its word count
+    boundary: str = "none"  # the predicted boundary (boundary_of)
 
     def keys(self) -> list[str]:
         """Coarse to fine: each key adds features to the one before."""
@@ -104,6 +106,12 @@ class Features:
         k1 = f"{base}|prev={self.prev}"
         k2 = f"{k1}|tools={self.tools}|ctx={self.context}"
         return [base, k1, k2, f"{k2}|first={self.first_word}|len={self.length}"]
+
+    def land_keys(self) -> list[str]:
+        """P(lands | accept), coarse to fine: the predicted boundary, then the first word, then the length."""
+        base = f"boundary={self.boundary}"
+        k1 = f"{base}|first={self.first_word}"
+        return [base, k1, f"{k1}|len={self.length}"]
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -113,6 +121,7 @@ class Features:
             "context": self.context,
             "first_word": self.first_word,
             "length": self.length,
+            "boundary": self.boundary,
         }
 
 
@@ -127,6 +136,7 @@ def features_of(
         context=context_bucket(context_tokens),
         first_word=words[0].lower().strip(",.!?:;") if words else "",
         length=length_bucket(text),
+        boundary=boundary_of(text),
     )
 
 
@@ -161,55 +171,6 @@ class BetaBackoff:
             c[0 if accepted else 1] += 1
 
 
-@dataclass
-class MeanEstimate:
-    """A mean shrunk toward a prior: (weight · prior + Σx) / (weight + n)."""
-
-    prior: float
-    weight: float = PRIOR_WEIGHT
-    n: int = 0
-    total: float = 0.0
-
-    @property
-    def value(self) -> float:
-        return (self.weight * self.prior + self.total) / (self.weight + self.n)
-
-    def observe(self, x: float) -> None:
-        if math.isfinite(x) and x >= 0:
-            self.n += 1
-            self.total += x
-
-
-@dataclass
-class ForkCost:
-    """The dollars a fork would spend, from the model's prices and what this session's forks did."""
-
-    requests: MeanEstimate = field(default_factory=lambda: MeanEstimate(PRIOR_REQUESTS))
-    written: MeanEstimate = field(default_factory=lambda: MeanEstimate(PRIOR_WRITE_TOKENS))  # per request
-    output: MeanEstimate = field(default_factory=lambda: MeanEstimate(PRIOR_OUTPUT_TOKENS))  # per request
-
-    def estimate(self, model_name: str, context_tokens: int) -> float:
-        """Request r reads the prefix plus what requests before it added (cache read, or full input below
-        the model's cacheable minimum), writes its new part at the 5-minute write rate and pays its output."""
-        from speculate.models.profiles import MTOK, find_profile
-
-        profile = find_profile(model_name)
-        if profile is None:  # no price known (a model the table lacks): cost nothing, as the records do
-            return 0.0
-        p = profile.prices
-        r, w, o = self.requests.value, self.written.value, self.output.value
-        rate = p.cache_read if context_tokens >= profile.min_cache_tokens else p.input
-        prefix = r * context_tokens + (w + o) * r * (r - 1) / 2  # Σ over requests of the tokens read
-        return (prefix * rate + r * (w * p.cache_write_5m + o * p.output)) / MTOK
-
-    def observe(self, requests: int, usage: Usage) -> None:
-        if requests <= 0:
-            return
-        self.requests.observe(requests)
-        self.written.observe((usage.cache_creation_input_tokens + usage.input_tokens) / requests)
-        self.output.observe(usage.output_tokens / requests)
-
-
 def should_fork(*, p: float, saving_s: float, cost_usd: float, value: float | None) -> bool:
     """The rule: value · P · S > (1 - P) · C; always with no value (λ unset)."""
     if value is None or math.isinf(value):
@@ -224,11 +185,14 @@ class SpecPolicy:
     value: float | None = None  # λ, dollars per second saved; None: always fork
     model_name: str = "claude-sonnet-4-6"
     beta: BetaBackoff = field(default_factory=BetaBackoff)
+    land: LandBackoff = field(default_factory=LandBackoff)
+    use_land: bool = True  # False: P(accept) alone, as before issue #36 (bench/policy_cv.py compares them)
     saving: MeanEstimate = field(default_factory=lambda: MeanEstimate(PRIOR_SAVING_S))
     cost: ForkCost = field(default_factory=ForkCost)
     prev: str = "none"  # the last suggestion's outcome (a feature of the next)
     decision_s: float | None = None  # the last suggestion's time to decision, for the next turn's saving
     _outcome: str | None = None  # this cycle's suggestion outcome, the next cycle's ``prev``
+    _landing: list[str] | None = None  # the taken, forked candidate's land keys, until its turn ends
 
     def new_cycle(self) -> None:
         """A turn ended: the suggestion before it (if any was shown) is the next one's previous outcome."""
@@ -242,32 +206,46 @@ class SpecPolicy:
         c = self.cost.estimate(self.model_name, context_tokens)
         for rank, text in enumerate(candidates):
             f = features_of(text, rank=rank, prev=self.prev, messages=messages, context_tokens=context_tokens)
-            p = self.beta.p_accept(f.keys())
-            out.append(
-                Decision(
-                    text=text,
-                    rank=rank,
-                    p_accept=p,
-                    expected_saving_s=s,
-                    expected_cost_usd=c,
-                    value=self.value,
-                    fork=should_fork(p=p, saving_s=s, cost_usd=c, value=self.value),
-                    features=f.as_dict(),
-                )
-            )
+            out.append(self.decision(f, text, saving_s=s, cost_usd=c))
         return out
+
+    def p_lands(self, f: Features) -> tuple[float, float]:
+        """(P(accept), P(lands)) of a candidate with features ``f``."""
+        p = self.beta.p_accept(f.keys())
+        return p, p * self.land.p_land(f.land_keys()) if self.use_land else p
+
+    def decision(self, f: Features, text: str, *, saving_s: float, cost_usd: float) -> Decision:
+        """The numbers and the rule for one candidate (also replayed offline: bench/policy_cv.py)."""
+        p, land = self.p_lands(f)
+        return Decision(
+            text=text,
+            rank=f.rank,
+            p_accept=p,
+            p_land=land,
+            expected_saving_s=saving_s,
+            expected_cost_usd=cost_usd,
+            value=self.value,
+            fork=should_fork(p=land, saving_s=saving_s, cost_usd=cost_usd, value=self.value),
+            features=f.as_dict(),
+        )
 
     def observe_choice(
         self, decisions: Sequence[Decision], chosen: int | None, *, time_to_decision_s: float
     ) -> None:
         """The user sent candidate ``chosen`` (None: none of them)."""
         for d in decisions:
-            self.beta.observe(_keys(d), d.rank == chosen)
+            self.beta.observe(_features(d).keys(), d.rank == chosen)
         self._outcome = "accepted" if chosen is not None else "ignored"
         self.decision_s = time_to_decision_s
+        taken = [d for d in decisions if d.rank == chosen and d.fork]
+        self._landing = _features(taken[0]).land_keys() if taken else None
 
     def observe_turn(self, *, latency_s: float, time_saved_s: float | None) -> None:
-        """A finished turn: what a right fork saved (a used fork's measured saving) or would have saved."""
+        """A finished turn: what a right fork saved (a used fork's measured saving) or would have saved; and
+        for a taken fork, whether its work landed (it was used)."""
+        if self._landing is not None:
+            self.land.observe(self._landing, time_saved_s is not None)
+            self._landing = None
         if time_saved_s is not None:
             self.saving.observe(time_saved_s)
         else:
@@ -277,7 +255,7 @@ class SpecPolicy:
     # -- persistence -----------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         est = {name: [m.n, m.total] for name, m in self._estimates().items()}
-        return {"version": 1, "counts": self.beta.counts, "estimates": est}
+        return {"version": 1, "counts": self.beta.counts, "land_counts": self.land.counts, "estimates": est}
 
     def load_state(self, data: dict[str, Any]) -> None:
         """Counts and estimates from :meth:`state` (a file from another version is ignored)."""
@@ -285,6 +263,8 @@ class SpecPolicy:
             return
         counts = data.get("counts") or {}
         self.beta.counts = {str(k): [int(v[0]), int(v[1])] for k, v in counts.items()}
+        land = data.get("land_counts") or {}  # a history from before issue #36 has none
+        self.land.counts = {str(k): [int(v[0]), int(v[1])] for k, v in land.items()}
         for name, m in self._estimates().items():
             n, total = (data.get("estimates") or {}).get(name, (0, 0.0))
             m.n, m.total = int(n), float(total)
@@ -310,7 +290,8 @@ class SpecPolicy:
         os.replace(tmp, path)
 
 
-def _keys(d: Decision) -> list[str]:
+def _features(d: Decision) -> Features:
+    """A decision's features as recorded (one recorded before issue #36 gets its boundary from its text)."""
     f = d.features
     return Features(
         rank=d.rank,
@@ -319,7 +300,8 @@ def _keys(d: Decision) -> list[str]:
         context=f.get("context", "<8k"),
         first_word=f.get("first_word", ""),
         length=f.get("length", "1"),
-    ).keys()
+        boundary=f.get("boundary") or boundary_of(d.text),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
