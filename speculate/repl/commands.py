@@ -143,6 +143,8 @@ async def run_command(r: Host, text: str) -> None:
         show_diff(r, last=arg == "last")
     elif name == "/last":
         r.show_last()
+    elif name == "/stats" and r.study is not None:  # its time saved and accepted turns tell the arms
+        r._line("/stats is hidden during a study (it would tell the arms); /study lists each turn's arm")
     elif name == "/stats":
         r._line(format_stats(r.s.statistics(), scripted=r.scripted_offered))
     elif name in ("/memory", "/context"):

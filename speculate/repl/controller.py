@@ -318,7 +318,13 @@ class Repl(SessionOutput):
     def on_event(self, ev: Any) -> None:
         # A speculation dropped at acceptance: its note comes before the live answer that replaces it.
         landing = self.s.landing if self.s is not None and self.status.busy else None
-        if landing is not None and landing.dropped and not self._note_shown and not isinstance(ev, SpecEvent):
+        if (
+            landing is not None
+            and landing.dropped
+            and not self._note_shown
+            and self.study is None  # in a study it would tell the arm
+            and not isinstance(ev, SpecEvent)
+        ):
             self._note_shown = landing.dropped
             self._line(self._c("33", landing.dropped))
         super().on_event(ev)
@@ -339,7 +345,8 @@ class Repl(SessionOutput):
                     ),
                 )
             )
-        if o.note and o.note != self._note_shown:
+        spec_note = self.s is not None and self.s.landing is not None  # it says a speculation was used
+        if o.note and o.note != self._note_shown and not (spec_note and self.study is not None):
             self._line(self._c("33", o.note))
         if o.blocked:
             self._line(self._c("35", f"⛔ prompt blocked by a UserPromptSubmit hook (not sent): {o.blocked}"))

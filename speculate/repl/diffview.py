@@ -7,48 +7,62 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import pathspec
+from speculate.tools.globmatch import match_ignore_style
+
+Rule = tuple[bool, str, bool, str]  # negated, pattern, directories only, the directory of its .gitignore
 
 
-def _patterns(project: Path, rel_dir: str) -> list[str]:
-    """The ignore patterns of ``rel_dir``'s .gitignore, rewritten relative to the project."""
-    f = project / rel_dir / ".gitignore" if rel_dir else project / ".gitignore"
-    try:
-        lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    if not rel_dir:
-        return lines
-    out = []
+def _rules(lines: list[str], base: str) -> list[Rule]:
+    out: list[Rule] = []
     for ln in lines:
-        s = ln.strip()
+        s = ln.rstrip()
         if not s or s.startswith("#"):
             continue
-        neg, s = ("!", s[1:]) if s.startswith("!") else ("", s)
-        anchored = "/" in s.rstrip("/")
-        out.append(f"{neg}{rel_dir}/{s.lstrip('/')}" if anchored else f"{neg}{rel_dir}/**/{s}")
+        neg = s.startswith("!")
+        s = s[1:] if neg else s
+        dir_only = s.endswith("/")
+        s = s.rstrip("/")
+        if s:
+            out.append((neg, s, dir_only, base))
     return out
 
 
+def _read(f: Path) -> list[str]:
+    try:
+        return f.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 class Ignored:
-    """Which project-relative paths git would ignore here (read once per diff)."""
+    """Which project-relative paths git would ignore here: ``.git/info/exclude`` and the ``.gitignore`` of
+    each directory on the way (a pattern without ``/`` matches a name at any depth below its file, one
+    with ``/`` is anchored there, a trailing ``/`` matches directories only, the last match wins, ``!``
+    takes a path back)."""
 
     def __init__(self, project: Path, paths: Iterable[str]) -> None:
-        lines: list[str] = []
-        try:
-            lines += (project / ".git" / "info" / "exclude").read_text(errors="replace").splitlines()
-        except OSError:
-            pass
+        self.rules = _rules(_read(project / ".git" / "info" / "exclude"), "")
         dirs = {""}
         for p in paths:
             parts = p.split("/")[:-1]
             dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
         for d in sorted(dirs, key=lambda d: (d.count("/"), d)):
-            lines += _patterns(project, d)
-        self.spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+            self.rules += _rules(_read(project / d / ".gitignore"), d)
 
     def __call__(self, path: str) -> bool:
-        return self.spec.match_file(path)
+        parts = path.split("/")
+        ignored = False
+        for neg, pattern, dir_only, base in self.rules:
+            for i in range(1, len(parts) + 1):
+                if dir_only and i == len(parts):
+                    continue  # the path itself is a file
+                c = "/".join(parts[:i])
+                if base and not c.startswith(base + "/"):
+                    continue
+                if match_ignore_style(pattern, c[len(base) + 1 :] if base else c):
+                    ignored = not neg
+                    break
+        return ignored
 
 
 def split_files(diff: str) -> list[tuple[str, str]]:

@@ -148,9 +148,9 @@ def clip(text: str, room: int) -> str:
     if len(text) <= room:
         return text
     cut = text[: max(room - 1, 0)]
-    space = cut.rfind(" ")
-    if space > room // 2:
-        cut = cut[:space]
+    if text[len(cut)] != " ":  # the cut falls inside a word: end before it (no word fits: only the ellipsis)
+        space = cut.rfind(" ")
+        cut = cut[:space] if space > 0 else ""
     return cut.rstrip(" ,;:-–(") + "…"
 
 

@@ -206,6 +206,24 @@ class Conversation:
     tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
     compaction_mode: bool = False  # the request asks for a summary of the conversation
     suggestion_count: int = 1  # a suggestion request asking for "up to K alternatives" (top-K speculation)
+    denied: str = ""  # the last step's call that the person (or a rule) refused: its result's first line
+
+
+# A tool result saying the call was refused, not run: ours ("Permission denied: ..."), Claude Code's ("The
+# user doesn't want to proceed with this tool use", "Permission to use Bash ... has been denied").
+_DENIED_RE = re.compile(r"permission denied|doesn't want to proceed|has been denied|was rejected", re.I)
+
+
+def denied_call(message: Any) -> str:
+    """The first refused call's result in a user message (its first line), or ""."""
+    content = message.get("content") if isinstance(message, dict) else None
+    for b in content if isinstance(content, list) else []:
+        if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error"):
+            c = b.get("content")
+            text = c if isinstance(c, str) else "\n".join(texts_of(c))
+            if _DENIED_RE.search(text):
+                return text.strip().splitlines()[0][:200] if text.strip() else "denied"
+    return ""
 
 
 # A suggestion request asking for several candidates, one per line (speculate.prompts.suggestion_instruction).
@@ -290,5 +308,7 @@ def read_conversation(
             prompts.append(normalize_prompt(text, root))
             steps_done = 0
     tools = body.get("tools")
+    denied = denied_call(messages[-1]) if messages and steps_done else ""
     return Conversation(root, tuple(prompts), steps_done, suggestion_mode,
-                        tuple(tools) if isinstance(tools, list) else None, compaction_mode, count)  # fmt: skip
+                        tuple(tools) if isinstance(tools, list) else None, compaction_mode, count,
+                        denied)  # fmt: skip

@@ -85,6 +85,20 @@ def fallback(reason: str) -> Reply:
     return Reply([{"type": "text", "text": text}], "end_turn", f"fallback: {reason}")
 
 
+def off_script(label: str, denied: str) -> Reply:
+    """The answer to a turn whose call was refused: the script's next step would report that call's result
+    (a test run's "all passed"), which never happened, so the simulator says so instead; the script picks
+    up again at the next scripted prompt."""
+    text = (
+        f"{FALLBACK_PREFIX} The call was not run ({denied}), so this turn is off its script: the scripted "
+        "answer reports that call's result. This answer comes from the embedded simulator, not a real model; "
+        "the script picks up again at the next scripted prompt."
+    )
+    return Reply(
+        [{"type": "text", "text": text}], "end_turn", f"fallback: off script after a refused call in {label}"
+    )
+
+
 def compaction_summary(conv: Conversation, *, tagged: bool = False) -> Reply:
     """The simulated summary of a conversation: its prompts in words, and as JSON that the simulator reads
     back from the continuation message (clients.SIM_PROMPTS_RE), so that the scenario goes on after it.
@@ -247,6 +261,8 @@ class Script:
             label += " (suggestion steps)"
         else:
             steps = scenario.turns[t].steps
+        if conv.denied:  # the script's next step would report what the refused call did: it did nothing
+            return off_script(label, conv.denied)
         if conv.steps_done >= len(steps):
             return fallback(f"{label} has {len(steps)} steps and {conv.steps_done} were already taken")
         step = steps[conv.steps_done]

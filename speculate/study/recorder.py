@@ -81,6 +81,7 @@ class Past:
     latency_s: float
     accepted: bool
     error: str
+    fork_possible: bool = True
 
 
 class StudyRecorder:
@@ -294,12 +295,15 @@ class StudyRecorder:
             engine_tokens=tokens,
             engine_cost_usd=engine_cost,
             suggestion_outcome=sugg.outcome if sugg is not None else "",
+            fork_possible=p.source == "model",
             speculation=_summary(spec) if spec is not None else None,
             error=error,
             note=o.note if o is not None else "",
         )
         self._write(rec)
-        self.past.append(Past(self.turn, self.arm, p.source, taken, rec.latency_s, rec.accepted, error))
+        self.past.append(
+            Past(self.turn, self.arm, p.source, taken, rec.latency_s, rec.accepted, error, rec.fork_possible)
+        )
         # The next turn: eligible when a cycle will start now whatever its arm (the session starts one after a
         # clean turn); its arm is drawn and applied before the session starts that cycle.
         self._assign(after=self.turn)
@@ -370,7 +374,8 @@ class StudyRecorder:
                 + (" (speculation used)" if t.accepted else "")
                 + (f" ({t.error})" if t.error else "")
             )
-            rows.append(f"  {t.turn:>4}  {t.arm:<11}  {ghost:<10}  {t.taken:<7}  {what}")
+            arm = t.arm if t.fork_possible or t.arm != "speculative" else "speculative, no fork possible"
+            rows.append(f"  {t.turn:>4}  {arm:<11}  {ghost:<10}  {t.taken:<7}  {what}")
         return "\n".join(
             [head, *rows, "  (the open turn's arm is drawn already; it is listed once the turn is over)"]
         )

@@ -101,6 +101,10 @@ class TurnRecord(_Record):
     engine_tokens: dict[str, int] = {}  # the suggestion and fork of the cycle before this turn
     engine_cost_usd: float = 0.0
     suggestion_outcome: str = ""  # the engine's record of the model's suggestion (accepted, ignored, ...)
+    # Whether a fork could have run before this turn: only for the model's own suggestion. A demo hint
+    # (suggestion_source "script") or no ghost text at all means no fork whatever the arm: such a turn of
+    # the speculative arm did not get speculation, and is marked so (the arm stays the drawn one).
+    fork_possible: bool = True
     speculation: SpeculationSummary | None = None
     error: str = ""
     note: str = ""
