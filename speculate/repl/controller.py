@@ -105,7 +105,7 @@ class Repl(SessionOutput):
     async def approve(self, pending: Sequence[PendingApproval]) -> Literal["y", "n", "always"]:
         """On accepting a speculation that ran calls the live path would have asked about: show them with
         what each changed, and ask once. ``always`` also allows each command from now on (its rule)."""
-        for line in approval_lines(pending):
+        for line in approval_lines(pending, self.s.project if self.s is not None else None):
             self._line(self._c("33", line))
         return await self._question("accept the speculation with what it ran?")
 

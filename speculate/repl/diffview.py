@@ -5,7 +5,9 @@ hunks (``/diff``, ``/diff last`` and the acceptance question's list)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from speculate.tools.globmatch import match_ignore_style
 
@@ -90,12 +92,48 @@ def summarise_ignored(project: Path, diff: str) -> tuple[str, str]:
         (hidden if path and is_ignored(path) else kept).append((path, text))
     if not hidden:
         return diff, ""
-    return "".join(t for _, t in kept), ignored_line([p for p, _ in hidden])
+    return "".join(t for _, t in kept), ignored_line([p for p, _ in hidden], is_ignored)
 
 
-def ignored_line(paths: list[str]) -> str:
-    """``+ 3 ignored files (.pytest_cache/, __pycache__/): not shown`` — grouped by their top directory."""
-    tops = list(dict.fromkeys(p.split("/", 1)[0] + ("/" if "/" in p else "") for p in paths))
+def ignored_line(paths: list[str], is_ignored: Ignored | None = None) -> str:
+    """``+ 3 files git ignores (.pytest_cache/, src/__pycache__/): not shown``, each under the outermost
+    directory that is ignored itself."""
+
+    def group(p: str) -> str:
+        parts = p.split("/")
+        for k in range(1, len(parts)):
+            d = "/".join(parts[:k])
+            if is_ignored is not None and _dir_rule(is_ignored, d):
+                return d + "/"
+        return p
+
+    tops = list(dict.fromkeys(group(p) for p in paths))
     shown = ", ".join(tops[:4]) + (", …" if len(tops) > 4 else "")
     n = len(paths)
     return f"+ {n} file{'s' * (n != 1)} git ignores ({shown}): not shown"
+
+
+def _dir_rule(is_ignored: Ignored, d: str) -> bool:
+    """Whether the directory ``d`` is ignored as a whole (a file directly in it and one deeper both are)."""
+    return is_ignored(d + "/x") and is_ignored(d + "/x/y")
+
+
+def effect_words(call: Any, project: Path | None) -> str:
+    """A pending approval's effect (:meth:`PendingApproval.effect`) with the files git ignores in ``project``
+    counted in one clause instead of listed (``wrote src/a.py; + 2 files git ignores (.pytest_cache/)``)."""
+    files = call.files
+    paths = [*files.written, *(d.rstrip("/") for d in files.deleted)]
+    if project is None or not paths:
+        return str(call.effect())
+    is_ignored = Ignored(project, paths)
+    hidden = [p for p in paths if is_ignored(p)]
+    if not hidden:
+        return str(call.effect())
+    kept = replace(
+        files,
+        written=[p for p in files.written if not is_ignored(p)],
+        deleted=[d for d in files.deleted if not is_ignored(d.rstrip("/"))],
+    )
+    head = kept.words() if kept else ""
+    tail = "" if call.finished else " (so far: it was still running)"
+    return "; ".join(x for x in (head, ignored_line(hidden, is_ignored).rsplit(":", 1)[0]) if x) + tail

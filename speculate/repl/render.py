@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from speculate.agent_types import ToolFinished
 from speculate.hooks import HookRan
@@ -110,15 +111,17 @@ def _fit(groups: list[tuple[str, list[str]]], room: int) -> tuple[list[tuple[str
     return out, complete
 
 
-def approval_lines(pending: Sequence[PendingApproval]) -> list[str]:
+def approval_lines(pending: Sequence[PendingApproval], project: Path | None = None) -> list[str]:
     """The approval question's list: what the speculation ran that needs the person's yes, and what each
-    call changed in the overlay."""
+    call changed in the overlay (the files git ignores in ``project`` counted in one clause, not listed)."""
+    from speculate.repl.diffview import effect_words
+
     calls = distinct(pending)
     n = len(calls)
     rules = ", ".join(dict.fromkeys(p.rule for p in calls))
     return [
         f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
-        *(f"  {p.summary} → {p.effect()}" for p in calls),
+        *(f"  {p.summary} → {effect_words(p, project)}" for p in calls),
         "n or Esc: discard it and run the prompt normally (asking as usual); always: also allow "
         + ("this command" if n == 1 else "these commands")
         + f" for the rest of this session ({rules})",

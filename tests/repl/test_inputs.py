@@ -18,10 +18,13 @@ import pytest
 from speculate.cliparse import Parser, UsageError
 from speculate.repl.diffview import summarise_ignored
 from speculate.repl.inputs import Pastes, add_memory, attachment_blocks, bash_messages, mentions, stray_answer
+from speculate.repl.render import approval_lines
 from speculate.repl.resume import NoSession, find, listing, sessions_dir
 from speculate.repl.status import Status, clip
 from speculate.sim.scenario_yaml import parse_scenario
 from speculate.sim.script import Script
+from speculate.speculation.approvals import PendingApproval
+from speculate.speculation.effects import FileSummary
 from speculate.speculation.events import SpecEvent
 from speculate.transcript import Transcript
 
@@ -199,3 +202,23 @@ def test_a_refused_call_takes_the_simulator_off_its_script() -> None:
     text = denied.content[0]["text"]
     assert "All 31 passed" not in text and text.startswith("[simulator] The call was not run")
     assert "the user declined this call" in text and denied.source.startswith("fallback")
+
+
+def test_the_acceptance_question_counts_ignored_files_instead_of_listing_them(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
+    written = [".pytest_cache/v/cache/nodeids", "src/__pycache__/shop.cpython-311.pyc", "src/shop.py"]
+    p = PendingApproval(
+        "Bash",
+        "Bash(pytest -q)",
+        "pytest -q",
+        "asks",
+        "t1",
+        files=FileSummary(written=written),
+        finished=True,
+    )
+    line = approval_lines([p], tmp_path)[1]
+    assert (
+        line
+        == "  Bash(pytest -q) → wrote src/shop.py; + 2 files git ignores (.pytest_cache/, src/__pycache__/)"
+    )
+    assert ".pyc" in approval_lines([p])[1]  # without the project nothing is hidden
