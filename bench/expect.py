@@ -57,14 +57,14 @@ def _results(
         if m.get("role") != "assistant":
             continue
         k += 1
-        expect = steps[k].expect if k < len(steps) else None
+        step = steps[k] if k < len(steps) else None
         ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
         nxt = messages[i + 1] if i + 1 < len(messages) else {}
         content = nxt.get("content", []) if nxt.get("role") == "user" else []
         results = {
             b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
         }
-        out += [(k, expect, results.get(tid)) for tid in ids]
+        out += [(k, step.expect_at(j) if step else None, results.get(tid)) for j, tid in enumerate(ids)]
     return out
 
 
@@ -87,8 +87,8 @@ def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -
         if m.get("role") != "assistant":
             continue
         k += 1
-        expect = steps[k].expect if k < len(steps) else None
-        if expect is None:
+        step = steps[k] if k < len(steps) else None
+        if step is None or not step.checked:
             continue
         ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
         nxt = messages[i + 1] if i + 1 < len(messages) else {}
@@ -97,6 +97,8 @@ def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -
             b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
         }
         for j, tid in enumerate(ids):
+            if (expect := step.expect_at(j)) is None:
+                continue
             if tid not in results:
                 problems.append(f"step {k + 1} tool {j + 1}: no result")
                 continue

@@ -86,8 +86,9 @@ def check_fork(steps: tuple[Step, ...], messages: list[Message]) -> tuple[list[s
         if m.get("role") != "assistant":
             continue
         k += 1
-        if k < len(steps) and steps[k].expect is not None and i + 1 < len(messages):
-            checked += sum(isinstance(b, dict) and b.get("type") == "tool_use" for b in m.get("content", []))
+        if k < len(steps) and i + 1 < len(messages):
+            uses = [b for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+            checked += sum(steps[k].expect_at(j) is not None for j in range(len(uses)))
     return [f"miss fork: {p}" for p in check_turn(steps, messages)], checked
 
 

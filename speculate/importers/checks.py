@@ -1,8 +1,8 @@
 """Expectations from recorded tool results: what a replay of a step must show, where a replay can show it.
 
-A step's ``expect`` holds for every tool result of the step (docs/scenarios.md), so a step gets one only
-when each of its calls is checkable, with one exit code between them; an output fragment only for a step of
-one call. Checkable:
+A step's ``expect`` holds for every tool result of the step, or is a list with one entry per call
+(docs/scenarios.md): every call the replay can be held to gets its own, with its own output fragment, and a
+call it cannot (a command on a partial tree) gets ``null``. Checkable:
 
 - Read: the file's replayed content is known (:class:`.tree.Replayed`): exit 0 and a distinctive line the
   recorded result showed that the replayed file also holds; the file is in the replayed tree, its content
@@ -142,17 +142,28 @@ def check(use: ToolUse, call: dict[str, Any], before: FileState, ctx: Context) -
     return None
 
 
-def step_expect(checks: list[Check | None]) -> dict[str, Any] | None:
-    """The step's ``expect``: every call checkable, one exit code; a fragment only for a single call."""
-    if not checks or any(c is None for c in checks):
-        return None
-    codes = {c.exit_code for c in checks if c is not None}
-    if len(codes) != 1:
-        return None
-    out: dict[str, Any] = {"exit_code": codes.pop()}
-    if len(checks) == 1 and checks[0] is not None:
-        if checks[0].contains:
-            out["contains"] = checks[0].contains
-        if checks[0].matches:
-            out["matches"] = checks[0].matches
+def _one(c: Check) -> dict[str, Any]:
+    out: dict[str, Any] = {"exit_code": c.exit_code}
+    if c.contains:
+        out["contains"] = c.contains
+    if c.matches:
+        out["matches"] = c.matches
     return out
+
+
+def step_expect(checks: list[Check | None]) -> dict[str, Any] | list[dict[str, Any] | None] | None:
+    """The step's ``expect``: one mapping when it holds for every call (a single call, or several with one
+    exit code and no fragment), else one entry per call (``None`` for a call the replay cannot be held to),
+    so that every checkable result is checked; None when no call is checkable."""
+    if not checks or all(c is None for c in checks):
+        return None
+    if len(checks) == 1 and checks[0] is not None:
+        return _one(checks[0])
+    done = [c for c in checks if c is not None]
+    if (
+        len(done) == len(checks)
+        and len({c.exit_code for c in done}) == 1
+        and not any(c.contains or c.matches for c in done)
+    ):
+        return {"exit_code": done[0].exit_code}
+    return [None if c is None else _one(c) for c in checks]

@@ -233,7 +233,7 @@ def _import_file(
         target.write_text(text, encoding="utf-8")
         res.written.append(target)
         taken = sum(t.suggestion is not None for t in sc.turns)
-        n_exp = sum(st.expect is not None for t in sc.turns for st in t.steps)
+        n_exp = sum(st.checked for t in sc.turns for st in t.steps)  # tool results an expectation checks
         known, unknown = s.sources
         how = (
             "subagent: prompts from the main agent"

@@ -40,10 +40,10 @@ def load_all(paths: list[Path], *, prog: str) -> list[Scenario] | None:
 
 
 def describe(s: Scenario) -> str:
-    n_exp = sum(st.expect is not None for t in s.turns for st in t.steps)
+    n_exp = sum(st.checked for t in s.turns for st in t.steps)
     unknown = ", acceptance unknown (the session did not record which prompts were taken from a suggestion)"
     return (
-        f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s), workspace "
+        f"{s.source}: ok: {s.name!r}, {len(s.turns)} turns, {n_exp} expectation(s) on tool results, workspace "
         f"{s.workspace or '(files only)'}" + (unknown if s.acceptance == "unknown" else "")
     )
 

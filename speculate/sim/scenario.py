@@ -51,6 +51,19 @@ class Step:
     tools: tuple[ToolCall, ...] = ()
     thinking: str | None = None  # sent as a thinking block when the request runs with thinking
     expect: Expect | None = None  # about the results of ``tools``
+    # ``expect:`` as a list: one per tool (None: that result unchecked), e.g. two Reads, one of them failing
+    expects: tuple[Expect | None, ...] = ()
+
+    def expect_at(self, j: int) -> Expect | None:
+        """What the result of the ``j``-th tool call must show (None: nothing)."""
+        if self.expects:
+            return self.expects[j] if j < len(self.expects) else None
+        return self.expect
+
+    @property
+    def checked(self) -> int:
+        """How many of the step's tool results an expectation checks."""
+        return sum(self.expect_at(j) is not None for j in range(len(self.tools)))
 
 
 @dataclass(frozen=True)

@@ -155,10 +155,26 @@ class _Parser(NodeReader):
                 raise self.fail(
                     step_node, f"{what} has no tools, so the turn would end before the steps after it"
                 )
-            expect = self.expect(fields["expect"], what) if "expect" in fields else None
-            if expect is not None and not tools:
+            expect: Expect | None = None
+            expects: tuple[Expect | None, ...] = ()
+            if "expect" in fields and not tools:
                 raise self.fail(fields["expect"][0], f"{what}.expect needs tools whose results it checks")
-            out.append(Step(text=text, tools=tools, thinking=thinking, expect=expect))
+            if "expect" in fields and isinstance(fields["expect"][1], yaml.SequenceNode):
+                items = fields["expect"][1].value
+                if len(items) != len(tools):
+                    raise self.fail(
+                        fields["expect"][1],
+                        f"{what}.expect as a list needs one entry per tool ({len(tools)}), got {len(items)}",
+                    )
+                expects = tuple(
+                    None
+                    if isinstance(x, yaml.ScalarNode) and x.tag.endswith(":null")
+                    else self.expect((fields["expect"][0], x), f"{what}.expect[{j}]")
+                    for j, x in enumerate(items)
+                )
+            elif "expect" in fields:
+                expect = self.expect(fields["expect"], what)
+            out.append(Step(text=text, tools=tools, thinking=thinking, expect=expect, expects=expects))
         return tuple(out)
 
     def scenario(self, root: yaml.Node, base_dir: Path | None) -> Scenario:

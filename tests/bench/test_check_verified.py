@@ -66,3 +66,40 @@ def test_checked_results_are_counted_per_turn(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "turn 1 'show a and b': ok, 3 of 3 tool result(s) checked" in out
     assert "all turns replayed as scripted; 3 of 3 tool result(s) checked by expectations" in out
+
+
+EACH = """\
+name: check-each
+files:
+  a.txt: "alpha\\n"
+turns:
+  - prompt: "show a and b"
+    steps:
+      - tools:
+          - Read: {file_path: "{root}/gone.txt"}
+          - Read: {file_path: "{root}/a.txt"}
+          - Bash: {command: "false"}
+        expect: [{exit_code: 1}, {exit_code: 0, contains: alpha}, null]
+      - text: "b is gone, a holds alpha."
+"""
+
+
+def test_an_expectation_per_tool_checks_each_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``expect`` as a list: one entry per tool, null for one left unchecked (a command on a partial tree)."""
+    p = tmp_path / "s.yaml"
+    p.write_text(EACH)
+    assert main(["bench", "check", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "turn 1 'show a and b': ok, 2 of 3 tool result(s) checked; 1 unchecked tool result(s) were errors"
+        in out
+    )
+    assert "1 expectation(s)" not in out and "2 expectation(s) on tool results" in out  # sim check's count
+    p.write_text(p.read_text().replace("contains: alpha", "contains: WANT"))
+    assert main(["bench", "check", str(p)]) == 1
+    assert "step 1 tool 2: output lacks 'WANT'" in capsys.readouterr().out
+    p.write_text(p.read_text().replace(", null]", "]"))
+    assert main(["bench", "check", str(p)]) == 2
+    assert "expect as a list needs one entry per tool (3), got 2" in capsys.readouterr().err

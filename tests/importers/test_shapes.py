@@ -14,7 +14,7 @@ import yaml
 
 from speculate.cli import main
 from speculate.importers.claude_code import ImportConfig, import_sessions
-from tests.importers.cc_records import Transcript, read_turn, text, use
+from tests.importers.cc_records import Transcript, numbered, read_turn, text, use
 
 DATA = Path(__file__).parent / "data"
 CONFIG = 'MODE = "text"\nLIMIT = 3\n'
@@ -287,3 +287,39 @@ def test_a_real_resumed_print_mode_session(tmp_path: Path, capsys: pytest.Captur
     assert "turn 1 'what does config.py set?': ok, 1 of 2 tool result(s) checked" in out
     assert "turn 3 'list the python files': replay unverified" in out
     assert check_main([str(path), "--time-scale", "0.01", "--strict"]) == 1
+
+
+def test_each_checkable_result_of_a_step_gets_its_own_expectation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parallel calls: a Read that failed, one that succeeded and a command (unchecked without --repo). Before
+    #36 the step had no expectation at all (not every call checkable, two exit codes)."""
+    from bench.check import check_main
+    from tests.importers.cc_records import read_result
+
+    cwd = str(tmp_path / "proj")
+    t = Transcript(cwd=cwd)
+    t.prompt("what do the configs set?")
+    t.message(
+        "m1",
+        use("t1", "Read", file_path=f"{cwd}/missing.py"),
+        use("t2", "Read", file_path=f"{cwd}/config.py"),
+        use("t3", "Bash", command="ls"),
+        stop="tool_use",
+    )
+    t.result(
+        "t1",
+        "<tool_use_error>File does not exist.</tool_use_error>",
+        "Error: File does not exist.",
+        error=True,
+    )
+    t.result("t2", numbered(CONFIG), read_result(f"{cwd}/config.py", CONFIG))
+    t.result("t3", "config.py", {"stdout": "config.py", "stderr": "", "interrupted": False})
+    t.at(1).message("m2", text("Only config.py exists."))
+    res = import_sessions(ImportConfig(paths=(t.write(tmp_path / "s.jsonl"),), out=tmp_path / "out"))
+    (path,) = res.written
+    step = yaml.safe_load(path.read_text())["turns"][0]["steps"][0]
+    assert step["expect"] == [{"exit_code": 1}, {"exit_code": 0, "contains": 'MODE = "text"'}, None]
+    assert "2 expectations" in res.lines[-1]
+    assert check_main([str(path), "--time-scale", "0.01"]) == 0
+    assert "ok, 2 of 3 tool result(s) checked" in capsys.readouterr().out
