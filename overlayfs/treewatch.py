@@ -46,6 +46,7 @@ from overlayfs.walk import too_long
 ENV = "SPECULATE_TREE_WATCH"
 MODES = ("auto", "fanotify", "inotify", "snapshot")
 MAX_PATHS = 20  # changed paths kept for the conflict message
+MAX_IGNORED = 4096  # busy directories elsewhere whose events the kernel drops for a fanotify watch
 LIVENESS_S = 1.0  # how often an idle watch asks whether anyone still needs it
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -58,6 +59,7 @@ _O_PATH = 0o10000000
 _FAN_CLOEXEC, _FAN_NONBLOCK, _FAN_UNLIMITED_QUEUE = 0x1, 0x2, 0x10
 _FAN_REPORT_DFID_NAME = 0x400 | 0x800
 _FAN_MARK_ADD, _FAN_MARK_FILESYSTEM = 0x1, 0x100
+_FAN_MARK_IGNORED_SURV_MODIFY, _FAN_MARK_IGNORE, _FAN_EVENT_ON_CHILD = 0x40, 0x400, 0x08000000
 _FAN_MODIFY, _FAN_ATTRIB, _FAN_MOVED_FROM, _FAN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
 _FAN_CREATE, _FAN_DELETE, _FAN_Q_OVERFLOW, _FAN_ONDIR = 0x100, 0x200, 0x4000, 0x40000000
 _FAN_MASK = (
@@ -65,6 +67,8 @@ _FAN_MASK = (
 )
 _FID_INFOS = {1: False, 2: True, 3: False, 10: True, 12: True}  # info type -> followed by a name
 _META = struct.Struct("=IBBHQii")
+_INFO = struct.Struct("=BBH")
+_U32 = struct.Struct("=I")
 
 # inotify (linux/inotify.h)
 _IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
@@ -294,6 +298,8 @@ class FanotifyWatch(TreeWatch):
             raise _errno_error("fanotify_init")
         self._mounts: list[int] = []
         self._dirs: dict[bytes, str | None] = {}
+        self._parent = os.path.dirname(root)
+        self._ignored = 0
         try:
             for point in [root, *_submounts(root)]:
                 if _libc.fanotify_mark(fd, _FAN_MARK_ADD | _FAN_MARK_FILESYSTEM, _FAN_MASK, _AT_FDCWD,
@@ -314,9 +320,10 @@ class FanotifyWatch(TreeWatch):
         self._mounts = []
 
     def _dir_path(self, handle: bytes) -> str | None:
-        """The path of the directory with file ``handle`` now (None: gone, or on no filesystem we marked).
-        A directory deleted before its events were read is gone: its deletion or its move out was itself
-        an event in its parent, which names it."""
+        """The path of the directory with file ``handle`` now, if an event there can concern the project (it
+        is the root, beneath it, or the root's parent); else None, as for a directory already gone: its
+        deletion or its move out was itself an event in its parent, which names it. Cached by handle: one
+        ``open_by_handle_at`` per directory, however busy the filesystem."""
         if handle in self._dirs:
             return self._dirs[handle]
         path = None
@@ -329,34 +336,54 @@ class FanotifyWatch(TreeWatch):
                 finally:
                     os.close(fd)
                 break
+        if path is not None and path != self._parent and self._relative(path) is None:
+            path = None  # elsewhere on the filesystem
+            self._ignore(buf)
         if len(self._dirs) > 100_000:  # a busy filesystem's many directories: start again
             self._dirs.clear()
         self._dirs[handle] = path
         return path
 
+    def _ignore(self, handle: ctypes.Array[ctypes.c_char]) -> None:
+        """Have the kernel drop the events of a busy directory elsewhere on the filesystem (an ignore mark on
+        it for its entries, kept across their writes; Linux 6.0). A directory moved into the project later
+        is itself an event there; best effort, bounded: without it the events are only read and dropped."""
+        if self._ignored >= MAX_IGNORED or self._fd is None:
+            return
+        for m in self._mounts:
+            fd = _libc.open_by_handle_at(m, handle, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            if fd >= 0:
+                try:
+                    flags = _FAN_MARK_ADD | _FAN_MARK_IGNORE | _FAN_MARK_IGNORED_SURV_MODIFY
+                    if _libc.fanotify_mark(self._fd, flags, _FAN_MASK | _FAN_EVENT_ON_CHILD, fd, None) == 0:
+                        self._ignored += 1
+                finally:
+                    os.close(fd)
+                return
+
     def _parse(self, buf: bytes) -> None:
-        i = 0
-        while i + _META.size <= len(buf):
-            event_len, _, _, meta_len, mask, efd, _ = _META.unpack_from(buf, i)
+        # Per event: the header, and the directory's handle looked up (most events are elsewhere on the
+        # filesystem: nothing more is decoded for them).
+        i, n, unpack, info = 0, len(buf), _META.unpack_from, _INFO.unpack_from
+        while i + 24 <= n:
+            event_len, _, _, meta_len, mask, efd, _ = unpack(buf, i)
             if efd >= 0:
                 os.close(efd)
             if mask & _FAN_Q_OVERFLOW:
                 self._lost = "the watch of the real tree lost events (its queue overflowed)"
             j, end = i + meta_len, i + event_len
             while j + 4 <= end:
-                info_type, _, info_len = struct.unpack_from("=BBH", buf, j)
+                info_type, _, info_len = info(buf, j)
                 if info_type in _FID_INFOS and info_len >= 20:
-                    (size,) = struct.unpack_from("=I", buf, j + 12)
-                    handle = bytes(buf[j + 12 : j + 20 + size])
-                    directory = self._dir_path(handle)
+                    (size,) = _U32.unpack_from(buf, j + 12)
+                    directory = self._dir_path(buf[j + 12 : j + 20 + size])
                     if directory is not None:
                         name = b""
                         if _FID_INFOS[info_type]:
-                            name = bytes(buf[j + 20 + size : j + info_len]).split(b"\0", 1)[0]
-                        path = directory + ("/" + os.fsdecode(name) if name and name != b"." else "")
-                        self._change(path)
+                            name = buf[j + 20 + size : j + info_len].split(b"\0", 1)[0]
+                        self._change(directory + ("/" + os.fsdecode(name) if name and name != b"." else ""))
                 j += max(info_len, 4)
-            i += max(event_len, _META.size)
+            i += max(event_len, 24)
 
 
 class InotifyWatch(TreeWatch):

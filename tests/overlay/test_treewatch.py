@@ -159,3 +159,15 @@ def test_a_bad_mode_is_named(monkeypatch: pytest.MonkeyPatch, tree: Path) -> Non
     monkeypatch.setenv(treewatch.ENV, "fsevents")
     with pytest.raises(ValueError, match=treewatch.ENV):
         treewatch.start(tree)
+
+
+def test_a_busy_directory_elsewhere_moved_in_is_a_change(watch: treewatch.TreeWatch, tree: Path) -> None:
+    """A directory elsewhere whose events a fanotify watch has the kernel drop (it was busy) is still seen
+    when it moves into the project: the move is an event in the project."""
+    busy = tree.parent / "busy"
+    busy.mkdir()
+    for i in range(50):
+        (busy / f"f{i % 5}").write_text(str(i))
+    assert watch.seen().clean
+    busy.rename(tree / "busy")
+    assert "busy" in watch.seen().paths
