@@ -2,8 +2,9 @@
 
 Every command runs under bubblewrap in new user, PID, IPC, UTS, cgroup and (unless asked) network
 namespaces, with no capabilities, no_new_privs, a new session, a read-only root, a fresh minimal /dev
-and /proc, private size-limited tmpfs on /tmp, /var/tmp and /run, and the merged view bound read-write
-at the project's own path. The seccomp filter (:mod:`.seccomp`) is loaded by bwrap just before the
+and /proc, the speculation's scratch space on /tmp (a bounded tmpfs kept across its commands, also
+``$TMPDIR``), empty read-only tmpfs on /var/tmp and /run, and the merged view bound read-write at the
+project's own path. The seccomp filter (:mod:`.seccomp`) is loaded by bwrap just before the
 command; Landlock and the per-process rlimits are applied by the inner stage (the compiled
 :mod:`overlayfs.stage`, else :mod:`._inner`), the last step before exec.
 """
@@ -25,6 +26,7 @@ from overlayfs.state import state_root
 
 INNER = Path(__file__).with_name("_inner.py")
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")  # tmpfs in the sandbox: host sockets and files hidden
+SCRATCH_DIR = "/tmp"  # the speculation's scratch space; the other private dirs are empty and read-only
 GiB, MiB = 1 << 30, 1 << 20
 # The environment a sandboxed command gets is an allow-list: what a shell and a toolchain need, and nothing
 # that names a host session or a credential. A deny-list of secret-looking names cannot work (DATABASE_URL,
@@ -46,7 +48,7 @@ class SandboxLimits:
     cgroupfs) and per-process rlimits otherwise; root ignores RLIMIT_NPROC, so without a cgroup the
     process bound is reported as not enforced. ``upper_bytes`` and ``upper_inodes`` size the upper
     layer's private tmpfs (:mod:`overlayfs.bounded`) when the overlay was made without a bound of its own.
-    ``tmp_bytes`` sizes each private tmpfs on /tmp, /var/tmp and /run.
+    ``tmp_bytes`` sizes the speculation's scratch space, its ``/tmp`` (one for all its commands).
     """
 
     processes: int = 512
@@ -164,8 +166,11 @@ def bwrap_argv(
     seccomp_fd: int,
     landlock: int,
     stage: str | None = None,
+    scratch: str | None = None,
 ) -> list[str]:
-    """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``.
+    """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``,
+    ``scratch`` (the speculation's scratch space, as stage one's namespace sees it) at ``/tmp``; without
+    it, a fresh tmpfs of ``limits.tmp_bytes``.
     Its command is the inner stage: the compiled ``stage`` program (:mod:`overlayfs.stage`), else ``_inner.py``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     uid, gid = os.geteuid(), os.getegid()
@@ -197,8 +202,14 @@ def bwrap_argv(
         "/proc",
     ]
     for d in PRIVATE_DIRS:
-        if os.path.isdir(d) and not os.path.islink(d):
-            a += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", d]
+        if not os.path.isdir(d) or os.path.islink(d):
+            continue
+        if d != SCRATCH_DIR:  # empty and read-only: a write there is a write outside, refused (EROFS)
+            a += ["--perms", "0755", "--size", "4096", "--tmpfs", d, "--remount-ro", d]
+        elif scratch is not None:
+            a += ["--bind", scratch, d, "--setenv", "TMPDIR", d]
+        else:
+            a += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", d, "--setenv", "TMPDIR", d]
     state = os.path.realpath(state_root())
     if os.path.isdir(state) and not any(_under(state, d) for d in PRIVATE_DIRS):
         # Other speculations' layers and the promotion journals: none of this command's business.
@@ -206,7 +217,7 @@ def bwrap_argv(
     for p in keep_paths(stage):
         a += ["--ro-bind", p, p]
     a += ["--bind", view, target, "--chdir", cwd, "--seccomp", str(seccomp_fd)]
-    writable = [target, *PRIVATE_DIRS, "/dev"]
+    writable = [target, SCRATCH_DIR, "/dev"]
     rlimits = {
         "NPROC": limits.processes,
         "DATA": limits.memory_bytes,

@@ -11,6 +11,10 @@ started; a command still there :data:`ABORT_AFTER` later (a process asleep in a 
 does not answer, which no signal ends) has its view's FUSE connection aborted and the server ended
 (:meth:`ViewSession.abort`), so the kill always returns.
 A FUSE server that dies under a command makes the run a backend failure, never exit status 0.
+Every command of an overlay sees the same ``/tmp`` (and ``$TMPDIR``), the speculation's scratch space
+(:meth:`ViewSession.scratch`): stage one attaches it in its private mount namespace, where bubblewrap
+binds it; ``/var/tmp`` and ``/run`` are empty and read-only, so that a write there fails as a write
+anywhere else outside the project does (EROFS), and the fork's shell can tell it from a live failure.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import NamedTuple
 from overlayfs import backends, kernel
 from overlayfs import stage as stages
 from overlayfs.backends import choose_backend
-from overlayfs.bounded import BoundedLayer, LayerUnavailable
+from overlayfs.bounded import BoundedLayer, LayerBound, LayerUnavailable
 from overlayfs.layer import REFUSED_FILE
 from overlayfs.mount import Mount, MountError
 from overlayfs.sandbox import policy, seccomp
@@ -35,6 +39,7 @@ from overlayfs.sandbox.limits import LayerWatch, open_cgroup
 from overlayfs.sandbox.policy import SandboxLimits
 from overlayfs.sandbox.session import Lease, ViewSession, session_for
 from overlayfs.sandbox.stop import ABORT_AFTER, CancelToken, run_process
+from overlayfs.state import state_root
 
 BACKEND_FAILED_EXIT = 125
 KILLED_EXIT = 137
@@ -120,12 +125,17 @@ def run_in_overlay(
         session, own = session_for(ov, chosen, layer_=layer)
     token = cancel or CancelToken()
     try:
+        try:
+            scratch = session.scratch(LayerBound(bytes=limits.tmp_bytes, inodes=limits.upper_inodes))
+        except LayerUnavailable as e:
+            raise SandboxUnavailable(f"the sandbox cannot make its scratch /tmp here: {e}") from e
         lease = session.acquire()
         try:
             out, err, code, timed_out, watch, enforced = _contained(
                 ov,
                 lease,
                 layer,
+                scratch,
                 argv,
                 target=target,
                 workdir=workdir,
@@ -171,6 +181,7 @@ def _contained(
     ov: kernel.Layers,
     lease: Lease,
     layer: BoundedLayer,
+    scratch: BoundedLayer,
     argv: list[str],
     *,
     target: str,
@@ -185,6 +196,7 @@ def _contained(
 ) -> tuple[str, str, int, bool, LayerWatch, dict[str, str]]:
     """One command in the sandbox over ``lease``'s view: stage one, bubblewrap, the inner stage, the command."""
     stage = stages.stage_program()
+    at = scratch_mountpoint()
     view = target if lease.source else lease.view  # kernel: mounted over the project path in stage one
     assert view is not None
     with contextlib.ExitStack() as stack:
@@ -202,20 +214,26 @@ def _contained(
             seccomp_fd=fd,
             landlock=abi,
             stage=stage,
+            scratch=at,
         )
-        fds, close, userns = [fd], [], None
-        if lease.source:  # stage one mounts the overlay on the layer, named through the inherited descriptor
+        # Stage one attaches the scratch space at `at` in its private mount namespace (bwrap binds it at
+        # /tmp) and, for the kernel backend, mounts the overlay on the layer; both named through inherited
+        # descriptors, closed before bwrap.
+        fds, close = [fd, scratch.fd], [scratch.fd]
+        userns = layer.userns_fd  # a normal user's: mounts are made from within the layer's namespace
+        if userns is not None:
+            fds.append(userns)
+        if lease.source:
             close.append(layer.fd)
             fds.append(layer.fd)
-            if layer.userns_fd is not None:  # a normal user's layer: mounted from within its namespace
-                userns = layer.userns_fd
-                fds.append(userns)
+        attach = (scratch.inherited(scratch.tmp), at)
         if stage is not None:
             first = stages.outer_argv(
                 stage,
                 cgroups=cg.procs,
                 overlay=lease.source.get("overlay"),
                 target=target,
+                attach=attach,
                 userns=userns,
                 close=close,
                 argv=inner,
@@ -225,6 +243,7 @@ def _contained(
                 "cgroups": cg.procs,
                 "target": target,
                 "source": lease.source,
+                "attach": {"from": attach[0], "at": attach[1]},
                 "argv": inner,
                 "close": close,
             }
@@ -249,6 +268,15 @@ def _contained(
         "stages": "compiled (stage.c)" if stage else "Python",
     }
     return out, err, code, timed_out, watch, enforced
+
+
+def scratch_mountpoint() -> str:
+    """An empty directory of ours on the host where stage one attaches a command's scratch space, in its
+    private mount namespace only (every command the same directory; none of them changes it on the
+    host)."""
+    at = state_root() / "sandbox-tmp"
+    at.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return os.fspath(at)
 
 
 def _bounded_layer(ov: kernel.Layers, limits: SandboxLimits, mount: Mount | None) -> BoundedLayer:

@@ -25,6 +25,11 @@ each command the bases of what it changed are recorded from it, and, once, the w
 
 Commands of one overlay may run at once (read-only calls run in parallel): they share the mount; the
 bookkeeping before and after each is under one lock.
+
+The session also holds the speculation's scratch space (:meth:`ViewSession.scratch`): the ``/tmp`` every
+command of the overlay sees, a bounded tmpfs of its own (``SandboxLimits.tmp_bytes``) made at the first
+command, kept across the commands and freed when the session closes (with the overlay); like the upper
+layer it is mounted nowhere on the host, so a crash leaves nothing of it behind.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 
 from overlayfs import backends, kernel
 from overlayfs.backends import MOUNTABLE, choose_backend
+from overlayfs.bounded import BoundedLayer, LayerBound
 from overlayfs.mount import Mount, MountError, open_mount
 from overlayfs.walk import Walk
 
@@ -106,6 +112,7 @@ class ViewSession:
         self._lock = threading.Lock()
         self._handoff_lock = threading.Lock()  # orders close() against the end of prepare()
         self._preparing = False
+        self._scratch: BoundedLayer | None = None
         self.closed = False
 
     # -- around each command -------------------------------------------------------------------------
@@ -157,6 +164,27 @@ class ViewSession:
             m = self._current_mount()
             self._users += 1
             return Lease({}, os.fspath(m.root), m)
+
+    def scratch(self, bound: LayerBound) -> BoundedLayer:
+        """The speculation's scratch space: a bounded tmpfs whose ``tmp/`` (mode 1777) every command of the
+        overlay sees as ``/tmp``; made at the first call (``bound``), the same one after, freed by
+        :meth:`close`. Raises MountError once closed, LayerUnavailable where no tmpfs can be made."""
+        with self._lock:
+            if self.closed:
+                raise MountError(f"the sandbox view of {self.ov.lower} was closed")
+            if self._scratch is None:
+                made = BoundedLayer(bound)
+                try:
+                    os.chmod(made.tmp, 0o1777)  # as a /tmp is: anyone may create, only owners remove
+                except OSError:
+                    made.close()
+                    raise
+                with self._handoff_lock:  # close() frees what it finds, and takes this lock to look
+                    if self.closed:
+                        made.close()
+                        raise MountError(f"the sandbox view of {self.ov.lower} was closed")
+                    self._scratch = made
+            return self._scratch
 
     def release(self, lease: Lease) -> str | None:
         """After a command: why its view failed under it (None: it did not), and the bookkeeping the backend
@@ -231,6 +259,9 @@ class ViewSession:
             if self.closed:
                 return
             self.closed = True
+            scratch, self._scratch = self._scratch, None
+            if scratch is not None:  # a command still running keeps it mounted until it ends
+                scratch.close()
             if self._preparing:
                 return
         with self._lock:

@@ -12,7 +12,10 @@ A directory rename answers EXDEV on every mounted backend (kernel overlayfs with
 the FUSE view and fuse-overlayfs the same way): ``mv`` and ``shutil.move`` copy instead, as they do across
 file systems, but a bare ``rename(2)`` fails where the live path's would have worked. Such a failure stops
 the fork at a ``bash`` boundary (its overlay discarded), so the model never goes on from an error the live
-path would not have met (:func:`rename_refused`); accepting runs the prompt normally.
+path would not have met (:func:`rename_refused`); accepting runs the prompt normally. So does any other
+failure the live command would not have met (:mod:`speculate.speculation.unmet`): a write outside the
+project and the speculation's scratch ``/tmp`` (refused as read-only), a host file the sandbox hides, and,
+as root, a refusal its capabilities would have let through live.
 
 A Bash call starts in the fork's current directory (it starts as the parent session's) and reports where it
 ended, as LocalShell's does: the view is mounted at the project's own path, so a directory in the project is
@@ -35,6 +38,7 @@ from speculate import ShellResult, StrPath
 from speculate.agent_types import BoundaryReached
 from speculate.fs import ended_in, tracked_script
 from speculate.speculation.guard import Protection, check_overlay
+from speculate.speculation.unmet import unmet_failure
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,19 @@ class SandboxShell:
                 protection=self.protection,
                 command=command,
                 read_only=self._read_only,
+            )
+        # A Bash call's command (the tool always says where it runs); a hook, run without, fails closed on
+        # its exit status instead (the hook runner's rules), and its failures are its own.
+        unmet = (
+            unmet_failure(stderr, out.exit_code, project=os.path.abspath(self.overlay.lower), cwd=cwd)
+            if cwd is not None and not out.timed_out
+            else None
+        )
+        if unmet is not None:
+            raise BoundaryReached(
+                "bash",
+                f"{command!r}: {unmet.words()}: the live path runs it",
+                discard=True,
             )
         ended = ended if out.exit_code == 0 and not out.timed_out else None
         return ShellResult(out.stdout, stderr, out.exit_code, out.timed_out, cwd=ended)
