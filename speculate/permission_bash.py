@@ -32,6 +32,7 @@ from speculate.sensitive import sensitive_segment
 from speculate.shell.context import Level
 from speculate.shell.facts import TRANSPARENT, Command, Facts, analyze
 from speculate.tools.globmatch import has_magic
+from speculate.tools.registry import EDIT_RULES, PATH_FIELDS, READ_RULES, SHELL
 
 
 class Gate(Protocol):
@@ -107,14 +108,14 @@ def decide(gate: Gate, command: str, *, cwd: str | os.PathLike[str] | None) -> D
     texts = _texts(command, facts)
 
     # -- deny: any part, any file rule that reaches it --------------------------------------------------
-    for r in _rules(gate.deny, "Bash", denying=True):
+    for r in _rules(gate.deny, SHELL, denying=True):
         if r.specifier is None or any(bash_match(r, t) for t in texts):
             return Decision("deny", f"Permission to use Bash was denied by rule {r.text!r}.", r.text)
     for path in reads:
-        if path is not None and (pr := _path_rule(gate, gate.deny, "Read", path, denying=True)):
+        if path is not None and (pr := _path_rule(gate, gate.deny, READ_RULES, path, denying=True)):
             return Decision("deny", f"Permission to read {path} has been denied (rule {pr.text!r}).", pr.text)
     for path, what in writes:
-        if path is not None and (pr := _path_rule(gate, gate.deny, "Edit", path, denying=True)):
+        if path is not None and (pr := _path_rule(gate, gate.deny, EDIT_RULES, path, denying=True)):
             return Decision(
                 "deny", f"Permission to edit {path} has been denied ({what}, rule {pr.text!r}).", pr.text
             )
@@ -128,16 +129,16 @@ def decide(gate: Gate, command: str, *, cwd: str | os.PathLike[str] | None) -> D
         )
 
     # -- ask: rules, sensitive files, what cannot be checked --------------------------------------------
-    for r in _rules(gate.ask, "Bash"):
+    for r in _rules(gate.ask, SHELL):
         if r.specifier is None or any(bash_match(r, t) for t in texts):
             return Decision("ask", f"Rule {r.text!r} requires confirmation for Bash.", r.text, firm=True)
     for path in reads:
-        if path is not None and (pr := _path_rule(gate, gate.ask, "Read", path)):
+        if path is not None and (pr := _path_rule(gate, gate.ask, READ_RULES, path)):
             return Decision(
                 "ask", f"Rule {pr.text!r} requires confirmation to read {path}.", pr.text, firm=True
             )
     for path, _ in writes:
-        if path is not None and (pr := _path_rule(gate, gate.ask, "Edit", path)):
+        if path is not None and (pr := _path_rule(gate, gate.ask, EDIT_RULES, path)):
             return Decision(
                 "ask", f"Rule {pr.text!r} requires confirmation to edit {path}.", pr.text, firm=True
             )
@@ -149,15 +150,15 @@ def decide(gate: Gate, command: str, *, cwd: str | os.PathLike[str] | None) -> D
                     f"Claude requested permissions to edit {path} which is a sensitive file.",
                     firm=True,
                 )
-        if None in reads and any(r.tool == "Read" and r.specifier for r in gate.deny):
+        if None in reads and any(r.tool == READ_RULES and r.specifier for r in gate.deny):
             return Decision(
                 "ask", "A file this command reads is not known before it runs, and Read deny rules apply."
             )
 
     # -- allow ---------------------------------------------------------------------------------------------
-    allow = _rules(gate.allow, "Bash")
+    allow = _rules(gate.allow, SHELL)
     unnamed = next((c for c in facts.commands if c.name is None), None)
-    if unnamed is not None and gate.mode != "bypassPermissions" and _rules(gate.deny, "Bash", denying=True):
+    if unnamed is not None and gate.mode != "bypassPermissions" and _rules(gate.deny, SHELL, denying=True):
         # A deny rule cannot be checked against a command whose name is not known before running.
         return Decision(
             "ask",
@@ -226,8 +227,9 @@ def _path_rule(
         if r.specifier is None or not r.covers(as_tool, denying=denying) or r.tool.startswith("mcp__"):
             continue
         # A directory read (`ls secrets`, `grep -r x secrets`) is refused when a rule covers its contents.
-        if r.tool in ("Read", "Edit", "Write") and any(
-            path_match(r, p, gate.places, directory=as_tool == "Read") for p in {path, os.path.realpath(path)}
+        if r.tool in PATH_FIELDS and any(
+            path_match(r, p, gate.places, directory=as_tool == READ_RULES)
+            for p in {path, os.path.realpath(path)}
         ):
             return r
     return None

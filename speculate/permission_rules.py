@@ -29,16 +29,10 @@ from typing import Literal
 
 from speculate.errors import SpeculateError
 from speculate.tools.globmatch import match_ignore_style
+from speculate.tools.registry import DENY_COVERS, DIRECTORY_TOOLS, KNOWN_TOOLS, PATH_FIELDS, RULE_COVERS
 
-KNOWN_TOOLS = frozenset({"Read", "Write", "Edit", "Glob", "Grep", "Bash"})
-# A rule naming the key tool also applies to these tools (Claude Code: Edit rules cover every tool that
-# edits files; Read rules, best effort, every tool that reads them).
-RULE_COVERS = {"Edit": frozenset({"Edit", "Write"}), "Read": frozenset({"Read", "Glob", "Grep"})}
-# A Read *deny* rule also refuses writing the paths it covers (Claude Code: "File is covered by a Read deny
-# rule in your permission settings and cannot be edited").
-DENY_COVERS = {"Read": frozenset({"Read", "Glob", "Grep", "Edit", "Write"})}
-PATH_FIELDS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Glob": "path", "Grep": "path"}
-DIRECTORY_TOOLS = frozenset({"Glob", "Grep"})  # their path names a directory to search
+# Which tools a rule names and covers, and which input field a path rule matches: the registry derives them
+# from what each tool declares (speculate.tools.registry); they stay importable from here.
 
 
 Behavior = Literal["allow", "ask", "deny"]

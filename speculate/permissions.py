@@ -1,7 +1,7 @@
 """The permission gate: may this tool call run now, must the user be asked, or is it refused?
 
 Modes (as in Claude Code): ``default`` asks before edits and before Bash that may write; ``acceptEdits``
-also lets Write/Edit through; ``bypassPermissions`` lets everything through; ``plan`` denies anything that
+also lets the file-editing tools (Write, Edit, NotebookEdit) through; ``bypassPermissions`` lets everything through; ``plan`` denies anything that
 is not read-only. Rules (:mod:`speculate.permission_rules`: Claude Code's forms, ``Bash(git *)``,
 ``Read(./src/**)``, ``Edit(//abs/path)``, ``mcp__server``, ...) in ``deny``, ``ask`` and ``allow`` lists are
 checked first, in that order (deny wins). A compound command (``a && b | c``) is allowed by rules only if
@@ -38,10 +38,11 @@ from speculate.permission_rules import (
     targets,
 )
 from speculate.tools.base import Tool
+from speculate.tools.registry import READ_RULES, SHELL_TOOLS, WRITE_TOOLS
 
 Mode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
 MODES: tuple[str, ...] = get_args(Mode)
-EDIT_TOOLS = frozenset({"Write", "Edit"})
+EDIT_TOOLS = WRITE_TOOLS  # the tools acceptEdits lets through (speculate.tools.registry)
 T = TypeVar("T", bound=Tool)
 
 
@@ -103,7 +104,7 @@ class PermissionGate:
         if not isinstance(inp, BaseModel):
             inp = tool.parse(inp)
         name = tool.name
-        if name == "Bash":
+        if name in SHELL_TOOLS:
             return decide_bash(self, _cmd(inp), cwd=cwd)
         if rule := self._first(self.deny, name, inp, any_part=True, denying=True):
             return Decision("deny", f"Permission to use {name} was denied by rule {rule.text!r}.", rule.text)
@@ -143,7 +144,8 @@ class PermissionGate:
             return Decision("allow", f"{name} is read-only.")
         if self.mode == "acceptEdits" and name in EDIT_TOOLS:
             return Decision("allow", "acceptEdits mode allows file edits.")
-        target = getattr(inp, "file_path", None)
+        field = PATH_FIELDS.get(name)
+        target = getattr(inp, field, None) if field else None
         return Decision("ask", f"{name}{f' of {target}' if target else ''} needs permission.")
 
     @property
@@ -167,7 +169,9 @@ class PermissionGate:
         results (Claude Code does the same; a search of a denied directory itself is refused by check)."""
         path = os.path.join(self.places.cwd, rel)
         return any(
-            r.tool == "Read" and r.specifier is not None and path_match(r, path, self.places, directory=False)
+            r.tool == READ_RULES
+            and r.specifier is not None
+            and path_match(r, path, self.places, directory=False)
             for r in self.deny
         )
 

@@ -42,6 +42,7 @@ from speculate.hooks.output import parse_output
 from speculate.hooks.payloads import common_fields, file_text, hook_env, tool_response
 from speculate.hooks.transcript import HookTranscript
 from speculate.settings import EVENTS, MATCHED_EVENTS, Hook
+from speculate.tools import registry
 from speculate.tools.budget import HOOK_OUTPUT_BUDGET, cut
 from speculate.types import Block, Message, text_of_result
 
@@ -207,9 +208,12 @@ class HookRunner:
         return out
 
     async def capture(self, block: Block, fs: FileSystem) -> str | None:
-        """Before an Edit or Write that a PostToolUse hook will see: the file's text (``originalFile``)."""
-        if block["name"] in ("Edit", "Write") and self.would_run("PostToolUse", block["name"]):
-            return await file_text(fs, str(block.get("input", {}).get("file_path", "")))
+        """Before a file-writing call (Edit, Write, ...) that a PostToolUse hook will see: the file's text
+        (``originalFile``)."""
+        name = block["name"]
+        path = registry.path_of(name, block.get("input", {}))
+        if name in registry.WRITE_TOOLS and path is not None and self.would_run("PostToolUse", name):
+            return await file_text(fs, path)
         return None
 
     async def post_tool(
@@ -219,9 +223,8 @@ class HookRunner:
         name, inp = block["name"], block.get("input", {})
         if not self.would_run("PostToolUse", name):
             return PostOutcome()
-        after = (
-            await file_text(fs, str(inp.get("file_path", ""))) if name in ("Read", "Edit", "Write") else None
-        )
+        path = registry.path_of(name, inp) if name in registry.FILE_READERS else None
+        after = await file_text(fs, path) if path is not None else None
         response = tool_response(name, inp, result, before=before, after=after, duration_ms=duration_ms)
         payload = {
             "tool_name": name,

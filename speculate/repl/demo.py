@@ -12,6 +12,7 @@ from speculate.errors import SpeculateError
 from speculate.sim.scenario import Scenario, Step, default_scenario_paths
 from speculate.sim.scenario_yaml import load_scenario
 from speculate.sim.script import next_turn
+from speculate.tools import registry
 
 DEFAULT_SCENARIO = "fix-pagination"
 _GIT = re.compile(r"(^|[\s;&|(])git(\s|$)")
@@ -55,7 +56,7 @@ def needs_git(scenario: Scenario) -> bool:
         steps: tuple[Step, ...] = turn.steps + (turn.suggestion_steps or ())
         for step in steps:
             for call in step.tools:
-                if call.name == "Bash" and _GIT.search(str(call.input.get("command", ""))):
+                if call.name in registry.SHELL_TOOLS and _GIT.search(str(call.input.get("command", ""))):
                     return True
     return False
 

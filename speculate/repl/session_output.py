@@ -13,6 +13,7 @@ from speculate.repl.status import Status
 from speculate.repl.toolview import Body, body_lines, tool_body
 from speculate.session import Session
 from speculate.speculation.events import SpecEvent
+from speculate.tools import registry
 
 
 class SessionOutput(Output):
@@ -66,8 +67,9 @@ class SessionOutput(Output):
             self.turn_line.tool_finished()
         landing = self.s.landing if self.s is not None else None
         live = landing is None or landing.promoted or bool(landing.dropped)  # else: a speculation replayed
-        if live and ev.name in ("Write", "Edit") and not ev.is_error and ev.input.get("file_path"):
-            self.turn_edits.append(str(ev.input["file_path"]))
+        path = registry.path_of(ev.name, ev.input) if ev.name in registry.WRITE_TOOLS else None
+        if live and path and not ev.is_error:
+            self.turn_edits.append(path)
 
     def show_last(self) -> None:
         """``/last`` (or ctrl+o): the whole result of the last call shown collapsed."""

@@ -22,6 +22,7 @@ from speculate.repl.inputs import (
     mentions,
     resolve_mention,
 )
+from speculate.tools import registry
 from speculate.tools.base import ToolError
 from speculate.types import user
 
@@ -44,7 +45,7 @@ async def _into_conversation(r: Any, blocks: list[str]) -> None:
 async def bash_mode(r: Any, command: str) -> None:
     """``!command``: run it (asking as a Bash call would), show it, and add it and its output to the
     conversation."""
-    tool = next((t for t in r.s.tools if t.name == "Bash"), None)
+    tool = next((t for t in r.s.tools if t.name == registry.SHELL), None)
     if tool is None:
         r._line(r._c("31", "! not run: the Bash tool is denied in this session's settings"))
         return
@@ -98,7 +99,7 @@ async def attach_mentions(r: Any, prompt: str) -> bool:
     found = mentions(prompt)
     if not found:
         return True
-    read = next((t for t in r.s.tools if t.name == "Read"), None)
+    read = next((t for t in r.s.tools if t.name == registry.READER), None)
     blocks: list[str] = []
     for m in found:
         path = resolve_mention(r.s.project, m)

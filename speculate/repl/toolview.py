@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from speculate.agent_types import ToolFinished
+from speculate.tools import registry
 
 Line = list[tuple[str, str]]
 BODY_LINES = 4  # result lines shown under a call
@@ -21,8 +22,8 @@ DIFF_LINES = 16  # diff lines shown under an edit
 QUESTION_DIFF_LINES = 40  # diff lines shown in a permission question
 READ_LIMIT = 1 << 20  # a file larger than this is not read for a permission question's diff
 EXPAND = "ctrl+o or /last to expand"
-_PRIMARY = ("command", "file_path", "pattern", "path", "url")
-_SHOWN_AS_DIFF = ("content", "old_string", "new_string")
+_PRIMARY = ("command", "file_path", "notebook_path", "pattern", "path", "url")
+_SHOWN_AS_DIFF = ("content", "old_string", "new_string", "new_source")
 
 
 @dataclass
@@ -56,12 +57,6 @@ def coloured_diff(text: str | Sequence[str]) -> list[Line]:
     return [[(diff_style(ln), ln)] for ln in lines]
 
 
-def snippet_diff(old: str, new: str) -> list[str]:
-    """``old`` → ``new`` as diff lines without headers (an Edit's strings, not the whole file)."""
-    body = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3))[2:]
-    return [ln for ln in body if not ln.startswith("@@")]
-
-
 def file_diff(path: str, old: str | None, new: str) -> list[str]:
     """The whole file ``path`` going from ``old`` (None: absent) to ``new``, with line numbers in its hunk
     headers."""
@@ -78,23 +73,21 @@ def file_diff(path: str, old: str | None, new: str) -> list[str]:
 
 
 def edited(tool: str, inp: dict[str, Any], current: str | None) -> str | None:
-    """The file's text after this Write/Edit, given its text now (None when it cannot be told)."""
-    if tool == "Write":
-        return str(inp.get("content", ""))
-    if tool == "Edit" and current is not None:
-        old, new = str(inp.get("old_string", "")), str(inp.get("new_string", ""))
-        if old and old in current:
-            return current.replace(old, new) if inp.get("replace_all") else current.replace(old, new, 1)
-    return None
+    """The file's text after this call of a file-writing tool, given its text now (None when it cannot be
+    told): the tool says (:meth:`speculate.tools.base.Tool.edited`)."""
+    cls = registry.get(tool)
+    return cls.edited(inp, current) if cls is not None and cls.writes_files else None
 
 
 def edit_lines(tool: str, inp: dict[str, Any]) -> list[str]:
-    """What a Write/Edit did, from its arguments alone (after the call the old text is gone)."""
-    if tool == "Edit":
-        return snippet_diff(str(inp.get("old_string", "")), str(inp.get("new_string", "")))
-    if tool == "Write":
-        return [f"+{ln}" for ln in str(inp.get("content", "")).splitlines()]
-    return []
+    """What a file-writing call did, from its arguments alone (after the call the old text is gone)."""
+    cls = registry.get(tool)
+    return cls.change_lines(inp) if cls is not None and cls.writes_files else []
+
+
+def _shown_as(tool: str) -> str:
+    cls = registry.get(tool)
+    return cls.shown_as if cls is not None else "output"
 
 
 def tool_body(ev: ToolFinished) -> Body:
@@ -103,11 +96,12 @@ def tool_body(ev: ToolFinished) -> Body:
     if ev.denied:
         full = [[("2", ln)] for ln in text.splitlines()]
         return Body(full[:1], full)
-    if ev.name in ("Write", "Edit") and not ev.is_error:
+    shown_as = _shown_as(ev.name)
+    if shown_as == "diff" and not ev.is_error:
         full = coloured_diff(edit_lines(ev.name, ev.input))
         return Body(full[:DIFF_LINES], full)
     lines = text.splitlines()
-    if ev.name == "Read" and not ev.is_error:
+    if shown_as == "count" and not ev.is_error:
         full = [[("", ln)] for ln in lines]
         return Body([[("2", f"read {len(lines)} line{'s' * (len(lines) != 1)}")]], full, hidden=len(full))
     style = "31" if ev.is_error else "2"
@@ -145,7 +139,7 @@ def full_call(tool: str, inp: dict[str, Any]) -> str:
     parts += [
         f"{k}={json.dumps(v, ensure_ascii=False)}"
         for k, v in inp.items()
-        if k != primary and not (tool in ("Write", "Edit") and k in _SHOWN_AS_DIFF)
+        if k != primary and not (_shown_as(tool) == "diff" and k in _SHOWN_AS_DIFF)
     ]
     return f"{tool}({', '.join(parts)})"
 
@@ -157,8 +151,8 @@ def question_lines(
     make to the file (``read`` gives a file's text now, None if it cannot be read), and what ``always``
     allows (the rule, for the rest of this session)."""
     out: list[Line] = [[("1", "  " + full_call(tool, inp))]]
-    if tool in ("Write", "Edit"):
-        path = str(inp.get("file_path", ""))
+    if tool in registry.WRITE_TOOLS:
+        path = registry.path_of(tool, inp) or ""
         current = read(path) if path else None
         after = edited(tool, inp, current)
         lines = file_diff(path, current, after)[2:] if after is not None else edit_lines(tool, inp)
@@ -166,6 +160,6 @@ def question_lines(
         out += [[("", "    "), *ln] for ln in shown]
         if len(lines) > QUESTION_DIFF_LINES:
             out.append([("2", f"    … +{len(lines) - QUESTION_DIFF_LINES} more diff lines")])
-    scope = "this command" if rule.startswith("Bash(") else f"every {tool} call"
+    scope = "this command" if tool in registry.SHELL_TOOLS and rule != tool else f"every {tool} call"
     out.append([("2", f"  always: allow {scope} for the rest of this session (rule {rule}); Esc: no")])
     return out

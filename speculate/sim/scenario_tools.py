@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from speculate.tools import default_tools
+from speculate.tools.registry import CLAUDE_CODE_ONLY
 
 # Intent steps: the same calls named by what they do (docs/scenarios.md): key -> (tool, renamed fields).
 # The tool's other Input fields keep their names, so a field added to a tool is an intent field too.
@@ -20,7 +21,7 @@ INTENTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 # Tools the real model may call although the agent does not offer them (a speculation stops at them with a
 # denied_tool boundary; the agent answers "No such tool"). Inputs: a mapping of scalars, not checked.
-OTHER_TOOLS = ("WebSearch", "WebFetch", "Task", "Agent", "TodoWrite", "NotebookEdit")
+OTHER_TOOLS = CLAUDE_CODE_ONLY  # speculate.tools.registry: Claude Code has them, speculate does not
 MCP_PREFIX = "mcp__"  # MCP server tools (mcp__<server>__<tool>): inputs as for OTHER_TOOLS
 
 

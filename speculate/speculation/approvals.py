@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from overlayfs.changes import Change
 from speculate.speculation.effects import FileSummary, Snapshot, attribute, snapshot, summarize, touched
+from speculate.tools.registry import SHELL_TOOLS
 
 Answer = Literal["y", "n", "always"]
 AskFn = Callable[[str, str], Awaitable[Answer]]
@@ -43,7 +44,7 @@ class PendingApproval:
     @property
     def rule(self) -> str:
         """The allow rule an ``always`` answer adds (the live path's)."""
-        return f"{self.tool}({self.command})" if self.tool == "Bash" and self.command else self.tool
+        return f"{self.tool}({self.command})" if self.tool in SHELL_TOOLS and self.command else self.tool
 
     def effect(self) -> str:
         """What it changed in the overlay: ``deleted build/`` (hooks around it included)."""

@@ -19,6 +19,14 @@ from pydantic import BaseModel
 
 from speculate.agent_types import BoundaryKind, BoundaryReached, ToolDenied, summarize
 from speculate.tools.base import Tool, ToolContext
+from speculate.tools.registry import (
+    FILE_TOOLS,
+    PATH_FIELDS,
+    SHELL,
+    SHELL_TOOLS,
+    SPECULATIVE_TOOLS,
+    WRITE_TOOLS,
+)
 from speculate.types import Block
 
 if TYPE_CHECKING:
@@ -27,10 +35,10 @@ if TYPE_CHECKING:
     from speculate.speculation.guard import Protection
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
-SPEC_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep", "Bash"}
-WRITE_TOOLS = {"Write", "Edit"}
-# Claude Code refuses a path a deny rule covers while checking these tools' input, before any hook runs.
-FILE_TOOLS = {"Read", "Write", "Edit", "Glob", "Grep"}
+# The tools a fork may run, those it stops before where the live path would ask, those whose path a deny rule
+# refuses before any hook runs (as Claude Code does while checking their input), and the shell: derived from
+# what each tool declares (speculate.tools.registry).
+SPEC_TOOLS = SPECULATIVE_TOOLS
 HookDecision = Literal["allow", "ask"] | None
 
 
@@ -71,7 +79,7 @@ def cwd_of(ctx: ToolContext | None) -> Path | None:
 
 def always_rule(tool: str, inp: BaseModel) -> str:
     cmd = getattr(inp, "command", None)
-    return f"Bash({cmd})" if tool == "Bash" and cmd else tool
+    return f"{SHELL}({cmd})" if tool in SHELL_TOOLS and cmd else tool
 
 
 class MainAuthorizer:
@@ -230,7 +238,7 @@ class SpecAuthorizer:
             # read-only (settings speculation.readOnlyMcpTools) may run before acceptance.
             return "mcp", f"{tool.name}: an MCP call acts outside the overlay (not declared read-only)"
         if tool.name in WRITE_TOOLS:
-            path = str(getattr(inp, "file_path", ""))
+            path = str(getattr(inp, PATH_FIELDS.get(tool.name, ""), ""))
             kind = self._protected(path)
             if kind == "instructions":
                 return "instructions", f"{tool.name} {path}: the next request's system prompt would change"
@@ -247,7 +255,7 @@ class SpecAuthorizer:
                 )
             if not early and d.behavior == "ask" and not (hook == "allow" and not d.firm):
                 return "edit", f"{tool.name} {path} needs permission"
-        elif tool.name == "Bash":
+        elif tool.name in SHELL_TOOLS:
             cmd = getattr(inp, "command", "")
             if not self.sandboxed_bash:
                 # No sandbox, no speculative Bash: even a read-only command would read the real tree
@@ -288,7 +296,7 @@ class SpecAuthorizer:
         self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = ""
     ) -> str | None:
         """Why the live path would ask before this call (a sandboxed Bash command), or None."""
-        if tool.name != "Bash":
+        if tool.name not in SHELL_TOOLS:
             return None
         if hook == "ask":
             return f"a PreToolUse hook asks ({hook_reason or 'no reason given'})"

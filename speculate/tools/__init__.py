@@ -1,4 +1,6 @@
-"""The agent's tools (Read, Write, Edit, Glob, Grep, Bash): pydantic inputs, a filesystem view, a shell."""
+"""The agent's tools (Read, Write, Edit, Glob, Grep, Bash, NotebookEdit): pydantic inputs, a filesystem view, a
+shell; each declares its capabilities, and :mod:`speculate.tools.registry` lists them and derives every set of
+tool names the rest of speculate uses."""
 
 from __future__ import annotations
 
@@ -8,15 +10,11 @@ from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult
 
 
 def default_tools() -> list[Tool]:
-    """Fresh instances of the built-in tools in a fixed order (the order is part of the prompt-cache key)."""
-    from speculate.tools.bash import Bash
-    from speculate.tools.edit import Edit
-    from speculate.tools.glob import Glob
-    from speculate.tools.grep import Grep
-    from speculate.tools.read import Read
-    from speculate.tools.write import Write
+    """Fresh instances of the built-in tools in a fixed order (the order is part of the prompt-cache key):
+    :data:`speculate.tools.registry.TOOLS`, the one list of them."""
+    from speculate.tools.registry import default_tools as fresh
 
-    return [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+    return fresh()
 
 
 def tools_by_name(tools: Iterable[Tool] | None = None) -> dict[str, Tool]:

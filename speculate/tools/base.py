@@ -1,4 +1,5 @@
-"""The tool contract: a pydantic input model, read-only / concurrency-safe flags, an async ``call``.
+"""The tool contract: a pydantic input model, read-only / concurrency-safe flags, an async ``call``, and the
+capabilities the permission gate, the speculation engine, the hooks and the REPL ask of it.
 
 A tool failure the model should see (bad input, file not found, not unique) is raised as
 :class:`ToolError` and becomes an ``is_error`` tool_result; any other exception is our bug and propagates.
@@ -14,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import trio
 from pydantic import BaseModel, ValidationError
@@ -100,12 +101,59 @@ class ToolContext:
         return self.shell_dir.path if self.shell_dir.path is not None else Path(self.fs.root)
 
 
+Shown = Literal["output", "diff", "count"]
+
+
 class Tool(ABC):
     # Class attributes of the built-in tools; an MCP tool (or a name the model made up) sets its own.
     name: str
     description: str
     Input: ClassVar[type[BaseModel]]
     max_result_chars: ClassVar[int] = 30_000
+
+    # -- capabilities: what the rest of speculate asks of a tool, through speculate.tools.registry (the one
+    # place that turns them into sets of names; no module compares tool names, tests/test_tool_names.py).
+    # The input field naming the file (or, with ``searches_directory``, the directory) the call acts on:
+    # path permission rules match it, a fork checks it against protected paths, hooks read that file.
+    path_field: ClassVar[str | None] = None
+    searches_directory: ClassVar[bool] = False  # its path names a directory to search (omitted: the project)
+    # It changes the file at ``path_field``: the edit permission (acceptEdits lets it through, sensitive files
+    # ask), a Read deny rule refuses it, a fork stops before it where the live path would ask.
+    writes_files: ClassVar[bool] = False
+    # Its input's ``command`` runs in a shell: permission rules match the command (speculate.permission_bash),
+    # a fork runs it in the sandbox, ``always`` allows that command only.
+    runs_commands: ClassVar[bool] = False
+    # The permission-rule name that also covers it (Claude Code: ``Edit(path)`` rules cover every tool that
+    # edits files, ``Read`` rules every tool that reads them); None: rules naming the tool itself only.
+    rule_family: ClassVar[str | None] = None
+    # A speculative fork may run it before the user accepts (its effects stay in the fork's overlay, its
+    # permission is decided as the live path would).
+    speculative: ClassVar[bool] = False
+    # How the REPL shows a finished call (speculate.repl.toolview): its first output lines, the change it
+    # made as a diff (``change_lines``), or a count of the lines it read.
+    shown_as: ClassVar[Shown] = "output"
+
+    @classmethod
+    def hook_response(
+        cls, inp: dict[str, Any], content: Any, *, before: str | None, after: str | None, duration_ms: int
+    ) -> Any:
+        """The PostToolUse hook's ``tool_response`` for a successful call, in Claude Code's shape for this
+        tool: rebuilt from the input, the result's ``content`` and, for a tool with a file ``path_field``, the
+        file's text ``before`` (a writing tool) and ``after`` the call. Default: the content as the model
+        saw it (what Claude Code gives for an MCP tool)."""
+        return content
+
+    @classmethod
+    def edited(cls, inp: dict[str, Any], current: str | None) -> str | None:
+        """A writing tool: the file's text after this call given its text now (None: absent), or None when
+        it cannot be told. The REPL's permission question shows the diff."""
+        return None
+
+    @classmethod
+    def change_lines(cls, inp: dict[str, Any]) -> list[str]:
+        """A writing tool: what the call changed, as diff lines from its input alone (after the call the old
+        text is gone). The REPL shows them under the call."""
+        return []
 
     def is_read_only(self, inp: BaseModel) -> bool:
         return False

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from speculate.tools import shapes
 from speculate.tools.base import Tool, ToolContext, ToolResult, run_io
 from speculate.tools.common import spill
 
@@ -54,6 +55,9 @@ class Bash(Tool):
         "stderr and a non-zero exit code. Prefer Read, Edit, Glob and Grep for files."
     )
     Input: ClassVar[type[BaseModel]] = BashInput
+    runs_commands = True
+    speculative = True
+    hook_response = staticmethod(shapes.bash_response)
 
     def is_read_only(self, inp: BaseModel) -> bool:
         if not isinstance(inp, BashInput):

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from speculate.tools import shapes
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, run_io
 from speculate.tools.common import display, fs_error, read_text, relative
 from speculate.tools.read import number_lines
@@ -32,6 +33,14 @@ class Edit(Tool):
         "replace_all is true. An empty old_string on a missing or empty file creates it with new_string."
     )
     Input: ClassVar[type[BaseModel]] = EditInput
+    # Its capabilities (speculate.tools.registry derives the sets of tool names from them).
+    path_field = "file_path"
+    writes_files = True
+    speculative = True
+    shown_as = "diff"
+    hook_response = staticmethod(shapes.edit_response)
+    edited = staticmethod(shapes.edit_edited)
+    change_lines = staticmethod(shapes.edit_change_lines)
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         return await run_io(self.run, inp, ctx)

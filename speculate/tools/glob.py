@@ -8,6 +8,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from speculate import FileSystem
+from speculate.tools import shapes
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, between_files, run_io
 from speculate.tools.common import SKIP_DIRS, display, fs_error, relative, spill
 from speculate.tools.globmatch import compile_glob, literal_prefix
@@ -55,6 +56,11 @@ class Glob(Tool):
         f"at most {MAX_RESULTS}. VCS, virtualenv and cache directories are skipped."
     )
     Input: ClassVar[type[BaseModel]] = GlobInput
+    path_field = "path"
+    searches_directory = True
+    rule_family = "Read"
+    speculative = True
+    hook_response = staticmethod(shapes.glob_response)
 
     def is_read_only(self, inp: BaseModel) -> bool:
         return True

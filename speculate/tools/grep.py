@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from speculate import FileSystem
 from speculate.tools import base as tool_base
+from speculate.tools import shapes
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, between_files, run_io
 from speculate.tools.common import SKIP_DIRS, display, fs_error, relative, spill
 from speculate.tools.glob import newest_first, walk_files
@@ -52,6 +53,11 @@ class Grep(Tool):
         "virtualenv and cache directories and binary files are skipped."
     )
     Input: ClassVar[type[BaseModel]] = GrepInput
+    path_field = "path"
+    searches_directory = True
+    rule_family = "Read"
+    speculative = True
+    hook_response = staticmethod(shapes.grep_response)
 
     def is_read_only(self, inp: BaseModel) -> bool:
         return True

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from speculate.tools import shapes
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, run_io
 from speculate.tools.common import display, in_spill_dir, is_binary, read_text, relative
 
@@ -44,6 +45,11 @@ class Read(Tool):
         "are refused."
     )
     Input: ClassVar[type[BaseModel]] = ReadInput
+    path_field = "file_path"
+    rule_family = "Read"
+    speculative = True
+    shown_as = "count"
+    hook_response = staticmethod(shapes.read_response)
     # About 25k tokens: a default 2000-line window of ordinary code fits; past it Read pages.
     max_result_chars: ClassVar[int] = 100_000
 

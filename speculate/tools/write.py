@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from speculate import FileSystem
+from speculate.tools import shapes
 from speculate.tools.base import Tool, ToolContext, ToolError, ToolResult, run_io
 from speculate.tools.common import display, fs_error, relative
 
@@ -49,6 +50,15 @@ class Write(Tool):
         "Prefer Edit for changing part of an existing file."
     )
     Input: ClassVar[type[BaseModel]] = WriteInput
+    # Its capabilities (speculate.tools.registry derives the sets of tool names from them).
+    path_field = "file_path"
+    writes_files = True
+    rule_family = "Edit"
+    speculative = True
+    shown_as = "diff"
+    hook_response = staticmethod(shapes.write_response)
+    edited = staticmethod(shapes.write_edited)
+    change_lines = staticmethod(shapes.write_change_lines)
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         return await run_io(self.run, inp, ctx)

@@ -1,0 +1,118 @@
+"""The tool registry (:mod:`speculate.tools.registry`) is the one place that knows tool names: no module of
+``speculate`` or ``overlayfs`` outside it compares a value with a tool's name; they ask the registry's sets
+(derived from what each tool declares) or the tool object, as tests/test_backend_names.py holds the backend
+registries to.
+
+What is caught: ``==``, ``!=``, ``in`` and ``not in`` with a name as a string literal (alone or in a literal
+tuple, list or set) on either side, a ``case "name":`` pattern, and a ``.startswith("Name(")`` of a rule's
+text. A name smuggled in another way (a dict keyed by names, a name built at run time) is not: this guards
+against the easy relapse, not every one."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection
+from pathlib import Path
+
+from speculate.tools import default_tools, registry
+
+REPO = Path(__file__).resolve().parents[1]
+REGISTRY = REPO / "speculate" / "tools" / "registry.py"
+NAMES = set(registry.NAMES) | set(registry.CLAUDE_CODE_ONLY)
+
+# Modules that may compare tool names, each with why. The list only shrinks.
+EXCEPTIONS: dict[str, str] = {
+    # Claude Code's transcripts are another program's records: the importer reads what its Read, Edit and
+    # Write calls did to rebuild the project's files as they were (whatever speculate's tools are).
+    "speculate/importers/tree.py": "reads Claude Code's recorded Read/Edit/Write calls",
+    "speculate/importers/claude_code.py": "reads Claude Code's recorded Edit calls",
+    "speculate/importers/checks.py": "checks recorded results against Claude Code's tools' texts",
+}
+
+
+def _literals(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def name_comparisons(root: Path, names: set[str], skip: Collection[Path] = ()) -> list[str]:
+    """``file:line: source`` of every comparison with one of ``names`` under ``root``'s two packages."""
+    found = []
+    for path in sorted([*(root / "speculate").rglob("*.py"), *(root / "overlayfs").rglob("*.py")]):
+        if path in skip or "workspaces" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            hit: set[str] = set()
+            if isinstance(node, ast.Compare):
+                for op, right in zip(node.ops, node.comparators, strict=True):
+                    if isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                        hit |= (_literals(node.left) | _literals(right)) & names
+            elif isinstance(node, ast.MatchValue):
+                hit = _literals(node.value) & names
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "startswith"
+                and node.args
+            ):
+                hit = {n for n in names for s in _literals(node.args[0]) if s.startswith(n + "(")}
+            if hit:
+                found.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_outside_the_registry_compares_tool_names() -> None:
+    skip = {REGISTRY, *(REPO / p for p in EXCEPTIONS)}
+    assert name_comparisons(REPO, NAMES, skip) == []
+
+
+def test_the_exceptions_still_compare_names() -> None:
+    """An exception that no longer compares a name is dropped from the list."""
+    for rel in EXCEPTIONS:
+        assert name_comparisons(REPO, NAMES, {p for p in _all(REPO) if p != REPO / rel}), rel
+
+
+def _all(root: Path) -> set[Path]:
+    return {*(root / "speculate").rglob("*.py"), *(root / "overlayfs").rglob("*.py")}
+
+
+def test_the_scan_finds_a_comparison(tmp_path: Path) -> None:
+    (tmp_path / "overlayfs").mkdir()
+    (tmp_path / "speculate").mkdir()
+    (tmp_path / "speculate" / "gate.py").write_text(
+        'def check(name, rule):\n    if name == "Bash":\n        return 1\n    if name in ("Write", "Edit"):\n'
+        '        return 2\n    match name:\n        case "Read":\n            return 3\n'
+        '    return rule.startswith("Bash(") or "NotebookEdit" != name\n'
+    )
+    assert [f.split(": ")[0] for f in name_comparisons(tmp_path, NAMES)] == [
+        "speculate/gate.py:2",
+        "speculate/gate.py:4",
+        "speculate/gate.py:7",
+        "speculate/gate.py:9",
+        "speculate/gate.py:9",
+    ]
+
+
+def test_the_registry_is_where_the_sets_come_from() -> None:
+    tools = registry.TOOLS
+    assert [t.name for t in default_tools()] == list(registry.NAMES)
+    assert len(set(registry.NAMES)) == len(tools) and not set(registry.NAMES) & set(registry.CLAUDE_CODE_ONLY)
+    for name, cls in registry.REGISTRY.items():
+        assert cls.name == name and registry.get(name) is cls
+        # What a tool declares is consistent: a path for what writes files or searches a directory.
+        assert not (cls.writes_files or cls.searches_directory) or cls.path_field
+        assert cls.path_field is None or cls.path_field in cls.Input.model_fields, name
+        assert cls.rule_family is None or cls.rule_family in registry.REGISTRY, name
+        assert not cls.runs_commands or "command" in cls.Input.model_fields, name
+    assert registry.WRITE_TOOLS == {n for n, c in registry.REGISTRY.items() if c.writes_files}
+    assert registry.SHELL_TOOLS == {registry.SHELL}
+    # Claude Code's families: Edit(path) rules cover the tools that edit files, Read rules those that read.
+    assert registry.RULE_COVERS[registry.EDIT_RULES] >= registry.WRITE_TOOLS
+    assert registry.RULE_COVERS[registry.READ_RULES] == {"Read", "Glob", "Grep"}
+    assert registry.DENY_COVERS[registry.READ_RULES] == {"Read", "Glob", "Grep"} | registry.WRITE_TOOLS
+    assert registry.PATH_FIELDS["NotebookEdit"] == "notebook_path"
+    assert registry.FILE_READERS == {"Read", "Write", "Edit", "NotebookEdit"}
+    assert registry.get("mcp__server__tool") is None
