@@ -51,11 +51,19 @@ def project_path(path: object, cwd: str | None) -> str | None:
     return os.path.relpath(full, root)
 
 
+def recorded_file(use: ToolUse) -> bool:
+    """Whether a Read's ``toolUseResult`` holds the file (2.1.x: ``{"type": "text", "file": {...}}``); when
+    not (no ``toolUseResult``, or an older shape), only its numbered text shows what it read."""
+    r = use.result
+    return r is not None and isinstance(r.structured, dict) and isinstance(r.structured.get("file"), dict)
+
+
 def text_read(use: ToolUse) -> str | None:
     """The whole file a successful Read showed, from its numbered text, for a transcript that recorded no
-    ``toolUseResult``: None for a window of the file, a truncated one, or text that is not numbered lines."""
+    ``toolUseResult`` (or one in an older shape): None for a window of the file, a truncated one, or text
+    that is not numbered lines."""
     r = use.result
-    if r is None or r.is_error or r.structured is not None or r.images:
+    if r is None or r.is_error or r.images:
         return None
     if use.input.get("offset") not in (None, 0, 1) or use.input.get("limit") is not None:
         return None
@@ -75,7 +83,7 @@ def text_read(use: ToolUse) -> str | None:
 def full_read(use: ToolUse) -> str | None:
     """The whole file a successful Read recorded (None for a window of it, an image or an error)."""
     r = use.result
-    if r is not None and r.structured is None:
+    if not recorded_file(use):
         return text_read(use)
     if r is None or r.is_error or not isinstance(r.structured, dict) or r.structured.get("type") != "text":
         return None
@@ -90,7 +98,7 @@ def full_read(use: ToolUse) -> str | None:
 def recorded_read(use: ToolUse) -> str | None:
     """The text a successful Read returned, without line numbers (a window of the file, or all of it)."""
     r = use.result
-    if r is not None and r.structured is None:
+    if not recorded_file(use):
         return text_read(use)
     if r is None or r.is_error or not isinstance(r.structured, dict) or r.structured.get("type") != "text":
         return None
@@ -153,7 +161,7 @@ def reconstruct(turns: list[RecordedTurn], cwd: str | None, counts: Counts) -> S
         if use.name == "Read":
             content = full_read(use)
             if content is not None:
-                if use.result is not None and use.result.structured is None:
+                if not recorded_file(use):
                     counts["Reads read back from their numbered text (no toolUseResult)"] += 1
                 found(rel, content)
         elif use.name == "Edit":
