@@ -163,11 +163,12 @@ def copy_file(
     times_ns: tuple[int, int] | None = None,
     owner: tuple[int, int] | None = None,
     sparse: bool = False,
-    keep_xattrs: bool = False,
+    keep_xattrs: tuple[str, ...] = (),
 ) -> int:
     """Copy regular file ``src`` to new file ``dst`` (must not exist), set ``owner`` (uid, gid; default:
     the creator's) and ``mode`` (default: src's), in that order: a chown clears set-id bits.
-    ``keep_xattrs``: carry its extended attributes and ACL over too (a copy-up, as the kernel's).
+    ``keep_xattrs``: carry over its extended attributes whose names start so (:data:`ALL_XATTRS` for a
+    copy-up, as the kernel's; :data:`LANDED_XATTRS` for promotion).
 
     Returns the number of bytes copied. ``fsync`` makes the data durable before a later rename. On any error
     (including one reported by fsync or close) ``dst`` is removed: a failed copy leaves no partial file.
@@ -179,7 +180,7 @@ def copy_file(
         try:
             n = copy_fd(sfd, dfd, sparse=sparse)
             if keep_xattrs:
-                copy_xattrs(sfd, dfd)
+                copy_xattrs(sfd, dfd, keep_xattrs)
             if owner is not None:
                 os.fchown(dfd, *owner)
             os.fchmod(dfd, stat_mode(st.st_mode) if mode is None else mode)
@@ -204,6 +205,11 @@ def copy_file(
     return n
 
 
+ALL_XATTRS = ("",)
+# What a promoted file carries of the fork's file: its user attributes and ACL, as a live ``sed -i`` or
+# ``cp -a`` leaves them; never file capabilities (``security.capability``, a setuid bit by other means) nor
+# ``trusted.*``.
+LANDED_XATTRS = ("user.", "system.posix_acl_access")
 # Names of the overlay's own layer markers (overlayfs.layer) and fuse-overlayfs': never carried over.
 _MARKERS = ("trusted.overlay.", "user.overlay.", "user.fuseoverlayfs.")
 _NO_XATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENODATA, errno.EPERM, errno.EACCES, errno.E2BIG)
@@ -231,11 +237,13 @@ def xattrs(f: int | str) -> dict[str, bytes]:
     return out
 
 
-def copy_xattrs(src: int, dst: int) -> None:
+def copy_xattrs(src: int, dst: int, prefixes: tuple[str, ...] = ("",)) -> None:
     """Carry ``src``'s extended attributes over to ``dst`` as the kernel's overlayfs copy-up does, each
     where this process may set it (a normal user cannot set ``trusted.*``; a filesystem without xattrs
     none): best effort, for a missing one only means promotion lands the file as a replacement."""
     for name, value in xattrs(src).items():
+        if not name.startswith(prefixes):
+            continue
         try:
             os.setxattr(dst, name, value)
         except OSError as e:

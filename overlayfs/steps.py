@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from overlayfs.cleanup import Cleanup
-from overlayfs.copyup import copy_file, kept_owner, link_or_copy, run_all, stat_mode
+from overlayfs.copyup import LANDED_XATTRS, copy_file, kept_owner, link_or_copy, run_all, stat_mode
 from overlayfs.flush import Flush
 from overlayfs.inplace import InPlace
 from overlayfs.merged import kind_of, lstat_or_none
@@ -63,6 +63,7 @@ class Steps(Cleanup, InPlace):
         # Puts written into the real file's own inode (overlayfs.inplace), and those of them the journal
         # says were begun ("writing <i>" lines): a replay rewrites those whole.
         self.inplace: set[int] = set(j.get("inplace") or [])
+        self.as_created: set[int] = set(j.get("as_created") or [])
         self.writing: set[int] = set(j.get("writing") or [])
         self.wrote: dict[int, os.stat_result] = {}  # what this process's in-place writes left
         # Set by overlayfs.journal: records "writing <i>" durably (as the plan says) before the write.
@@ -129,7 +130,8 @@ class Steps(Cleanup, InPlace):
             else:
                 # The file it replaces had holes: zero blocks stay holes (a FUSE fork wrote them out).
                 holes = old is not None and old.st_blocks * 512 < old.st_size
-                copies[i] = (src, dst, mode, durable, kept_owner(st, old), holes)
+                owner = None if i in self.as_created else kept_owner(st, old)
+                copies[i] = (src, dst, mode, durable, owner, holes)
                 size += min(st.st_size, st.st_blocks * 512)  # what is written: holes stay holes
             if backup is not None and i in self.inplace:  # the old bytes, in a new inode (a link would
                 # change with the file): holes kept, owner and times as they were
@@ -359,4 +361,4 @@ def _window(t: float) -> None:
 
 
 def _stage(src: str, dst: str, mode: int, durable: bool, owner: tuple[int, int] | None, holes: bool) -> None:
-    copy_file(src, dst, mode=mode, fsync=durable, owner=owner, sparse=holes)
+    copy_file(src, dst, mode=mode, fsync=durable, owner=owner, sparse=holes, keep_xattrs=LANDED_XATTRS)

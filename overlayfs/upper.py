@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from overlayfs.copyup import copy_file, stat_mode, write_all
+from overlayfs.copyup import ALL_XATTRS, copy_file, stat_mode, write_all
 from overlayfs.layer import (
     BASES_FILE,
     HASH_LIMIT,
@@ -196,7 +196,7 @@ class Upper:
                 tmp,
                 mode=stat_mode(st.st_mode),
                 times_ns=(st.st_atime_ns, st.st_mtime_ns),
-                keep_xattrs=True,  # as kernel overlayfs' copy-up: and promotion tells in-place writes by them
+                keep_xattrs=ALL_XATTRS,  # as kernel overlayfs' copy-up: and promotion tells in-place writes by them
             )
         except OSError:
             if os.path.lexists(tmp):

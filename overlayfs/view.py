@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from overlayfs.changes import Change, compute_changes, unified_diff
-from overlayfs.copyup import stat_mode
+from overlayfs.copyup import copy_xattrs, stat_mode
 from overlayfs.inplace import record_replaced
 from overlayfs.layer import BASES_FILE, READS_FILE, Identity, load_identities, make_opaque
 from overlayfs.merged import entries, parent_of
@@ -26,6 +26,18 @@ from overlayfs.state import LOCK_TIMEOUT, dispose
 from overlayfs.upper import UMASK, OverlayStatistics
 from overlayfs.viewbase import StrPath, path_error
 from overlayfs.viewread import ViewReads
+
+
+def _copy_xattrs(src: str, dst: str) -> None:
+    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        dfd = os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            copy_xattrs(sfd, dfd)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
 
 
 def _writes(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,6 +123,9 @@ class Overlay(ViewReads):
         else:
             keep = stat_mode(node.st.st_mode) if node is not None and node.upper is None else None
             target = self._up.new_file(udir, name, keep)
+            if keep is not None:  # a truncating open keeps the inode live: its xattrs and ACL (a copy-up)
+                assert node is not None
+                _copy_xattrs(node.path, target)
         f = open(target, mode, buffering, encoding, errors, newline)
         self._lookups.clear()
         return f
