@@ -272,22 +272,54 @@ def test_shell_forms_of_the_intents_do_what_the_tools_do(tmp_path: Path) -> None
         (
             {"a": True},
             {"type": "object", "properties": {"a": {"type": "integer"}}},
-            "input.a: expected integer",
+            "input.a: True is not of type",
         ),
-        ({}, {"type": "object", "required": ["a"]}, "input.a: required"),
-        ({"b": 1}, {"type": "object", "additionalProperties": False}, "input.b: not a property"),
+        ({}, {"type": "object", "required": ["a"]}, "input: 'a' is a required property"),
+        ({"b": 1}, {"type": "object", "additionalProperties": False}, "input: Additional properties"),
         ({"a": None}, {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}, None),
         ({"a": "z"}, {"properties": {"a": {"enum": ["x", "y"]}}}, "input.a: 'z' is not one of"),
         (
+            {"a": [1, "x"]},
+            {"properties": {"a": {"items": {"type": "integer"}}}},
+            "input.a[1]: 'x' is not of type",
+        ),
+        (
             {"a": 0},
             {"properties": {"a": {"type": "integer", "exclusiveMinimum": 0}}},
-            "breaks exclusiveMinimum",
+            "less than or equal to",
         ),
+        # $ref and $defs are checked (the hand-written subset this replaced ignored them).
+        (
+            {"todos": [{"content": "x", "status": "finished"}]},
+            {
+                "type": "object",
+                "properties": {"todos": {"type": "array", "items": {"$ref": "#/$defs/todo"}}},
+                "$defs": {
+                    "todo": {
+                        "type": "object",
+                        "properties": {"status": {"enum": ["pending", "in_progress", "completed"]}},
+                    }
+                },
+            },
+            "input.todos[0].status: 'finished' is not one of",
+        ),
+        # Draft 7 (Claude Code's tool schemas say so) uses "definitions".
+        (
+            {"n": "1"},
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "properties": {"n": {"$ref": "#/definitions/num"}},
+                "definitions": {"num": {"type": "number"}},
+            },
+            "input.n: '1' is not of type 'number'",
+        ),
+        ({"a": 1}, {"properties": {"a": {"$ref": "#/$defs/missing"}}}, "does not resolve"),
+        ({"a": 1}, {"type": "objekt"}, "not a valid schema"),
     ],
 )
 def test_schema_checks(value: Any, schema: dict[str, Any], bad: str | None) -> None:
     found = problem(value, schema)
-    assert found is None if bad is None else (found is not None and bad in found)
+    assert found is None if bad is None else (found is not None and bad in found), found
 
 
 def test_tiny_scenario_fixture_is_what_these_tests_assume() -> None:
