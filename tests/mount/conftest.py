@@ -5,9 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -124,3 +128,32 @@ def no_leaks() -> Iterator[None]:
     yield
     assert _our_mounts() == [], "a test left a mount behind"
     assert _our_servers() == [], "a test left a FUSE server running"
+
+
+T = TypeVar("T")
+
+
+def kill_server_mid_command(run: Callable[[str], T], kill_server: Callable[[], None], *, after: str) -> T:
+    """``run(command)`` in a thread, where the command sleeps inside the view and then runs ``after``; once
+    the sleep is seen running (an event, not a timer), ``kill_server()``, then the sleep: ``after`` runs on
+    a mount whose server is gone. Returns what ``run`` returned."""
+    mark = f"{1000 + os.getpid() % 1000}.{threading.get_ident() % 997}"  # a sleep nobody else runs
+    done: list[T] = []
+    runner = threading.Thread(target=lambda: done.append(run(f"sleep {mark}; {after}")))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        pids: list[str] = []
+        while not pids and runner.is_alive() and time.monotonic() < deadline:
+            pids = subprocess.run(
+                ["pgrep", "-fx", f"sleep {mark}"], capture_output=True, text=True
+            ).stdout.split()
+            time.sleep(0.01)
+        assert pids, "the command never started sleeping inside the view"
+        kill_server()
+        for pid in pids:
+            os.kill(int(pid), signal.SIGKILL)
+    finally:
+        runner.join(60)
+    assert done, "the command did not return"
+    return done[0]

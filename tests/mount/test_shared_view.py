@@ -19,7 +19,7 @@ from overlayfs.conflicts import find_conflicts
 from overlayfs.mount import choose_backend
 from overlayfs.sandbox import BACKEND_FAILED_EXIT, CancelToken, keep_view, run_sandboxed
 from overlayfs.view import Overlay
-from tests.mount.conftest import backend_params, require
+from tests.mount.conftest import backend_params, kill_server_mid_command, require
 
 MOUNTABLE = backend_params("fuse", "fuse-overlayfs", "kernel")
 
@@ -113,10 +113,11 @@ def test_a_kept_fuse_server_that_dies_fails_its_command_and_the_next_gets_a_fres
     _run(kept, "fuse", "echo before > f.txt")
     pid = _server(kept)
     assert pid is not None
-    killer = threading.Timer(0.5, os.kill, (pid, signal.SIGKILL))
-    killer.start()
-    r = run_sandboxed(kept, "sleep 1.5; cat f.txt; echo still-here", timeout=30, backend="fuse")
-    killer.join()
+    r = kill_server_mid_command(
+        lambda cmd: run_sandboxed(kept, cmd, timeout=60, backend="fuse"),
+        lambda: os.kill(pid, signal.SIGKILL),
+        after="cat f.txt; echo still-here",
+    )
     assert r.backend_failed is not None and r.exit_code == BACKEND_FAILED_EXIT
     assert _run(kept, "fuse", "cat f.txt") == "before\n"  # a new server over the same layer
     assert _server(kept) not in (None, pid)

@@ -17,7 +17,7 @@ from overlayfs import Overlay
 from overlayfs.bounded import LayerBound
 from overlayfs.mount import open_mount
 from overlayfs.sandbox import BACKEND_FAILED_EXIT, CancelToken, SandboxLimits, run_sandboxed, sandbox_problem
-from tests.mount.conftest import backend_params, require
+from tests.mount.conftest import backend_params, kill_server_mid_command, require
 from tests.sandbox.escapes import digest
 from tests.shell.test_corpus import CASES, ROOT_MARK, build_project
 
@@ -97,10 +97,11 @@ def test_a_killed_fuse_server_is_a_backend_failure_not_exit_0(project: Path) -> 
     m = open_mount(ov, "fuse")
     try:
         assert m._proc is not None
-        killer = threading.Timer(0.5, m._proc.kill)
-        killer.start()
-        r = run_sandboxed(ov, "sleep 1.5; cat README.md; ls; echo still-here", timeout=30, mount=m)
-        killer.join()
+        r = kill_server_mid_command(
+            lambda cmd: run_sandboxed(ov, cmd, timeout=60, mount=m),
+            m._proc.kill,
+            after="cat README.md; ls; echo still-here",
+        )
     finally:
         m.close()
         ov.discard()
