@@ -34,26 +34,31 @@ from overlayfs.stamps import Changed, Stamp, same, stamp, why
 REPLACED_FILE = "replaced"
 
 
-def record_replaced(metadir: Path, rel: str) -> None:
-    """Note that the view replaced ``rel`` as a whole (a new inode, as live): it must not land in place."""
+def record_replaced(metadir: Path, rel: str, *, by_tool: bool) -> None:
+    """Note that the view replaced ``rel`` as a whole (a new inode, as live): it must not land in place.
+    ``by_tool``: by ``write_bytes`` (the Edit and Write tools), whose file lands owned as created, as the live
+    tools leave it (a rename onto it is what ``sed -i`` does, which keeps the owner)."""
     fd = os.open(metadir / REPLACED_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, (json.dumps(rel, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape"))
+        line = json.dumps([rel, by_tool], ensure_ascii=False) + "\n"
+        os.write(fd, line.encode("utf-8", "surrogateescape"))
     finally:
         os.close(fd)
 
 
-def load_replaced(metadir: Path) -> set[str]:
+def load_replaced(metadir: Path) -> dict[str, bool]:
+    """The paths the view replaced, each with whether a tool did it last."""
     try:
         data = (metadir / REPLACED_FILE).read_bytes()
     except FileNotFoundError:
-        return set()
-    out = set()
+        return {}
+    out = {}
     for line in data.decode("utf-8", "surrogateescape").splitlines():
         try:
-            out.add(json.loads(line))
+            rel, by_tool = json.loads(line)
         except ValueError:
             continue  # a line torn by a full disk: that path lands as it would without the record
+        out[rel] = bool(by_tool)
     return out
 
 
@@ -62,12 +67,12 @@ def forget_replaced(metadir: Path, drop: set[str] | None) -> None:
     path = metadir / REPLACED_FILE
     if not path.exists():
         return
-    kept = [] if drop is None else sorted(load_replaced(metadir) - drop)
+    kept = [] if drop is None else sorted((p, t) for p, t in load_replaced(metadir).items() if p not in drop)
     if not kept:
         path.unlink()
         return
     tmp = metadir / (REPLACED_FILE + ".tmp")
-    tmp.write_bytes("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in kept).encode())
+    tmp.write_bytes("".join(json.dumps([p, t], ensure_ascii=False) + "\n" for p, t in kept).encode())
     os.replace(tmp, path)
 
 

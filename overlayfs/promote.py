@@ -196,7 +196,7 @@ def _plan(
         "inplace": inplace,
         # Replaced as a whole by the view (the Edit and Write tools): its owner is the fork's, as live,
         # where Claude Code's tools leave a file they replace to whoever runs them.
-        "as_created": [i for i, (rel, _, _) in enumerate(puts) if rel in replaced],
+        "as_created": [i for i, (rel, _, _) in enumerate(puts) if replaced.get(rel)],
         "promoted": [[c.path, c.kind, c.type] for c in changes],
         "upper_owner": owner,
     }

@@ -130,7 +130,7 @@ class Steps(Cleanup, InPlace):
             else:
                 # The file it replaces had holes: zero blocks stay holes (a FUSE fork wrote them out).
                 holes = old is not None and old.st_blocks * 512 < old.st_size
-                owner = None if i in self.as_created else kept_owner(st, old)
+                owner = kept_owner(st, st if i in self.as_created else old)  # as created: unless chown'd
                 copies[i] = (src, dst, mode, durable, owner, holes)
                 size += min(st.st_size, st.st_blocks * 512)  # what is written: holes stay holes
             if backup is not None and i in self.inplace:  # the old bytes, in a new inode (a link would

@@ -82,7 +82,7 @@ class Overlay(ViewReads):
         mode = stat_mode(node.st.st_mode) if node is not None else 0o666 & ~UMASK
         self._up.put_bytes(udir, name, bytes(data), mode)
         if node is not None:  # a new inode, as live: never landed in place (overlayfs.inplace)
-            record_replaced(self.metadir, r.rel)
+            record_replaced(self.metadir, r.rel, by_tool=True)
 
     def write_text(self, path: StrPath, data: str, encoding: str = "utf-8", errors: str = "strict") -> None:
         self.write_bytes(path, data.encode(encoding, errors))
@@ -212,7 +212,7 @@ class Overlay(ViewReads):
             raise OSError(errno.EOPNOTSUPP, "cannot move a special file", os.fsdecode(src))
         self._up.move(rs, rd)
         if dn is not None and dn.kind == "file":
-            record_replaced(self.metadir, rd.rel)
+            record_replaced(self.metadir, rd.rel, by_tool=False)
 
     @_writes
     def chmod(self, path: StrPath, mode: int) -> None:
