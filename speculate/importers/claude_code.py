@@ -190,7 +190,7 @@ def import_sessions(cfg: ImportConfig) -> Imported:
             continue
         try:
             _import_file(path, records, cfg, workspace, res)
-        except Exception as e:
+        except Exception as e:  # one file's surprise must not stop a folder of hundreds: listed, exit 3
             res.skipped.files.append(
                 f"{path}: the importer failed on it ({type(e).__name__}: {e}; a bug: please report)"
             )
