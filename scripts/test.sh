@@ -10,6 +10,11 @@ bash scripts/setup.sh
 before=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
+# The pytest-benchmark microbenchmarks (bench/micro/test_*.py), in quick mode: each measured for a few
+# rounds and its table printed, so that they keep running and a broken one fails CI (~20 s). Their figures
+# are indicative only; bench/micro's docstrings say how to run them in full.
+.venv/bin/python -m pytest bench/micro -q -p no:cacheprovider --durations=0 --benchmark-max-time=0.05 \
+  --benchmark-min-rounds=3 --benchmark-warmup=off --benchmark-columns=min,median,max,rounds || status=$?
 after=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
 if [ "$before" != "$after" ]; then
   echo "test.sh: the test suite changed the checkout (git status before and after differ):" >&2
