@@ -13,7 +13,7 @@ status=0
 # The pytest-benchmark microbenchmarks (bench/micro/test_*.py), in quick mode: each measured for a few
 # rounds and its table printed, so that they keep running and a broken one fails CI (~20 s). Their figures
 # are indicative only; bench/micro's docstrings say how to run them in full.
-.venv/bin/python -m pytest bench/micro -q -p no:cacheprovider --durations=0 --benchmark-max-time=0.05 \
+.venv/bin/python -m pytest bench/micro -q -p no:cacheprovider --benchmark-max-time=0.05 \
   --benchmark-min-rounds=3 --benchmark-warmup=off --benchmark-columns=min,median,max,rounds || status=$?
 after=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
 if [ "$before" != "$after" ]; then
