@@ -43,15 +43,22 @@ def test_a_folder_import_goes_on_past_a_bad_file_and_a_bad_record(
         + "".join(lines[3:]).encode()
     )
     (project / "notes.jsonl").write_text("these are my notes\nnot a transcript\n")
+    odd = Transcript(
+        session="0dd00000-0000-4000-8000-000000000000"
+    )  # records that parse, a shape that does not
+    odd.prompt("hi")
+    odd.message("m1", {"type": "tool_use", "id": "t1", "name": "Read", "input": ["not", "a", "mapping"]})
+    odd.write(project / "c.jsonl")
     out = tmp_path / "out"
     assert main(["import", "claude-code", str(tmp_path / "projects"), "--out", str(out)]) == 3
     cap = capsys.readouterr()
     assert len(list(out.glob("*.yaml"))) == 2 and "2 scenario(s) written" in cap.out
-    assert "skipped 1 file(s) and 2 record(s) that could not be read:" in cap.out
+    assert "skipped 2 file(s) and 2 record(s) that could not be read:" in cap.out
+    assert f"file {project / 'c.jsonl'}: the importer failed on it (ValueError" in cap.out
     assert f"file {project / 'notes.jsonl'}:1: not JSON" in cap.out
     assert f"record {project / 'b.jsonl'}:4: not JSON" in cap.out
     assert f"record {project / 'b.jsonl'}:5: not UTF-8" in cap.out
-    assert "skipped 1 file(s) and 2 record(s)" in cap.err
+    assert "skipped 2 file(s) and 2 record(s)" in cap.err
     # nothing skipped: exit 0
     assert main(["import", "claude-code", str(project / "a.jsonl"), "--out", str(out)]) == 0
 
