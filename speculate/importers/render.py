@@ -23,9 +23,10 @@ from speculate.importers import checks
 from speculate.importers.sessions import ACCEPTED, Counts, RecordedSession, RecordedTurn, ToolUse, step_text
 from speculate.importers.tree import Replayed, project_path
 from speculate.sim.scenario_tools import MCP_PREFIX, OTHER_TOOLS, tool_inputs
+from speculate.tools.registry import WRITE_TOOLS, path_of
 
 RENAMES = {"Bash": {"timeout": "timeout_ms"}, "Grep": {"-i": "case_insensitive"}}
-WRITERS = ("Write", "Edit")
+WRITERS = WRITE_TOOLS  # tools that write a file (speculate.tools.registry)
 INTERRUPTED_TEXT = "[the user interrupted this turn here]"
 CUT_TEXT = "[the transcript ends here]"
 NO_TEXT = "[the answer had no text]"
@@ -73,7 +74,7 @@ def _validated(name: str, inp: dict[str, Any], counts: Counts) -> dict[str, Any]
 def scripted_call(use: ToolUse, cwd: str | None, root: Rooter, counts: Counts) -> dict[str, Any] | None:
     """``{Name: input}`` as a scenario step scripts it, or None when the call is dropped."""
     name = use.name
-    if name in WRITERS and project_path(use.input.get("file_path"), cwd) is None:
+    if name in WRITERS and project_path(path_of(name, use.input), cwd) is None:
         counts["writes outside the project (dropped)"] += 1
         return None
     if name in tool_inputs():

@@ -264,3 +264,16 @@ def test_a_scenario_step_is_checked_against_its_input() -> None:
     assert parse_scenario(SCENARIO).turns[0].steps[0].tools[0].name == "NotebookEdit"
     with pytest.raises(ScenarioError, match="edit_mode"):
         parse_scenario(SCENARIO.replace("edit_mode: delete", "edit_mode: move"))
+
+
+def test_an_imported_transcript_keeps_its_calls_inside_the_project() -> None:
+    from speculate.importers.render import Rooter, scripted_call
+    from speculate.importers.sessions import Counts, ToolUse
+
+    counts = Counts()
+    inp = {"notebook_path": "/w/p/nb.ipynb", "cell_id": "c1", "new_source": "y = 2"}
+    got = scripted_call(ToolUse("t1", "NotebookEdit", inp), "/w/p", Rooter("/w/p"), counts)
+    assert got == {"NotebookEdit": {**inp, "notebook_path": "{root}/nb.ipynb"}} and not counts
+    outside = {**inp, "notebook_path": "/elsewhere/nb.ipynb"}
+    assert scripted_call(ToolUse("t2", "NotebookEdit", outside), "/w/p", Rooter("/w/p"), counts) is None
+    assert counts == {"writes outside the project (dropped)": 1}
