@@ -235,6 +235,10 @@ def _import_file(
         taken = sum(t.suggestion is not None for t in sc.turns)
         n_exp = sum(st.checked for t in sc.turns for st in t.steps)  # tool results an expectation checks
         known, unknown = s.sources
+        if unknown:
+            counts[
+                "scenarios with acceptance unknown (promptSource absent: a null suggestion is not 'typed')"
+            ] += 1
         how = (
             "subagent: prompts from the main agent"
             if s.agent_id

@@ -136,6 +136,12 @@ def test_a_1_0_transcript_without_parent_links_source_or_results(
     assert doc["acceptance"] == "unknown"
     assert "promptSource absent on 3 of 3 prompts" in doc["description"]
     assert "promptSource on 0 of 3 prompts: acceptance unknown" in res.lines[-1]
+    assert (
+        res.counts[
+            "scenarios with acceptance unknown (promptSource absent: a null suggestion is not 'typed')"
+        ]
+        == 1
+    )
     # no toolUseResult: the Read's numbered text gives the starting file, so the Edit's expectation holds
     assert doc["files"] == {"config.py": CONFIG}
     assert res.counts["Reads read back from their numbered text (no toolUseResult)"] == 1
