@@ -56,8 +56,9 @@ class MountBackend:
     host_mount_needs_root: ClassVar[bool] = (
         False  # a mount on the host needs root (else: only in a namespace)
     )
-    # It cannot record what a command read or the bases of what it changed: the lower tree is snapshotted
-    # and the bases recorded from it (overlayfs.kernel).
+    # It cannot record what a command read or the bases of what it changed: the whole project counts as
+    # read, through a watch of the real tree (else a snapshot of it), and the bases are recorded after each
+    # command (overlayfs.kernel, overlayfs.treewatch).
     snapshots_lower: ClassVar[bool] = False
     # Mounted by stage one inside each command's private namespace, not kept on the host between commands.
     mounted_per_command: ClassVar[bool] = False
@@ -197,8 +198,8 @@ class Pyfuse3Backend(FuseBackend):
 class KernelBackend(MountBackend):
     name = "kernel"
     enforces = (
-        "kernel overlayfs, mounted per command inside the sandbox's private mount namespace; reads and "
-        "bases recorded from a snapshot of the lower tree"
+        "kernel overlayfs, mounted per command inside the sandbox's private mount namespace; the whole "
+        "project counts as read (a watch of the real tree), bases recorded after each command"
     )
     host_mount_needs_root = True
     snapshots_lower = True
@@ -224,8 +225,8 @@ class KernelBackend(MountBackend):
 class FuseOverlayfsBackend(MountBackend):
     name = "fuse-overlayfs"
     enforces = (
-        "fuse-overlayfs (the C reference), started in a private mount namespace; reads and bases "
-        "recorded from a snapshot of the lower tree"
+        "fuse-overlayfs (the C reference), started in a private mount namespace; the whole project "
+        "counts as read (a watch of the real tree), bases recorded after each command"
     )
     snapshots_lower = True
 

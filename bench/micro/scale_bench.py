@@ -3,7 +3,7 @@ of one speculation that changes 20 files, on projects of 2,000 / 20,000 / 100,00
 checkout's overlayfs against ``--baseline-rev``'s (issue #34 item 6).
 
 Run: ``.venv/bin/python -m bench.micro.scale_bench [--sizes 2000,20000,100000] [--backends ...]
-[--baseline-rev REV] [--dir DIR] [--reps 1]``.
+[--baseline-rev REV] [--dir DIR] [--reps 1] [--watch auto|inotify|snapshot]``.
 
 Each project has half its files in a ``.gitignore``d ``node_modules/`` and half in ``src/`` (50 files a
 directory, ~200 bytes each); it is made once under ``--dir`` (default ``/tmp/cost-bench``) and kept there
@@ -13,8 +13,11 @@ own), in the order the engine runs it: a fresh bounded overlay and, for a mounte
 the sandbox (``pure``: the same edits through the view, as the Edit tool makes them); that is **start**.
 **Accept** is what :meth:`SpeculationEngine.accept` runs after it: the dry-run conflict check
 (:func:`speculate.speculation.accept.check`'s ``find_conflicts`` and ``refusals``) and ``Overlay.promote()``
-(durable). RSS is the process's peak (``ru_maxrss``). The baseline's ``overlayfs`` is taken with ``git
-archive`` and run the same way, interleaved run by run with this checkout's.
+(durable). RSS is the process's peak (``VmHWM``: ``ru_maxrss``
+would keep the harness's own across the exec). The baseline's ``overlayfs`` is taken with ``git
+archive`` and run the same way, interleaved run by run with this checkout's. ``--watch`` sets
+``SPECULATE_TREE_WATCH`` for both (what stands for "everything was read" on kernel overlayfs and
+fuse-overlayfs, :mod:`overlayfs.treewatch`; ``inotify`` is what a normal user gets).
 """
 
 from __future__ import annotations
@@ -38,12 +41,15 @@ BACKENDS = ("pure", "fuse", "kernel", "fuse-overlayfs")
 
 # One speculation; prints one JSON line. argv: project, backend, the 20 files (relative).
 _RUN = r"""
-import json, os, resource, sys, time
+import json, os, sys, time
 from overlayfs import Overlay
 from overlayfs.conflicts import find_conflicts
 from overlayfs.policy import refusals
 import overlayfs.sandbox as sb
 lower, backend, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+def hwm_kib():  # this process's own peak: ru_maxrss keeps the parent's across fork and exec
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 t0 = time.perf_counter()
 ov = Overlay(lower, bound=sb.SandboxLimits().layer_bound())
 if backend == "pure":
@@ -69,7 +75,7 @@ t3 = time.perf_counter()
 ov.discard()
 out = {
     "start": t1 - t0, "check": t2 - t1, "promote": t3 - t2, "accept": t3 - t1,
-    "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "rss_mib": hwm_kib() / 1024,
     "reads": reads, "changes": len(changes), "ok": res.ok and not conflicts,
     "conflicts": [c.path + ": " + c.reason for c in (conflicts or res.conflicts)][:3],
 }
@@ -109,11 +115,15 @@ class Tree:
             subprocess.run(["tar", "-x", "-C", self._dir.name], input=archive.stdout, check=True)
             self.path = self._dir.name
 
-    def run(self, lower: Path, backend: str, files: list[str]) -> dict[str, Any]:
+    def run(self, lower: Path, backend: str, files: list[str], watch: str = "auto") -> dict[str, Any]:
         extra = os.environ.get("PYTHONPATH")
         r = subprocess.run(
             [sys.executable, "-c", _RUN, os.fspath(lower), backend, *files],
-            env={**os.environ, "PYTHONPATH": self.path + (os.pathsep + extra if extra else "")},
+            env={
+                **os.environ,
+                "PYTHONPATH": self.path + (os.pathsep + extra if extra else ""),
+                "SPECULATE_TREE_WATCH": watch,
+            },
             capture_output=True,
             text=True,
             cwd=self.path,
@@ -139,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-rev", default=None, help="also run this revision's overlayfs")
     ap.add_argument("--dir", default="/tmp/cost-bench", help="where the projects are made and kept")
     ap.add_argument("--reps", type=int, default=1, help="speculations per cell (medians printed)")
+    ap.add_argument("--watch", default="auto", help="SPECULATE_TREE_WATCH: auto, inotify or snapshot")
     args = ap.parse_args(argv)
     from overlayfs import available_backends
 
@@ -157,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 got: list[list[dict[str, Any]]] = [[] for _ in trees]
                 for _ in range(args.reps):
                     for t, g in zip(reversed(trees), reversed(got), strict=True):  # the baseline first
-                        g.append(t.run(lower, backend, files))
+                        g.append(t.run(lower, backend, files, args.watch))
                 for t, g in zip(trees, got, strict=True):
                     med = {k: statistics.median(r[k] for r in g) for k in ("start", "accept", "rss_mib")}
                     med["reads"] = g[-1]["reads"]
