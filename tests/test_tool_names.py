@@ -107,12 +107,16 @@ def test_the_registry_is_where_the_sets_come_from() -> None:
         assert cls.path_field is None or cls.path_field in cls.Input.model_fields, name
         assert cls.rule_family is None or cls.rule_family in registry.REGISTRY, name
         assert not cls.runs_commands or "command" in cls.Input.model_fields, name
+        assert (
+            set(cls.diff_fields) <= set(cls.Input.model_fields)
+            and (cls.shown_as == "diff") == cls.writes_files
+        )
     assert registry.WRITE_TOOLS == {n for n, c in registry.REGISTRY.items() if c.writes_files}
     assert registry.SHELL_TOOLS == {registry.SHELL}
     # Claude Code's families: Edit(path) rules cover the tools that edit files, Read rules those that read.
     assert registry.RULE_COVERS[registry.EDIT_RULES] >= registry.WRITE_TOOLS
     assert registry.RULE_COVERS[registry.READ_RULES] == {"Read", "Glob", "Grep"}
     assert registry.DENY_COVERS[registry.READ_RULES] == {"Read", "Glob", "Grep"} | registry.WRITE_TOOLS
-    assert registry.PATH_FIELDS["NotebookEdit"] == "notebook_path"
-    assert registry.FILE_READERS == {"Read", "Write", "Edit", "NotebookEdit"}
+    assert registry.FILE_READERS == {n for n in registry.PATH_FIELDS if n not in registry.DIRECTORY_TOOLS}
+    assert {"Read", "Write", "Edit"} <= registry.FILE_READERS
     assert registry.get("mcp__server__tool") is None

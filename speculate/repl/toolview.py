@@ -22,8 +22,7 @@ DIFF_LINES = 16  # diff lines shown under an edit
 QUESTION_DIFF_LINES = 40  # diff lines shown in a permission question
 READ_LIMIT = 1 << 20  # a file larger than this is not read for a permission question's diff
 EXPAND = "ctrl+o or /last to expand"
-_PRIMARY = ("command", "file_path", "notebook_path", "pattern", "path", "url")
-_SHOWN_AS_DIFF = ("content", "old_string", "new_string", "new_source")
+_PRIMARY = ("command", "file_path", "pattern", "path", "url")  # after the tool's own path field
 
 
 @dataclass
@@ -134,12 +133,15 @@ def small_text(path: Path, limit: int = READ_LIMIT) -> str | None:
 def full_call(tool: str, inp: dict[str, Any]) -> str:
     """The call with every argument: ``Bash(pytest -q, timeout=60)``, ``mcp__notes__word_count(text="hi")``
     (a Write's content and an Edit's strings are shown as the diff instead)."""
-    primary = next((k for k in _PRIMARY if k in inp), None)
+    cls = registry.get(tool)
+    first = (registry.PATH_FIELDS[tool],) if tool in registry.PATH_FIELDS else ()
+    primary = next((k for k in (*first, *_PRIMARY) if k in inp), None)
+    as_diff = cls.diff_fields if cls is not None else ()
     parts = [str(inp[primary])] if primary is not None else []
     parts += [
         f"{k}={json.dumps(v, ensure_ascii=False)}"
         for k, v in inp.items()
-        if k != primary and not (_shown_as(tool) == "diff" and k in _SHOWN_AS_DIFF)
+        if k != primary and k not in as_diff
     ]
     return f"{tool}({', '.join(parts)})"
 

@@ -132,6 +132,8 @@ class Tool(ABC):
     # How the REPL shows a finished call (speculate.repl.toolview): its first output lines, the change it
     # made as a diff (``change_lines``), or a count of the lines it read.
     shown_as: ClassVar[Shown] = "output"
+    # Input fields a "diff" tool's permission question shows as the diff, not as arguments.
+    diff_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def hook_response(

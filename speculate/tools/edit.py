@@ -38,6 +38,7 @@ class Edit(Tool):
     writes_files = True
     speculative = True
     shown_as = "diff"
+    diff_fields = ("old_string", "new_string")
     hook_response = staticmethod(shapes.edit_response)
     edited = staticmethod(shapes.edit_edited)
     change_lines = staticmethod(shapes.edit_change_lines)

@@ -134,6 +134,7 @@ class NotebookEdit(Tool):
     rule_family = "Edit"
     speculative = True
     shown_as = "diff"
+    diff_fields = ("new_source",)
 
     async def call(self, inp: BaseModel, ctx: ToolContext) -> ToolResult:
         return await run_io(self.run, inp, ctx)

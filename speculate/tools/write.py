@@ -56,6 +56,7 @@ class Write(Tool):
     rule_family = "Edit"
     speculative = True
     shown_as = "diff"
+    diff_fields = ("content",)
     hook_response = staticmethod(shapes.write_response)
     edited = staticmethod(shapes.write_edited)
     change_lines = staticmethod(shapes.write_change_lines)
