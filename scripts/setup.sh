@@ -14,9 +14,10 @@ fi
 # fuse-overlayfs (the reference C overlay in the benchmarks), ripgrep (Grep's fast path), tmux (the REPL's
 # end-to-end tests), util-linux's unshare and setpriv (the escape tests as a normal user), bubblewrap and
 # libseccomp2 (the speculation sandbox), gcc and libc6-dev (the sandbox's stage program, overlayfs/stage.c;
-# without them the Python stages are used).
+# without them the Python stages are used), acl and attr (setfacl/getfacl, setfattr: the identity tests of
+# acceptance, tests/overlay/test_identity.py, skip without them).
 SYS_PKGS=(fuse3 libfuse3-dev pkg-config python3-dev fuse-overlayfs ripgrep tmux util-linux gcc libc6-dev bubblewrap
-          libseccomp2)
+          libseccomp2 acl attr)
 missing=()
 for p in "${SYS_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
