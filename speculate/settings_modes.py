@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, get_args
 
 from speculate.errors import SpeculateError
 
-if TYPE_CHECKING:
-    from speculate.session_types import PermissionMode
-
-MODES: tuple[str, ...] = ("default", "acceptEdits", "bypassPermissions", "plan", "dontAsk")
+# The permission modes as a type: defined here, with the settings that name them, so that the session's
+# types (a layer above) import it from here and nothing here points back up at them.
+PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
+MODES: tuple[str, ...] = get_args(PermissionMode)
 ALIASES = {"manual": "default"}  # Claude Code 2.1.332's --permission-mode choices name default "manual"
 LOCAL_FILE = ".claude/settings.local.json"
 

@@ -1,8 +1,9 @@
 """The import picture of ``speculate``, ``overlayfs`` and ``bench`` has no circles and no arrow back up.
 
 The graph is read from the source (``ast``), not from ``sys.modules``, so an import hidden in a function
-(a deferred import) counts as much as one at the top of a module; ``if TYPE_CHECKING:`` blocks do not
-count (they never run). ``from pkg import name`` is an arrow to ``pkg`` itself when ``pkg/__init__.py``
+(a deferred import) counts as much as one at the top of a module. ``if TYPE_CHECKING:`` blocks never run,
+so they make no runtime circle; but a type-level circle or an arrow back up is the same knot for a reader
+and for mypy, so the "typed" picture counts them too, and it must have no circle and no arrow up either. ``from pkg import name`` is an arrow to ``pkg`` itself when ``pkg/__init__.py``
 binds ``name`` (a class, a function, a re-export: it needs the package's ``__init__`` to have run that far),
 and to the submodule ``pkg.name`` when there is one: importing a submodule that way works even while
 ``pkg/__init__.py`` is still running, as ``from pkg.name import x`` does, so it is not an arrow to ``pkg``
@@ -24,7 +25,11 @@ PACKAGES = ("speculate", "overlayfs", "bench")
 
 # Circles that could not be broken yet, each with why; a circle found that is not here fails the test,
 # and so does one listed here that is gone (the list only shrinks).
-ALLOWED_CYCLES: dict[str, frozenset[frozenset[str]]] = {"top": frozenset(), "deferred": frozenset()}
+ALLOWED_CYCLES: dict[str, frozenset[frozenset[str]]] = {
+    "top": frozenset(),
+    "deferred": frozenset(),
+    "typed": frozenset(),
+}
 
 # Which package may import which: overlayfs is the bottom (no speculate, no bench), speculate sits on it,
 # bench (the experiments) on both.
@@ -82,7 +87,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("engine", ("speculate.speculation", "speculate.session_types")),
-    ("session", ("speculate.session", "speculate.session_compaction", "speculate.study")),
+    (
+        "session",
+        ("speculate.session", "speculate.session_compaction", "speculate.session_turn", "speculate.study"),
+    ),
     ("drivers", ("bench", "speculate.repl")),
     ("wiring", ("speculate.cli", "speculate.repl.main", "bench.cli")),
 )
@@ -125,8 +133,11 @@ def _bound(path: Path) -> set[str]:
     return names
 
 
-def _imports(path: Path, name: str, mods: dict[str, Path], *, deferred: bool) -> set[str]:
-    """The project's modules ``name`` imports (at the top, or anywhere with ``deferred``)."""
+def _imports(
+    path: Path, name: str, mods: dict[str, Path], *, deferred: bool, typed: bool = False
+) -> set[str]:
+    """The project's modules ``name`` imports (at the top, or anywhere with ``deferred``; with ``typed``,
+    inside ``if TYPE_CHECKING:`` too)."""
     is_package = path.name == "__init__.py"
 
     def known(module: str) -> str | None:
@@ -139,7 +150,7 @@ def _imports(path: Path, name: str, mods: dict[str, Path], *, deferred: bool) ->
     def visit(nodes: list[ast.stmt]) -> None:
         for node in nodes:
             if isinstance(node, ast.If) and _is_type_checking(node):
-                visit(node.orelse)
+                visit([*node.body, *node.orelse] if typed else node.orelse)
                 continue
             if isinstance(node, ast.Import):
                 targets = [known(a.name) for a in node.names]
@@ -167,9 +178,9 @@ def _imports(path: Path, name: str, mods: dict[str, Path], *, deferred: bool) ->
     return found
 
 
-def import_graph(*, deferred: bool) -> dict[str, set[str]]:
+def import_graph(*, deferred: bool, typed: bool = False) -> dict[str, set[str]]:
     mods = _modules()
-    return {name: _imports(path, name, mods, deferred=deferred) for name, path in mods.items()}
+    return {name: _imports(path, name, mods, deferred=deferred, typed=typed) for name, path in mods.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
@@ -214,9 +225,9 @@ def cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
     return found
 
 
-@pytest.mark.parametrize("mode", ["top", "deferred"])
+@pytest.mark.parametrize("mode", ["top", "deferred", "typed"])
 def test_the_import_picture_has_no_circles(mode: str) -> None:
-    graph = import_graph(deferred=mode == "deferred")
+    graph = import_graph(deferred=mode != "top", typed=mode == "typed")
     assert len(graph) > 100 and "speculate.session" in graph  # the walk found the packages
     found = cycles(graph)
     assert {c for c in found if c not in ALLOWED_CYCLES[mode]} == set(), "new import circles"
@@ -224,7 +235,7 @@ def test_the_import_picture_has_no_circles(mode: str) -> None:
 
 
 def test_no_package_imports_one_above_it() -> None:
-    graph = import_graph(deferred=True)
+    graph = import_graph(deferred=True, typed=True)
     up = sorted(
         f"{m} -> {t}"
         for m, targets in graph.items()
@@ -246,7 +257,7 @@ def _layer(module: str) -> int:
 
 
 def test_no_module_imports_one_of_a_layer_above_it() -> None:
-    graph = import_graph(deferred=True)
+    graph = import_graph(deferred=True, typed=True)
     up = sorted(
         f"{m} ({LAYERS[_layer(m)][0]}) -> {t} ({LAYERS[_layer(t)][0]})"
         for m, targets in graph.items()
@@ -265,8 +276,8 @@ def test_the_wiring_is_on_top() -> None:
     assert of_session and [m for m in of_session if not m.startswith(DRIVERS)] == []
 
 
-def test_the_graph_sees_deferred_imports_and_skips_type_checking(tmp_path: Path) -> None:
-    """The reader itself: a circle through a deferred import is one, a TYPE_CHECKING import is not."""
+def test_the_graph_sees_deferred_imports_and_type_checking_ones_only_when_typed(tmp_path: Path) -> None:
+    """The reader itself: a deferred import always counts, a TYPE_CHECKING one only in the typed picture."""
     source = (
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from speculate import b\n"
         "def f():\n    from speculate.c import x\n"
@@ -284,6 +295,7 @@ def test_the_graph_sees_deferred_imports_and_skips_type_checking(tmp_path: Path)
     }
     assert _imports(path, "speculate.a", mods, deferred=False) == set()
     assert _imports(path, "speculate.a", mods, deferred=True) == {"speculate.c"}
+    assert _imports(path, "speculate.a", mods, deferred=True, typed=True) == {"speculate.b", "speculate.c"}
     # a submodule by name is that module; a name the package's __init__ binds (even one that is also a
     # submodule's name) is the package
     path.write_text("from speculate import d, e\n")

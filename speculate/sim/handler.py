@@ -14,21 +14,19 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from speculate.errors import SpeculateError
 from speculate.nesting import TooDeep, loads_json
-from speculate.sim.engine import Planned
+from speculate.sim.engine import Engine, Planned
+from speculate.sim.faults import FaultConfig
 from speculate.sim.profiles import ModelProfile, find_profile
-from speculate.sim.ratelimit import RateLimited
+from speculate.sim.ratelimit import RateLimited, RateLimiter
 from speculate.sim.realism import api_key
 from speculate.sim.script import stable_id
 from speculate.sim.sse import Event, events
 from speculate.sim.validate import RequestError
-
-if TYPE_CHECKING:
-    from speculate.sim.server import SimServer
 
 log = logging.getLogger(__name__)
 MAX_MODELS_PAGE = 1000
@@ -38,6 +36,22 @@ class Aborted(SpeculateError):
     """The server is stopping, or a fault ends this connection."""
 
 
+class Served(Protocol):
+    """What the routes need of the simulator that owns them (:class:`~speculate.sim.server.SimServer`): a
+    protocol, so that the routes do not import the server that imports them."""
+
+    engine: Engine
+    limiter: RateLimiter
+    faults: FaultConfig
+    profiles: tuple[ModelProfile, ...]
+    time_scale: float
+
+    def draw_fault(self) -> str | None: ...
+    def realise(self, planned: Planned, model: str, api_key: str) -> float: ...
+    def served(self, body: dict[str, Any], planned: Planned, *, arrived: float, finished: float) -> None: ...
+    def cancelled(self, planned: Planned, evs: list[Event], sent: int) -> None: ...
+
+
 class HTTPServer(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins handler threads: nothing outlives the SimServer
     block_on_close = True
@@ -45,7 +59,7 @@ class HTTPServer(ThreadingHTTPServer):
     # connections at once) overflowed it and the kernel reset the rest. The kernel caps it at somaxconn.
     request_queue_size = 1024
 
-    def __init__(self, address: tuple[str, int], sim: SimServer) -> None:
+    def __init__(self, address: tuple[str, int], sim: Served) -> None:
         self.sim = sim
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
