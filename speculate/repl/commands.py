@@ -301,7 +301,7 @@ def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
         rows.insert(3, ("  not shown", counts(st["suppressed_reasons"])))
     if scripted:
         rows.insert(
-            2,
+            rows.index(next(r for r in rows if r[0] == "speculations")),
             (
                 "demo script",
                 f"{scripted} scripted prompt{'s' * (scripted != 1)} offered as ghost text "

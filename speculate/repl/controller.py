@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, TextIO, cast
 import trio
 
 from speculate.repl.commands import CYCLE, HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
+from speculate.repl.diffview import summarise_ignored
 from speculate.repl.inputs import stray_answer
 from speculate.repl.output import columns
 from speculate.repl.render import accepted_line, approval_lines, cancelled_line
@@ -308,7 +309,8 @@ class Repl(SessionOutput):
         elif outcome is not None:
             self._report(outcome)
         accepted = self.s.accepted_diff()
-        if accepted and accepted != self.last_diff:  # a read-only accepted one leaves the last change shown
+        if accepted and accepted != self.last_diff and summarise_ignored(self.s.project, accepted)[0].strip():
+            # one that changed nothing (or only files git ignores) leaves the last real change shown
             self.last_diff = accepted
             self._save(last_diff=accepted)
         self.status.saved_s = float(self.s.statistics().get("time_saved_s", self.status.saved_s))

@@ -21,7 +21,8 @@ from typing import Any
 # Spans a client injects into user messages; removed before the prompt is read.
 DEFAULT_INJECTED = (
     r"<(system-reminder|user-prompt-submit-hook|command-name|command-message|command-args|local-command-caveat|"
-    r"local-command-stdout|local-command-stderr|environment_context|user_instructions|tool_result)>.*?</\1>",
+    r"local-command-stdout|local-command-stderr|environment_context|user_instructions|tool_result|"
+    r"bash-input|bash-stdout|bash-stderr)>.*?</\1>",  # the last three: Claude Code's bash mode (!cmd)
 )
 # Tags around the user's own words (text-based tool calling wraps them in <user>); removed, words kept.
 DEFAULT_WRAPPERS = (r"</?user>",)
