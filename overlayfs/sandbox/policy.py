@@ -39,6 +39,31 @@ PASSED_PREFIXES = ("LC_",)  # the locale categories
 TOOLCHAIN_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "NODE_PATH")
 
 
+USERNS = Path(__file__).with_name("_userns.py")
+# What root's command keeps on another user's project: the capabilities by which live root reads and writes
+# any file whatever its owner and mode, and gives a rewritten file its owner back (sed -i's fchown). They act
+# only through the user namespace of _userns.py, which maps every id to itself; nothing else (no mount, no
+# setuid, no kill outside the PID namespace, no raw I/O).
+ROOT_FILE_CAPS = ("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_CHOWN")
+
+
+def runs_mapped(project: str) -> bool:
+    """Whether a command on ``project`` runs with root's file capabilities (:func:`userns_argv`): this
+    process is root and someone else owns the project's directory, where live root's capabilities decide
+    what a command may read and write (docs/security.md, "Root on another user's project")."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        return os.stat(project).st_uid != 0
+    except OSError:
+        return False
+
+
+def userns_argv(argv: list[str]) -> list[str]:
+    """``argv`` (bwrap) run by :mod:`._userns`: in a user namespace mapping every uid and gid to itself."""
+    return [sys.executable, "-I", "-S", os.fspath(USERNS), *argv]
+
+
 @dataclass(frozen=True, kw_only=True)
 class SandboxLimits:
     """Bounds on one sandboxed command (and, for ``upper_bytes`` and ``upper_inodes``, on the whole
@@ -167,21 +192,22 @@ def bwrap_argv(
     landlock: int,
     stage: str | None = None,
     scratch: str | None = None,
+    mapped: bool = False,
 ) -> list[str]:
     """The bubblewrap command line: ``view`` (the merged view, as the host sees it) appears at ``target``,
     ``scratch`` (the speculation's scratch space, as stage one's namespace sees it) at ``/tmp``; without
-    it, a fresh tmpfs of ``limits.tmp_bytes``.
+    it, a fresh tmpfs of ``limits.tmp_bytes``. ``mapped``: bwrap runs in the user namespace of
+    :func:`userns_argv` (root on another user's project) and leaves the command :data:`ROOT_FILE_CAPS`.
     Its command is the inner stage: the compiled ``stage`` program (:mod:`overlayfs.stage`), else ``_inner.py``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     uid, gid = os.geteuid(), os.getegid()
+    if mapped:  # already in a namespace mapping every id (_userns.py), which also forbids another one
+        own = ["--cap-drop", "ALL", *(a for cap in ROOT_FILE_CAPS for a in ("--cap-add", cap))]
+    else:
+        own = ["--unshare-user", "--uid", str(uid), "--gid", str(gid), "--disable-userns"]
     a = [
         bwrap,
-        "--unshare-user",
-        "--uid",
-        str(uid),
-        "--gid",
-        str(gid),
-        "--disable-userns",
+        *own,
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
@@ -189,8 +215,7 @@ def bwrap_argv(
         *([] if network else ["--unshare-net"]),
         "--die-with-parent",
         "--new-session",
-        "--cap-drop",
-        "ALL",
+        *([] if mapped else ["--cap-drop", "ALL"]),
         "--hostname",
         "speculate",
         "--ro-bind",

@@ -204,6 +204,9 @@ def _contained(
         fd = seccomp.filter_fd()
         stack.callback(os.close, fd)
         abi = policy.landlock_abi()
+        mapped = policy.runs_mapped(target)
+        if mapped:
+            _owned_as_project(ov, target)
         inner = policy.bwrap_argv(
             view=view,
             target=target,
@@ -215,7 +218,10 @@ def _contained(
             landlock=abi,
             stage=stage,
             scratch=at,
+            mapped=mapped,
         )
+        if mapped:
+            inner = policy.userns_argv(inner)
         # Stage one attaches the scratch space at `at` in its private mount namespace (bwrap binds it at
         # /tmp) and, for the kernel backend, mounts the overlay on the layer; both named through inherited
         # descriptors, closed before bwrap.
@@ -263,11 +269,26 @@ def _contained(
             )
     enforced = {
         **cg.enforced,
+        "identity": (
+            f"root with {', '.join(policy.ROOT_FILE_CAPS)} over every owner's files (the project is "
+            f"uid {os.stat(target).st_uid}'s)"
+            if mapped
+            else "this process's uid, no capability"
+        ),
         "writes": f"{layer.describe()}; RLIMIT_FSIZE={limits.upper_bytes}",
         "landlock": f"ABI {abi}",
         "stages": "compiled (stage.c)" if stage else "Python",
     }
     return out, err, code, timed_out, watch, enforced
+
+
+def _owned_as_project(ov: kernel.Layers, target: str) -> None:
+    """The upper layer's root owned as the project's root is: overlayfs shows the upper directory's owner for
+    the merged root, so a command run with root's capabilities on uid 1000's project would otherwise see
+    the project's root owned by root (``ls -ld .``), where live it is 1000's."""
+    st, up = os.stat(target), os.stat(ov.upper)
+    if (st.st_uid, st.st_gid) != (up.st_uid, up.st_gid):
+        os.chown(ov.upper, st.st_uid, st.st_gid)
 
 
 def scratch_mountpoint() -> str:

@@ -69,6 +69,21 @@ def test_every_escape_is_contained_as_root(backend: str) -> None:
     assert all(o.contained for o in out), _failures(out)
 
 
+@pytest.mark.slow
+@pytest.mark.privileged
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_escape_is_contained_as_root_on_another_users_project(backend: str) -> None:
+    """Root's commands on a uid-1000 project keep root's file capabilities (a namespace mapping every id):
+    nothing more may escape for it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    require(backend)
+    assert sandbox_problem() is None, sandbox_problem()
+    out = run_all(backend, owner=1000)
+    assert len(out) == len(ATTEMPTS)
+    assert all(o.contained for o in out), _failures(out)
+
+
 # What the escape runner imports, as uid 65534 will import it (the FUSE server and seccomp included).
 RUNNER_IMPORTS = (
     "import pyseccomp, trio, overlayfs.fuse.ops, overlayfs.sandbox.seccomp, tests.sandbox.escapes"

@@ -188,12 +188,17 @@ def _state_dir(path: Path) -> Iterator[None]:
             os.environ[ENV] = old
 
 
-def run_all(backend: str, names: list[str] | None = None) -> list[Outcome]:
-    """Every attempt (or ``names``) on ``backend``; "none" runs the CONTROL attempts with no sandbox."""
+def run_all(backend: str, names: list[str] | None = None, *, owner: int | None = None) -> list[Outcome]:
+    """Every attempt (or ``names``) on ``backend``; "none" runs the CONTROL attempts with no sandbox.
+    ``owner`` (as root): the project belongs to that uid and gid, so root's commands run with its file
+    capabilities in a namespace mapping every id (docs/security.md, "Root on another user's project")."""
     if backend == "none":
         names = [n for n in (names or CONTROL) if n in CONTROL]
     with workspace() as base, Bait(base) as bait, _state_dir(base / "state"):
         project = make_project(base / "proj")
+        if owner is not None:
+            for p in (project, *project.rglob("*")):
+                os.chown(p, owner, owner, follow_symlinks=False)
         chosen = [a for a in ATTEMPTS if names is None or a.name in names]
         chosen.sort(key=lambda a: a.name == "kill-canary")  # last: the others need the canary alive
         out = []
