@@ -112,9 +112,10 @@ class Mount:
 def open_mount(ov: kernel.Layers, backend: str = "auto", *, snapshot: bool = True) -> Mount:
     """Mount ``ov``'s layers at a fresh directory and return the live :class:`Mount` (close it!).
 
-    On kernel overlayfs and fuse-overlayfs, which cannot record bases themselves, the mount snapshots the
-    lower tree and records the bases of what changed as it closes; ``snapshot=False`` leaves that to the
-    caller (:mod:`overlayfs.sandbox.session`)."""
+    On kernel overlayfs and fuse-overlayfs, which cannot record reads or bases themselves, the mount starts
+    watching the lower tree (:func:`overlayfs.kernel.snapshot`) and records the bases of what changed, and
+    the whole project as read, as it closes; ``snapshot=False`` leaves that to the caller
+    (:mod:`overlayfs.sandbox.session`)."""
     chosen = choose_backend(backend, need_host_mount=True)
     if not backends.get(chosen).mountable:
         raise MountError(
