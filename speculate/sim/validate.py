@@ -1,7 +1,10 @@
 """Request validation with the API's error shape: each message names the offending field by its path.
 
-Shape checks apply to every model; what one model accepts (thinking modes, forced tool use, sampling
-parameters, assistant prefill, output limits) comes from its :class:`~speculate.sim.profiles.ModelProfile`.
+The shape (types, required fields, block and tool tags) is checked by pydantic over the SDK's own request
+types (:mod:`speculate.sim.request_shape`). By hand, here: the fields the API takes beyond the SDK's types,
+what types cannot say (which role carries which block, tool_use/tool_result pairing, non-empty text, unique
+tool names, ranges), and what one model accepts (thinking modes, forced tool use, sampling parameters,
+assistant prefill, output limits), from its :class:`~speculate.sim.profiles.ModelProfile`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any
 
 from speculate.errors import SpeculateError
 from speculate.sim.profiles import ALL_THINKING, ModelProfile, find_profile
+from speculate.sim.request_shape import shape_problem
 
 MESSAGE_FIELDS = frozenset(
     {
@@ -21,7 +25,6 @@ MESSAGE_FIELDS = frozenset(
     }
 )  # fmt: skip
 COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control"})
-BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking")
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 
 
@@ -49,10 +52,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _text_block(block: dict[str, Any], path: str) -> None:
-    text = _need(block, "text", path + ".")
-    if not isinstance(text, str):
-        raise RequestError(f"{path}.text: Input should be a valid string")
-    if not text:
+    if not block["text"]:
         raise RequestError(f"{path}.text: text content blocks must be non-empty")
 
 
@@ -61,67 +61,25 @@ def _content(content: Any, path: str, role: str) -> list[dict[str, Any]]:
         if not content and role == "user":
             raise RequestError(f"{path}: user messages must have non-empty content")
         return [{"type": "text", "text": content}] if content else []
-    if not isinstance(content, list):
-        raise RequestError(f"{path}: Input should be a valid string or list of content blocks")
     for j, block in enumerate(content):
-        where = f"{path}.{j}"
-        if not isinstance(block, dict):
-            raise RequestError(f"{where}: Input should be a valid dictionary")
-        kind = _need(block, "type", where + ".")
-        if kind not in BLOCK_TYPES:
-            raise RequestError(
-                f"{where}.type: Input tag {kind!r} does not match any of the expected tags: {BLOCK_TYPES}"
-            )
+        where, kind = f"{path}.{j}", block["type"]
         if kind == "text":
             _text_block(block, where)
-        elif kind == "tool_use":
-            if role != "assistant":
-                raise RequestError(f"{where}: tool_use blocks may only appear in assistant messages")
-            for key in ("id", "name"):
-                if not isinstance(_need(block, key, where + "."), str):
-                    raise RequestError(f"{where}.{key}: Input should be a valid string")
-            if not isinstance(_need(block, "input", where + "."), dict):
-                raise RequestError(f"{where}.input: Input should be a valid dictionary")
-        elif kind in ("thinking", "redacted_thinking"):
-            if role != "assistant":
-                raise RequestError(f"{where}: {kind} blocks may only appear in assistant messages")
-            for key in ("thinking", "signature") if kind == "thinking" else ("data",):
-                if not isinstance(_need(block, key, where + "."), str):
-                    raise RequestError(f"{where}.{key}: Input should be a valid string")
-        elif kind == "tool_result":
-            if role != "user":
-                raise RequestError(f"{where}: tool_result blocks may only appear in user messages")
-            if not isinstance(_need(block, "tool_use_id", where + "."), str):
-                raise RequestError(f"{where}.tool_use_id: Input should be a valid string")
-            inner = block.get("content", "")
-            if not isinstance(inner, str | list):
-                raise RequestError(f"{where}.content: Input should be a valid string or list")
-            if "is_error" in block and not isinstance(block["is_error"], bool):
-                raise RequestError(f"{where}.is_error: Input should be a valid boolean")
+        elif kind in ("tool_use", "thinking", "redacted_thinking") and role != "assistant":
+            raise RequestError(f"{where}: {kind} blocks may only appear in assistant messages")
+        elif kind == "tool_result" and role != "user":
+            raise RequestError(f"{where}: tool_result blocks may only appear in user messages")
     return content
 
 
-def _messages(messages: Any, *, prefill: bool = True) -> None:
-    if not isinstance(messages, list):
-        raise RequestError("messages: Input should be a valid list")
+def _messages(messages: list[dict[str, Any]], *, prefill: bool = True) -> None:
     if not messages:
         raise RequestError("messages: at least one message is required")
     pending: list[str] = []  # tool_use ids of the previous assistant message
     for i, message in enumerate(messages):
-        path = f"messages.{i}"
-        if not isinstance(message, dict):
-            raise RequestError(f"{path}: Input should be a valid dictionary")
-        role = _need(message, "role", path + ".")
-        if role not in ("user", "assistant", "system"):
-            raise RequestError(f"{path}.role: Input should be 'user', 'assistant' or 'system'")
-        blocks = _content(_need(message, "content", path + "."), f"{path}.content", role)
-        if role == "system":
-            # Mid-conversation system turns (Claude Code sends one): text only.
-            for j, block in enumerate(blocks):
-                if block.get("type") != "text":
-                    raise RequestError(
-                        f"{path}.content.{j}.type: system messages may only contain text blocks"
-                    )
+        path, role = f"messages.{i}", message["role"]
+        # (A mid-conversation system turn, which Claude Code sends, is text only: the SDK's types say so.)
+        blocks = _content(message["content"], f"{path}.content", role)
         results = [(j, b["tool_use_id"]) for j, b in enumerate(blocks) if b.get("type") == "tool_result"]
         if pending:
             answered = {tid for _, tid in results} if role == "user" else set()
@@ -146,37 +104,19 @@ def _messages(messages: Any, *, prefill: bool = True) -> None:
         )
 
 
-def _tools(tools: Any, tool_choice: Any) -> None:
+def _tools(tools: list[dict[str, Any]] | None, tool_choice: dict[str, Any] | None) -> None:
     names: list[str] = []
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise RequestError("tools: Input should be a valid list")
-        for i, tool in enumerate(tools):
-            path = f"tools.{i}"
-            if not isinstance(tool, dict):
-                raise RequestError(f"{path}: Input should be a valid dictionary")
-            name = _need(tool, "name", path + ".")
-            if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
-                raise RequestError(f"{path}.name: String should match pattern '{TOOL_NAME_RE.pattern}'")
-            if tool.get("type", "custom") == "custom":
-                schema = _need(tool, "input_schema", path + ".")
-                if not isinstance(schema, dict) or schema.get("type") != "object":
-                    raise RequestError(f"{path}.input_schema.type: Input should be 'object'")
-            names.append(name)
-        if len(set(names)) != len(names):
-            raise RequestError("tools: Tool names must be unique.")
-    if tool_choice is not None:
-        if not isinstance(tool_choice, dict) or tool_choice.get("type") not in (
-            "auto",
-            "any",
-            "tool",
-            "none",
-        ):
-            raise RequestError("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
-        if tool_choice["type"] == "tool":
-            name = _need(tool_choice, "name", "tool_choice.")
-            if name not in names:
-                raise RequestError(f"tool_choice.name: Tool '{name}' not found in the provided tools")
+    for i, tool in enumerate(tools or []):
+        name = tool["name"]
+        if not TOOL_NAME_RE.match(name):
+            raise RequestError(f"tools.{i}.name: String should match pattern '{TOOL_NAME_RE.pattern}'")
+        if tool.get("type", "custom") == "custom" and tool["input_schema"].get("type") != "object":
+            raise RequestError(f"tools.{i}.input_schema.type: Input should be 'object'")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise RequestError("tools: Tool names must be unique.")
+    if tool_choice is not None and tool_choice["type"] == "tool" and tool_choice["name"] not in names:
+        raise RequestError(f"tool_choice.name: Tool '{tool_choice['name']}' not found in the provided tools")
 
 
 def validate(body: Any, profiles: tuple[ModelProfile, ...], *, count_only: bool = False) -> ModelProfile:
@@ -187,16 +127,16 @@ def validate(body: Any, profiles: tuple[ModelProfile, ...], *, count_only: bool 
     for key in body:
         if key not in allowed:
             raise RequestError(f"{key}: Extra inputs are not permitted")
-    model = _need(body, "model", "")
-    if not isinstance(model, str):
-        raise RequestError("model: Input should be a valid string")
+    if (bad := shape_problem(body, count_only=count_only)) is not None:
+        raise RequestError(bad)
+    model = body["model"]
     profile = find_profile(model, profiles)
     if profile is None:
         raise RequestError(f"model: {model}", status=404, kind="not_found_error")
     max_tokens = None
     if not count_only:
-        max_tokens = _need(body, "max_tokens", "")
-        if not _is_int(max_tokens) or max_tokens < 1:
+        max_tokens = body["max_tokens"]
+        if max_tokens < 1:
             raise RequestError("max_tokens: Input should be an integer greater than or equal to 1")
         if max_tokens > profile.max_output_tokens:
             raise RequestError(
@@ -208,14 +148,9 @@ def validate(body: Any, profiles: tuple[ModelProfile, ...], *, count_only: bool 
         _sampling(body, profile)
         _stop_sequences(body.get("stop_sequences"))
     system = body.get("system")
-    if system is not None and not isinstance(system, str):
-        if not isinstance(system, list):
-            raise RequestError("system: Input should be a valid string or list of text blocks")
-        for i, block in enumerate(system):
-            if not isinstance(block, dict) or block.get("type") != "text":
-                raise RequestError(f"system.{i}.type: Input should be 'text'")
-            _text_block(block, f"system.{i}")
-    _messages(_need(body, "messages", ""), prefill=profile.prefill or count_only)
+    for i, block in enumerate(system if isinstance(system, list) else []):
+        _text_block(block, f"system.{i}")
+    _messages(body["messages"], prefill=profile.prefill or count_only)
     _tools(body.get("tools"), body.get("tool_choice"))
     _thinking(body.get("thinking"), profile, max_tokens)
     forced = isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("type") in ("any", "tool")
@@ -237,9 +172,9 @@ def thinking_on(body: dict[str, Any], profile: ModelProfile) -> bool:
 def _thinking(thinking: Any, profile: ModelProfile, max_tokens: int | None) -> None:
     if thinking is None:
         return
-    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    kind = thinking["type"]
     if kind not in ALL_THINKING:
-        raise RequestError("thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
+        raise RequestError(f"thinking.type: Input should be {', '.join(repr(m) for m in ALL_THINKING)}")
     if kind not in profile.thinking_modes:
         if kind == "adaptive":
             raise RequestError("thinking.type: adaptive thinking is not supported on this model")
@@ -248,8 +183,8 @@ def _thinking(thinking: Any, profile: ModelProfile, max_tokens: int | None) -> N
             '"output_config.effort" to control thinking behavior.'
         )
     if kind == "enabled":
-        budget = _need(thinking, "budget_tokens", "thinking.")
-        if not _is_int(budget) or budget < 1024:
+        budget = thinking["budget_tokens"]
+        if budget < 1024:
             raise RequestError("thinking.budget_tokens: Input should be greater than or equal to 1024")
         if max_tokens is not None and budget >= max_tokens:
             raise RequestError(
@@ -281,10 +216,6 @@ def _sampling(body: dict[str, Any], profile: ModelProfile) -> None:
 
 
 def _stop_sequences(stops: Any) -> None:
-    if stops is None:
-        return
-    if not isinstance(stops, list):
-        raise RequestError("stop_sequences: Input should be a valid list")
-    for i, stop in enumerate(stops):
-        if not isinstance(stop, str) or not stop.strip():
+    for i, stop in enumerate(stops or []):
+        if not stop.strip():
             raise RequestError(f"stop_sequences.{i}: each stop sequence must contain non-whitespace")

@@ -80,7 +80,7 @@ def create(client: anthropic.Anthropic, **kw: Any) -> anthropic.types.Message:
         ({"model": "claude-sonnet-5", "extra_body": {"top_k": 5}}, "top_k"),
         ({"messages": [*HI, {"role": "assistant", "content": "Sure"}]}, "does not support assistant message prefill"),
         ({"messages": [*HI, {"role": "system", "content": [{"type": "image", "source": {}}]}]},
-         "system messages may only contain text blocks"),
+         "messages.1.content.0.type: Input should be 'text'"),  # the SDK's SystemMessageParam
         ({"stop_sequences": ["ok", " "]}, "stop_sequences.1"),
         ({"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "word " * 170_000}]},
          "prompt is too long: 212500 tokens > 200000 maximum"),
