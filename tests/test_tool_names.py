@@ -69,6 +69,43 @@ def test_no_module_outside_the_registry_compares_tool_names() -> None:
     assert name_comparisons(REPO, NAMES, skip) == []
 
 
+# Modules that keep a literal collection of two or more tool names (a hand-kept set is how a new tool gets
+# forgotten), each with why it is not derived from the registry. The list only shrinks.
+COLLECTIONS: dict[str, str] = {
+    "speculate/instruction_nested.py": "the tools Claude Code 2.1.332 was observed loading nested CLAUDE.md "
+    "for (Read, Edit, Write; not Glob or Grep): an observation, not a capability to derive",
+    "speculate/sim/intents.py": "the simulator's vocabulary: which of speculate's tools serves which intent, "
+    "mapped onto other clients' tool names",
+    "speculate/importers/render.py": "how Claude Code's recorded inputs differ from speculate's, per tool",
+    "speculate/importers/checks.py": "checks recorded results against Claude Code's tools' texts",
+}
+
+
+def name_collections(root: Path, names: set[str], skip: Collection[Path] = ()) -> list[str]:
+    """``file:line: names`` of every literal set, tuple, list or dict keys with two or more of ``names``."""
+    found = []
+    for path in sorted([*(root / "speculate").rglob("*.py"), *(root / "overlayfs").rglob("*.py")]):
+        if path in skip or "workspaces" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            elts: list[ast.expr | None] = []
+            if isinstance(node, (ast.Set, ast.Tuple, ast.List)):
+                elts = list(node.elts)
+            elif isinstance(node, ast.Dict):
+                elts = list(node.keys)
+            hit = {e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)} & names
+            if len(hit) >= 2:
+                found.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}: {sorted(hit)}")
+    return found
+
+
+def test_no_module_outside_the_registry_keeps_a_set_of_tool_names() -> None:
+    skip = {REGISTRY, *(REPO / p for p in COLLECTIONS)}
+    assert name_collections(REPO, NAMES, skip) == []
+    for rel in COLLECTIONS:  # an exception that no longer keeps one is dropped from the list
+        assert name_collections(REPO, NAMES, _all(REPO) - {REPO / rel}), rel
+
+
 def test_the_exceptions_still_compare_names() -> None:
     """An exception that no longer compares a name is dropped from the list."""
     for rel in EXCEPTIONS:
@@ -94,6 +131,8 @@ def test_the_scan_finds_a_comparison(tmp_path: Path) -> None:
         "speculate/gate.py:9",
         "speculate/gate.py:9",
     ]
+    (tmp_path / "speculate" / "sets.py").write_text('EDITS = frozenset({"Edit", "Write"})\nONE = ("Read",)\n')
+    assert name_collections(tmp_path, NAMES) == ["speculate/sets.py:1: ['Edit', 'Write']"]
 
 
 def test_the_registry_is_where_the_sets_come_from() -> None:
