@@ -73,6 +73,7 @@ def meta_for(
                 "sim": c.sim,
                 "spec_value": c.spec_value,
                 "spec_k": c.spec_k,
+                "spec_edits": c.spec_edits,
                 "think_fixed_s": c.think.seconds if isinstance(c.think, FixedThink) else None,
             }
             for c in cfg.conditions

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from bench.edits import USER_EDIT_PROB
 from bench.user import TAB_ACCEPT_S, TYPING_CHARS_PER_S, ThinkTime
 from speculate.models.profiles import DEFAULT_MODEL
-from speculate.session import PermissionMode
+from speculate.session import PermissionMode, SpecEdits
 from speculate.sim.scenario import Scenario
 
 Arm = Literal["plain", "suggest", "speculative"]
@@ -39,6 +39,9 @@ class Condition:
     # The speculation policy's dial λ (None: always fork) and top-K (speculate.speculation.policy, topk).
     spec_value: float | None = None
     spec_k: int = 1
+    # A fork's edit that the live path would ask about (default mode): "stop" before it, or "ask" on
+    # acceptance (SessionConfig.spec_edits); the simulated user answers as it answers the live path.
+    spec_edits: SpecEdits = "stop"
     typing_cps: float = TYPING_CHARS_PER_S
     tab_s: float = TAB_ACCEPT_S
     sim: SimKind = "ideal"
@@ -54,6 +57,7 @@ class Condition:
                 f" typing:{self.typing_cps:g}cps" if self.typing_cps != TYPING_CHARS_PER_S else "",
                 f" tab:{self.tab_s:g}s" if self.tab_s != TAB_ACCEPT_S else "",
                 f" sim:{self.sim}" if self.sim != "ideal" else "",
+                f" edits:{self.spec_edits}" if self.spec_edits != "stop" else "",
             ]
         )
         return f"{self.think.label} {acc} {self.model_name}{extra}{policy}"

@@ -230,6 +230,14 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         "one condition each",
     )
     ap.add_argument(
+        "--spec-edits",
+        default=None,
+        metavar="stop|ask[,…]",
+        help="a fork's edit the live path would ask about (default mode): 'stop' the fork before it (the "
+        "default), or 'ask' on acceptance with its diff, as a command the live path would ask about is "
+        "(the simulated user answers yes); 'stop,ask' gives one condition each (docs/speculation.md)",
+    )
+    ap.add_argument(
         "--spec-history",
         type=Path,
         default=None,
@@ -302,6 +310,9 @@ def build_config(a: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--user-edit-prob {a.user_edit_prob:g}: must be between 0 and 1")
     values = list(dict.fromkeys(a.spec_value)) if a.spec_value else [None]
     ks = list(dict.fromkeys(a.spec_candidates)) if a.spec_candidates else [1]
+    edits = list(dict.fromkeys(x.strip() for x in (a.spec_edits or "stop").split(",") if x.strip()))
+    if not edits or set(edits) - {"stop", "ask"}:
+        raise ValueError(f"--spec-edits {a.spec_edits!r}: expected stop, ask or both, comma-separated")
     typing = a.typing_cps or [TYPING_CHARS_PER_S]
     tabs = a.tab_s or [TAB_ACCEPT_S]
     sims = [x.strip() for x in a.sim.split(",") if x.strip()]
@@ -319,6 +330,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
             or len(sims) > 1
             or len(values) > 1
             or len(ks) > 1
+            or len(edits) > 1
         ):
             raise ValueError(
                 "--sensitivity varies one assumption at a time from one base condition: give at most "
@@ -335,12 +347,21 @@ def build_config(a: argparse.Namespace) -> RunConfig:
                 sim=sims[0],
                 spec_value=values[0],
                 spec_k=ks[0],
+                spec_edits=edits[0],  # type: ignore[arg-type]  # checked above: stop or ask
             )
         )
     else:
         conds = [
             Condition(
-                think=t, accept_prob=p, model_name=m, typing_cps=c, tab_s=ts, sim=k, spec_value=v, spec_k=kk
+                think=t,
+                accept_prob=p,
+                model_name=m,
+                typing_cps=c,
+                tab_s=ts,
+                sim=k,
+                spec_value=v,
+                spec_k=kk,
+                spec_edits=e,  # type: ignore[arg-type]  # checked above: stop or ask
             )
             for t in thinks
             for p in probs
@@ -350,6 +371,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
             for k in sims
             for v in values
             for kk in ks
+            for e in edits
         ]
     scripted = a.model == "sim" or (a.model == "claude-cli" and a.base_url is None)
     rule = a.accept_rule or (DEFAULT_ACCEPT_RULE if scripted else "normalized")

@@ -148,6 +148,7 @@ async def run_session(
             tool_env=toolchain.env,
             spec_value=job.condition.spec_value,
             spec_candidates=job.condition.spec_k,
+            spec_edits=job.condition.spec_edits,
             spec_history=cfg.spec_history,
         )
         (work / "spill").mkdir()

@@ -13,9 +13,11 @@ live path would have asked about is put to ``approve`` (one answer for all of th
 or, without it, to ``ask`` question by question as the live path would put it; no (or no one to ask)
 discards the speculation and runs the turn normally (:mod:`speculate.speculation.approvals`).
 
-Background work (suggestion, speculation) runs in the session's own nursery and never outlives it.
-Compacting the conversation (by hand, automatically, on a too-long refusal) is
-:mod:`speculate.session_compaction`'s part of the class.
+Background work (suggestion, speculation) runs in the engine's own nursery, which the session opens and
+closes (:meth:`SpeculationEngine.running`): none of it outlives the session. The engine decides what an
+accepted suggestion comes to; the session acts on it (runs the turn, extends the conversation:
+:mod:`speculate.session_turn`). Compacting the conversation (by hand, automatically, on a too-long refusal)
+is :mod:`speculate.session_compaction`'s part of the class.
 """
 
 from __future__ import annotations
@@ -32,18 +34,18 @@ import trio
 from overlayfs import recover_project
 from overlayfs.state import project_state, tidy
 from speculate.agent import Agent
-from speculate.agent_types import AgentEvent, MaxTurnsReached
-from speculate.compaction import CompactionFailed, Compactor, too_long
+from speculate.agent_types import AgentEvent
+from speculate.compaction import Compactor
 from speculate.fs import LocalFS, LocalShell
-from speculate.hooks import HookRan, HookTranscript, PromptBlocked
-from speculate.models.base import CacheKey, ModelError, Usage
-from speculate.session_compaction import SessionCompaction
-from speculate.session_types import AskFn, PermissionMode, SessionConfig, TurnOutcome
+from speculate.hooks import HookRan, HookTranscript
+from speculate.models.base import CacheKey, Usage
+from speculate.session_turn import SessionTurns, TurnOutcome
+from speculate.session_types import AskFn, PermissionMode, SessionConfig, SpecEdits
 from speculate.speculation.accept import Landing
 from speculate.speculation.approvals import ApproveFn
 from speculate.speculation.authorize import MainAuthorizer
 from speculate.speculation.engine import SpeculationEngine
-from speculate.speculation.events import EventLog, SpecEvent, SpeculationRecord
+from speculate.speculation.events import EventLog, SpecEvent
 from speculate.speculation.host import IgnoreReason
 from speculate.tempfiles import temp_dir
 from speculate.tools import default_tools
@@ -54,11 +56,10 @@ from speculate.types import Message
 from speculate.workspace import Workspace, open_workspace
 
 
-class Session(SessionCompaction):
+class Session(SessionTurns):
     def __init__(
         self,
         cfg: SessionConfig,
-        nursery: trio.Nursery,
         *,
         ask: AskFn | None,
         on_event: Callable[[AgentEvent | SpecEvent | HookRan], None] | None,
@@ -125,7 +126,7 @@ class Session(SessionCompaction):
             on_event=self.on_event,
             hooks=self.hooks,
         )
-        self.engine = SpeculationEngine(session=self, nursery=nursery)
+        self.engine = SpeculationEngine(session=self)
         self.compactor = Compactor(model=cfg.model, window=cfg.context_window, margin=cfg.compact_margin)
         self.turn = 0
         self.last_error = False
@@ -169,7 +170,7 @@ class Session(SessionCompaction):
                 "speculation discarded: the instructions files changed since it ran; running normally",
             )
         if accept:
-            outcome = await self.engine.accept(prompt, t0)
+            outcome = await self.act(prompt, t0, await self.engine.accept(prompt, t0), note)
         else:
             await self.engine.ignore("instructions_changed" if note else "typed")
             outcome = await self.run_turn(prompt, t0, note=note)
@@ -179,61 +180,8 @@ class Session(SessionCompaction):
         if self.on_turn_end is not None:
             self.on_turn_end(outcome)
         if self.cfg.speculate and not outcome.error and not outcome.blocked and not outcome.stopped:
-            self.engine.after_turn(pipelined=outcome.accepted and outcome.result is None)
+            self.engine.after_turn(self.turn_state(), pipelined=outcome.accepted and outcome.result is None)
         return outcome
-
-    async def run_turn(
-        self,
-        prompt: str,
-        t0: float,
-        *,
-        resume: bool = False,
-        note: str = "",
-        spec: SpeculationRecord | None = None,
-    ) -> TurnOutcome:
-        """A normal turn (the engine's :class:`~speculate.speculation.host.Host` interface): ``resume`` goes on
-        from injected speculative messages. Model errors and the turn's limit end it with ``error`` set."""
-        before = len(self.messages)
-        try:
-            try:
-                result = await (self.agent.resume() if resume else self.agent.run(prompt))
-            except ModelError as e:
-                if not too_long(e) or not (self.cfg.auto_compact and self.cfg.reactive_compact):
-                    raise
-                note = "; ".join(n for n in (note, await self._compact_reactively(e)) if n)
-                result = await self.agent.resume()  # once: the same turn, on the summary
-        except PromptBlocked as e:
-            return TurnOutcome(
-                prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note, blocked=str(e)
-            )
-        except (
-            ModelError,
-            CompactionFailed,
-            MaxTurnsReached,
-        ) as e:  # the turn ends with a message; the session goes on
-            self.last_error = True
-            what = f"the turn stopped at its limit: {e}" if isinstance(e, MaxTurnsReached) else str(e)
-            if too_long(e) and len(self.messages) >= before and not resume:
-                # Never a poisoned session: what this turn added would make every later request too long too.
-                del self.messages[before:]
-                self.agent.repair()
-                what += "; this turn was taken back out of the conversation, so the next prompt starts from before it"
-            return TurnOutcome(
-                prompt, "", time.perf_counter() - t0, spec is not None, None, spec, note, error=what
-            )
-        self.last_error = False
-        if result.responses:
-            self._last_usage = result.responses[-1].usage
-        return TurnOutcome(
-            prompt,
-            result.text,
-            time.perf_counter() - t0,
-            spec is not None,
-            result,
-            spec,
-            note,
-            stopped=result.hook_stopped,
-        )
 
     def _build_key(self) -> CacheKey:
         return CacheKey.build(
@@ -349,19 +297,17 @@ async def open_session(
                 user=cfg.user_dir,
                 trusted=session_trust(cfg.trusted, cfg.project.resolve()),
             ) as ws,
-            trio.open_nursery() as nursery,
         ):
-            s = Session(cfg, nursery, ask=ask, on_event=on_event, workspace=ws, approve=approve)
+            s = Session(cfg, ask=ask, on_event=on_event, workspace=ws, approve=approve)
             try:
-                await s.hooks.session_start("startup")
-                yield s
+                async with s.engine.running():  # its cycles end (forks discarded) before the session does
+                    await s.hooks.session_start("startup")
+                    yield s
             finally:
                 with trio.CancelScope(shield=True):
-                    await s.engine.shutdown()
                     await s.hooks.session_end("other")
                 if s.hook_transcript is not None:
                     s.hook_transcript.remove_forks()
-                nursery.cancel_scope.cancel()
                 if s.transcript is not None:
                     s.transcript.close()
                 s._remove_spill()
@@ -383,4 +329,4 @@ def unwrap_single() -> Iterator[None]:
 
 
 # The types a session is made with live below it (speculate.session_types); callers import them from here.
-__all__ = ["AskFn", "PermissionMode", "Session", "SessionConfig", "TurnOutcome", "open_session"]
+__all__ = ["AskFn", "PermissionMode", "Session", "SessionConfig", "SpecEdits", "TurnOutcome", "open_session"]

@@ -89,9 +89,6 @@ class SessionCompaction:
         return self.compactor.would_cross(context_tokens(self._last_usage), self.cfg.fork_headroom)
 
     def agent_last_usage(self) -> Usage | None:
-        """Usage of the last response of the last turn (the cold-cache check reads it)."""
+        """Usage of the last response of the last turn (the cold-cache check reads it; an accepted complete
+        speculation's last response stands for its turn's)."""
         return self._last_usage
-
-    def set_agent_last_usage(self, usage: Usage | None) -> None:
-        """An accepted complete speculation's last usage stands for the turn's (the engine sets it)."""
-        self._last_usage = usage

@@ -1,7 +1,9 @@
-"""What a session is made with and what one turn gives back: :class:`SessionConfig` and :class:`TurnOutcome`.
+"""What a session is made with: :class:`SessionConfig`, the permission modes and the ``ask`` callback.
 
 Below both :mod:`speculate.session` (which assembles a session from them) and the speculation engine (which
-returns a :class:`TurnOutcome` when it accepts), so neither imports the other for them.
+reads the configuration), so neither imports the other for them; it imports nothing of either. What a turn
+gives back (:class:`speculate.session_turn.TurnOutcome`) lives with the session, which makes it: the engine
+hands back a decision (:class:`speculate.speculation.accept.Acceptance`), never a turn.
 :mod:`speculate.session` re-exports every name here.
 """
 
@@ -12,13 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from speculate.agent_types import TurnResult
 from speculate.compaction import COMPACT_MARGIN, DEFAULT_WINDOW
 from speculate.models.base import Model
-from speculate.speculation.events import SpeculationRecord
+from speculate.settings_modes import PermissionMode  # defined with the settings that name the modes
 
 AskFn = Callable[[str, str], Awaitable[Literal["y", "n", "always"]]]
-PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk"]
+SpecEdits = Literal["stop", "ask"]
 
 
 @dataclass(kw_only=True)
@@ -73,17 +74,8 @@ class SessionConfig:
     spec_candidates: int | None = None  # top-K
     spec_history: dict[str, Any] | None = None
     keep_accepted_diff: bool = False  # keep the diff of the last accepted speculation (the REPL's /diff)
-
-
-@dataclass
-class TurnOutcome:
-    prompt: str
-    text: str
-    latency_s: float  # submit -> final answer, as the user perceives it
-    accepted: bool  # the speculation was used
-    result: TurnResult | None  # the normal loop's part (None when the speculation answered it all)
-    speculation: SpeculationRecord | None = None
-    note: str = ""  # e.g. why an accepted speculation was discarded (conflict)
-    error: str = ""  # the model failed (retries exhausted)
-    blocked: str = ""  # a UserPromptSubmit hook refused the prompt (its reason); nothing was sent
-    stopped: str = ""  # a hook said continue: false and the turn ended there (what it said)
+    # A fork's Write/Edit that the live path would ask about (default mode): "stop", the fork stops before
+    # it (an `edit` boundary); "ask", it is written into the overlay and asked about on acceptance with its
+    # diff, as a sandboxed command the live path would ask about is (docs/speculation.md, "Edits in default
+    # mode").
+    spec_edits: SpecEdits = "stop"

@@ -276,6 +276,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                     keep_accepted_diff=True,
                     spec_value=args.spec_value,
                     spec_candidates=args.spec_candidates,
+                    spec_edits=args.spec_edits,
                     # saved for --continue; a study writes nothing outside its directory
                     transcript_path=None if study is not None else new_path(project),
                     **scfg_extra,

@@ -173,6 +173,14 @@ def add_options(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="top-K: suggest and speculate up to K candidates (settings: speculation.candidates)",
     )
+    p.add_argument(
+        "--spec-edits",
+        choices=("ask", "stop"),
+        default="ask",
+        help="a speculation's edit that the live path would ask about (default mode): 'ask' writes it into "
+        "the speculation and asks on acceptance, showing its diff (the default); 'stop' stops the "
+        "speculation before it (docs/speculation.md)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument(
         "-c",

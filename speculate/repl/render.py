@@ -121,11 +121,19 @@ def approval_lines(pending: Sequence[PendingApproval], project: Path | None = No
     rules = ", ".join(dict.fromkeys(p.rule for p in calls))
     return [
         f"the speculation ran {n} call{'s' * (n != 1)} you would have been asked about:",
-        *(f"  {p.summary} → {effect_words(p, project)}" for p in calls),
+        *(line for p in calls for line in (f"  {p.summary} → {effect_words(p, project)}", *_diff_lines(p))),
         "n or Esc: discard it and run the prompt normally (asking as usual); always: also allow "
         + ("this command" if n == 1 else "these commands")
         + f" for the rest of this session ({rules})",
     ]
+
+
+def _diff_lines(p: PendingApproval, limit: int = 40) -> list[str]:
+    """A deferred edit's diff under its line (the first ``limit`` lines, then how many more)."""
+    lines = [f"    {line}" for line in p.diff.splitlines()]
+    return lines[:limit] + (
+        [f"    … {len(lines) - limit} more lines (/diff shows them all)"] if len(lines) > limit else []
+    )
 
 
 def tool_line(ev: ToolFinished) -> list[tuple[str, str]]:

@@ -13,6 +13,10 @@ The engine (:meth:`speculate.speculation.engine.SpeculationEngine.accept`) runs 
 4. :func:`promote`: the overlay lands in the real tree (conflict-checked again, under the project's lock,
    all or nothing), and the record names what landed as files written, deleted and renamed. What the
    person sees of the outcome (:class:`Landing`) says, when the turn is cancelled, whether it landed.
+
+What the engine hands back is an :class:`Acceptance`, a decision the session acts on: the promoted messages
+and what to run next (nothing, the rest of the turn live, or the whole prompt live). The engine runs no
+turn and touches no conversation of the session's.
 """
 
 from __future__ import annotations
@@ -20,19 +24,42 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from overlayfs.conflicts import find_conflicts
 from overlayfs.policy import refusals
 from speculate.speculation.approvals import Answer, ApproveFn, PendingApproval, ask_each
 from speculate.speculation.effects import FileSummary, renames, summarize
-from speculate.speculation.events import Approval, SpecOutcome
+from speculate.speculation.events import Approval, SpecOutcome, SpeculationRecord
+from speculate.types import Message
 
 if TYPE_CHECKING:
+    from speculate.models.base import Usage
     from speculate.speculation.authorize import MainAuthorizer
     from speculate.speculation.fork import Speculation
 
 DECLINED = "speculation discarded: what it ran was not approved; running normally"
+
+# What the session runs after an acceptance: ``done``, nothing (the fork completed the turn; its messages
+# are the turn's); ``resume``, the rest of the turn live from the promoted messages (the fork stopped at a
+# boundary, which the live loop proposes again under the live rules); ``live``, the prompt as a normal
+# turn (nothing of the speculation was used; ``note`` says why, when there was one).
+Action = Literal["done", "resume", "live"]
+
+
+@dataclass
+class Acceptance:
+    """The engine's decision on an accepted suggestion; the session acts on it (and checks that its
+    conversation is still ``prefix_len`` messages long, where the fork started)."""
+
+    action: Action
+    note: str = ""
+    record: SpeculationRecord | None = None  # the speculation used (None: ``live``)
+    messages: list[Message] = field(default_factory=list)  # promoted: to append to the conversation
+    prefix_len: int = 0
+    shell_dir: Path | None = None  # where the fork's Bash ended: the session's goes on from there
+    last_usage: Usage | None = None  # ``done``: the fork's last response's, standing for the turn's
 
 
 async def approve(spec: Speculation, *, policy: ApproveFn | None, main: MainAuthorizer) -> Answer | None:
@@ -46,8 +73,13 @@ async def approve(spec: Speculation, *, policy: ApproveFn | None, main: MainAuth
     def remember(p: PendingApproval) -> None:
         main.remember(p.rule)
 
+    def showing(p: PendingApproval | None) -> None:
+        from speculate.speculation.authorize import Question
+
+        main.question = None if p is None else Question(p.tool, p.input, p.rule)
+
     if policy is None:
-        answer = await ask_each(pending, main.ask, remember)
+        answer = await ask_each(pending, main.ask, remember, showing)
     else:
         answer = await policy(pending)
         if answer == "always":

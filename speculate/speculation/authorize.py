@@ -5,7 +5,13 @@ call (a boundary) or, for a sandboxed Bash command, runs it and records it for a
 Both take the PreToolUse hooks' decision (:class:`speculate.agent_types.Authorizer`): ``allow`` answers the
 permission prompt (a deny or an ask rule still applies, as in Claude Code), ``ask`` asks even where the
 rules allow, and in a fork is a gate ``ask`` like any other: a sandboxed Bash command's approval on
-acceptance, a boundary before an edit or any other call."""
+acceptance, a boundary before an edit or any other call.
+
+A command the parser (:func:`speculate.shell.facts.analyze`) finds writing a protected path (``git commit``,
+``git add``: the repository; a redirection into ``.git/`` or ``.claude/``) stops the fork *before* it runs: its
+work so far can land, and the command runs live on acceptance, asked about as the live path asks. Run in the
+fork, it would only make the whole overlay unlandable (the guard's check after a command, which stays for what
+the parser cannot see)."""
 
 from __future__ import annotations
 
@@ -75,6 +81,11 @@ class Question:
 def cwd_of(ctx: ToolContext | None) -> Path | None:
     """The Bash tool's current directory in ``ctx`` (None without one: the gate takes the project root)."""
     return ctx.cwd if ctx is not None else None
+
+
+def _path_of(tool: Tool, inp: BaseModel) -> str:
+    """The file a file tool's call names ("" for a tool without one)."""
+    return str(getattr(inp, PATH_FIELDS.get(tool.name, ""), "") or "")
 
 
 def always_rule(tool: str, inp: BaseModel) -> str:
@@ -199,6 +210,7 @@ class SpecAuthorizer:
         fs: Any = None,
         approvals: Approvals | None = None,
         additional_dirs: Sequence[str | Path] = (),
+        defer_edits: bool = False,
     ) -> None:
         from speculate.speculation.guard import Protection
 
@@ -210,6 +222,10 @@ class SpecAuthorizer:
         self.protection = protection or Protection()
         self.fs = fs
         self.approvals = approvals
+        # True (SessionConfig.spec_edits "ask"): a Write/Edit in the project that the live path would ask about
+        # is written into the overlay and asked about on acceptance, as a sandboxed command is; False: it
+        # is an `edit` boundary.
+        self.defer_edits = defer_edits
         self.live: MainAuthorizer | None = None
         self.asking = trio.Lock()
 
@@ -248,12 +264,14 @@ class SpecAuthorizer:
                     "Code, direnv, or speculation.protectedPaths); it lands only through a "
                     "normal turn"
                 )
-            if not early and hook == "ask":
+            if self._deferred(tool, path):
+                pass  # the live path's question is asked on acceptance (_asks, authorize)
+            elif not early and hook == "ask":
                 return (
                     "edit",
                     f"{tool.name} {path}: a PreToolUse hook asks ({hook_reason or 'no reason given'})",
                 )
-            if not early and d.behavior == "ask" and not (hook == "allow" and not d.firm):
+            elif not early and d.behavior == "ask" and not (hook == "allow" and not d.firm):
                 return "edit", f"{tool.name} {path} needs permission"
         elif tool.name in SHELL_TOOLS:
             cmd = getattr(inp, "command", "")
@@ -268,6 +286,18 @@ class SpecAuthorizer:
             c = classify(cmd, project_root=str(self.root) if self.root is not None else None)
             if not c.sandboxable:
                 return "bash", f"{cmd!r}: {c.reason}"
+            if self.root is not None and self.fs is not None:
+                from speculate.speculation.guard import command_boundary
+
+                stop = command_boundary(
+                    cmd,
+                    root=self.root,
+                    fs=self.fs,
+                    cwd=cwd_of(self.ctx) or self.root,
+                    protection=self.protection,
+                )
+                if stop is not None:
+                    return stop
             # A command the gate would ask about runs in the sandbox; authorize() records it for approval.
         elif early:
             pass
@@ -292,11 +322,25 @@ class SpecAuthorizer:
             return None
         return self.protection.of_write(self.fs, rel) if self.fs is not None else self.protection.kind(rel)
 
+    def _deferred(self, tool: Tool, path: str) -> bool:
+        """Is this Write/Edit one whose question waits for acceptance (``defer_edits``, a file in the
+        project: the overlay holds only the project)?"""
+        if not self.defer_edits or tool.name not in WRITE_TOOLS or self.root is None or not path:
+            return False
+        from overlayfs.paths import PathEscapeError, to_relative
+
+        try:
+            to_relative(self.root, path)
+        except (PathEscapeError, FileNotFoundError):
+            return False
+        return True
+
     def _asks(
         self, tool: Tool, inp: BaseModel, hook: HookDecision = None, hook_reason: str = ""
     ) -> str | None:
-        """Why the live path would ask before this call (a sandboxed Bash command), or None."""
-        if tool.name not in SHELL_TOOLS:
+        """Why the live path would ask before this call (a sandboxed Bash command; a deferred edit), or
+        None."""
+        if tool.name not in SHELL_TOOLS and not self._deferred(tool, _path_of(tool, inp)):
             return None
         if hook == "ask":
             return f"a PreToolUse hook asks ({hook_reason or 'no reason given'})"
@@ -326,7 +370,10 @@ class SpecAuthorizer:
                     tool, inp, block, hook=hook, hook_reason=hook_reason, cwd=cwd_of(self.ctx)
                 )
             return
+        edit = tool.name not in SHELL_TOOLS
         if self.approvals is None:
+            if edit:
+                raise BoundaryReached("edit", f"{tool.name} {_path_of(tool, inp)}: {why}", block.get("id"))
             raise BoundaryReached("bash", f"{getattr(inp, 'command', '')!r}: {why}", block.get("id"))
         self.approvals.expect(
             tool.name,
@@ -334,4 +381,6 @@ class SpecAuthorizer:
             str(getattr(inp, "command", "")),
             why,
             str(block.get("id", "")),
+            input=dict(block.get("input", {})),
+            path=_path_of(tool, inp) if edit else None,
         )

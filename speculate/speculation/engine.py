@@ -1,22 +1,26 @@
 """The speculation engine: after each turn, suggest the next prompt and run it on an overlay.
 
-One *cycle* per completed main turn runs in the session's nursery under its own cancel scope:
+One *cycle* per completed main turn runs in the engine's own nursery (:meth:`SpeculationEngine.running`:
+no cycle outlives the engine) under its own cancel scope:
 suggestion (or a pipelined one) → fork on a fresh overlay → stop at complete or a boundary → (complete)
 pipelined next suggestion. With top-K (``speculation.candidates``) the suggestion holds K candidates, and
 the cycle forks those the policy chooses (:mod:`speculate.speculation.policy`: where the expected saving is
 worth the cost; every one by default), each on its own overlay (:mod:`speculate.speculation.topk`; one fork
 runs in :mod:`speculate.speculation.forkrun`). ``accept`` keeps the fork of the candidate sent (discarding
-the others), asks about the calls it ran that the live path would have asked about, then promotes and
-injects; ``ignore`` cancels the cycle and discards the overlays. Nothing but ``accept`` writes the real
-tree. See docs/speculation.md for the state machine.
+the others), asks about the calls it ran that the live path would have asked about, then promotes and hands
+the session an :class:`~speculate.speculation.accept.Acceptance` (the promoted messages and what to run
+next), which the session acts on; ``ignore`` cancels the cycle and discards the overlays. Nothing but
+``accept`` writes the real tree, and nothing here runs a turn or changes the session's conversation. See
+docs/speculation.md for the state machine.
 What it writes down (records, costs, state events) is :mod:`speculate.speculation.engine_records`' part
 of the class.
 """
 
 from __future__ import annotations
 
-import copy
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -25,23 +29,21 @@ from speculate.compaction import context_tokens
 from speculate.errors import InternalError
 from speculate.models.base import ModelError
 from speculate.models.billing import Meter, billed_to
-from speculate.session_types import TurnOutcome
 from speculate.speculation import policy, suggest, topk
-from speculate.speculation.accept import Landing
+from speculate.speculation.accept import Acceptance, Landing
 from speculate.speculation.diffcap import landing_diff, overlay_diff
 from speculate.speculation.engine_records import EngineRecords
 from speculate.speculation.events import SpecOutcome, State, SuggestionRecord
 from speculate.speculation.fork import Speculation
 from speculate.speculation.forkrun import ForkRunner
-from speculate.speculation.host import Host, IgnoreReason
+from speculate.speculation.host import Host, IgnoreReason, TurnState
 from speculate.speculation.trim import completed_part
-from speculate.types import Message, text_of
 
 
 class SpeculationEngine(EngineRecords):
-    def __init__(self, *, session: Host, nursery: trio.Nursery) -> None:
+    def __init__(self, *, session: Host) -> None:
         self.s = session
-        self.nursery = nursery
+        self._nursery: trio.Nursery | None = None  # while running(): where the cycles run
         self.suggestion: str | None = None
         self._suggestion_ready = trio.Event()
         self._suggestion_ready.set()
@@ -63,9 +65,25 @@ class SpeculationEngine(EngineRecords):
         self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
         self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)
 
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The engine's lifetime: its cycles run in a nursery of its own, and none outlives it. On the way
+        out the speculation is dropped (its overlays discarded) and the policy's history kept."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                yield
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.shutdown()
+                self._nursery = None
+                nursery.cancel_scope.cancel()
+
     # -- driven by the session -----------------------------------------------------------------------
-    def after_turn(self, *, pipelined: bool) -> None:
-        """Start the next cycle (the previous one is over: accepted or ignored)."""
+    def after_turn(self, state: TurnState, *, pipelined: bool) -> None:
+        """Start the next cycle (the previous one is over: accepted or ignored) from ``state``."""
+        if self._nursery is None:
+            raise InternalError("after_turn outside SpeculationEngine.running()")
         self.suggestion = None
         self.candidates = []
         self.forks.take_all()  # the last cycle's forks were accepted or discarded
@@ -74,9 +92,8 @@ class SpeculationEngine(EngineRecords):
         self._cycle_done = trio.Event()
         source = self._pipelined_from if pipelined else None
         self._pipelined_from = None
-        snapshot = copy.deepcopy(self.s.messages)
         scope = self._scope = trio.CancelScope()
-        self.nursery.start_soon(self._cycle, scope, snapshot, self.s.turn, source)
+        self._nursery.start_soon(self._cycle, scope, state, source)
 
     async def wait_suggestion(self) -> str | None:
         await self._suggestion_ready.wait()
@@ -122,11 +139,12 @@ class SpeculationEngine(EngineRecords):
         await self.ignore("shutdown")
         policy.persist(self.policy, self.s, self.opts)
 
-    async def accept(self, prompt: str, t0: float) -> TurnOutcome:
-        """Use the speculation for ``prompt`` (the current suggestion): approve, check, replay, promote,
-        inject (the steps: :mod:`speculate.speculation.accept`). Interrupted before it was used (Ctrl-C at the
-        question, Esc while it finishes), the speculation is dropped: nothing of it lands, and a fork
-        that went live asks nothing more; :attr:`landing` says whether it had landed."""
+    async def accept(self, prompt: str, t0: float) -> Acceptance:
+        """Use the speculation for ``prompt`` (the current suggestion): approve, check, replay, promote
+        (the steps: :mod:`speculate.speculation.accept`), and say what the session runs next. Interrupted
+        before it was used (Ctrl-C at the question, Esc while it finishes), the speculation is dropped:
+        nothing of it lands, and a fork that went live asks nothing more; :attr:`landing` says whether it
+        had landed."""
         await self._choose(prompt)
         spec = self._spec
         self.landing = Landing(prompt) if spec is not None and spec.overlay is not None else None
@@ -138,16 +156,16 @@ class SpeculationEngine(EngineRecords):
                     await self.ignore("stopped")
             raise
 
-    async def _accept(self, prompt: str, t0: float) -> TurnOutcome:
+    async def _accept(self, prompt: str, t0: float) -> Acceptance:
         from speculate.speculation import accept as step
 
         self._decide_suggestion("accepted", prompt)
         spec = self._spec
         if spec is not None and spec.overlay is None and spec.finished.is_set():  # it kept nothing: say why
-            return await self._drop(spec, prompt, t0, "aborted", step.stopped_note(spec.record))
+            return await self._drop(spec, "aborted", step.stopped_note(spec.record))
         if spec is None or spec.overlay is None:  # no fork (e.g. it failed to start): a normal turn
             await self.ignore("no_speculation")
-            return await self.s.run_turn(prompt, t0)
+            return Acceptance("live")
         assert spec.authorizer is not None
         early: step.Promotion | None = None
         async with spec.authorizer.asking:  # the fork asks nothing itself while this question is open
@@ -158,9 +176,9 @@ class SpeculationEngine(EngineRecords):
                 if early is None:
                     step.replay(spec, self.s.on_event)
         if answer == "n":
-            return await self._drop(spec, prompt, t0, "declined", step.DECLINED)
+            return await self._drop(spec, "declined", step.DECLINED)
         if early is not None:
-            return await self._drop(spec, prompt, t0, early.outcome, early.note)
+            return await self._drop(spec, early.outcome, early.note)
         if not spec.finished.is_set():
             if self.s.cfg.accept_running == "wait":
                 await spec.finished.wait()  # the fork goes on under speculation rules; the user waits less
@@ -174,7 +192,7 @@ class SpeculationEngine(EngineRecords):
         finished_at = spec.finished_at if spec.finished_at is not None else time.perf_counter()
         rec.time_saved_s = max(0.0, min(t0, finished_at) - spec.started)
         if spec.overlay is None:  # discarded while the user waited (a boundary that holds its cause)
-            return await self._drop(spec, prompt, t0, "aborted", step.stopped_note(rec, shown=True))
+            return await self._drop(spec, "aborted", step.stopped_note(rec, shown=True))
         landing = self.landing
         if landing is None or spec.agent is None:  # our bug; checked before promotion touches the project
             raise InternalError(
@@ -187,51 +205,39 @@ class SpeculationEngine(EngineRecords):
         if not promotion.ok:
             return await self._drop(
                 spec,
-                prompt,
-                t0,
                 promotion.outcome,
                 promotion.note + ("; nothing of what it showed was applied" if spec.shown else ""),
             )
         landing.promoted, landing.files = True, step.summary_of(rec)
         self.accepted_diff = landing.diff
-        if len(self.s.messages) != spec.prefix_len:  # our bug, never the user's: it must not vanish under -O
-            raise InternalError(
-                f"the main conversation moved under the speculation ({len(self.s.messages)} "
-                f"messages, the fork started at {spec.prefix_len})"
-            )
-        self.s.messages.extend(completed_part(spec.agent.messages[spec.prefix_len :], complete=spec.complete))
-        # The live run would have ended in the fork's directory: the session's Bash goes on from there.
-        self.s.ctx.shell_dir.path = spec.agent.ctx.shell_dir.path
         self._spec = None
         self._close(spec, "accepted", promotion.note)
         self._emit("accepted", spec.suggestion, time_saved_s=rec.time_saved_s)
+        decision = Acceptance(
+            "done" if spec.complete else "resume",
+            promotion.note,
+            rec,
+            completed_part(spec.agent.messages[spec.prefix_len :], complete=spec.complete),
+            spec.prefix_len,
+            # The live run would have ended in the fork's directory: the session's Bash goes on from there.
+            spec.agent.ctx.shell_dir.path,
+            spec.last_usage,
+        )
         if spec.complete:
             self._pipelined_from = spec
-            self.s.set_agent_last_usage(spec.last_usage or self.s.agent_last_usage())
-            last = self.s.messages[-1]
-            return TurnOutcome(
-                prompt,
-                text_of(last) if last["role"] == "assistant" else "",
-                time.perf_counter() - t0,
-                True,
-                None,
-                rec,
-                promotion.note,
-            )
-        await self._cancel_cycle()
-        return await self.s.run_turn(prompt, t0, resume=True, spec=rec, note=promotion.note)
+        else:
+            await self._cancel_cycle()
+        return decision
 
-    async def _drop(
-        self, spec: Speculation, prompt: str, t0: float, outcome: SpecOutcome, note: str
-    ) -> TurnOutcome:
-        """The speculation is not used after all: discard it (and a pipelined suggestion built on it) and run
-        the turn normally, saying why."""
+    async def _drop(self, spec: Speculation, outcome: SpecOutcome, note: str) -> Acceptance:
+        """The speculation is not used after all: discard it (and a pipelined suggestion built on it); the
+        turn runs normally, saying why."""
         if self.landing is not None:
             self.landing.dropped = note
         self._spec = None
         await self._cancel_cycle()
         self._close(spec, outcome, note, saved=False)
-        return await self.s.run_turn(prompt, t0, note=note)
+        return Acceptance("live", note)
 
     async def _choose(self, prompt: str) -> None:
         """Top-K: the fork of the candidate the user sent is the speculation; the others are stopped and
@@ -251,48 +257,42 @@ class SpeculationEngine(EngineRecords):
         self.policy.observe_turn(latency_s=latency_s, time_saved_s=spec.time_saved_s if spec else None)
 
     # -- the cycle ----------------------------------------------------------------------------------
-    async def _cycle(
-        self, scope: trio.CancelScope, snapshot: list[Message], turn: int, source: Speculation | None
-    ) -> None:
+    async def _cycle(self, scope: trio.CancelScope, state: TurnState, source: Speculation | None) -> None:
         # Captured: after an accept, the next cycle replaces these while this one may still be finishing
         # the pipelined suggestion.
         done, ready = self._cycle_done, self._suggestion_ready
         try:
             with scope:
-                text = await (
-                    self._pipelined(source) if source is not None else self._suggest(snapshot, turn)
-                )
+                text = await (self._pipelined(source, state) if source is not None else self._suggest(state))
                 if text is None:
                     return
                 self.suggestion = text
                 self._sugg_shown_at = time.perf_counter()
                 ready.set()
                 if self.s.cfg.fork:  # without a fork, accepting the suggestion runs a normal turn
-                    last = source.last_usage if source is not None else self.s.agent_last_usage()
-                    specs = self._decide(
-                        snapshot, turn, pipelined=source is not None, context=context_tokens(last)
-                    )
-                    await topk.run_forks(specs, lambda spec: self.runner.run(snapshot, spec))
+                    last = source.last_usage if source is not None else state.last_usage
+                    specs = self._decide(state, pipelined=source is not None, context=context_tokens(last))
+                    await topk.run_forks(specs, lambda spec: self.runner.run(state, spec))
         finally:
             ready.set()
             done.set()
             if self._spec is None and self._cycle_done is done and self.state not in ("accepted", "aborted"):
                 self._emit("idle", None)
 
-    async def _pipelined(self, source: Speculation) -> str | None:
+    async def _pipelined(self, source: Speculation, state: TurnState) -> str | None:
         await source.next_ready.wait()
         out = source.next
-        return None if out is None else self._offer(out, self.s.turn, pipelined=True)
+        return None if out is None else self._offer(out, state.turn, pipelined=True)
 
-    async def _suggest(self, snapshot: list[Message], turn: int) -> str | None:
-        last = self.s.agent_last_usage()
+    async def _suggest(self, state: TurnState) -> str | None:
+        turn = state.turn
         reason = suggest.suppression_reason(
-            snapshot,
+            state.messages,
             mode=self.s.cfg.mode,
-            last_error=self.s.last_error,
+            last_error=state.last_error,
             pending_ask=self.s.authorizer.pending_ask,
-            last_usage=last,
-            near_limit=self.s.near_context_limit(),
+            last_usage=state.last_usage,
+            near_limit=state.near_limit,
         )
         if reason:
             self.s.events.write(SuggestionRecord(turn=turn, outcome="suppressed", reason=reason))
@@ -301,7 +301,9 @@ class SpeculationEngine(EngineRecords):
         meter = Meter()
         try:
             with billed_to(meter):
-                out = await suggest.generate(self.s.cfg.model, self.s.key, snapshot, k=self.opts.candidates)
+                out = await suggest.generate(
+                    self.s.cfg.model, state.key, state.messages, k=self.opts.candidates
+                )
         except trio.Cancelled:
             self._cancelled_suggestion(meter, turn, pipelined=False)
             raise
@@ -321,11 +323,9 @@ class SpeculationEngine(EngineRecords):
         self.candidates = out.candidates
         return out.text
 
-    def _decide(
-        self, snapshot: list[Message], turn: int, *, pipelined: bool, context: int
-    ) -> list[Speculation]:
+    def _decide(self, state: TurnState, *, pipelined: bool, context: int) -> list[Speculation]:
         """The policy's decision per candidate, recorded with its numbers; the forks to run, registered."""
-        decisions = self.policy.decide(self.candidates, messages=snapshot, context_tokens=context)
+        decisions = self.policy.decide(self.candidates, messages=state.messages, context_tokens=context)
         if self._sugg_rec is not None:
             self._sugg_rec.decisions = decisions
             if not any(d.fork for d in decisions):
@@ -343,7 +343,11 @@ class SpeculationEngine(EngineRecords):
         specs = [
             self.forks.add(
                 Speculation(
-                    suggestion=d.text, prefix_len=len(snapshot), turn=turn, pipelined=pipelined, rank=d.rank
+                    suggestion=d.text,
+                    prefix_len=len(state.messages),
+                    turn=state.turn,
+                    pipelined=pipelined,
+                    rank=d.rank,
                 )
             )
             for d in decisions

@@ -31,10 +31,9 @@ from speculate.speculation.effects import renames
 from speculate.speculation.fork import Speculation
 from speculate.speculation.fork_fs import BoundedWrites, fork_overlay
 from speculate.speculation.guard import Protection
-from speculate.speculation.host import Host
+from speculate.speculation.host import Host, TurnState
 from speculate.speculation.topk import ForkSet
 from speculate.tools.base import ToolContext
-from speculate.types import Message
 
 EmitFn = Callable[..., None]  # (spec, state, suggestion, **detail): the engine shows the lowest-ranked fork
 
@@ -47,9 +46,9 @@ class ForkRunner:
         self.emit = emit
         self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
 
-    async def run(self, snapshot: list[Message], spec: Speculation) -> None:
-        """Fork on a fresh overlay, run the candidate to completion or a boundary, then (complete) generate
-        the pipelined next suggestion on its messages."""
+    async def run(self, state: TurnState, spec: Speculation) -> None:
+        """Fork on a fresh overlay from the turn ``state`` left, run the candidate to completion or a
+        boundary, then (complete) generate the pipelined next suggestion on its messages."""
         text = spec.suggestion
         t = time.perf_counter()
         # Bounded: its Bash commands and its file tools write the same upper layer, on a filesystem of the
@@ -87,6 +86,7 @@ class ForkRunner:
             protection=protection,
             fs=spec.overlay,
             approvals=spec.approvals,
+            defer_edits=self.s.cfg.spec_edits == "ask",
         )
         # Its Bash commands start where the session's would (the sandbox mounts the view at the project's
         # own path, so that directory is the same path in it), and its own `cd`s carry on from there.
@@ -94,16 +94,16 @@ class ForkRunner:
             fs=BoundedWrites(spec.overlay),
             shell=shell,
             spill_dir=self.s.spill_dir,
-            shell_dir=self.s.ctx.shell_dir.copy(),
+            shell_dir=state.shell_dir.copy(),
         )
         authorizer.ctx = ctx
         spec.agent = Agent(
             model=self.s.cfg.model,
-            key=self.s.key,
+            key=state.key,
             tools=self.s.tools,
             ctx=ctx,
             authorizer=authorizer,
-            messages=copy.deepcopy(snapshot),
+            messages=copy.deepcopy(state.messages),
             max_turns=self.s.cfg.spec_max_turns,
             max_messages=self.s.cfg.spec_max_messages,
             on_event=lambda e: self.on_event(spec, e),

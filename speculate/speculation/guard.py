@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from overlayfs.changes import Change
-from overlayfs.paths import PathEscapeError, check_link_target
+from overlayfs.paths import PathEscapeError, check_link_target, to_relative
 from speculate.agent_types import BoundaryReached
 from speculate.instructions import is_instructions_path
 from speculate.sensitive import SENSITIVE_DIRS, SENSITIVE_FILES, sensitive_segment
@@ -94,6 +94,64 @@ class Protection:
             return k
         at = real if real is not None else rel
         return "protected" if git_dir_of(fs, at, adding=at) is not None else None
+
+
+# How the shell's git rule names the repository a writing subcommand changes (`git commit (repository)`).
+REPOSITORY = " (repository)"
+
+
+def command_boundary(
+    cmd: str, *, root: Path, fs: Any, cwd: Path, protection: Protection
+) -> tuple[Literal["instructions", "protected"], str] | None:
+    """Where the parse of ``cmd`` (run in ``cwd``) says it writes what a fork may not leave in its overlay
+    ``fs`` (over ``root``): the boundary *before* it, or None. Stopped there the fork's work so far can land
+    and the command runs live on acceptance; run in the fork it would only make the overlay unlandable.
+    What the parse cannot know (a path computed at run time, a script's writes) is left to
+    :func:`check_overlay` after the command."""
+    from speculate.shell.facts import analyze
+
+    facts = analyze(cmd, cwd=cwd, home=os.path.expanduser("~"))
+    for path, what in facts.writes:
+        if path is None:
+            continue
+        try:
+            rel = to_relative(root, path)
+        except (PathEscapeError, FileNotFoundError):
+            continue  # outside the project: the sandbox refuses it, as it refuses any write there
+        if what.endswith(REPOSITORY):  # git's own writes: the repository the directory belongs to
+            repo = repository_of(fs, rel)
+            if repo is not None:
+                return "protected", (
+                    f"{cmd!r}: `{what.removesuffix(REPOSITORY)}` writes the repository ({repo}/), which "
+                    "lands only through a normal turn: it runs live on acceptance"
+                )
+            continue
+        kind = protection.of_write(fs, rel)
+        if kind == "instructions":
+            return "instructions", f"{cmd!r} writes {rel}: the next request's system prompt would change"
+        if kind == "protected":
+            return "protected", (
+                f"{cmd!r} writes {rel}: it configures what runs later (git, editor, Claude Code, "
+                "direnv, or speculation.protectedPaths); it runs live on acceptance"
+            )
+    return None
+
+
+def repository_of(fs: Any, rel: str) -> str | None:
+    """The repository a git command run in ``rel`` writes (project-relative, in the merged view ``fs``):
+    the nearest ``.git`` (a directory, or a file naming one) at or above it, or a directory git takes for
+    a repository itself; None when there is none in the project (git then writes nothing here, or fails)."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    for k in range(len(parts), -1, -1):
+        d = "/".join(parts[:k])
+        try:
+            fs.lstat(f"{d}/.git" if d else ".git")
+            return f"{d}/.git" if d else ".git"
+        except OSError:
+            pass
+        if git_dir_of(fs, d or ".") == (d or "."):
+            return d or "."
+    return None
 
 
 def resolved(fs: Any, rel: str) -> str | None:

@@ -241,9 +241,11 @@ def test_a_fork_that_would_write_instructions_stops_before_the_write(tmp_path: P
     trio.run(main)
 
 
-def test_a_sandboxed_command_that_wrote_instructions_is_a_boundary_and_its_overlay_goes(
+def test_a_sandboxed_command_that_writes_instructions_stops_the_fork_before_it(
     tmp_path: Path,
 ) -> None:
+    """The parser sees the redirection into CLAUDE.md: the fork stops before the command (#36 item 3), and
+    accepting runs it live."""
     if not bash_sandbox().available:
         pytest.skip(f"speculative Bash is {bash_sandbox().line}")
     root = make_project(tmp_path)
@@ -253,10 +255,10 @@ def test_a_sandboxed_command_that_wrote_instructions_is_a_boundary_and_its_overl
         async with spec_session(root, mode="bypassPermissions") as s:
             spec = await speculate(s, "append instructions")
             rec = spec.record
-            assert rec.boundary == "instructions" and "wrote CLAUDE.md" in rec.boundary_detail, rec
-            assert spec.overlay is None and tree_hash(root) == before
-            out = await s.submit("append instructions")  # runs normally: the command runs on the real tree
-            assert not out.accepted and (root / "CLAUDE.md").read_text() == "Always use tabs.\n"
+            assert rec.boundary == "instructions" and "writes CLAUDE.md" in rec.boundary_detail, rec
+            assert spec.tools_run == 0 and spec.overlay.changes() == [] and tree_hash(root) == before
+            out = await s.submit("append instructions")  # accepted: the command runs live, on the real tree
+            assert out.accepted and (root / "CLAUDE.md").read_text() == "Always use tabs.\n"
             await s.submit("prepare edit a")
             assert "Always use tabs." in s.key.system[1]
 

@@ -1,7 +1,8 @@
 """What a fork may not leave in its overlay: a write to an execution-config path (git hooks and config,
 Claude Code's settings, .mcp.json, .envrc, editor config, ``speculation.protectedPaths``) stops it before a
-Write/Edit and after a sandboxed command (overlay discarded); so do device nodes, FIFOs, sockets and
-symlinks that lead out of the project. None of it lands on acceptance."""
+Write/Edit, before a sandboxed command the parser sees writing one (the command then runs live on
+acceptance), and after one it could not see (overlay discarded); so do device nodes, FIFOs, sockets and
+symlinks that lead out of the project. None of it lands before acceptance."""
 
 from __future__ import annotations
 
@@ -81,6 +82,8 @@ CALLS: dict[str, dict[str, Any]] = {
     **{f"bash {p}": bash(f"mkdir -p {os.path.dirname(p) or '.'} && echo planted >> {p}") for p in PROTECTED},
     "bash git config": bash("git config core.fsmonitor 'sh -c planted'"),
     "bash git add": bash("git add a.txt"),
+    # What the parser cannot see before it runs: the check after the command discards the overlay.
+    "bash python writes a hook": bash("python3 -c \"open('.git/hooks/pre-commit', 'a').write('planted')\""),
     "bash git diff": bash("git diff --stat"),  # read-only; it rewrites a stale .git/index
     "make a fifo": bash("python3 -c \"import os; os.mkfifo('fifo')\""),
     "bind a socket": bash("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\""),
@@ -160,12 +163,40 @@ def test_a_write_or_edit_of_a_protected_path_stops_the_fork_before_it(tmp_path: 
     trio.run(main)
 
 
+# Commands the parser sees writing a protected path: the fork stops before them (#36 item 3).
+SEEN = [n for n in CALLS if n.startswith("bash ") and n not in ("bash git diff", "bash python writes a hook")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in CALLS if n.startswith("bash ") and n != "bash git diff"])
-def test_a_command_that_wrote_a_protected_path_discards_the_overlay(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize("name", SEEN)
+def test_a_command_the_parser_sees_writing_a_protected_path_stops_the_fork_before_it(
+    tmp_path: Path, name: str
+) -> None:
     need_sandbox()
     root = make_project(tmp_path)
     before = tree_hash(root)
+
+    async def main() -> None:
+        async with spec_session(root, mode="bypassPermissions") as s:
+            spec = await speculate(s, name)
+            rec = spec.record
+            assert rec.boundary == "protected" and "runs live on acceptance" in rec.boundary_detail, rec
+            assert spec.tools_run == 0 and spec.overlay is not None and spec.overlay.changes() == []
+            assert tree_hash(root) == before
+            out = await s.submit(name)  # accepted: nothing to promote; the command runs live, as typed
+            assert out.accepted and out.result is not None and not out.note, out
+            assert rec.outcome == "accepted"
+            assert out.result.tools_run == 1  # bypassPermissions: the live path ran it, unasked
+
+    trio.run(main)
+
+
+@pytest.mark.slow
+def test_a_command_that_wrote_a_protected_path_unseen_discards_the_overlay(tmp_path: Path) -> None:
+    need_sandbox()
+    root = make_project(tmp_path)
+    before = tree_hash(root)
+    name = "bash python writes a hook"
 
     async def main() -> None:
         async with spec_session(root, mode="bypassPermissions") as s:
