@@ -132,7 +132,10 @@ def test_the_scan_finds_a_comparison(tmp_path: Path) -> None:
         "speculate/gate.py:9",
     ]
     (tmp_path / "speculate" / "sets.py").write_text('EDITS = frozenset({"Edit", "Write"})\nONE = ("Read",)\n')
-    assert name_collections(tmp_path, NAMES) == ["speculate/sets.py:1: ['Edit', 'Write']"]
+    assert name_collections(tmp_path, NAMES) == [
+        "speculate/gate.py:4: ['Edit', 'Write']",
+        "speculate/sets.py:1: ['Edit', 'Write']",
+    ]
 
 
 def test_the_registry_is_where_the_sets_come_from() -> None:
