@@ -254,7 +254,11 @@ def _import_file(
 
 def configure(ap: argparse.ArgumentParser) -> None:
     """The options of ``speculate import claude-code`` (on the command tree of :mod:`speculate.cli`)."""
-    ap.description = "Claude Code session transcripts as scenario files (docs/transcripts.md)."
+    ap.description = (
+        "Claude Code session transcripts as scenario files (docs/transcripts.md). A file or record that "
+        "cannot be read is skipped and listed, and the rest imported. Exit status: 0 all read, 3 something "
+        "skipped, 1 nothing to import, 2 a bad command line."
+    )
     ap.add_argument(
         "paths",
         nargs="*",
