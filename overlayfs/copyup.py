@@ -206,10 +206,7 @@ def copy_file(
 
 
 ALL_XATTRS = ("",)
-# What a promoted file carries of the fork's file: its user attributes and ACL, as a live ``sed -i`` or
-# ``cp -a`` leaves them; never file capabilities (``security.capability``, a setuid bit by other means) nor
-# ``trusted.*``.
-LANDED_XATTRS = ("user.", "system.posix_acl_access")
+ACL = "system.posix_acl_access"
 # Names of the overlay's own layer markers (overlayfs.layer) and fuse-overlayfs': never carried over.
 _MARKERS = ("trusted.overlay.", "user.overlay.", "user.fuseoverlayfs.")
 _NO_XATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENODATA, errno.EPERM, errno.EACCES, errno.E2BIG)

@@ -10,11 +10,13 @@ and the pure view records a whole-file replacement of a path (``write_bytes``, a
 ``meta/replaced``, which is what tells them apart for a file whose only such property is a second link.
 
 How (:mod:`overlayfs.steps`): prepare backs up the old bytes as a copy (a link would change with the file),
-holes kept, and stages the new bytes beside it as for any put; after the commit point, just before the file
-is written, the journal records ``writing <i>`` (synced when durable), then the file is truncated and the
-staged bytes copied in (:func:`write_in_place`). A replay rewrites every file so recorded (the write is
-idempotent: a kill half-way leaves a file that is rewritten whole); an undo writes the backup's bytes back
-the same way. So a kill at any point recovers to whole-old or whole-new, as for a replacement.
+holes kept, and stages the new bytes beside it as for any put; after the commit point, before the first of
+them is written, one journal line lists them (``writing [i, ...]``, synced when durable); each file is
+then checked once more, truncated and the staged bytes copied in (:func:`write_in_place`), and synced with
+the apply's durable batch. A replay rewrites every listed file whole (the write is idempotent: a kill
+half-way leaves a file that is rewritten); an undo writes the backup's bytes back the same way, into the
+files the ``abort`` line says were touched. So a kill at any point recovers to whole-old or whole-new, as
+for a replacement.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from overlayfs.copyup import copy_fd, stat_mode, xattrs
+from overlayfs.copyup import ACL, copy_fd, stat_mode, xattrs
 from overlayfs.merged import lstat_or_none
 from overlayfs.stamps import Changed, Stamp, same, stamp, why
 
 REPLACED_FILE = "replaced"
+# The benchmark turns this off to measure promotion without the identity work (every file a replacement,
+# no xattrs carried; bench/micro/accept_bench --identity); nothing else may.
+IDENTITY = True
 
 
 def record_replaced(metadir: Path, rel: str, *, by_tool: bool) -> None:
@@ -76,9 +81,23 @@ def forget_replaced(metadir: Path, drop: set[str] | None) -> None:
     os.replace(tmp, path)
 
 
+def kept_acl(real: str, upper: str) -> tuple[str, ...]:
+    """The xattrs a replacement of ``real`` by ``upper`` carries over: the ACL, where the fork's file has the
+    very ACL the real one has (GNU ``sed -i`` copies it to its new file, and so do editors); never one the
+    fork set of its own (docs/security.md, "What acceptance lands": no extended attribute comes from a fork,
+    and an ACL would be a way around its rules for write permission)."""
+    if not IDENTITY:
+        return ()
+    try:
+        have = os.getxattr(real, ACL, follow_symlinks=False)
+        return (ACL,) if os.getxattr(upper, ACL, follow_symlinks=False) == have else ()
+    except OSError:
+        return ()  # none (ENODATA), or none here
+
+
 def lands_in_place(real: str, st: os.stat_result, upper: str, replaced: bool) -> bool:
     """Whether the upper file ``upper`` lands in the real file ``real`` (lstat ``st``) itself."""
-    if replaced or not stat_mod.S_ISREG(st.st_mode):
+    if replaced or not IDENTITY or not stat_mod.S_ISREG(st.st_mode):
         return False
     ust = os.lstat(upper)
     if not stat_mod.S_ISREG(ust.st_mode):
@@ -126,7 +145,13 @@ def write_in_place(
 
 
 class InPlace:
-    """The in-place half of :class:`overlayfs.steps.Steps` (which sets these attributes from the journal)."""
+    """The in-place half of :class:`overlayfs.steps.Steps` (which sets these attributes from the journal).
+
+    ``writing``: the puts a ``writing [...]`` journal line lists (before the first of them is touched, in
+    one line, synced when durable): after a crash each may be half-written, and a replay writes them whole
+    again, unchecked. ``touched``: those this process began to write (after its own check of the file);
+    ``restore``: what an ``abort`` line says was touched (None: no such line), which a replayed undo
+    writes back."""
 
     j: dict[str, Any]
     puts: list[list[Any]]
@@ -134,8 +159,10 @@ class InPlace:
     check: bool
     inplace: set[int]
     writing: set[int]
+    touched: set[int]
+    restore: set[int] | None
     wrote: dict[int, os.stat_result]
-    record: Callable[[int], None] | None
+    record: Callable[[list[int]], None] | None
 
     def p(self, rel: str) -> str:
         raise NotImplementedError
@@ -149,38 +176,48 @@ class InPlace:
     def _tolerate(self, what: str, left: str, fn: Callable[..., object], *args: Any) -> None:
         raise NotImplementedError
 
-    def _write_in_place(self, i: int, durable: bool) -> None:
-        """Write put ``i``'s staged bytes into the real file itself: once its stamp is the one the check saw
-        (compared again on the open descriptor, so no rename in between is missed) and ``writing <i>`` is
-        in the journal; or again, unchecked, when the journal says it was begun (a replay)."""
+    def announce(self) -> None:
+        """Journal the in-place puts about to be written (one line, before the first write)."""
+        todo = sorted(self.inplace - self.writing - set(self.wrote))
+        if todo and self.record is not None:
+            self.record(todo)
+
+    def abort_record(self) -> dict[str, list[int]]:
+        """What the ``abort`` line keeps: the in-place puts that may have been written (an undo replayed
+        after a crash writes back those, and leaves the file whose change by the user stopped it alone)."""
+        return {"written": sorted(self.touched | self.writing)}
+
+    def _write_in_place(self, i: int) -> str:
+        """Write put ``i``'s staged bytes into the real file itself, once its stamp is the one the check saw
+        (compared again on the open descriptor, so no rename in between is missed); or again, unchecked, when
+        the journal says it was begun (a replay). Returns the path the durable batch must sync."""
         rel, stage, _, mode, _ = self.puts[i]
         if i in self.wrote:
-            return  # this process wrote it already (apply runs once per process; a replay starts afresh)
+            return self.p(rel)  # this process wrote it already
         want = self._want(i)
+        replayed = i in self.writing
 
         def begin(st: os.stat_result) -> None:
-            if i in self.writing:
-                return  # ours, maybe half-written: written whole again
-            if self.check and want is not None and not (st.st_ino == want[1] and same(st, want)):
-                raise Changed(rel, why(want, st))
-            if self.record is not None:
-                self.record(i)
-            self.writing.add(i)
+            if not replayed and self.check and want is not None:
+                if not (st.st_ino == want[1] and same(st, want)):
+                    raise Changed(rel, why(want, st))
+            self.touched.add(i)
 
-        if self.check and i not in self.writing:
+        if self.check and not replayed:
             self._expect(rel, want)
         try:
-            self.wrote[i] = write_in_place(self.p(stage), self.p(rel), mode=mode, fsync=durable, check=begin)
+            self.wrote[i] = write_in_place(self.p(stage), self.p(rel), mode=mode, fsync=False, check=begin)
         except FileNotFoundError:
-            if i in self.writing or not os.path.lexists(self.p(stage)):
+            if i in self.touched or not os.path.lexists(self.p(stage)):
                 raise
             raise Changed(rel, why(want, None)) from None
+        return self.p(rel)
 
     def _restore_in_place(self, i: int) -> None:
         """Undo put ``i`` written in place: the backup's bytes back into the file, unless the user wrote into
         it after us (then it is theirs, as for a replacement)."""
         rel, _, backup = self.puts[i][:3]
-        if i not in self.writing:
+        if i not in self.touched and i not in (self.writing if self.restore is None else self.restore):
             return  # never touched
         st = lstat_or_none(self.p(rel))
         if st is None:

@@ -122,10 +122,12 @@ def begin(path: Path, j: Journal) -> None:
         fsync_dir(str(path.parent))
 
 
-def mark(path: Path, state: str, data: dict[str, Any] | int | None = None, *, sync: bool = True) -> None:
+def mark(
+    path: Path, state: str, data: dict[str, Any] | list[int] | None = None, *, sync: bool = True
+) -> None:
     """Append a state change (``commit``: the commit point, with what prepare measured; ``abort``;
     ``finish``: everything landed, the backups and trash may go) durably unless ``sync`` is False; or
-    ``writing <i>``: put ``i`` is about to be written in place (overlayfs.inplace), not a state change."""
+    ``writing [i, ...]``: those puts are about to be written in place (overlayfs.inplace), not a state change."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     try:
         write_all(fd, (state + ("" if data is None else " " + json.dumps(data)) + "\n").encode())
@@ -166,15 +168,17 @@ def read(path: Path) -> Journal | None:
         if word == b"commit" and more:
             j["commit"] = json.loads(more)
         if word == b"writing" and more:
-            j.setdefault("writing", []).append(int(more))
+            j.setdefault("writing", []).extend(json.loads(more))
+        if word == b"abort" and more:
+            j["restore"] = json.loads(more)["written"]
     return j
 
 
 def _steps(path: Path, j: Journal) -> Steps:
     s = Steps(j)
 
-    def record(i: int) -> None:  # before the file is touched, durably if the promotion is
-        mark(path, "writing", i, sync=bool(j["durable"]))
+    def record(todo: list[int]) -> None:  # before any is touched, durably if the promotion is
+        mark(path, "writing", todo, sync=bool(j["durable"]))
 
     s.record = record
     return s
@@ -267,7 +271,7 @@ def _forward(path: Path, s: Steps, finalize: Callable[[Journal], None], *, aside
         except (OSError, Changed) as e:
             cause, at = _cause(e, s), s.at
             try:
-                mark(path, "abort")
+                mark(path, "abort", s.abort_record())
             except OSError as m:  # undoing without a record would let a replay roll forward over the undo
                 raise Unsettled(
                     s.lower,

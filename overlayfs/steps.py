@@ -27,9 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from overlayfs.cleanup import Cleanup
-from overlayfs.copyup import LANDED_XATTRS, copy_file, kept_owner, link_or_copy, run_all, stat_mode
+from overlayfs.copyup import copy_file, kept_owner, link_or_copy, run_all, stat_mode
 from overlayfs.flush import Flush
-from overlayfs.inplace import InPlace
+from overlayfs.inplace import InPlace, kept_acl
 from overlayfs.merged import kind_of, lstat_or_none
 from overlayfs.stamps import Changed, Stamp, exchange, key, rename_noreplace, same, stamp, why
 
@@ -61,13 +61,15 @@ class Steps(Cleanup, InPlace):
         self.check = RECHECK and bool(j.get("checks"))  # a journal planned without stamps is replayed without
         self.made = {rel for rel, _ in j["mkdirs"]}
         # Puts written into the real file's own inode (overlayfs.inplace), and those of them the journal
-        # says were begun ("writing <i>" lines): a replay rewrites those whole.
+        # lists as begun ("writing [...]"): a replay rewrites those whole (overlayfs.inplace.InPlace).
         self.inplace: set[int] = set(j.get("inplace") or [])
         self.as_created: set[int] = set(j.get("as_created") or [])
         self.writing: set[int] = set(j.get("writing") or [])
+        self.touched: set[int] = set()
+        self.restore: set[int] | None = None if j.get("restore") is None else set(j["restore"])
         self.wrote: dict[int, os.stat_result] = {}  # what this process's in-place writes left
-        # Set by overlayfs.journal: records "writing <i>" durably (as the plan says) before the write.
-        self.record: Callable[[int], None] | None = None
+        # Set by overlayfs.journal: records "writing [...]" durably (as the plan says) before the writes.
+        self.record: Callable[[list[int]], None] | None = None
 
     # -- identity --------------------------------------------------------------------------------------
 
@@ -117,7 +119,7 @@ class Steps(Cleanup, InPlace):
             self.at = rel
             os.mkdir(self.p(rel), 0o700)  # its mode is set after the puts below it have landed
             dirs.add(os.path.dirname(self.p(rel)))
-        copies: dict[int, tuple[str, str, int, bool, tuple[int, int] | None, bool]] = {}
+        copies: dict[int, tuple[str, str, int, bool, tuple[int, int] | None, bool, tuple[str, ...]]] = {}
         size = 0
         after: list[Stamp | None] = [None] * len(self.puts)
         for i, (rel, stage, backup, mode, want) in enumerate(self.puts):
@@ -131,7 +133,8 @@ class Steps(Cleanup, InPlace):
                 # The file it replaces had holes: zero blocks stay holes (a FUSE fork wrote them out).
                 holes = old is not None and old.st_blocks * 512 < old.st_size
                 owner = kept_owner(st, st if i in self.as_created else old)  # as created: unless chown'd
-                copies[i] = (src, dst, mode, durable, owner, holes)
+                keep = kept_acl(self.p(rel), src) if old is not None else ()
+                copies[i] = (src, dst, mode, durable, owner, holes, keep)
                 size += min(st.st_size, st.st_blocks * 512)  # what is written: holes stay holes
             if backup is not None and i in self.inplace:  # the old bytes, in a new inode (a link would
                 # change with the file): holes kept, owner and times as they were
@@ -154,7 +157,7 @@ class Steps(Cleanup, InPlace):
             len(copies) + len(unsynced) + len(dirs), size
         ):  # then one syncfs covers them
             unsynced += [c[1] for c in copies.values()]
-            copies = {i: (c[0], c[1], c[2], False, c[4], c[5]) for i, c in copies.items()}
+            copies = {i: (c[0], c[1], c[2], False, c[4], c[5], c[6]) for i, c in copies.items()}
         # The file copies run concurrently where they wait for the disk (a file fsync'd by its own thread:
         # the filesystem commits its journal once for many; then the directories) or copy much; small
         # copies into the page cache are cheaper one after the other.
@@ -211,10 +214,11 @@ class Steps(Cleanup, InPlace):
                 if st is not None and self.check:
                     raise Changed(rel, why(None, st))
                 os.mkdir(self.p(rel), 0o700)
+        self.announce()
         for i, put in enumerate(self.puts):
             rel = self.at = put[0]
             if i in self.inplace:
-                self._write_in_place(i, durable)
+                dirs.add(self._write_in_place(i))  # its data: synced with the renames
             elif not self._landed(i):
                 self._put(i)
             dirs.add(os.path.dirname(self.p(rel)))
@@ -231,7 +235,7 @@ class Steps(Cleanup, InPlace):
 
     def _landed(self, i: int) -> bool:
         if i in self.inplace:
-            return i in self.writing  # begun: a replay writes it whole
+            return i in self.writing or i in self.touched
         rel, stage = self.puts[i][0], self.puts[i][1]
         if not os.path.lexists(self.p(stage)):
             return True
@@ -360,5 +364,13 @@ def _window(t: float) -> None:
         WINDOWS.append((t, time.perf_counter()))
 
 
-def _stage(src: str, dst: str, mode: int, durable: bool, owner: tuple[int, int] | None, holes: bool) -> None:
-    copy_file(src, dst, mode=mode, fsync=durable, owner=owner, sparse=holes, keep_xattrs=LANDED_XATTRS)
+def _stage(
+    src: str,
+    dst: str,
+    mode: int,
+    durable: bool,
+    owner: tuple[int, int] | None,
+    holes: bool,
+    keep: tuple[str, ...],
+) -> None:
+    copy_file(src, dst, mode=mode, fsync=durable, owner=owner, sparse=holes, keep_xattrs=keep)

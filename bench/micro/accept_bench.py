@@ -2,7 +2,7 @@
 and the cost of the start-up recovery check.
 
 Run: ``.venv/bin/python -m bench.micro.accept_bench [--reps 100] [--reps-1000 20] [--dir DIR] [--not-durable]
-[--breakdown N]``.
+[--breakdown N] [--identity]``.
 
 Each rep opens a fresh default overlay over a 2,000-file project (in the project's state dir, as the
 engine does), rewrites N files in it (untimed), then times what ``SpeculationEngine.accept`` does once the
@@ -22,6 +22,12 @@ what the swap displaced, see docs/overlay.md).
 ``--breakdown N`` adds where the time of a promotion of N files goes (p50 per step) and its sequential
 durability rounds: every fsync, fdatasync and syncfs is timed on whatever thread issues it, and calls that
 overlap in time count as one round (the promotion waits for each round before its next step).
+
+``--identity`` prints only ``promote()`` p50 at 1 / 20 / 1,000 files before and after the identity work of
+issue #34 (``before``: ``overlayfs.inplace.IDENTITY = False``, which only this benchmark sets: every file a
+replacement, no xattr looked at or carried), interleaved rep by rep in one run, for files changed in place
+(an append through the view) that are plain (after: the xattr and link checks only) and that have a second
+hard link outside the project (after: written in place, with a backup copy of the old bytes first).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchRunFailed
-from overlayfs import Overlay, flush, journal, recover_project, steps
+from overlayfs import Overlay, flush, inplace, journal, recover_project, steps
 from overlayfs import promote as promote_mod
 from overlayfs.state import ENV, remove_tree, wait_disposals
 from speculate.speculation.trim import completed_part
@@ -129,6 +135,62 @@ def accept_once(
     ov.discard()
     wait_disposals()  # the spent layers are deleted on a thread; the next acceptance is seconds away
     return t1 - t0, t2 - t0
+
+
+def identity_once(
+    project: Path, links: Path, rels: list[str], n: int, rep: int, on: bool, linked: bool
+) -> float:
+    """``promote()`` of ``n`` files appended to in a fresh overlay, with the identity work on or off; each file
+    with a second link in ``links`` (made again where the last replacement broke it) when ``linked``."""
+    chosen = rels[(rep * n) % len(rels) :][:n] or rels[:n]
+    for rel in chosen:
+        link = links / rel.replace("/", "_")
+        if linked and (not link.exists() or link.stat().st_ino != (project / rel).stat().st_ino):
+            link.unlink(missing_ok=True)
+            os.link(project / rel, link)
+        elif not linked and (project / rel).stat().st_nlink > 1:
+            link.unlink()
+    ov = Overlay(project)
+    for rel in chosen:
+        with ov.open(rel, "a") as f:
+            f.write(f"# rep {rep}, {on}\n")
+    inplace.IDENTITY = on
+    try:
+        t0 = time.perf_counter()
+        result = ov.promote()
+        t = time.perf_counter() - t0
+    finally:
+        inplace.IDENTITY = True
+    if not result.ok or len(result.promoted) != n:
+        raise BenchRunFailed(f"promoting {n} files: {result}")
+    if linked and on and (project / chosen[0]).stat().st_nlink < 2:
+        raise BenchRunFailed(f"{chosen[0]} was not written in place")
+    ov.discard()
+    wait_disposals()
+    return t
+
+
+def identity(project: Path, top: Path, rels: list[str], reps: int, reps_1000: int) -> None:
+    links = top / "links"
+    links.mkdir(exist_ok=True)
+    print("\npromote() p50 before / after the identity work (#34; interleaved rep by rep), ms:\n")
+    print(
+        "| files | reps | plain files: before / after | a second hard link each: before (replaced) / after (in place) |"
+    )
+    print("|---|---|---|---|")
+    for n, k in ((1, reps), (20, reps), (1000, reps_1000)):
+        if k <= 0:
+            continue
+        out = {}
+        for linked in (False, True):
+            for on in (False, True):
+                identity_once(project, links, rels, n, -1, on, linked)  # warm-up
+            runs: dict[bool, list[float]] = {False: [], True: []}
+            for r in range(k):
+                for on in (False, True) if r % 2 else (True, False):
+                    runs[on].append(identity_once(project, links, rels, n, r, on, linked))
+            out[linked] = f"{pct(runs[False], 0.5) * 1e3:.1f} / {pct(runs[True], 0.5) * 1e3:.1f}"
+        print(f"| {n} | {k} | {out[False]} | {out[True]} |", flush=True)
 
 
 # The steps of a promotion the breakdown times: (label, owner, attribute).
@@ -256,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         "per-directory fsyncs (overlayfs.flush.SYNCFS = False), to compare with syncfs",
     )
     ap.add_argument(
+        "--identity",
+        action="store_true",
+        help="only promote() before and after the identity work (#34): plain and hard-linked files",
+    )
+    ap.add_argument(
         "--breakdown",
         type=int,
         default=0,
@@ -275,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         flush.SYNCFS = not a.no_syncfs
         flush.Flush.sync = counted(flush.Flush.sync)  # type: ignore[method-assign]  # counts, same result
         load = Path("/proc/loadavg").read_text().split()[:3]
+        if a.identity:
+            print(
+                f"# {PROJECT_FILES}-file project on {fs} ({top}); durable=True; load average {' '.join(load)}"
+            )
+            identity(project, top, rels, a.reps, a.reps_1000)
+            print(f"load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+            return 0
         print(
             f"# {PROJECT_FILES}-file project on {fs} ({top}); durable={durable}; {os.cpu_count()} cores, "
             f"kernel {os.uname().release}, Python {sys.version.split()[0]}"
