@@ -1,8 +1,8 @@
 """The permission gate: may this tool call run now, must the user be asked, or is it refused?
 
 Modes (as in Claude Code): ``default`` asks before edits and before Bash that may write; ``acceptEdits``
-also lets the file-editing tools (Write, Edit, NotebookEdit) through; ``bypassPermissions`` lets everything through; ``plan`` denies anything that
-is not read-only. Rules (:mod:`speculate.permission_rules`: Claude Code's forms, ``Bash(git *)``,
+also lets the tools that edit files through (Write, Edit, ...: the registry's ``WRITE_TOOLS``);
+``bypassPermissions`` lets everything through; ``plan`` denies anything that is not read-only. Rules (:mod:`speculate.permission_rules`: Claude Code's forms, ``Bash(git *)``,
 ``Read(./src/**)``, ``Edit(//abs/path)``, ``mcp__server``, ...) in ``deny``, ``ask`` and ``allow`` lists are
 checked first, in that order (deny wins). A compound command (``a && b | c``) is allowed by rules only if
 every part is, and denied if any part is. A tool that a deny rule refuses wholly (``Grep``, ``mcp__server``)

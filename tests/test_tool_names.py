@@ -122,7 +122,7 @@ def test_the_scan_finds_a_comparison(tmp_path: Path) -> None:
     (tmp_path / "speculate" / "gate.py").write_text(
         'def check(name, rule):\n    if name == "Bash":\n        return 1\n    if name in ("Write", "Edit"):\n'
         '        return 2\n    match name:\n        case "Read":\n            return 3\n'
-        '    return rule.startswith("Bash(") or "NotebookEdit" != name\n'
+        '    return rule.startswith("Bash(") or "Grep" != name\n'
     )
     assert [f.split(": ")[0] for f in name_comparisons(tmp_path, NAMES)] == [
         "speculate/gate.py:2",

@@ -1,6 +1,6 @@
-"""The agent's tools (Read, Write, Edit, Glob, Grep, Bash, NotebookEdit): pydantic inputs, a filesystem view, a
-shell; each declares its capabilities, and :mod:`speculate.tools.registry` lists them and derives every set of
-tool names the rest of speculate uses."""
+"""The agent's tools (Read, Write, Edit, Glob, Grep, Bash, ...): pydantic inputs, a filesystem view, a shell;
+each declares its capabilities, and :mod:`speculate.tools.registry` lists them and derives every set of tool
+names the rest of speculate uses."""
 
 from __future__ import annotations
 
