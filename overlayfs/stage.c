@@ -19,6 +19,10 @@
  *                     descriptor (the FUSE device of a mount made on the host), keep it open across the
  *                     exec and put its number for "{fd}" in ARGV; close FD
  *   -x FD             close FD
+ *   -m                go on in a user namespace mapping every uid and gid to itself (root on another user's
+ *                     project, overlayfs/sandbox/policy.py runs_mapped): a child unshares it and sets
+ *                     user.max_user_namespaces to 0 there, this process (root in the parent namespace,
+ *                     which alone may write such a mapping) maps it, then waits and exits with its status
  *   -r NAME=VALUE     set the soft and hard rlimit NAME (NPROC DATA CPU FSIZE NOFILE CORE) to VALUE
  *   -w PATH           a tree Landlock leaves writable (a missing PATH is skipped)
  *   -l ABI            restrict this process with Landlock (ABI: the kernel's version, 0: skip): files
@@ -26,7 +30,7 @@
  *                     also scopes signals and abstract unix sockets. Needs no_new_privs (bwrap set it).
  *                     Applied after every other option, just before the exec.
  *
- * Stage one (on the host) uses -c, -U/-n, -o, -x and execs bubblewrap (or -U/-n, -a, -h, -x and execs
+ * Stage one (on the host) uses -c, -U/-n, -o, -a, -x, -m and execs bubblewrap (or -U/-n, -a, -h, -x and execs
  * fuse-overlayfs on a bounded layer, overlayfs/fuse_overlayfs.py); the inner stage (bubblewrap's
  * command, inside the sandbox) uses -r, -w, -l and execs the command. A failure to set up writes
  * "sandbox setup failed: ..." on stderr and exits 125 (overlayfs/sandbox/run.py raises it, never reports
@@ -46,6 +50,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SETUP_FAILED 125
@@ -142,6 +147,42 @@ static void attach(const char *from, const char *at) {
     close(tree);
 }
 
+static void map_every_id(void) {
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) fail("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) fail("fork: %s", strerror(errno));
+    char c = 'r';
+    if (pid == 0) {  /* the child: the namespace, then the rest of the options and the exec */
+        close(ready[0]);
+        close(go[1]);
+        if (unshare(CLONE_NEWUSER) != 0) fail("unshare a user namespace: %s", strerror(errno));
+        if (write(ready[1], &c, 1) != 1) fail("map hand-off: %s", strerror(errno));
+        close(ready[1]);
+        if (read(go[0], &c, 1) != 1 || c != 'g') _exit(SETUP_FAILED);  /* the parent said why */
+        close(go[0]);
+        write_file("/proc/sys/user/max_user_namespaces", "0");  /* bwrap's --disable-userns, here */
+        return;
+    }
+    close(ready[1]);
+    close(go[0]);
+    if (read(ready[0], &c, 1) != 1) fail("the child made no user namespace");
+    char path[64];
+    static const char *const maps[] = {"uid_map", "setgroups", "gid_map"};
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, maps[k]);
+        write_file(path, k == 1 ? "allow" : "0 0 4294967295");  /* every id the kernel has, to itself */
+    }
+    c = 'g';
+    if (write(go[1], &c, 1) != 1) fail("map hand-off: %s", strerror(errno));
+    close(go[1]);
+    close(ready[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) fail("waitpid: %s", strerror(errno));
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 static int handoff(int sock) {
     char byte = 'r';
     if (send(sock, &byte, 1, 0) != 1) fail("hand-off: %s", strerror(errno));
@@ -214,7 +255,7 @@ int main(int argc, char **argv) {
     int nwritable = 0, abi = 0, handed = -1, i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *opt = argv[i];
-        int need = strcmp(opt, "-n") == 0 ? 0 : strcmp(opt, "-o") == 0 ? 4 : strcmp(opt, "-a") == 0 ? 2 : 1;
+        int need = strcmp(opt, "-n") == 0 || strcmp(opt, "-m") == 0 ? 0 : strcmp(opt, "-o") == 0 ? 4 : strcmp(opt, "-a") == 0 ? 2 : 1;
         if (opt[0] != '-' || opt[1] == '\0' || opt[2] != '\0' || i + need >= argc) fail("bad option %s", opt);
         switch (opt[1]) {
         case 'c': {
@@ -229,6 +270,7 @@ int main(int argc, char **argv) {
         case 'a': attach(argv[i + 1], argv[i + 2]); break;
         case 'h': handed = handoff(number(argv[i + 1], "descriptor")); break;
         case 'x': close(number(argv[i + 1], "descriptor")); break;
+        case 'm': map_every_id(); break;
         case 'r': set_rlimit(argv[i + 1]); break;
         case 'w':
             if (nwritable == MAX_WRITABLE) fail("too many writable paths");

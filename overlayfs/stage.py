@@ -111,11 +111,13 @@ def outer_argv(
     userns: int | None,
     close: list[int],
     argv: list[str],
+    map_ids: bool = False,
 ) -> list[str]:
     """Stage one: join ``cgroups``; in a private mount namespace (joining ``userns`` first), mount
     ``overlay`` (lowerdir, upperdir, workdir) at ``target`` or clone the mount ``attach[0]`` onto
     ``attach[1]`` and take a descriptor on the socket ``handoff`` for ``{fd}`` in ``argv``; close
-    ``close``; exec ``argv``."""
+    ``close``; with ``map_ids``, go on in a user namespace mapping every id (root on another user's
+    project, :func:`overlayfs.sandbox.policy.runs_mapped`); exec ``argv``."""
     a = [program]
     for procs in cgroups:
         a += ["-c", procs]
@@ -129,6 +131,8 @@ def outer_argv(
         a += ["-h", str(handoff)]
     for fd in close:
         a += ["-x", str(fd)]
+    if map_ids:
+        a += ["-m"]
     return [*a, "--", *argv]
 
 

@@ -3,8 +3,9 @@ itself, so that the capabilities bwrap leaves the command (``CAP_DAC_OVERRIDE``,
 ``CAP_FOWNER``, ``CAP_CHOWN``; :data:`overlayfs.sandbox.policy.ROOT_FILE_CAPS`) reach the files of every
 owner, as root's do live (docs/security.md, "Root on another user's project").
 
-Standalone (stdlib only, run as ``python -I -S _userns.py ARGV...`` by stage one, after it has mounted the
-view and attached the scratch space): a child unshares a user namespace, this process (root in the
+The compiled stage one does this itself (``stage.c``'s ``-m``); this program is its Python counterpart,
+for the Python stages. Standalone (stdlib only, run as ``python -I -S _userns.py ARGV...`` by stage one,
+after it has mounted the view and attached the scratch space): a child unshares a user namespace, this process (root in the
 parent namespace, which alone may write a mapping of more than its own uid) writes the child's
 ``uid_map`` and ``gid_map`` (``0 0 4294967295``), the child sets ``user.max_user_namespaces`` to 0 in its
 namespace (nothing in the sandbox can make another, as bwrap's ``--disable-userns`` would) and execs

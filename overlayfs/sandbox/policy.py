@@ -60,7 +60,8 @@ def runs_mapped(project: str) -> bool:
 
 
 def userns_argv(argv: list[str]) -> list[str]:
-    """``argv`` (bwrap) run by :mod:`._userns`: in a user namespace mapping every uid and gid to itself."""
+    """``argv`` (bwrap) run by :mod:`._userns`: in a user namespace mapping every uid and gid to itself
+    (the Python stages' way; the compiled stage one maps it itself, ``-m``)."""
     return [sys.executable, "-I", "-S", os.fspath(USERNS), *argv]
 
 
@@ -92,6 +93,10 @@ class SandboxLimits:
 
     def layer_bound(self) -> LayerBound:
         return LayerBound(bytes=self.upper_bytes, inodes=self.upper_inodes)
+
+    def scratch_bound(self) -> LayerBound:
+        """The speculation's scratch ``/tmp``: ``tmp_bytes``, and as many inodes as the upper layer."""
+        return LayerBound(bytes=self.tmp_bytes, inodes=self.upper_inodes)
 
 
 @functools.cache

@@ -31,7 +31,7 @@ from typing import NamedTuple
 from overlayfs import backends, kernel
 from overlayfs import stage as stages
 from overlayfs.backends import choose_backend
-from overlayfs.bounded import BoundedLayer, LayerBound, LayerUnavailable
+from overlayfs.bounded import BoundedLayer, LayerUnavailable
 from overlayfs.layer import REFUSED_FILE
 from overlayfs.mount import Mount, MountError
 from overlayfs.sandbox import policy, seccomp
@@ -126,7 +126,7 @@ def run_in_overlay(
     token = cancel or CancelToken()
     try:
         try:
-            scratch = session.scratch(LayerBound(bytes=limits.tmp_bytes, inodes=limits.upper_inodes))
+            scratch = session.scratch(limits.scratch_bound())
         except LayerUnavailable as e:
             raise SandboxUnavailable(f"the sandbox cannot make its scratch /tmp here: {e}") from e
         lease = session.acquire()
@@ -220,7 +220,7 @@ def _contained(
             scratch=at,
             mapped=mapped,
         )
-        if mapped:
+        if mapped and stage is None:  # the compiled stage one maps the namespace itself (-m)
             inner = policy.userns_argv(inner)
         # Stage one attaches the scratch space at `at` in its private mount namespace (bwrap binds it at
         # /tmp) and, for the kernel backend, mounts the overlay on the layer; both named through inherited
@@ -243,6 +243,7 @@ def _contained(
                 userns=userns,
                 close=close,
                 argv=inner,
+                map_ids=mapped,
             )
         else:
             spec: dict[str, object] = {

@@ -98,7 +98,13 @@ class ViewSession:
     commands share on ``backend``; a ``mount`` given by the caller is used as it is and never closed."""
 
     def __init__(
-        self, ov: kernel.Layers, backend: str, *, mount: Mount | None = None, layer_: Any = None
+        self,
+        ov: kernel.Layers,
+        backend: str,
+        *,
+        mount: Mount | None = None,
+        layer_: Any = None,
+        scratch_bound: LayerBound | None = None,
     ) -> None:
         self.ov, self.backend, self.layer = ov, backend, layer_
         self._kind = backends.get(backend)  # what the backend can do itself, and what it leaves to us
@@ -113,6 +119,7 @@ class ViewSession:
         self._handoff_lock = threading.Lock()  # orders close() against the end of prepare()
         self._preparing = False
         self._scratch: BoundedLayer | None = None
+        self._scratch_bound = scratch_bound  # made by prepare() too: a normal user's costs a helper's start
         self.closed = False
 
     # -- around each command -------------------------------------------------------------------------
@@ -132,6 +139,8 @@ class ViewSession:
         with self._lock:
             try:
                 if not self.closed:
+                    if self._scratch_bound is not None and self._scratch is None:
+                        self._make_scratch(self._scratch_bound)
                     if self._kind.snapshots_lower and self._snapshot is None:
                         self._snapshot = kernel.snapshot(Path(self.ov.lower))
                     if not self._kind.mounted_per_command and self._mount is None:
@@ -172,19 +181,22 @@ class ViewSession:
         with self._lock:
             if self.closed:
                 raise MountError(f"the sandbox view of {self.ov.lower} was closed")
-            if self._scratch is None:
-                made = BoundedLayer(bound)
-                try:
-                    os.chmod(made.tmp, 0o1777)  # as a /tmp is: anyone may create, only owners remove
-                except OSError:
-                    made.close()
-                    raise
-                with self._handoff_lock:  # close() frees what it finds, and takes this lock to look
-                    if self.closed:
-                        made.close()
-                        raise MountError(f"the sandbox view of {self.ov.lower} was closed")
-                    self._scratch = made
-            return self._scratch
+            return self._scratch or self._make_scratch(bound)
+
+    def _make_scratch(self, bound: LayerBound) -> BoundedLayer:
+        """Under the session's lock."""
+        made = BoundedLayer(bound)
+        try:
+            os.chmod(made.tmp, 0o1777)  # as a /tmp is: anyone may create, only owners remove
+        except OSError:
+            made.close()
+            raise
+        with self._handoff_lock:  # close() frees what it finds, and takes this lock to look
+            if self.closed:
+                made.close()
+                raise MountError(f"the sandbox view of {self.ov.lower} was closed")
+            self._scratch = made
+        return made
 
     def release(self, lease: Lease) -> str | None:
         """After a command: why its view failed under it (None: it did not), and the bookkeeping the backend
@@ -367,11 +379,12 @@ def _backend_failure(m: Mount) -> str | None:
     return None
 
 
-def keep_view(ov: Any, backend: str) -> ViewSession:
+def keep_view(ov: Any, backend: str, *, scratch_bound: LayerBound | None = None) -> ViewSession:
     """Let the sandboxed commands of ``ov`` (an :class:`overlayfs.Overlay`) share one mounted view on
     ``backend`` until ``ov.discard()`` closes it (a promotion makes the next command mount afresh): a
     fork's shell does this, and the view is made at once in the background (:meth:`ViewSession.prepare`).
-    Without it each command mounts afresh. ``"auto"`` is the backend that
+    Without it each command mounts afresh. ``scratch_bound``: make the speculation's scratch space in
+    the background too (:meth:`ViewSession.scratch`; else at the first command). ``"auto"`` is the backend that
     :func:`overlayfs.sandbox.run_in_overlay` picks; MountError where none can be mounted here."""
     if backend == "auto":
         backend = choose_backend(backend)
@@ -383,7 +396,7 @@ def keep_view(ov: Any, backend: str) -> ViewSession:
     if held is not None and held.backend == backend and not held.closed:
         return held
     ov.close_sandbox()
-    ov.sandbox = held = ViewSession(ov, backend)
+    ov.sandbox = held = ViewSession(ov, backend, scratch_bound=scratch_bound)
     held.prepare()
     return held
 

@@ -108,10 +108,10 @@ class SandboxShell:
         self.protection = protection
         if hasattr(overlay, "close_sandbox"):  # its commands share one mount, closed with the overlay
             from overlayfs.mount import MountError
-            from overlayfs.sandbox import keep_view
+            from overlayfs.sandbox import SandboxLimits, keep_view
 
-            try:
-                keep_view(overlay, backend)
+            try:  # the scratch /tmp is made with the view, off the first command's path
+                keep_view(overlay, backend, scratch_bound=(limits or SandboxLimits()).scratch_bound())
             except MountError:
                 pass  # nothing to keep: each command meets the same error and stops the fork with it
 
