@@ -10,7 +10,8 @@ directory, ~200 bytes each); it is made once under ``--dir`` (default ``/tmp/cos
 for the next run (delete it when done). One speculation is one fresh process (so that its peak RSS is its
 own), in the order the engine runs it: a fresh bounded overlay and, for a mounted backend, its kept view
 (:func:`overlayfs.sandbox.keep_view`), then the fork's one command, ``sed -i`` on 20 files of ``src/`` in
-the sandbox (``pure``: the same edits through the view, as the Edit tool makes them); that is **start**.
+the sandbox (``pure``: the same edits through the view, as the Edit tool makes them); that is **start**
+(after one untimed ``true`` on a throwaway overlay: the probes a process pays once, not each speculation).
 **Accept** is what :meth:`SpeculationEngine.accept` runs after it: the dry-run conflict check
 (:func:`speculate.speculation.accept.check`'s ``find_conflicts`` and ``refusals``) and ``Overlay.promote()``
 (durable). RSS is the process's peak (``VmHWM``: ``ru_maxrss``
@@ -50,6 +51,10 @@ lower, backend, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 def hwm_kib():  # this process's own peak: ru_maxrss keeps the parent's across fork and exec
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+if backend != "pure":  # what a process pays once (the backend's and the sandbox's probes), not a speculation
+    warm = Overlay(lower, bound=sb.SandboxLimits().layer_bound())
+    sb.run_sandboxed(warm, "true", timeout=300, backend=backend)
+    warm.discard()
 t0 = time.perf_counter()
 ov = Overlay(lower, bound=sb.SandboxLimits().layer_bound())
 if backend == "pure":
