@@ -160,7 +160,8 @@ def main_line(records: list[Record], counts: Counts, *, sidechain: bool = False)
             result = isinstance(r, UserRecord) and any(
                 b.get("type") == "tool_result" for b in blocks(r.message.content)
             )
-            if same_response or result:
+            # a bookkeeping record (progress, attachment) hanging off the line: a result may hang off it
+            if same_response or result or isinstance(r, OtherRecord):
                 keep.add(r.uuid)
                 grew = True
     off = sum(

@@ -14,7 +14,7 @@ import yaml
 
 from speculate.cli import main
 from speculate.importers.claude_code import ImportConfig, import_sessions
-from tests.importers.cc_records import Transcript, numbered, read_turn, text, use
+from tests.importers.cc_records import Transcript, numbered, read_result, read_turn, text, use
 
 DATA = Path(__file__).parent / "data"
 CONFIG = 'MODE = "text"\nLIMIT = 3\n'
@@ -261,7 +261,15 @@ def test_every_record_type_claude_code_2_1_writes(tmp_path: Path) -> None:
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}
     t.prompt([text(ide), image, text("what does config.py set?")])  # type: ignore[arg-type]
     t.add({"type": "progress", "data": {"type": "hook_progress"}, "toolUseID": "t0", "parentToolUseID": "t0"})
-    read_turn(t, "m1", "t1", "config.py", CONFIG)
+    # two parallel Reads; the second's result hangs off a progress record that hangs off its call, off the
+    # line from the last record (which passes through the first's result)
+    t.message(
+        "m1", use("t1", "Read", file_path=f"{cwd}/config.py"), use("t9", "Read", file_path=f"{cwd}/b.py")
+    )
+    call = t.parent
+    t.add({"type": "progress", "data": {"type": "hook_progress"}, "toolUseID": "t9"}, parent=call)
+    t.result("t9", numbered("b = 1\n"), read_result(f"{cwd}/b.py", "b = 1\n"))
+    t.result("t1", numbered(CONFIG), read_result(f"{cwd}/config.py", CONFIG), parent=call)
     t.add({"type": "system", "subtype": "api_error", "level": "error", "retryAttempt": 1, "isMeta": False})
     t.at(1).message("m2", text("It sets the mode and a limit."))
     t.turn_end()
@@ -274,7 +282,7 @@ def test_every_record_type_claude_code_2_1_writes(tmp_path: Path) -> None:
     (path,) = res.written
     doc = yaml.safe_load(path.read_text())
     assert [x["prompt"] for x in doc["turns"]] == ["what does config.py set?", "and the limit?"]
-    assert doc["files"] == {"config.py": CONFIG} and doc["turns"][1]["pause_s"] == 30.0
+    assert doc["files"] == {"config.py": CONFIG, "b.py": "b = 1\n"} and doc["turns"][1]["pause_s"] == 30.0
     assert res.counts["IDE context or reminders taken out of prompts"] == 1
     assert res.counts["images in prompts (dropped)"] == 1
     assert not [k for k in res.counts if "unknown" in k or "off the main line" in k or "chain cut" in k]
@@ -308,7 +316,6 @@ def test_each_checkable_result_of_a_step_gets_its_own_expectation(
     """Parallel calls: a Read that failed, one that succeeded and a command (unchecked without --repo). Before
     #36 the step had no expectation at all (not every call checkable, two exit codes)."""
     from bench.check import check_main
-    from tests.importers.cc_records import read_result
 
     cwd = str(tmp_path / "proj")
     t = Transcript(cwd=cwd)
