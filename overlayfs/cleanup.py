@@ -24,6 +24,7 @@ class Cleanup:
     problems: list[str]
     puts: list[list[Any]]
     rms: list[list[Any]]
+    inplace: set[int]  # puts written into the real file (overlayfs.inplace)
 
     def p(self, rel: str) -> str:
         return f"{self.lower}/{rel}"
@@ -52,8 +53,11 @@ class Cleanup:
         old entry a swap displaced if the process was killed before its name went. ``aside``: a directory
         outside the project, on its filesystem, to move them into instead (deleted later, on a thread:
         freeing a file's blocks takes milliseconds each on a busy disk, and nobody waits for that)."""
-        for _, stage, backup, _, _ in self.puts:
-            self._remove(stage)
+        for i, (_, stage, backup, _, _) in enumerate(self.puts):
+            if i in self.inplace:  # its staged copy is still there (copied in, not renamed): aside too
+                self._drop(stage, aside)
+            else:
+                self._remove(stage)
             if backup is not None:
                 self._drop(backup, aside)
         for rel, _, trash, _, _ in self.rms:

@@ -129,10 +129,17 @@ def write_in_place(
             st = os.fstat(dfd)
             if check is not None:
                 check(st)
-            # Truncated first, then only the data extents written: the holes are the source's, as live after
-            # a truncating write; a file that only grew is rewritten whole too (one path, idempotent).
-            os.ftruncate(dfd, 0)
+            # A dense source is written over the old bytes, then the file cut to its size: no blocks freed
+            # and allocated again (a truncation to 0 took 1.5 ms per file on ext4). A source with holes is
+            # written after a truncation to 0, so that the holes are its own, as live after a truncating
+            # write. Either way the write is idempotent: a replay writes the same bytes again.
+            sst = os.fstat(sfd)
+            dense = sst.st_blocks * 512 >= sst.st_size
+            if not dense:
+                os.ftruncate(dfd, 0)
             copy_fd(sfd, dfd)
+            if dense and st.st_size > sst.st_size:
+                os.ftruncate(dfd, sst.st_size)
             if mode is not None and stat_mode(st.st_mode) != mode:
                 os.fchmod(dfd, mode)  # on a file with an ACL this sets its mask, as a live chmod does
             if fsync:
