@@ -34,7 +34,6 @@ layer it is mounted nowhere on the host, so a crash leaves nothing of it behind.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -46,6 +45,7 @@ from overlayfs import backends, kernel
 from overlayfs.backends import MOUNTABLE, choose_backend
 from overlayfs.bounded import BoundedLayer, LayerBound
 from overlayfs.mount import Mount, MountError, open_mount
+from overlayfs.sandbox.stop import abort_mount, backend_failure
 from overlayfs.walk import Walk
 
 log = logging.getLogger("overlayfs.sandbox")
@@ -206,7 +206,7 @@ class ViewSession:
             forget = getattr(self.ov, "upper_changed", None)
             if forget is not None:  # the pure view's cached lookups: the command may have written anything
                 forget()
-            failed = _backend_failure(lease.mount) if lease.mount is not None and not lease.aborted else None
+            failed = backend_failure(lease.mount) if lease.mount is not None and not lease.aborted else None
             if lease.mount is not None and self._given is None and lease.mount is self._mount:
                 if failed is not None or lease.aborted:
                     self._stale = True
@@ -337,46 +337,6 @@ class ViewSession:
         assert self._snapshot is not None
         kernel.record_session(self.ov, self._snapshot, reads=not self._reads_recorded)
         self._reads_recorded = True
-
-
-def abort_mount(m: Mount) -> None:
-    """Abort ``m``'s FUSE connection (through fusectl where it is mounted) and kill its server (whose
-    ``/dev/fuse`` descriptor closing aborts the connection too). Nothing here touches the mount itself: a
-    stat of it could wait on the very server that does not answer."""
-    conn = _fuse_connection(m.root)
-    if conn is not None:
-        with contextlib.suppress(OSError):
-            Path(f"{FUSECTL}/{conn}/abort").write_text("1")
-    if m._proc is not None:
-        with contextlib.suppress(ProcessLookupError):
-            m._proc.kill()
-
-
-FUSECTL = "/sys/fs/fuse/connections"
-
-
-def _fuse_connection(root: Path) -> int | None:
-    """The fusectl connection number of the FUSE mount at ``root`` (its device's minor), from mountinfo."""
-    want = os.fspath(root)
-    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            fields = left.split()
-            if fields[4].replace("\\040", " ") == want and right.startswith("fuse"):
-                return int(fields[2].split(":")[1])
-    return None
-
-
-def _backend_failure(m: Mount) -> str | None:
-    """Why the mount under the command is no longer serving, or None if it is."""
-    proc = m._proc
-    if proc is not None and proc.poll() is not None:
-        return f"the FUSE server exited with status {proc.returncode}"
-    try:
-        os.stat(m.root)
-    except OSError as e:
-        return f"the mount at {m.root} does not answer: {e.strerror}"
-    return None
 
 
 def keep_view(ov: Any, backend: str, *, scratch_bound: LayerBound | None = None) -> ViewSession:

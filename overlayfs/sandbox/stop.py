@@ -5,7 +5,8 @@ A kill of the process group ends bwrap's PID 1 and with it the sandbox's PID nam
 a FUSE request that the view's server does not answer (a layer file the server blocks on, a wedged lower
 filesystem) cannot die, though, and holds the command's pipes open: if the command has not ended
 :data:`ABORT_AFTER` after its kill, ``abort`` (:meth:`overlayfs.sandbox.session.ViewSession.abort`) aborts
-the view's FUSE connection and ends its server, every waiting request fails, and the kill returns.
+the view's FUSE connection and ends its server (:func:`abort_mount`), every waiting request fails, and the
+kill returns. :func:`backend_failure` says whether a view still serves after a command.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from overlayfs.mount import Mount
 
 TIMEOUT_EXIT = 124
 
@@ -123,3 +129,43 @@ def run_process(
     if code < 0:
         code = 128 - code  # killed by a signal, as a shell reports it
     return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code, timed_out
+
+
+def abort_mount(m: Mount) -> None:
+    """Abort ``m``'s FUSE connection (through fusectl where it is mounted) and kill its server (whose
+    ``/dev/fuse`` descriptor closing aborts the connection too). Nothing here touches the mount itself: a
+    stat of it could wait on the very server that does not answer."""
+    conn = _fuse_connection(m.root)
+    if conn is not None:
+        with contextlib.suppress(OSError):
+            Path(f"{FUSECTL}/{conn}/abort").write_text("1")
+    if m._proc is not None:
+        with contextlib.suppress(ProcessLookupError):
+            m._proc.kill()
+
+
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def _fuse_connection(root: Path) -> int | None:
+    """The fusectl connection number of the FUSE mount at ``root`` (its device's minor), from mountinfo."""
+    want = os.fspath(root)
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            if fields[4].replace("\\040", " ") == want and right.startswith("fuse"):
+                return int(fields[2].split(":")[1])
+    return None
+
+
+def backend_failure(m: Mount) -> str | None:
+    """Why the mount under the command is no longer serving, or None if it is."""
+    proc = m._proc
+    if proc is not None and proc.poll() is not None:
+        return f"the FUSE server exited with status {proc.returncode}"
+    try:
+        os.stat(m.root)
+    except OSError as e:
+        return f"the mount at {m.root} does not answer: {e.strerror}"
+    return None
