@@ -184,72 +184,97 @@ def import_sessions(cfg: ImportConfig) -> Imported:
         commit = export(cfg.repo, cfg.rev or "HEAD", cfg.out / "workspaces" / ws)
         workspace = (ws, cfg.out / "workspaces" / ws)
         res.lines.append(f"workspace {cfg.out / 'workspaces' / ws}: {cfg.repo} at {commit[:12]}")
+    found: list[tuple[Path, RecordedSession]] = []
     for path in files:
         records = load(path, counts, res.skipped)
         if records is None:
             continue
         try:
-            _import_file(path, records, cfg, workspace, res)
+            got = sessions(path, records, counts)
         except Exception as e:  # one file's surprise must not stop a folder of hundreds: listed, exit 3
-            res.skipped.files.append(
-                f"{path}: the importer failed on it ({type(e).__name__}: {e}; a bug: please report)"
+            _failed(res, path, e)
+            continue
+        if not got:
+            counts["files with no conversation (empty, or bookkeeping only)"] += 1
+        found += [(path, s) for s in got]
+    # A forked session (--fork-session) starts its file with a copy of the conversation, uuids and all: the
+    # longest session first keeps the whole conversation in one scenario, and a prompt seen before is not
+    # imported twice.
+    found.sort(key=lambda f: -len(f[1].turns))
+    seen: set[str] = set()
+    for path, s in found:
+        copied = [t for t in s.turns if t.uuid is not None and t.uuid in seen]
+        if copied:
+            counts["prompts already imported from another file (a forked session's copy, left out)"] += len(
+                copied
             )
-            counts["files skipped (importer error)"] += 1
+            s.turns = [t for t in s.turns if t not in copied]
+        seen.update(t.uuid for t in s.turns if t.uuid is not None)
+        try:
+            _import_session(path, s, cfg, workspace, res)
+        except Exception as e:  # as above
+            _failed(res, path, e)
     return res
 
 
-def _import_file(
-    path: Path, records: list[Any], cfg: ImportConfig, workspace: tuple[str, Path] | None, res: Imported
+def _failed(res: Imported, path: Path, e: Exception) -> None:
+    res.skipped.files.append(
+        f"{path}: the importer failed on it ({type(e).__name__}: {e}; a bug: please report)"
+    )
+    res.counts["files skipped (importer error)"] += 1
+
+
+def _import_session(
+    path: Path, s: RecordedSession, cfg: ImportConfig, workspace: tuple[str, Path] | None, res: Imported
 ) -> None:
     counts = res.counts
-    found = sessions(path, records, counts)
-    if not found:
-        counts["files with no conversation (empty, or bookkeeping only)"] += 1
-    for s in found:
-        if s.agent_id:
-            counts["subagent transcripts (sidechains, imported as their own scenarios)"] += 1
-        redactor = Redactor(key=cfg.redact_key, root=s.cwd) if cfg.redact else None
-        doc = scenario_doc(s, cfg, workspace, counts, redactor)
-        if redactor is not None:
-            for what, n in redactor.removed.items():
-                counts[f"redacted ({what})"] += n
-        if not doc["turns"]:
-            counts["sessions with no turn to replay"] += 1
-            continue
-        if any(w.stem == doc["name"] for w in res.written):  # another file of the same session (resumed)
-            n = 2
-            while any(w.stem == f"{doc['name']}-f{n}" for w in res.written):
-                n += 1
-            doc["name"] = f"{doc['name']}-f{n}"
-            counts["files of a session already imported from another file (named -f2, ...)"] += 1
-        text = dump(doc)
-        target = cfg.out / f"{doc['name']}.yaml"
-        try:
-            sc = parse_scenario(text, source=str(target), base_dir=cfg.out)
-        except ScenarioError as e:  # an importer bug: say so, keep going
-            counts["sessions the importer could not write (a bug: please report)"] += 1
-            res.lines.append(f"{path}: not written: {e}")
-            continue
-        target.write_text(text, encoding="utf-8")
-        res.written.append(target)
-        taken = sum(t.suggestion is not None for t in sc.turns)
-        n_exp = sum(st.checked for t in sc.turns for st in t.steps)  # tool results an expectation checks
-        known, unknown = s.sources
-        if unknown:
-            counts[
-                "scenarios with acceptance unknown (promptSource absent: a null suggestion is not 'typed')"
-            ] += 1
-        how = (
-            "subagent: prompts from the main agent"
-            if s.agent_id
-            else f"promptSource on {known} of {known + unknown} prompts"
-            + (": acceptance unknown" if unknown else "")
-        )
-        res.lines.append(
-            f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions; {how}), "
-            f"{n_exp} expectations, {len(sc.files)} files"
-            + (f", workspace {sc.workspace.name}" if sc.workspace else "")
-        )
+    if not s.turns:  # every prompt a copy of another file's
+        counts["sessions with no turn left to import (all copied from another file)"] += 1
+        return
+    if s.agent_id:
+        counts["subagent transcripts (sidechains, imported as their own scenarios)"] += 1
+    redactor = Redactor(key=cfg.redact_key, root=s.cwd) if cfg.redact else None
+    doc = scenario_doc(s, cfg, workspace, counts, redactor)
+    if redactor is not None:
+        for what, n in redactor.removed.items():
+            counts[f"redacted ({what})"] += n
+    if not doc["turns"]:
+        counts["sessions with no turn to replay"] += 1
+        return
+    if any(w.stem == doc["name"] for w in res.written):  # another file of the same session (resumed)
+        n = 2
+        while any(w.stem == f"{doc['name']}-f{n}" for w in res.written):
+            n += 1
+        doc["name"] = f"{doc['name']}-f{n}"
+        counts["files of a session already imported from another file (named -f2, ...)"] += 1
+    text = dump(doc)
+    target = cfg.out / f"{doc['name']}.yaml"
+    try:
+        sc = parse_scenario(text, source=str(target), base_dir=cfg.out)
+    except ScenarioError as e:  # an importer bug: say so, keep going
+        counts["sessions the importer could not write (a bug: please report)"] += 1
+        res.lines.append(f"{path}: not written: {e}")
+        return
+    target.write_text(text, encoding="utf-8")
+    res.written.append(target)
+    taken = sum(t.suggestion is not None for t in sc.turns)
+    n_exp = sum(st.checked for t in sc.turns for st in t.steps)  # tool results an expectation checks
+    known, unknown = s.sources
+    if unknown:
+        counts[
+            "scenarios with acceptance unknown (promptSource absent: a null suggestion is not 'typed')"
+        ] += 1
+    how = (
+        "subagent: prompts from the main agent"
+        if s.agent_id
+        else f"promptSource on {known} of {known + unknown} prompts"
+        + (": acceptance unknown" if unknown else "")
+    )
+    res.lines.append(
+        f"{target}: {len(sc.turns)} turns ({taken} taken from suggestions; {how}), "
+        f"{n_exp} expectations, {len(sc.files)} files"
+        + (f", workspace {sc.workspace.name}" if sc.workspace else "")
+    )
 
 
 def configure(ap: argparse.ArgumentParser) -> None:

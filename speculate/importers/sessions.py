@@ -83,6 +83,7 @@ class RecordedTurn:
     source: str | None  # promptSource
     at: datetime | None
     line: int
+    uuid: str | None = None  # the prompt's record (a forked session's file copies it, uuid and all)
     steps: list[Step] = field(default_factory=list)
     interrupted: bool = False
     end: datetime | None = None  # when the answer ended (last assistant block, tool result or interrupt)
@@ -239,7 +240,7 @@ class _Builder:
         self.system_turn = False
         # A subagent's prompt was written by the main agent: no user entered it (no suggestion to take).
         source = "agent" if self.sidechain else r.promptSource
-        self.turn = RecordedTurn(prompt=text, source=source, at=r.timestamp, line=r.line)
+        self.turn = RecordedTurn(prompt=text, source=source, at=r.timestamp, line=r.line, uuid=r.uuid)
 
     def result(self, b: dict[str, Any], r: UserRecord) -> None:
         use = self.uses.get(str(b.get("tool_use_id")))

@@ -35,7 +35,14 @@ def test_a_folder_import_goes_on_past_a_bad_file_and_a_bad_record(
     project = tmp_path / "projects" / "-work-proj"
     good_session().write(project / "a.jsonl")
     # a session with one malformed record in the middle (and a bad UTF-8 line): the rest is read
-    lines = good_session().write(tmp_path / "b.jsonl").read_text().splitlines(keepends=True)
+    # (its own record uuids: a file with the same ones would be a fork's copy, not imported twice)
+    copy = (
+        good_session()
+        .write(tmp_path / "b.jsonl")
+        .read_text()
+        .replace("00000000-0000-4000", "11111111-0000-4000")
+    )
+    lines = copy.splitlines(keepends=True)
     (project / "b.jsonl").write_bytes(
         "".join(lines[:3]).encode()
         + b'{"type": "user", "uuid": \n'
@@ -343,3 +350,19 @@ def test_each_checkable_result_of_a_step_gets_its_own_expectation(
     assert "2 expectations" in res.lines[-1]
     assert check_main([str(path), "--time-scale", "0.01"]) == 0
     assert "ok, 2 of 3 tool result(s) checked" in capsys.readouterr().out
+
+
+def test_a_forked_session_is_not_imported_twice(tmp_path: Path) -> None:
+    """data/forked/: Claude Code 2.1.332's `--resume SESSION --fork-session` writes a new file (a new session
+    id) that copies the conversation, record uuids and all, then goes on: one scenario, the whole of it."""
+    res = import_sessions(ImportConfig(paths=(DATA / "forked",), out=tmp_path / "out"))
+    (path,) = res.written
+    doc = yaml.safe_load(path.read_text())
+    assert [t["prompt"] for t in doc["turns"]] == [
+        "what does config.py set?",
+        "raise the limit to 5",
+        "list the python files",
+        "list the python files",
+    ]
+    assert res.counts["prompts already imported from another file (a forked session's copy, left out)"] == 3
+    assert res.counts["sessions with no turn left to import (all copied from another file)"] == 1

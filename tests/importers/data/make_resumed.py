@@ -1,5 +1,6 @@
 """Makes data/resumed.jsonl: the real Claude Code CLI (2.1.332, scripts/setup.sh installs it) against the
-embedded simulator, `claude -p`, then `--resume SESSION`, then `--continue`, in one project.
+embedded simulator, `claude -p`, then `--resume SESSION`, then `--continue`, in one project; then
+`--resume SESSION --fork-session` (data/forked/: that file and the fork's).
 
     .venv/bin/python tests/importers/data/make_resumed.py /tmp/resumed
     # then: the transcript under /tmp/resumed/home/.claude/projects/, attachments trimmed and api-request*
@@ -71,6 +72,8 @@ def main(base: Path) -> None:
         sid = run("--", "what does config.py set?")
         run("--resume", str(sid), "--", "raise the limit to 5")
         run("--continue", "--", "list the python files")
+        # data/forked/: a fork writes a new file that copies the conversation (same uuids, new sessionId)
+        run("--resume", str(sid), "--fork-session", "--", "list the python files")
     print(*sorted((home / ".claude" / "projects").glob("*/*.jsonl")), sep="\n")
 
 
