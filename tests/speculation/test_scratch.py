@@ -5,6 +5,7 @@ failed command. ``speculate check-bash`` says the same of the static cases."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -145,3 +146,62 @@ def test_check_bash_says_what_the_fork_does_with_these_cases(
         verdict = _check_bash(command, root, capsys)
         assert verdict["sandboxable"] is False, (command, verdict)
     assert _check_bash('python3 -c \'open("/etc/x", "w")\'', root, capsys)["sandboxable"] is True
+
+
+SCENARIO = """
+name: scratch-and-outside
+turns:
+  - prompt: "get ready"
+    steps:
+      - tools:
+          - Bash: {command: "true"}
+      - text: "Ready."
+    suggestion: "write the marker"
+  - prompt: "write the marker"
+    steps:
+      - tools:
+          - Bash: {command: "echo note > /tmp/speculate-note-TAG && cat /tmp/speculate-note-TAG > note.txt"}
+      - tools:
+          - Bash: {command: "python3 -c \\"open('OUTSIDE/made.txt', 'w').write('x')\\""}
+      - text: "Done."
+    suggestion: null
+"""
+
+
+def test_accepting_a_fork_stopped_by_a_write_outside_runs_the_turn_live(root: Path) -> None:
+    """The fork stops at the write it could not make (its overlay discarded); accepting runs the turn live,
+    which makes it: the tree and the file outside are what the live turn leaves."""
+    from speculate.models.anthropic import AnthropicModel
+    from speculate.session import SessionConfig, open_session
+    from speculate.sim.scenario_yaml import parse_scenario
+    from speculate.sim.server import SimServer
+
+    if not bash_sandbox().available:
+        pytest.skip(f"speculative Bash is {bash_sandbox().line}")
+    outside = _outside()
+    tag = f"{os.getpid()}"
+    text = SCENARIO.replace("OUTSIDE", os.fspath(outside)).replace("TAG", tag)
+
+    async def main() -> None:
+        with SimServer([parse_scenario(text)], time_scale=0.02) as sim:
+            async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
+                cfg = SessionConfig(
+                    project=root, model=model, events_path=root.parent / "events.jsonl", allow=["Bash"]
+                )
+                async with open_session(cfg) as s:
+                    await s.submit("get ready")
+                    assert await s.wait_suggestion() == "write the marker"
+                    await s.wait_speculation()
+                    rec = s.engine._spec.record
+                    assert rec.boundary == "bash" and "EROFS" in rec.boundary_detail, rec
+                    assert not (outside / "made.txt").exists() and not (root / "note.txt").exists()
+                    await s.submit("write the marker")
+
+    try:
+        trio.run(main)
+        assert (outside / "made.txt").read_text() == "x"  # made by the live turn
+        assert (root / "note.txt").read_text() == "note\n"
+    finally:
+        shutil.rmtree(outside)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/tmp/speculate-note-{tag}")  # the live turn's, in the host's /tmp
