@@ -66,9 +66,10 @@ def unmet_failure(
     project = os.path.abspath(project)
     for line in stderr.splitlines():
         for message, kind in MESSAGES.items():
-            if message not in line:
+            at = line.lower().find(message.lower())  # Go and Rust print "read-only file system"
+            if at < 0:
                 continue
-            paths = _paths(line, message, cwd)
+            paths = _paths(line, line[at : at + len(message)], cwd)
             if not paths:
                 if kind == ENOENT or exit_code == 0:
                     continue

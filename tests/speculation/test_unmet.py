@@ -36,6 +36,7 @@ def _writable_outside() -> Path:
         "/bin/bash: line 1: {d}/x: Read-only file system",
         "OSError: [Errno 30] Read-only file system: '{d}/x'",
         "mkdir: cannot create directory ‘{d}/x’: Read-only file system",
+        "go: creating work dir: mkdir {d}/x: read-only file system",  # Go and Rust: lower case
     ],
 )
 def test_a_write_outside_the_host_allows_is_unmet_whatever_the_exit_status(project: Path, line: str) -> None:
