@@ -115,6 +115,10 @@ class Rule:
         """Whether the rule applies to calls of ``tool_name`` (``denying``: as a deny rule)."""
         if self.tool.startswith("mcp__") and self.tool.count("__") == 1:  # a whole server
             return tool_name.startswith(self.tool + "__")
+        if self.specifier is None and not denying:
+            # Observed (Claude Code 2.1.332): a bare allow or ask rule names its own tool only; a bare
+            # `Edit` leaves Write asking where `Edit(**)` covers it. A bare deny keeps the family (stricter).
+            return tool_name == self.tool
         table = DENY_COVERS if denying and self.tool in DENY_COVERS else RULE_COVERS
         return tool_name in table.get(self.tool, {self.tool})
 

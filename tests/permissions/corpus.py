@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .cases import CATEGORIES, Call, Config
-from .corpus_files import case, hooks, modes, sensitive_files, settings
+from .corpus_files import bare_rules, case, hooks, modes, sensitive_files, settings
 from .corpus_shell import allow_overreach, default_readonly, deny_evasion, file_rules_in_bash
 
 
@@ -20,6 +20,7 @@ def configurations(category: str | None = None) -> list[Config]:
         *case(),
         *default_readonly(),
         *modes(),
+        *bare_rules(),
         *settings(),
         *hooks(),
     ]

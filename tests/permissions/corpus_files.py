@@ -112,6 +112,19 @@ def case() -> list[Config]:
     return [config("case-rules", c, calls, permissions=perms, mode="acceptEdits", files=files)]
 
 
+def bare_rules() -> list[Config]:
+    """A rule without a specifier names its own tool (observed: a bare ``Edit`` allow leaves Write asking,
+    where ``Edit(**)`` covers it)."""
+    c = "modes"
+    calls = [write("{root}/new-b.txt", c), edit("{root}/a.txt", "alpha", "ALPHA", c), read("{side}/s.txt", c)]
+    return [
+        config("bare-allow-Edit", c, calls, permissions={"allow": ["Edit"]}, mode="default"),
+        config("bare-ask-Edit", c, calls, permissions={"ask": ["Edit"]}, mode="acceptEdits"),
+        config("bare-deny-Edit", c, calls, permissions={"deny": ["Edit"]}, mode="acceptEdits"),
+        config("bare-allow-Read", c, calls, permissions={"allow": ["Read"]}, mode="default"),
+    ]
+
+
 def modes() -> list[Config]:
     c = "modes"
     calls = [

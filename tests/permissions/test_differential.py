@@ -42,12 +42,17 @@ OUTSIDE_TOOL = (
     "path outside it, an additional directory's included, is refused by the tool even where the gate allows"
 )
 ASK_RULES = "Read and Edit ask rules reach Bash reads and writes as deny rules do (Claude Code ran them)"
+BARE_DENY = (
+    "a bare deny rule keeps its family (a bare `Edit` deny withholds Write too), where Claude Code's bare rules "
+    "name their own tool only (its bare allow and ask rules do so here as well)"
+)
 HOOK_ASK = "in dontAsk a hook that asks is refused like any other ask (Claude Code refused it too, as an ask)"
 INTENDED_STRICTER: dict[str, str] = {
     **{f"rm-deny-{m}#rm:{k}": WALKED for m in ("default", "bypassPermissions", "dontAsk")
        for k in ("xargs-i", "eval", "eval-quoted", "var-braces", "find-exec")},
     **{f"rm-deny-{m}#rm:{k}": SCRIPT for m in ("default", "bypassPermissions") for k in ("sh-c", "bash-c", "sh-c-and")},
     **{f"rm-deny-{m}#rm:{k}": UNKNOWN for m in ("default", "dontAsk") for k in ("ansi-c", "dyn-subst")},
+    "bare-deny-Edit#Write {root}/new-b.txt": BARE_DENY,
     "push-deny-default#git -C . push": GIT,
     "push-deny-bypassPermissions#git -C . push": GIT,
     **{f"file-rules-{m}#{c} .env": PAGERS for m in ("default", "acceptEdits") for c in ("less", "more", "xxd")},
