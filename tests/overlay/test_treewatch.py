@@ -5,6 +5,7 @@ is, a lost watch vouches for nothing, and a watch nobody needs goes away."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -171,3 +172,27 @@ def test_a_busy_directory_elsewhere_moved_in_is_a_change(watch: treewatch.TreeWa
     assert watch.seen().clean
     busy.rename(tree / "busy")
     assert "busy" in watch.seen().paths
+
+
+@pytest.mark.privileged
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_filesystem_mounted_inside_the_project_is_watched_too(
+    kind: str, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fanotify mark covers one filesystem: another one mounted beneath the project gets its own."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    (tree / "mnt").mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", os.fspath(tree / "mnt")]).returncode != 0:
+        pytest.skip("no tmpfs mount here")
+    try:
+        monkeypatch.setenv(treewatch.ENV, kind)
+        w = treewatch.start(tree)
+        assert w is not None and w.how == kind
+        h = Holder()
+        w.hold(h)
+        (tree / "mnt" / "x").write_text("x")
+        assert w.seen().paths == ("mnt/x",)
+        w.close()
+    finally:
+        subprocess.run(["umount", os.fspath(tree / "mnt")], check=True)
