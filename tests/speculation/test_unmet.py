@@ -100,6 +100,13 @@ def test_a_refusal_naming_no_path_is_unmet_only_when_the_command_failed(project:
     assert unmet_failure(line, 0, project=str(project), cwd=str(project)) is None
 
 
+def test_a_privileged_call_refused_to_a_normal_user_is_refused_live_too(project: Path) -> None:
+    line = "PermissionError: [Errno 1] Operation not permitted"  # mknod of a device, chown
+    kw = {"project": str(project), "cwd": str(project)}
+    assert unmet_failure(line, 1, root=False, **kw) is None
+    assert unmet_failure(line, 1, root=True, **kw) is not None
+
+
 def test_output_that_only_mentions_an_error_on_stdout_is_not_read(project: Path) -> None:
     """Only stderr is read; a grep of the project for the words prints them on stdout."""
     assert unmet_failure("", 1, project=str(project), cwd=str(project)) is None
