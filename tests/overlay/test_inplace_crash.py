@@ -146,3 +146,41 @@ def test_a_user_edit_undoes_the_in_place_writes(tmp_path: Path, state_dir: Path)
         assert temps(lower) == [] and not pending(project_state(lower))
         undone += 1
     assert undone > 10
+
+
+def test_abandon_never_keeps_a_half_written_file(tmp_path: Path, state_dir: Path) -> None:
+    """``recover --abandon`` after the in-place writes began: each listed file is written whole from its
+    staged copy (never kept half-way), counted new, and its backup is kept as the only copy of the old."""
+    try:
+        os.setxattr(tmp_path, "user.probe", b"1")
+    except OSError as e:
+        pytest.skip(f"no user xattrs here: {e}")
+    from overlayfs import abandon_project
+    from overlayfs.journal import read
+
+    calibrate, ov = setup(tmp_path / "calibrate")
+    assert ov.promote().ok
+    new_a = (calibrate / "a.txt").read_bytes()
+    seen = 0
+    for k in range(400):
+        base = tmp_path / f"k{k}"
+        lower, ov = setup(base)
+        inodes = inodes_of(lower)
+        try:
+            with crash_at(k):
+                ov.promote()
+            break
+        except Crash:
+            pass
+        j = read(project_state(lower).journal)
+        if j is None or j["state"] != "commit" or not j.get("writing"):
+            continue
+        seen += 1
+        line = abandon_project(lower).line()
+        assert (lower / "a.txt").read_bytes() == new_a, f"crash point {k}: {line}"
+        identity(base, inodes)
+        assert "a.txt" in line.split("New: ")[1].split(". Old")[0], line
+        kept = [t for t in temps(lower) if ".a.txt." in t]
+        assert len(kept) == 1 and (Path(kept[0]).read_bytes() == b"alpha\n" * 1000), (kept, line)
+        assert not pending(project_state(lower))
+    assert seen > 3
