@@ -46,8 +46,8 @@ def _copy_sparse(src: int, dst: int, start: int, size: int, sparse: bool) -> int
     st = os.fstat(src)
     # A source with holes may also hold zeros written out where it had holes (kernel overlayfs copies up
     # in 1 MiB chunks from each data extent's start): those blocks are skipped too, as ``cp --sparse``
-    # does; so are they where the caller says the file it replaces had holes (a FUSE copy-up writes them
-    # all out). Any other source is copied in the kernel, never read here.
+    # does; so are they where the caller says the file it replaces had holes (fuse-overlayfs' copy-up
+    # writes them all out). Any other source is copied in the kernel, never read here.
     copy = _copy_nonzero if sparse or st.st_blocks * 512 < size else _copy_range
     off = 0
     while off < size:
