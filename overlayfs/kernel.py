@@ -21,6 +21,7 @@ boundary instead (speculate.speculation.sandbox_shell).
 from __future__ import annotations
 
 import bisect
+import errno
 import functools
 import os
 import stat as stat_mod
@@ -192,6 +193,22 @@ def record_session(ov: Layers, before: Snapshot, *, reads: bool = True) -> None:
             f.write(b"".join(layer.identity_line(i) for i in lines))
 
 
+_UNNAMEABLE = object()
+
+
+def _lower_stat(path: str) -> Any:
+    """``lstat`` of a real-tree path, None where absent, :data:`_UNNAMEABLE` where the path is deeper than
+    the host can name (a relative mkdir/cd past PATH_MAX in the sandbox). No base is recorded for such a
+    path, and none is needed: reading the changes refuses it by name (HostPathTooLong), so the speculation
+    is a boundary and never promoted."""
+    try:
+        return lstat_or_none(path)
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        return _UNNAMEABLE
+
+
 def _record_watched(ov: Layers, w: Watched, *, reads: bool) -> None:
     """:func:`record_session` with a watch: the bases come from the real tree now, which the watch vouches
     is what the commands saw (a change there since is the watch's conflict). Costs what changed: the upper
@@ -203,13 +220,14 @@ def _record_watched(ov: Layers, w: Watched, *, reads: bool) -> None:
         for e in entries:
             r = f"{rel}/{e.name}" if rel else e.name
             if e.is_dir(follow_symlinks=False) and not layer.is_opaque(at(fd, e.name)):
-                st = lstat_or_none(f"{lower}/{r}")
-                if st is not None and stat_mod.S_ISDIR(st.st_mode):
+                st = _lower_stat(f"{lower}/{r}")
+                if isinstance(st, os.stat_result) and stat_mod.S_ISDIR(st.st_mode):
                     continue  # a merged directory copied up for its children is not itself a change
             changed.append(r)
     lines: list[bytes] = []
     for r in changed:
-        st = lstat_or_none(f"{lower}/{r}")
+        if (st := _lower_stat(f"{lower}/{r}")) is _UNNAMEABLE:
+            continue
         if r not in based:
             lines.append(
                 layer.identity_line(_identity(r, st) if st is not None else layer.Identity(r, False))
