@@ -18,10 +18,11 @@ mount's back; what the mount caches must then be dropped before the next command
 - ``kernel`` overlayfs is mounted per command inside stage one's private namespace (a mount(2) of well
   under a millisecond): a mount kept across commands could not be told of the view's writes either.
 
-Kernel overlayfs and fuse-overlayfs cannot say what a command read or changed: the lower tree's metadata
-is snapshotted once, at the first command (not per command: that walk grows with the project), and after
-each command the bases of what it changed are recorded from it, and, once, the whole snapshot as read (see
-:mod:`overlayfs.kernel`; a snapshot older than the command is only more conservative).
+Kernel overlayfs and fuse-overlayfs cannot say what a command read or changed: at the first command the
+real tree is put under a watch (:mod:`overlayfs.treewatch`: fanotify as root, inotify otherwise; a snapshot
+of its metadata only where neither can be made), and after each command the bases of what it changed are
+recorded from the real tree, which the watch vouches for; any change the watch sees is a conflict (see
+:mod:`overlayfs.kernel`, and docs/overlay.md, "Cost").
 
 Commands of one overlay may run at once (read-only calls run in parallel): they share the mount; the
 bookkeeping before and after each is under one lock.
