@@ -120,7 +120,12 @@ def test_a_fuse_server_dying_under_a_command_is_an_error_boundary(tmp_path: Path
                 await trio.sleep(0.01)
             else:
                 raise AssertionError("the speculation never mounted its overlay")
-            await trio.sleep(0.3)  # the command is sleeping inside the view
+            for _ in range(500):  # the command is sleeping inside the view (seen, not assumed after a timer)
+                if subprocess.run(["pgrep", "-fx", "sleep 1.5"], capture_output=True).returncode == 0:
+                    break
+                await trio.sleep(0.01)
+            else:
+                raise AssertionError("the speculated command never started its sleep")
             for pid in pids:
                 os.kill(int(pid), 9)
             await s.wait_speculation()
