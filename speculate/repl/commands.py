@@ -61,6 +61,18 @@ MENU: tuple[tuple[str, str], ...] = tuple((n, d) for n, _, d in COMMANDS)
 
 MODES: tuple[str, ...] = get_args(PermissionMode)
 CYCLE: tuple[str, ...] = ("default", "acceptEdits", "plan")  # shift+tab, as Claude Code cycles
+
+
+def next_mode(mode: str, *, bypass: bool = False) -> str:
+    """shift+tab's next mode, as Claude Code 2.1.332 cycles: default → acceptEdits → plan → (bypassPermissions,
+    when the session may use it: it started in it) → default; dontAsk → default."""
+    if mode in ("default", "acceptEdits"):
+        return CYCLE[CYCLE.index(mode) + 1]
+    if mode == "plan" and bypass:
+        return "bypassPermissions"
+    return "default"
+
+
 NO_ARGS = tuple(n for n, a, _ in COMMANDS if not a)
 
 

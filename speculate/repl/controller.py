@@ -10,14 +10,14 @@ What the session reports as it runs is shown by :mod:`speculate.repl.session_out
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO, cast
 
 import trio
 
-from speculate.repl.commands import CYCLE, HELP, MODES, Quit, format_stats  # noqa: F401  (re-exported)
+from speculate.repl.background import Background
+from speculate.repl.commands import HELP, MODES, Quit, format_stats, next_mode  # noqa: F401  (re-exported)
 from speculate.repl.diffview import summarise_ignored
 from speculate.repl.inputs import stray_answer
 from speculate.repl.output import columns
@@ -43,7 +43,7 @@ class Frontend(Protocol):
     async def ask(self, question: str, choices: Sequence[str]) -> str: ...
 
 
-class Repl(SessionOutput):
+class Repl(Background, SessionOutput):
     """Owns one REPL run: bind a front end with :meth:`attach`, then ``await run(session)``.
 
     ``fallback_prediction`` offers a prompt when the engine has none (the simulator demo's next scripted
@@ -85,7 +85,7 @@ class Repl(SessionOutput):
         self.last_diff = ""  # the last accepted change that changed something (/diff last)
         self._note_shown = ""  # a dropped speculation's note, said before the live answer it introduces
         self._answered = False  # the last thing that happened at the prompt was a question answered
-        self.cycle = CYCLE  # shift+tab's modes (bypassPermissions joins when the session started in it)
+        self.bypass = False  # shift+tab's cycle includes bypassPermissions (the session started in it)
 
     def attach(self, fe: Frontend) -> None:
         self.fe = fe
@@ -180,8 +180,7 @@ class Repl(SessionOutput):
         self.s = session
         self._token = trio.lowlevel.current_trio_token()
         self.status.mode, self.status.spec_on = session.cfg.mode, session.cfg.speculate
-        if session.cfg.mode not in self.cycle:
-            self.cycle = (*CYCLE, session.cfg.mode)
+        self.bypass = session.cfg.mode == "bypassPermissions"  # shift+tab may come back to it
         self._save(mode=session.cfg.mode)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -260,13 +259,7 @@ class Repl(SessionOutput):
         def step() -> None:
             if self.s is None:
                 return
-            mode = self.s.cfg.mode
-            nxt = (
-                self.cycle[(self.cycle.index(mode) + 1) % len(self.cycle)]
-                if mode in self.cycle
-                else "default"
-            )
-            self.set_mode(nxt)
+            self.set_mode(next_mode(self.s.cfg.mode, bypass=self.bypass))
 
         self._from_thread(step)
 
@@ -363,73 +356,6 @@ class Repl(SessionOutput):
     async def _run_turn_line(self, scope: trio.CancelScope) -> None:
         with scope:
             await self._turn_line_task(TurnLine())
-
-    # -- keys while a turn runs ---------------------------------------------------------------------------
-    def _start_keys(self) -> None:
-        """Watch the terminal while the turn runs (Esc interrupts it), if the front end can."""
-        watch = getattr(self.fe, "keys_during_turn", None)
-        if watch is None or self._nursery is None or self._turn_scope is None:
-            return
-        scope = self._keys_scope = trio.CancelScope()
-        stopped = self._keys_stopped = trio.Event()
-
-        async def run() -> None:
-            try:
-                with scope:
-                    await watch(self._escape, self.show_last)
-            finally:
-                stopped.set()
-
-        self._nursery.start_soon(run)
-
-    async def _stop_keys(self) -> None:
-        """Stop watching and wait until the terminal's settings are back (a prompt is about to start)."""
-        if self._keys_scope is not None:
-            self._keys_scope.cancel()
-            self._keys_scope = None
-            await self._keys_stopped.wait()
-
-    def _escape(self) -> None:
-        if self._turn_scope is not None:
-            self._turn_scope.cancel()
-
-    # -- predictions --------------------------------------------------------------------------------------
-    def _predict_next(self) -> None:
-        """Push the next prediction once it exists: the engine's, else the fallback (demo script)."""
-        assert self._nursery is not None
-        self._cancel_prediction()
-        scope = self._predict_scope = trio.CancelScope()
-        self._nursery.start_soon(self._predict, scope)
-
-    async def _predict(self, scope: trio.CancelScope) -> None:
-        assert self.s is not None and self.fe is not None
-        with scope:
-            text = await self.s.wait_suggestion() if self.s.cfg.speculate else None
-            if not text and (text := self.fallback()):
-                self.scripted_offered += 1
-            self.fe.push(text)
-
-    async def wait_prediction(self) -> str | None:
-        assert self.s is not None
-        text = await self.s.wait_suggestion() if self.s.cfg.speculate else None
-        return text or self.fallback()
-
-    def _cancel_prediction(self) -> None:
-        if self._predict_scope is not None:
-            self._predict_scope.cancel()
-            self._predict_scope = None
-
-    async def _watch_sigint(self) -> None:
-        try:
-            receiver = trio.open_signal_receiver(signal.SIGINT)
-        except (RuntimeError, ValueError):
-            return  # not the main thread (embedded use): Ctrl-C stays Python's
-        with receiver as sigs:
-            async for _ in sigs:
-                if self._turn_scope is not None:
-                    self._turn_scope.cancel()
-                elif self.fe is not None:
-                    self.fe.abort()  # line mode waiting for input: Ctrl-C leaves
 
     # -- slash commands (speculate.repl.commands) -------------------------------------------------------
     async def command(self, text: str) -> None:

@@ -134,6 +134,6 @@ def effect_words(call: Any, project: Path | None) -> str:
         written=[p for p in files.written if not is_ignored(p)],
         deleted=[d for d in files.deleted if not is_ignored(d.rstrip("/"))],
     )
-    head = kept.words() if kept else ""
+    ignored = ignored_line(hidden, is_ignored).rsplit(":", 1)[0].removeprefix("+ ")
     tail = "" if call.finished else " (so far: it was still running)"
-    return "; ".join(x for x in (head, ignored_line(hidden, is_ignored).rsplit(":", 1)[0]) if x) + tail
+    return (f"{kept.words()}; + {ignored}" if kept else f"wrote {ignored}") + tail

@@ -10,6 +10,7 @@ directory)."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from typing import Any
 
 from overlayfs.state import state_root
 from speculate.errors import SpeculateError
+from speculate.term import visible
 from speculate.transcript import read_transcript
 from speculate.types import is_prompt
 
@@ -119,3 +121,34 @@ def listing(project: Path) -> str:
         first = first if len(first) <= 60 else first[:59] + "…"
         lines.append(f"  {s.id}  {len(s.prompts)} prompt{'s' * (len(s.prompts) != 1)}  {first}")
     return "\n".join(lines)
+
+
+def requested(args: argparse.Namespace, project: Path) -> Saved | None:
+    """The session ``--continue`` / ``--resume [ID]`` restores (NoSession, a ValueError, names what exists)."""
+    if not args.continue_ and args.resume is None:
+        return None
+    if args.study is not None:
+        raise ValueError(
+            "--continue and --resume cannot be combined with --study (each study session is new)"
+        )
+    return find(project, args.resume or None)
+
+
+def restore(repl: Any, session: Any, saved: Saved, demo: Any, *, keep_mode: bool) -> None:
+    """Give the new session the saved conversation, mode and last accepted change; show what it was."""
+    from speculate.types import text_of
+
+    session.messages.extend(saved.messages)
+    if saved.mode is not None and not keep_mode:
+        session.set_mode(saved.mode)
+    repl.last_diff = saved.last_diff
+    for prompt in saved.prompts:
+        if demo is not None:
+            demo.submitted(prompt)
+    print(visible(f"continuing session {saved.id}: {len(saved.prompts)} prompts; mode {session.cfg.mode}"))
+    shown = [m for m in saved.messages if m.get("role") == "assistant" and text_of(m).strip()]
+    for prompt in saved.prompts[-3:]:
+        print(visible(f"› {prompt}"))
+    if shown:
+        last = text_of(shown[-1]).strip().splitlines()
+        print(visible("  " + "\n  ".join(last[:4]) + (" …" if len(last) > 4 else "")))

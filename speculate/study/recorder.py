@@ -374,8 +374,9 @@ class StudyRecorder:
                 + (" (speculation used)" if t.accepted else "")
                 + (f" ({t.error})" if t.error else "")
             )
-            arm = t.arm if t.fork_possible or t.arm != "speculative" else "speculative, no fork possible"
-            rows.append(f"  {t.turn:>4}  {arm:<11}  {ghost:<10}  {t.taken:<7}  {what}")
+            if t.arm == "speculative" and not t.fork_possible:
+                what += " (no fork possible: no model suggestion)"
+            rows.append(f"  {t.turn:>4}  {t.arm:<11}  {ghost:<10}  {t.taken:<7}  {what}")
         return "\n".join(
             [head, *rows, "  (the open turn's arm is drawn already; it is listed once the turn is over)"]
         )

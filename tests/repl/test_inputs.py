@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from speculate.cliparse import Parser, UsageError
+from speculate.repl.commands import next_mode
 from speculate.repl.diffview import summarise_ignored
 from speculate.repl.inputs import Pastes, add_memory, attachment_blocks, bash_messages, mentions, stray_answer
 from speculate.repl.render import approval_lines
@@ -222,3 +223,21 @@ def test_the_acceptance_question_counts_ignored_files_instead_of_listing_them(tm
         == "  Bash(pytest -q) → wrote src/shop.py; + 2 files git ignores (.pytest_cache/, src/__pycache__/)"
     )
     assert ".pyc" in approval_lines([p])[1]  # without the project nothing is hidden
+    p.files = FileSummary(written=written[:2])  # a test run: only caches
+    assert approval_lines([p], tmp_path)[1].endswith(
+        "→ wrote 2 files git ignores (.pytest_cache/, src/__pycache__/)"
+    )
+
+
+def test_shift_tab_cycles_the_modes_as_claude_code() -> None:
+    # Claude Code 2.1.332's cycle (its _Bt function): default, acceptEdits, plan, then bypassPermissions only
+    # where it is available, and dontAsk goes back to default.
+    seq, mode = [], "default"
+    for _ in range(4):
+        mode = next_mode(mode)
+        seq.append(mode)
+    assert seq == ["acceptEdits", "plan", "default", "acceptEdits"]
+    assert (
+        next_mode("plan", bypass=True) == "bypassPermissions" and next_mode("bypassPermissions") == "default"
+    )
+    assert next_mode("dontAsk") == "default"

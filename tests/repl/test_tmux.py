@@ -98,7 +98,11 @@ def test_ghost_tab_speculation_ignore_and_accept(term: Term, project: Path) -> N
     # Its pytest runs are what the live path asks about in acceptEdits: shown with what they changed, asked once.
     asked = term.answer_until(lambda: "speculation accepted" in term.scrollback(), "the acceptance")
     assert asked == ["accept the speculation with what it ran?"], (asked, term.scrollback())
-    assert "  Bash(python -m pytest -q) → wrote " in term.scrollback()
+    # what it wrote: only the caches a test run leaves, which git ignores (counted, not listed: issue #37)
+    assert (
+        "  Bash(python -m pytest -q) → wrote " in term.scrollback()
+        and "files git ignores (" in term.scrollback()
+    )
     term.wait(lambda: "Full suite" in term.scrollback(), "the final answer")
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert "items[start:end]" in (project / "src/shop/pager.py").read_text()
@@ -126,7 +130,7 @@ def test_ctrl_c_cancels_the_turn_and_keeps_the_session(tmp_path: Path, project: 
         t.wait(lambda: "model: " in t.screen() and "via sim" in t.screen(), "/model's answer")
         t.type("/stats")
         t.keys("Enter")
-        t.wait(lambda: "acceptance rate" in t.screen(), "/stats' answer")
+        t.wait(lambda: "of those shown taken" in t.screen(), "/stats' answer")
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
         assert tree_hash(project) == h0
@@ -314,7 +318,7 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
         )
         t.type("/stats")
         t.keys("Enter")
-        t.wait(lambda: "acceptance rate" in t.screen(), "/stats")
+        t.wait(lambda: "of those shown taken" in t.screen(), "/stats")
         assert "0.0000" not in t.scrollback() and "accepted_turns" not in t.scrollback()
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")

@@ -152,9 +152,14 @@ def test_a_speculation_the_real_tree_moved_under_is_discarded_before_it_is_shown
         pager.write_text(pager.read_text() + "# the user's own note\n")  # read by the fork: a conflict now
         t.keys("Tab", "Enter")
         t.answer_until(lambda: "changed in the real tree" in t.scrollback(), "the discard note", timeout=60)
+        t.answer_until(
+            lambda: "I'll add a failing test first" in t.scrollback().split(f"› {P2}")[-1], "the live rerun"
+        )
         turn = t.scrollback().split(f"› {P2}")[-1]
-        # Nothing of the fork was shown: its first line appears once, from the live rerun.
+        # Nothing of the fork was shown: its first line appears once, from the live rerun, after the note that
+        # introduces it (issue #37: the note came after the live answer).
         assert turn.count("I'll add a failing test first") == 1, turn
+        assert turn.index("changed in the real tree") < turn.index("I'll add a failing test first"), turn
         assert "speculation accepted" not in turn
         assert "# the user's own note" in pager.read_text()
     finally:
