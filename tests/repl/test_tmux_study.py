@@ -27,8 +27,10 @@ pytestmark = [
 ]
 P3 = "run the CLI to check page 2"
 P4 = "does total_pages have the same problem?"
-SEED = 4  # speculative, suggest, speculative, suggest, suggest, speculative: turns 2 and 6 (the model's
-# suggestions, taken) fall in different arms
+SEED = (
+    2  # speculative, suggest, suggest, speculative, suggest, speculative (blocked draws since #36): turns 2
+)
+# and 6 (the model's suggestions, taken) fall in different arms
 
 
 @pytest.fixture
