@@ -102,8 +102,6 @@ def format_report(r: dict[str, Any]) -> str:
         f"CIs (95%): {r['ci_method']}; {r['resamples']} resamples, seed {r['seed']}. [no CI]: fewer than "
         "two sessions in all, or too few of them holding both sides of a contrast."
     )
-    from speculate.study.report import format_balance
-
     out += format_balance(r)  # before any saving (issue #36)
     for base, v in r["vs"].items():
         what = (
@@ -213,3 +211,31 @@ def _med(s: dict[str, Any]) -> str:
 
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {n}" for k, n in d.items()) or "none"
+
+
+def format_balance(r: dict[str, Any]) -> list[str]:
+    """The balance check's lines, which the printed report shows before any saving."""
+    b = r.get("balance") or {}
+    out = [
+        "",
+        "balance check (before any saving): think from when the prompt opened to the first key, and typing",
+    ]
+    verdict = {True: "PASSES", False: "FAILS", None: "cannot tell (no CI)"}[b.get("passes")]
+    out.append(f"  {verdict}: the arms should not differ in what happens before the prompt is sent")
+    for k, name in (("think_s", "think"), ("typing_s", "typing")):
+        if k in b:
+            e = b[k]
+            ci = "[no CI]" if e["ci95"] is None else f"[{e['ci95'][0]:+.2f}, {e['ci95'][1]:+.2f}]"
+            d = "—" if e["difference"] is None else f"{e['difference']:+.2f} s"
+            sides = ", ".join(
+                f"{a} {'—' if e['mean'][a] is None else format(e['mean'][a], '.2f')} s (n {e['n'][a]})"
+                for a in e["n"]
+            )
+            out.append(f"  {name}, suggest minus speculative: {d} {ci}   (means: {sides})")
+    pp = b.get("per_person") or {}
+    if pp:
+        gap = max(v["gap"] for v in pp.values())
+        out.append(
+            f"  eligible turns by arm per person: largest gap between two arms {gap} ({len(pp)} people)"
+        )
+    return out
