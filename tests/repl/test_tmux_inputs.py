@@ -2,7 +2,8 @@
 Tab completion, @path completion, shift+tab through the modes, !cmd and #memory, a large paste as a
 placeholder, a stray answer that is not sent, and --continue; a study that writes nothing outside its
 directory (the home directory grepped after it); /diff with the files git ignores in one line and /diff last
-after a read-only acceptance; the toolbar when the policy abstains and with two forks."""
+after a read-only acceptance; the toolbar when the policy abstains and with two forks; the demo, off its
+script after a refused command instead of reporting what did not run."""
 
 from __future__ import annotations
 
@@ -274,3 +275,22 @@ def test_the_toolbar_says_when_the_policy_abstained_and_which_fork_of_two_runs(
     b.wait(lambda: "2 forks" in b.toolbar(), "which fork of how many", timeout=60)
     assert "candidate 1, 2 forks" in b.toolbar() or "candidate 2, 2 forks" in b.toolbar()
     leave(b)
+
+
+def test_the_demo_never_reports_a_command_that_was_refused(home: Path, project: Path) -> None:
+    t = start(home, project, "--no-spec")
+    try:
+        idle_prompt(t, P1)
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "off-by-one" in t.scrollback(), "the first answer")
+        idle_prompt(t, P2)
+        t.keys("Tab", "Enter")
+        t.wait(lambda: "allow Bash(python -m pytest -q tests/test_pager.py)?" in t.screen(), "the question")
+        t.type("n")
+        t.keys("Enter")
+        t.wait(lambda: "The call was not run" in t.scrollback(), "the simulator off its script")
+        turn = t.scrollback().split(f"› {P2}")[-1]
+        assert "[simulator] The call was not run" in turn and "fails as expected" not in turn, turn
+        leave(t)
+    finally:
+        t.close()
