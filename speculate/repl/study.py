@@ -173,7 +173,7 @@ class StudyFrontend:
         word = line.strip().split(" ", 1)[0]
         if word in ACCEPT_COMMANDS:
             self.rec.accept_command()
-        elif word.startswith("/"):
+        elif word.startswith(("/", "!", "#")):  # a command, a shell command or a memory line: not a prompt
             self.rec.command()
         return line
 
