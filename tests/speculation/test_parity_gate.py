@@ -100,13 +100,11 @@ def test_sensitive_files_and_redirections_ask_the_same_accepted_or_typed(
     notes = summarize("Write", {"file_path": f"{root}/notes.txt"})
     redirect = summarize("Bash", {"command": "echo ok > out.txt"})
     # What the live path asks, mode by mode (Claude Code 2.1.332's gate): the comparison says something.
-    in_order = {
-        "default": [redirect, notes, sensitive],
-        "acceptEdits": [sensitive],  # the redirection and notes.txt run unasked; the sensitive file asks
-    }.get(mode, [])
-    # After a "no" the simulator leaves its script (it never reports a result for a call that did not run):
-    # a declined turn asks its first question only.
-    assert set(typed) == set(in_order if answer == "y" else in_order[:1])
+    expected = {
+        "default": {redirect, notes, sensitive},
+        "acceptEdits": {sensitive},  # the redirection and notes.txt run unasked; the sensitive file asks
+    }.get(mode, set())
+    assert set(typed) == expected
     assert tree(root) == tree(typed_root)
     landed = (root / ".vscode" / "settings.json").exists()
     assert landed == (mode == "bypassPermissions" or (answer == "y" and mode in ("default", "acceptEdits")))
