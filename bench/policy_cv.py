@@ -142,9 +142,21 @@ def evaluate(
     scenarios: Sequence[str] | None = None,
     fits: Sequence[str] = FITS,
     seed: int = 0,
+    train: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per (condition, fit, λ): the held-out figures (module docstring)."""
+    """One row per (condition, fit, λ): the held-out figures (module docstring). ``train``: fit the
+    histories on that run's first condition instead (a user whose history comes from another regime, e.g.
+    natural acceptance, evaluated where every suggestion misses); the held-out scenario is left out of it
+    all the same."""
     r = load_run(run)
+    tr = load_run(train) if train is not None else None
+    tr_prob = (
+        (json.loads((train / "summary.json").read_text(encoding="utf-8")).get("condition_params") or [{}])[
+            0
+        ].get("accept_prob")
+        if train is not None
+        else None
+    )
     meta = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     params = meta.get("condition_params") or [{}]
     keep = set(scenarios) if scenarios else None
@@ -158,10 +170,13 @@ def evaluate(
         if len(names) < 2:
             continue
         states: dict[tuple[str, str], dict[str, Any] | None] = {}
-        read = (dicts(r.turns), dicts(r.events))
-        full = history(run, prob, scenarios=keep, records=read, cond=ci)
+        src, src_prob, src_cond = (run, prob, ci) if tr is None or train is None else (train, tr_prob, 0)
+        read = (dicts(r.turns), dicts(r.events)) if tr is None else (dicts(tr.turns), dicts(tr.events))
+        full = history(src, src_prob, scenarios=keep, records=read, cond=src_cond)
         for name in names:
-            states[("cv", name)] = history(run, prob, exclude=(name,), scenarios=keep, records=read, cond=ci)
+            states[("cv", name)] = history(
+                src, src_prob, exclude=(name,), scenarios=keep, records=read, cond=src_cond
+            )
             states[("cv-accept", name)] = states[("cv", name)]
             states[("cold", name)] = None
             states[("in-sample", name)] = full
@@ -239,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--scenario", nargs="+", default=None, help="only these scenarios (a subset)")
     ap.add_argument("--fits", default=",".join(FITS), help=f"which priors: {', '.join(FITS)}")
+    ap.add_argument(
+        "--train",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="fit the histories on this run's first condition (another regime), the held-out scenario left out",
+    )
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     try:
@@ -246,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         fits = [x for x in a.fits.split(",") if x]
         if bad := [x for x in fits if x not in FITS]:
             raise ValueError(f"--fits: unknown {bad[0]!r}; choose from {', '.join(FITS)}")
-        rows = evaluate(a.run, values=values, scenarios=a.scenario, fits=fits)
+        rows = evaluate(a.run, values=values, scenarios=a.scenario, fits=fits, train=a.train)
     except (OSError, ValueError, KeyError) as e:
         print(f"bench.policy_cv: error: {a.run}: {e}", file=sys.stderr)
         return 2
