@@ -274,6 +274,11 @@ def spec_settings(s: Session) -> str:
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
 
 
+def usd(x: float) -> str:
+    """Dollars to four places; nothing spent reads ``$0``."""
+    return "$0" if x == 0 else f"${x:.4f}"
+
+
 def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
     """The session's figures under one set of names: counts as integers, rates as percentages, times in
     seconds, costs in dollars. ``scripted``: the demo's scripted prompts offered as ghost text, which are
@@ -295,7 +300,7 @@ def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
         ),
         (
             "  spend",
-            f"${st.get('suggestion_cost_usd', 0.0):.4f} ({st.get('wasted_suggestion_tokens', 0)} tokens "
+            f"{usd(st.get('suggestion_cost_usd', 0.0))} ({st.get('wasted_suggestion_tokens', 0)} tokens "
             "on suggestions not taken)",
         ),
         ("speculations", f"{st.get('speculations', 0)} forks: {counts(spec)}"),
@@ -303,8 +308,8 @@ def format_stats(st: dict[str, Any], *, scripted: int = 0) -> str:
         ("  time saved", f"{st.get('time_saved_s', 0.0):.1f}s"),
         (
             "  spend",
-            f"${st.get('speculation_cost_usd', 0.0):.4f} on forks, "
-            f"${st.get('wasted_speculation_cost_usd', 0.0):.4f} of it on forks not used "
+            f"{usd(st.get('speculation_cost_usd', 0.0))} on forks, "
+            f"{usd(st.get('wasted_speculation_cost_usd', 0.0))} of it on forks not used "
             f"({st.get('wasted_tokens', 0)} tokens; {st.get('tokens_after_divergence', 0)} after typing "
             "over a suggestion)",
         ),

@@ -182,7 +182,7 @@ def test_accepting_at_a_boundary_shows_the_done_part_then_asks_and_denials_are_v
     tmp_path: Path, project: Path
 ) -> None:
     h0 = tree_hash(project)
-    t = start_repl(tmp_path, project, time_scale=0.05, extra="--mode default")
+    t = start_repl(tmp_path, project, time_scale=0.05, extra="--mode default --spec-edits stop")
     try:
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
         t.keys("Tab", "Enter")
@@ -281,7 +281,7 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
     try:
         t.start(
             repl_command(tmp_path, project, time_scale=0.05).replace(
-                "--time-scale 0.05", "--time-scale 0.05 --mode default"
+                "--time-scale 0.05", "--time-scale 0.05 --mode default --spec-edits stop"
             ),
             width=60,
         )
@@ -318,7 +318,7 @@ def test_narrow_terminal_toolbar_spec_state_and_commands_that_take_no_arguments(
         )
         t.type("/stats")
         t.keys("Enter")
-        t.wait(lambda: "of those shown taken" in t.screen(), "/stats")
+        t.wait(lambda: "speculations" in t.screen() and "time saved" in t.screen(), "/stats")
         assert "0.0000" not in t.scrollback() and "accepted_turns" not in t.scrollback()
         t.keys("C-d")
         t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")

@@ -82,7 +82,7 @@ def test_a_permission_question_shows_the_diff_and_its_scope_and_esc_says_no(
     tmp_path: Path, project: Path
 ) -> None:
     h0 = tree_hash(project)
-    t = start(tmp_path, project, time_scale=0.05, extra="--mode default")
+    t = start(tmp_path, project, time_scale=0.05, extra="--mode default --spec-edits stop")
     try:
         t.wait(lambda: P1 in t.input_line(), "the first prompt as ghost text")
         t.keys("Tab", "Enter")
