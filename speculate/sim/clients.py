@@ -207,7 +207,7 @@ class Conversation:
     tools: tuple[dict[str, Any], ...] | None = field(default=None)  # the client's tool definitions, if sent
     compaction_mode: bool = False  # the request asks for a summary of the conversation
     suggestion_count: int = 1  # a suggestion request asking for "up to K alternatives" (top-K speculation)
-    denied: str = ""  # the last step's call that the person (or a rule) refused: its result's first line
+    denied: str = ""  # a call of this turn that the person (or a rule) refused: its result's first line
 
 
 # A tool result saying the call was refused, not run: ours ("Permission denied: ..."), Claude Code's ("The
@@ -291,10 +291,12 @@ def read_conversation(
             messages = [*messages[:-1], {"role": "user", "content": rest}] if rest else messages[:-1]
     prompts: list[str] = []
     steps_done = 0
+    denied = ""  # the first refused call of the current turn (since its prompt)
     for message in messages:
         if message.get("role") == "assistant":
             steps_done += 1
             continue
+        denied = denied or (denied_call(message) if steps_done else "")
         own = []
         for t in texts_of(message.get("content")):
             mine = conventions.own_text(t)
@@ -307,9 +309,8 @@ def read_conversation(
         text = "\n".join(t for t in own if t)
         if text:
             prompts.append(normalize_prompt(text, root))
-            steps_done = 0
+            steps_done, denied = 0, ""
     tools = body.get("tools")
-    denied = denied_call(messages[-1]) if messages and steps_done else ""
     return Conversation(root, tuple(prompts), steps_done, suggestion_mode,
                         tuple(tools) if isinstance(tools, list) else None, compaction_mode, count,
                         denied)  # fmt: skip

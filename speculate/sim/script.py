@@ -261,7 +261,9 @@ class Script:
             label += " (suggestion steps)"
         else:
             steps = scenario.turns[t].steps
-        if conv.denied:  # the script's next step would report what the refused call did: it did nothing
+        if conv.denied and (conv.steps_done >= len(steps) or not steps[conv.steps_done].tools):
+            # The script's answer would report what a refused call did: it did nothing. Further calls go on
+            # as scripted (they claim no result, and a model may well try the next thing).
             return off_script(label, conv.denied)
         if conv.steps_done >= len(steps):
             return fallback(f"{label} has {len(steps)} steps and {conv.steps_done} were already taken")
