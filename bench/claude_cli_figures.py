@@ -47,15 +47,16 @@ turns:
 PROMPTS = ("look at a", "look at b", "look at c")
 
 
-async def run(backend: str, tmp: Path, time_scale: float) -> list[dict[str, Any]]:
-    root = tmp / backend / "proj"
+async def run(label: str, cli: bool, tmp: Path, time_scale: float) -> list[dict[str, Any]]:
+    """The three turns on the API client (``cli`` False) or the ``claude`` CLI, each on its own simulator."""
+    root = tmp / label / "proj"
     root.mkdir(parents=True)
     for name, text in (("a.txt", "alpha\n"), ("b.txt", "beta\n"), ("c.txt", "gamma\n")):
         (root / name).write_text(text)
-    mode = "text" if backend == "claude-cli" else "api"
+    mode = "text" if cli else "api"
     rows: list[dict[str, Any]] = []
     with SimServer([parse_scenario(SCENARIO.format(mode=mode))], time_scale=time_scale) as sim:
-        if backend == "claude-cli":
+        if cli:
             binary = ClaudeCode.locate()
             if isinstance(binary, str):
                 raise SystemExit(binary)
@@ -88,10 +89,10 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=1.0)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        for backend in ("anthropic", "claude-cli"):
-            for r in trio.run(run, backend, Path(d), a.time_scale):
+        for label, cli in (("anthropic", False), ("claude-cli", True)):
+            for r in trio.run(run, label, cli, Path(d), a.time_scale):
                 print(
-                    f"{backend:10s} turn {r['turn']}: {r['latency_s']:6.2f} s, cache-read share "
+                    f"{label:10s} turn {r['turn']}: {r['latency_s']:6.2f} s, cache-read share "
                     f"{r['cache_read_share']:.2f} of {r['input']} input tokens"
                 )
 

@@ -32,7 +32,7 @@ from bench.progress import Progress
 from bench.session_run import run_session
 from bench.toolchain import DROPPED_ENV, SYSTEM_PATH, Toolchain, workspace_toolchain
 from bench.workspace import changed, manifest
-from speculate.backends import BackendConfig, open_model
+from speculate.backends import MODEL_BACKENDS, BackendConfig, open_model
 from speculate.models.base import Model
 from speculate.sim.realism import Realism
 from speculate.sim.scenario import Scenario
@@ -118,7 +118,8 @@ async def run_experiment(
                 # One simulator per (seed, forced hit rate, kind): each is part of what it draws or how.
                 models: dict[tuple[int, float | None, str], Model] = {}
                 keys = sorted({_model_key(j) for j in jobs}, key=str)
-                simulated = cfg.backend == "sim" or (cfg.backend == "claude-cli" and cfg.base_url is None)
+                backend = MODEL_BACKENDS[cfg.backend]
+                simulated = backend.on_simulator(cfg.base_url)
                 for seed, hit, kind in keys if simulated else [(cfg.seed, None, "ideal")]:
                     bc = BackendConfig(
                         backend=cfg.backend,
@@ -128,7 +129,7 @@ async def run_experiment(
                         time_scale=cfg.time_scale,
                         scenarios=cfg.scenario_paths,
                         record=cfg.record,
-                        simulate=simulated and cfg.backend == "claude-cli",
+                        simulate=simulated and backend.starts_simulator,
                         realism=Realism() if kind == "realistic" else None,
                     )
                     models[seed, hit, kind] = await stack.enter_async_context(open_model(bc))

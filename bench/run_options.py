@@ -289,7 +289,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
     thinks: list[ThinkTime] = [base, *(FixedThink(x) for x in (a.sweep_think or []))]
     probs: list[float | None] = list(dict.fromkeys(a.accept_prob)) if a.accept_prob else [None]
     models = [m.strip() for m in (a.profile or DEFAULT_MODEL).split(",") if m.strip()]
-    if a.model == "sim" or (a.model == "claude-cli" and a.base_url is None):
+    if MODEL_BACKENDS[a.model].on_simulator(a.base_url):
         from speculate.models.profiles import PROFILES, find_profile
 
         for m in models:
@@ -373,7 +373,7 @@ def build_config(a: argparse.Namespace) -> RunConfig:
             for kk in ks
             for e in edits
         ]
-    scripted = a.model == "sim" or (a.model == "claude-cli" and a.base_url is None)
+    scripted = MODEL_BACKENDS[a.model].on_simulator(a.base_url)
     rule = a.accept_rule or (DEFAULT_ACCEPT_RULE if scripted else "normalized")
     if rule == "outcome" and not scripted:
         raise ValueError(f"--accept-rule outcome reads the simulator's scripts: not with --model {a.model}")

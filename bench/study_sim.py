@@ -176,18 +176,17 @@ async def run_session(
 
 @asynccontextmanager
 async def _model(backend: str, scenario: Path, time_scale: float) -> AsyncIterator[Any]:
-    from speculate.backends import BackendConfig, open_model
+    from speculate.backends import MODEL_BACKENDS, BackendConfig, open_model
     from speculate.sim.server import SimServer
 
-    if backend == "anthropic":
+    kind = MODEL_BACKENDS[backend]
+    if not kind.on_simulator(None):  # an API client: pointed at a simulator serving the scenario
         with SimServer(scenarios=[scenario], time_scale=time_scale) as sim:
-            async with open_model(
-                BackendConfig(backend="anthropic", base_url=sim.base_url, api_key="sim")
-            ) as m:
+            async with open_model(BackendConfig(backend=backend, base_url=sim.base_url, api_key="sim")) as m:
                 yield m
         return
     cfg = BackendConfig(
-        backend=backend, scenarios=[scenario], time_scale=time_scale, simulate=backend == "claude-cli"
+        backend=backend, scenarios=[scenario], time_scale=time_scale, simulate=kind.starts_simulator
     )
     async with open_model(cfg) as m:
         yield m

@@ -31,13 +31,14 @@ def scenario_thinks(scenarios: Iterable[Scenario]) -> list[float]:
 
 def transcript_thinks(paths: Iterable[Path]) -> list[float]:
     """Think times in Claude Code transcripts, between consecutive prompts of each session."""
-    from speculate.importers.claude_code import discover, load
+    from speculate.importers.files import Skipped, discover, load
     from speculate.importers.sessions import ACCEPTED, Counts, sessions
 
-    counts = Counts()
+    counts, skipped = Counts(), Skipped()  # an unreadable file or record is left out of the fit
     out: list[float] = []
-    for f in discover(paths, counts):
-        for s in sessions(f, load(f, counts), counts):
+    for f in discover(paths):
+        records = load(f, counts, skipped)
+        for s in sessions(f, records, counts) if records is not None else []:
             for prev, turn in zip(s.turns, s.turns[1:], strict=False):
                 if prev.end is not None and turn.at is not None:
                     pause = (turn.at - prev.end).total_seconds()

@@ -58,6 +58,12 @@ class ModelBackend:
     name: str
     open: Callable[[BackendConfig], AbstractAsyncContextManager[Any]]
     simulator: bool = False
+    # A client that, given no endpoint, runs against an embedded simulator of its own (``cfg.simulate``).
+    starts_simulator: bool = False
+
+    def on_simulator(self, base_url: str | None) -> bool:
+        """Does this backend, with this endpoint (None: none given), serve from the embedded simulator?"""
+        return self.simulator or (self.starts_simulator and base_url is None)
 
 
 @asynccontextmanager
@@ -185,6 +191,6 @@ MODEL_BACKENDS: dict[str, ModelBackend] = {
     for b in (
         ModelBackend("sim", _open_sim, simulator=True),
         ModelBackend("anthropic", _open_anthropic),
-        ModelBackend("claude-cli", _open_claude_cli),
+        ModelBackend("claude-cli", _open_claude_cli, starts_simulator=True),
     )
 }

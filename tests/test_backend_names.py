@@ -1,5 +1,5 @@
-"""The backend registries are the one place that knows backend names: no module of ``speculate`` or
-``overlayfs`` outside them compares a value with an overlay backend's name (``overlayfs.backends``) or a
+"""The backend registries are the one place that knows backend names: no module of ``speculate``,
+``overlayfs`` or ``bench`` outside them compares a value with an overlay backend's name (``overlayfs.backends``) or a
 model backend's (``speculate.backends``); they ask the registry and the backend object instead.
 
 What is caught: ``==``, ``!=``, ``in`` and ``not in`` with a name as a string literal (alone or in a literal
@@ -29,9 +29,9 @@ def _literals(node: ast.expr) -> set[str]:
 
 
 def name_comparisons(root: Path, names: set[str], skip: Collection[Path] = ()) -> list[str]:
-    """``file:line: source`` of every comparison with one of ``names`` under ``root``'s two packages."""
+    """``file:line: source`` of every comparison with one of ``names`` under ``root``'s packages."""
     found = []
-    for path in sorted([*(root / "speculate").rglob("*.py"), *(root / "overlayfs").rglob("*.py")]):
+    for path in sorted(p for pkg in ("speculate", "overlayfs", "bench") for p in (root / pkg).rglob("*.py")):
         if path in skip or "workspaces" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):

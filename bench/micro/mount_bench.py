@@ -217,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big-mb", type=int, default=200)
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--baseline-rev", default=None, help="also time this revision's FUSE server")
+    ap.add_argument(
+        "--baseline-backend", default=FuseBackend.name, help="the backend whose server --baseline-rev times"
+    )
     args = ap.parse_args(argv)
     backends = []
     for b in args.backends.split(","):
@@ -228,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     top = Path(tempfile.mkdtemp(prefix="mount-bench-"))
     labels = list(backends)
     try:
-        if args.baseline_rev and "fuse" in backends:
+        if args.baseline_rev and args.baseline_backend in backends:
             code = top / "old"
             code.mkdir()
             tar = subprocess.run(
@@ -237,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
                 check=True,
             ).stdout
             subprocess.run(["tar", "-x", "-C", os.fspath(code)], input=tar, check=True)
-            backends.insert(backends.index("fuse") + 1, f"fuse@{code}")
-            labels.insert(labels.index("fuse") + 1, f"fuse ({args.baseline_rev})")
+            at = backends.index(args.baseline_backend) + 1
+            backends.insert(at, f"{args.baseline_backend}@{code}")
+            labels.insert(at, f"{args.baseline_backend} ({args.baseline_rev})")
         lower = top / "lower"
         lower.mkdir()
         build_tree(lower, args.files, args.big_mb)
@@ -276,7 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, native, vals in rows:
         cells = [f"{v:.0f} ({v / native:.1f}x)" if v == v else "n/a" for v in vals]
         print(f"| {name} | {native:.0f} | " + " | ".join(cells) + " |")
-    served = [(b, label) for b, label in zip(backends, labels, strict=True) if b != "kernel"]
+    # The backends with a server process of their own (kernel overlayfs is mounted per command, no server).
+    served = [
+        (b, label)
+        for b, label in zip(backends, labels, strict=True)
+        if not get(b.partition("@")[0]).mounted_per_command
+    ]
     print(
         "\nCPU time of the FUSE server process during each workload (user+sys, ms, median; steadier than "
         "seconds on a loaded machine)"
