@@ -59,6 +59,9 @@ def meta_for(
         "user_edit_prob": cfg.user_edit_prob,
         "accept_rule": cfg.accept_rule,  # the simulated user's decision rule (bench/user.py)
         "scenarios": [s.name for s in cfg.scenarios],
+        # Imported transcripts without promptSource: whether a prompt was a taken suggestion is not known,
+        # so their acceptance is no measurement (the report says so instead of showing 0 %).
+        "acceptance_unknown": [s.name for s in cfg.scenarios if s.acceptance == "unknown"],
         "conditions": [c.label for c in cfg.conditions],
         "sensitivity": len(cfg.conditions) > 1
         and cfg.conditions == sensitivity_conditions(cfg.conditions[0]),

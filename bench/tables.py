@@ -372,7 +372,19 @@ def user_acceptance_line(s: dict[str, Any]) -> list[str]:
     if not a or not sg:
         return []
     dead = sg["not_shown"]
+    unknown = s.get("acceptance_unknown") or []
+    caveat = (
+        [
+            f"**Acceptance unknown** for {len(unknown)} of {len(s.get('scenarios') or unknown)} scenarios "
+            f"({', '.join(unknown)}): imported without promptSource, so whether a prompt was a taken suggestion "
+            "is not known; the acceptance figures below are not a measurement of them.",
+            "",
+        ]
+        if unknown
+        else []
+    )
     return [
+        *caveat,
         f"The user sent {a['sent_by_user']} of {a['shown']} suggestions shown ({pct(a['user_acceptance'])}); "
         f"the policy abstained on {a['abstained']} of them ({a['abstained_then_sent']} sent anyway, run live); "
         f"{a['fork_landed']} forks landed. One record per suggestion shown: besides them the engine wrote "

@@ -119,3 +119,12 @@ def test_a_lambda_condition_counts_the_candidates_it_declined() -> None:
     s = summarize(*two_arm_run(), meta(value=0.01))
     c = s["honest"]["condition"]
     assert (c["varies"], c["shown"], c["note"]) == ("λ=0.01", 1, None)
+
+
+def test_acceptance_of_scenarios_imported_without_prompt_source_is_reported_unknown() -> None:
+    # An imported transcript without promptSource cannot say which prompts were taken suggestions: the
+    # report says its acceptance is no measurement rather than showing the 0 % the typed reading gives.
+    m = {**meta(), "scenarios": ["imported-a", "bundled-b"], "acceptance_unknown": ["imported-a"]}
+    md = render_markdown(summarize(*two_arm_run(), m))
+    assert "**Acceptance unknown** for 1 of 2 scenarios (imported-a)" in md
+    assert "Acceptance unknown" not in render_markdown(summarize(*two_arm_run(), meta()))
