@@ -87,7 +87,7 @@ def test_abort_while_streaming_is_prompt(tmp_path: Path) -> None:
     root = make_project(tmp_path)
 
     async def main() -> None:
-        async with engine_session(root, time_scale=0.5, mode="bypassPermissions") as (s, _):
+        async with engine_session(root, time_scale=0.5, mode="bypassPermissions") as (s, sim):
             # bring the session to the turn before the long essay, ignoring speculations on the way
             for p in ("look at a", "change alpha to gamma"):
                 await s.engine.ignore()
@@ -96,9 +96,10 @@ def test_abort_while_streaming_is_prompt(tmp_path: Path) -> None:
             await s.submit("fetch the docs")
             await s.submit("ask the web")
             assert await s.wait_suggestion() == "write a long essay"
-            while s.engine.state != "speculating":
+            served = sim.statistics().engine.requests
+            # The fork's request reached the simulator, which streams the ~4 s essay: an event, not a timer.
+            while s.engine.state != "speculating" or sim.statistics().engine.requests == served:
                 await trio.sleep(0.01)
-            await trio.sleep(0.3)  # mid-stream in the long text
             before = tree_hash(root)
             t0 = time.perf_counter()
             await s.engine.ignore()
