@@ -85,6 +85,11 @@ def fallback(reason: str) -> Reply:
     return Reply([{"type": "text", "text": text}], "end_turn", f"fallback: {reason}")
 
 
+DENIED_NOTE = (
+    "A call was not run; the script goes on with its next calls, without its words about that call's result"
+)
+
+
 def off_script(label: str, denied: str) -> Reply:
     """The answer to a turn whose call was refused: the script's next step would report that call's result
     (a test run's "all passed"), which never happened, so the simulator says so instead; the script picks
@@ -271,7 +276,9 @@ class Script:
         content = []
         if step.thinking is not None:  # kept or dropped by the request's thinking setting (shaping.py)
             content.append({"type": "thinking", "thinking": substitute(step.thinking, conv.root)})
-        if step.text is not None:
+        if conv.denied:  # its words may report the refused call's result (a test run's "1 failed"): not said
+            content = [{"type": "text", "text": f"{FALLBACK_PREFIX} {DENIED_NOTE} ({conv.denied})"}]
+        elif step.text is not None:
             content.append({"type": "text", "text": substitute(step.text, conv.root)})
         label += f" step {conv.steps_done + 1}"
         # Text tool calling (our <tools> protocol, the claude-cli backend) is read from the request: a client
