@@ -49,9 +49,10 @@ def unmet(e: Expect, block: dict[str, Any]) -> list[str]:
 
 def _results(
     steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]
-) -> list[tuple[int, Expect | None, dict[str, Any] | None]]:
-    """(step index, the step's expect, its result block or None when missing) for each tool call of the turn."""
-    out: list[tuple[int, Expect | None, dict[str, Any] | None]] = []
+) -> list[tuple[int, int, Expect | None, dict[str, Any] | None]]:
+    """(step index, call index, the call's expect, its result block or None when missing) for each tool call
+    of the turn."""
+    out: list[tuple[int, int, Expect | None, dict[str, Any] | None]] = []
     k = -1
     for i, m in enumerate(messages):
         if m.get("role") != "assistant":
@@ -64,7 +65,7 @@ def _results(
         results = {
             b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
         }
-        out += [(k, step.expect_at(j) if step else None, results.get(tid)) for j, tid in enumerate(ids)]
+        out += [(k, j, step.expect_at(j) if step else None, results.get(tid)) for j, tid in enumerate(ids)]
     return out
 
 
@@ -74,33 +75,21 @@ def tally(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -> dic
     found = _results(steps, messages)
     return {
         "results": len(found),
-        "checked": sum(e is not None and b is not None for _, e, b in found),
-        "unchecked_errors": sum(e is None and b is not None and bool(b.get("is_error")) for _, e, b in found),
+        "checked": sum(e is not None and b is not None for _, _, e, b in found),
+        "unchecked_errors": sum(
+            e is None and b is not None and bool(b.get("is_error")) for _, _, e, b in found
+        ),
     }
 
 
 def check_turn(steps: tuple[Step, ...], messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """Unmet expectations of one turn, given the messages the turn added after its prompt."""
     problems: list[str] = []
-    k = -1
-    for i, m in enumerate(messages):
-        if m.get("role") != "assistant":
+    for k, j, expect, block in _results(steps, messages):
+        if expect is None:
             continue
-        k += 1
-        step = steps[k] if k < len(steps) else None
-        if step is None or not step.checked:
+        if block is None:
+            problems.append(f"step {k + 1} tool {j + 1}: no result")
             continue
-        ids = [b["id"] for b in m.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
-        nxt = messages[i + 1] if i + 1 < len(messages) else {}
-        content = nxt.get("content", []) if nxt.get("role") == "user" else []
-        results = {
-            b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-        }
-        for j, tid in enumerate(ids):
-            if (expect := step.expect_at(j)) is None:
-                continue
-            if tid not in results:
-                problems.append(f"step {k + 1} tool {j + 1}: no result")
-                continue
-            problems += [f"step {k + 1} tool {j + 1}: {p}" for p in unmet(expect, results[tid])]
+        problems += [f"step {k + 1} tool {j + 1}: {p}" for p in unmet(expect, block)]
     return problems
