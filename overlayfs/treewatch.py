@@ -41,6 +41,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlayfs.errors import OverlayError
 from overlayfs.walk import too_long
 
 ENV = "SPECULATE_TREE_WATCH"
@@ -90,7 +91,7 @@ _IN_EVENT = struct.Struct("=iIII")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
-class Unwatchable(OSError):
+class Unwatchable(OverlayError, OSError):
     """No watch of this kind can be made on this tree here (the caller falls back)."""
 
 

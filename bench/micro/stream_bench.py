@@ -13,6 +13,7 @@ import statistics
 import time
 from typing import Any
 
+from bench.errors import BenchRunFailed
 from speculate.models.streaming import Snapshot, accumulate_event
 
 
@@ -67,7 +68,8 @@ def run_once(events: list[dict[str, Any]]) -> float:
     for ev in events:
         snap = accumulate_event(ev, snap)
     elapsed = time.perf_counter() - t0
-    assert snap.stopped and len(snap.blocks) == 2, "the benchmark stream did not reduce to two blocks"
+    if not (snap.stopped and len(snap.blocks) == 2):
+        raise BenchRunFailed("the benchmark stream did not reduce to two blocks")
     return elapsed
 
 
