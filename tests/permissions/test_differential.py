@@ -53,6 +53,7 @@ INTENDED_STRICTER: dict[str, str] = {
     **{f"rm-deny-{m}#rm:{k}": SCRIPT for m in ("default", "bypassPermissions") for k in ("sh-c", "bash-c", "sh-c-and")},
     **{f"rm-deny-{m}#rm:{k}": UNKNOWN for m in ("default", "dontAsk") for k in ("ansi-c", "dyn-subst")},
     "bare-deny-Edit#Write {root}/new-b.txt": BARE_DENY,
+    "bare-allow-Read#Read {side}/s.txt": OUTSIDE_TOOL,  # a bare Read allow reads outside in Claude Code
     "push-deny-default#git -C . push": GIT,
     "push-deny-bypassPermissions#git -C . push": GIT,
     **{f"file-rules-{m}#{c} .env": PAGERS for m in ("default", "acceptEdits") for c in ("less", "more", "xxd")},
