@@ -211,8 +211,14 @@ class Conversation:
 
 
 # A tool result saying the call was refused, not run: ours ("Permission denied: ..."), Claude Code's ("The
-# user doesn't want to proceed with this tool use", "Permission to use Bash ... has been denied").
-_DENIED_RE = re.compile(r"permission denied|doesn't want to proceed|has been denied|was rejected", re.I)
+# user doesn't want to proceed with this tool use", "Permission to use Bash ... has been denied", "File is in
+# a directory that is denied by your permission settings", and under -p an unanswered question: "Claude
+# requested permissions to ..., but you haven't granted it yet", "This command requires approval").
+_DENIED_RE = re.compile(
+    r"permission denied|doesn't want to proceed|has been denied|was rejected|denied by your permission settings"
+    r"|haven't granted it yet|requires approval",
+    re.I,
+)
 
 
 def denied_call(message: Any) -> str:
