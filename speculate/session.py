@@ -100,7 +100,7 @@ class Session(SessionTurns):
             on_event=self.on_event,
             transcript=self.hook_transcript,
         )
-        self.events = EventLog(cfg.events_path)
+        self.events = EventLog(cfg.events_path, keep=cfg.keep_records)
         self.transcript = Transcript(cfg.transcript_path) if cfg.transcript_path is not None else None
         # Outputs over a tool's limit are saved here; a directory we made is removed with the session. Made
         # after everything that can fail on bad input (a malformed rule), so a failed Session() leaks none.
@@ -130,7 +130,9 @@ class Session(SessionTurns):
         self.compactor = Compactor(model=cfg.model, window=cfg.context_window, margin=cfg.compact_margin)
         self.turn = 0
         self.last_error = False
-        self.outcomes: list[TurnOutcome] = []
+        self.outcomes: list[TurnOutcome] = []  # the recent turns (all of them without keep_records)
+        self.turns_done = 0
+        self.turns_accepted = 0
         self._last_usage: Usage | None = None
         self._logged = 0
         # Called as each turn ends, before the next cycle starts: a study (speculate.study) draws the next
@@ -175,6 +177,10 @@ class Session(SessionTurns):
             await self.engine.ignore("instructions_changed" if note else "typed")
             outcome = await self.run_turn(prompt, t0, note=note)
         self.outcomes.append(outcome)
+        self.turns_done += 1
+        self.turns_accepted += outcome.accepted
+        if (keep := self.cfg.keep_records) is not None and len(self.outcomes) > 2 * keep:
+            del self.outcomes[:-keep]  # a long REPL session: the counts above keep the totals
         self.engine.turn_done(outcome.latency_s, outcome.speculation if outcome.accepted else None)
         self._log_turn(outcome)
         if self.on_turn_end is not None:
@@ -271,8 +277,8 @@ class Session(SessionTurns):
 
     def statistics(self) -> dict[str, Any]:
         stats = self.events.statistics()
-        stats["turns"] = len(self.outcomes)
-        stats["accepted_turns"] = sum(o.accepted for o in self.outcomes)
+        stats["turns"] = self.turns_done
+        stats["accepted_turns"] = self.turns_accepted
         stats["compactions"] = sum(r.ok for r in self.compactor.records)
         stats["compaction_failures"] = sum(not r.ok for r in self.compactor.records)
         return stats

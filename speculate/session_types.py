@@ -48,6 +48,9 @@ class SessionConfig:
     # additional directories are left out, as Claude Code leaves them.
     trusted: bool | None = None
     events_path: Path | None = None
+    # Records kept in memory (the file keeps them all; statistics count them all): None keeps every one (the
+    # bench reads them back); a long REPL session keeps the last ones, so its memory stays flat.
+    keep_records: int | None = None
     transcript_path: Path | None = None
     # Where the Claude Code-shaped transcript a hook reads (transcript_path) is written, for a session with
     # hooks; None: the default (speculate.hooks.transcript.default_dir()).

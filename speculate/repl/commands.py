@@ -146,11 +146,8 @@ async def run_command(r: Host, text: str) -> None:
         if arg not in ("", "last"):
             r._line(f"/diff takes no arguments (got {arg!r}); /diff last shows the last accepted change")
             return
-        if r.study is not None and arg != "last":  # whether a speculation runs would tell the turn's arm
-            r._line(
-                "/diff of the running speculation is hidden during a study; /diff last shows the last "
-                "accepted change"
-            )
+        if r.study is not None:  # a running speculation, or an accepted one, would tell the turns' arms
+            r._line("/diff is hidden during a study (it would tell the arms); /study lists each turn's arm")
             return
         show_diff(r, last=arg == "last")
     elif name == "/last":

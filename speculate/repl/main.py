@@ -25,6 +25,10 @@ from speculate.repl.startperms import Permissions, _permissions, ask_trust  # no
 from speculate.tempfiles import clean_stale, temp_dir
 from speculate.term import visible
 
+# Engine records a REPL session keeps in memory (the events file, with --events, keeps every one; /stats
+# counts every one): a session of hundreds of turns keeps its memory flat.
+KEEP_RECORDS = 200
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     """The options of ``speculate repl`` (on the command tree of :mod:`speculate.cli`)."""
@@ -271,6 +275,7 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                     events_path=args.events,
                     spill_dir=spill,
                     keep_accepted_diff=True,
+                    keep_records=KEEP_RECORDS,
                     spec_value=args.spec_value,
                     spec_candidates=args.spec_candidates,
                     spec_edits=args.spec_edits,

@@ -137,21 +137,37 @@ class RecordError(SpeculateError, ValueError):
 
 
 class EventLog:
-    """Append-only JSONL of records; also kept in memory for ``statistics()``."""
+    """Append-only JSONL of records; the statistics of every record written, and the records themselves in
+    memory: all of them, or with ``keep`` the last ``keep`` (a long REPL session; the file keeps them all).
+    What trimming drops is folded into the statistics first, so ``statistics()`` counts every record."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, keep: int | None = None) -> None:
+        if keep is not None and keep < 1:
+            raise ValueError(f"EventLog keep must be at least 1, not {keep}")
         self.path = path
+        self.keep = keep
         self.records: list[SuggestionRecord | SpeculationRecord] = []
+        self.written = 0  # records written so far: an offset that trimming does not move (see since())
+        self._folded: dict[str, Any] | None = None  # the statistics of the records trimmed away
 
     def write(self, rec: SuggestionRecord | SpeculationRecord) -> None:
         self.records.append(rec)
+        self.written += 1
+        if self.keep is not None and len(self.records) > 2 * self.keep:  # trim in batches: amortised O(1)
+            drop, self.records = self.records[: -self.keep], self.records[-self.keep :]
+            self._folded = merge_summaries(self._folded, summarize_records(drop))
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(rec.model_dump_json() + "\n")
 
+    def since(self, n: int) -> list[SuggestionRecord | SpeculationRecord]:
+        """The records written after the first ``n`` (an earlier ``written``) that are still kept."""
+        first_kept = self.written - len(self.records)
+        return self.records[max(0, n - first_kept) :]
+
     def statistics(self) -> dict[str, Any]:
-        return summarize_records(self.records)
+        return merge_summaries(self._folded, summarize_records(self.records))
 
 
 def read_records(path: Path) -> list[SuggestionRecord | SpeculationRecord]:
@@ -191,9 +207,8 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
         "suppressed_reasons": _count(r.reason for r in sugg if r.outcome in ("suppressed", "filtered")),
         "wasted_suggestion_tokens": sum(sum(r.tokens.values()) for r in sugg if r.outcome != "accepted"),
         # Taken: the user sent a candidate, whether a fork answered it (accepted) or it ran live (abstained).
-        "acceptance_rate": (sum(r.chosen is not None or r.outcome == "accepted" for r in shown) / len(shown))
-        if shown
-        else 0.0,
+        "suggestions_taken": (taken := sum(r.chosen is not None or r.outcome == "accepted" for r in shown)),
+        "acceptance_rate": taken / len(shown) if shown else 0.0,
         "abstained": sum(r.outcome == "abstained" for r in sugg),
         "abstained_taken": sum(r.outcome == "abstained" and r.chosen is not None for r in sugg),
         "speculations": len(spec),
@@ -213,6 +228,24 @@ def summarize_records(recs: Sequence[SuggestionRecord | SpeculationRecord]) -> d
         # Said once, however many speculations ran: whether speculative Bash was contained, or why it was off.
         "speculative_bash": sorted({r.bash for r in spec} - {""}),
     }
+    return out
+
+
+def merge_summaries(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """The :func:`summarize_records` of two record lists joined, from the two summaries: counts and sums
+    add, count tables add key by key, the acceptance rate is taken again, the Bash notes are joined."""
+    if a is None:
+        return b
+    out: dict[str, Any] = {}
+    for k, v in b.items():
+        if isinstance(v, dict):
+            out[k] = {key: a[k].get(key, 0) + b[k].get(key, 0) for key in {**a[k], **v}}
+        elif isinstance(v, list):
+            out[k] = sorted(set(a[k]) | set(v))
+        else:
+            out[k] = a[k] + v
+    shown = out["suggestions_shown"]
+    out["acceptance_rate"] = out["suggestions_taken"] / shown if shown else 0.0
     return out
 
 

@@ -141,7 +141,7 @@ class StudyRecorder:
                 edit_similarity={"after_tab": TAB_EDIT_SIMILARITY, "typed": TYPED_EDIT_SIMILARITY},
             )
         )
-        self._events_seen = len(session.events.records)
+        self._events_seen = session.events.written
         self._assign(after=0)
         self._open = _Prompt(ready=self.clock(), ready_at=self.wall(), eligible=False)
 
@@ -331,8 +331,8 @@ class StudyRecorder:
         """The engine's records written since the last call: their tokens and cost, the model suggestion the
         person decided on (accepted or ignored), and the last speculation."""
         assert self.session is not None
-        recs = self.session.events.records[self._events_seen :]
-        self._events_seen = len(self.session.events.records)
+        recs = self.session.events.since(self._events_seen)
+        self._events_seen = self.session.events.written
         tokens = dict.fromkeys(TOKEN_KINDS, 0)
         for r in recs:
             for k in TOKEN_KINDS:

@@ -151,7 +151,10 @@ def versus(turns: Sequence[Turn], base: str, arm: str, *, seed: int, resamples: 
     ts = [t for t in turns if usable(t) and t.rec.arm in (base, arm)]
     if not {t.rec.arm for t in ts} >= {base, arm}:
         return None
-    taken = [t for t in ts if t.rec.taken == "taken"]
+    # Per accepted turn: taken model suggestions only. A taken demo hint (fork_possible false) had no fork
+    # behind it in any arm, so it says nothing of speculation; left out of both arms alike, and counted.
+    taken_all = [t for t in ts if t.rec.taken == "taken"]
+    taken = [t for t in taken_all if shown_model(t)]
     kw = {"seed": seed, "resamples": resamples}
     out: dict[str, Any] = {
         "base": base,
@@ -164,6 +167,7 @@ def versus(turns: Sequence[Turn], base: str, arm: str, *, seed: int, resamples: 
     if base != "plain":  # plain shows nothing to take
         out["saved_per_accepted_turn_s"] = estimate(taken, wait, "median", base, arm, **kw)
         out["saved_per_accepted_turn_answer_s"] = estimate(taken, answer, "median", base, arm, **kw)
+        out["taken_without_a_fork"] = len(taken_all) - len(taken)
     saved, extra = (
         out["saved_per_later_turn_answer_s"]["difference"],
         out["extra_cost_per_turn_usd"]["difference"],

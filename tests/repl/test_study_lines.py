@@ -70,6 +70,8 @@ def test_a_study_in_line_mode(tmp_path: Path) -> None:
         r.send(P2)  # 2: the model's suggestion typed out exactly
         r.suggestion(P3)
         r.send("explain page_bounds first")  # 3: ignored
+        r.send("/diff last")  # an accepted change would tell turn 1's or 2's arm
+        assert "/diff is hidden during a study" in r.expect("each turn's arm")
         r.send("/study")
         listing = r.expect("is over)")
         assert "study: 3 turns recorded in" in listing

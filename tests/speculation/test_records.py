@@ -167,3 +167,29 @@ def test_stats_shows_escape_sequences_in_records_as_text(tmp_path: Path) -> None
         f.write(json.dumps({"kind": "speculation", "turn": f"1{seqs}"}) + "\n")
     r = _stats(path)
     assert r.returncode == 2 and not raw.search(r.stdout + r.stderr), r.stderr
+
+
+def test_a_log_that_keeps_only_recent_records_still_counts_every_one(tmp_path: Path) -> None:
+    # A long REPL session keeps the last records in memory; the statistics and since() must not notice.
+    full, kept = EventLog(tmp_path / "a.jsonl"), EventLog(tmp_path / "b.jsonl", keep=3)
+    recs = [
+        SuggestionRecord(
+            turn=i, outcome=("accepted", "ignored", "abstained", "suppressed")[i % 4], cost_usd=0.01
+        )
+        for i in range(20)
+    ] + [SpeculationRecord(turn=i, outcome=("accepted", "aborted")[i % 2], cost_usd=0.1) for i in range(9)]
+    mark = 0
+    for n, r in enumerate(recs, 1):
+        full.write(r)
+        kept.write(r)
+        if n == 25:
+            mark = kept.written
+    assert len(kept.records) <= 6 and kept.written == len(recs) == full.written
+    whole = summarize_records(read_records(tmp_path / "b.jsonl"))
+    for stats in (kept.statistics(), full.statistics()):
+        assert stats.keys() == whole.keys()
+        for k, v in whole.items():  # sums of costs added in another order: equal up to rounding
+            assert stats[k] == (pytest.approx(v) if isinstance(v, float) else v), k
+    assert kept.since(mark) == recs[25:]
+    with pytest.raises(ValueError, match="keep must be at least 1"):
+        EventLog(keep=0)

@@ -240,3 +240,21 @@ def test_a_contrast_left_undefined_on_resamples_is_dropped_or_refused() -> None:
     ci = hierarchical_bootstrap_ci(groups, stat, n_resamples=400, seed=1, max_undefined=0.5)
     assert ci is not None and all(math.isfinite(x) for x in ci) and ci[0] <= ci[1]
     assert hierarchical_bootstrap_ci(groups, stat, n_resamples=400, seed=1, max_undefined=0.05) is None
+
+
+def test_a_taken_demo_hint_is_left_out_of_the_saving_per_accepted_turn(tmp_path: Path) -> None:
+    # A demo hint (no model suggestion: no fork could run) taken in the speculative arm says nothing of
+    # speculation: it leaves the per-accepted-turn comparison, counted, and stays in the per-later-turn one.
+    dirs = write_study(tmp_path)
+    path = next(p for d in dirs for p in (d / "sessions").glob("*.jsonl") if "speculative" in p.read_text())
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if rec.get("arm") == "speculative" and rec.get("taken") == "taken" and not rec.get("error"):
+            lines[i] = json.dumps({**rec, "suggestion_source": "script", "fork_possible": False})
+            break
+    path.write_text("\n".join(lines) + "\n")
+    v = build_report(load(dirs), resamples=200)["vs"]["suggest"]
+    assert v["taken_without_a_fork"] == 1
+    assert v["saved_per_accepted_turn_s"]["n"] == {"suggest": 2, "speculative": 2}
+    assert v["saved_per_later_turn_s"]["n"] == {"suggest": 4, "speculative": 4}
