@@ -27,7 +27,7 @@ from speculate.term import visible
 
 # Engine records a REPL session keeps in memory (the events file, with --events, keeps every one; /stats
 # counts every one): a session of hundreds of turns keeps its memory flat.
-KEEP_RECORDS = 200
+KEEP_RECORDS = 50
 
 
 def configure(p: argparse.ArgumentParser) -> None:
