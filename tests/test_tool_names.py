@@ -15,6 +15,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from speculate.tools import default_tools, registry
+from tests.test_backend_names import _literals  # the same reading of string literals
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = REPO / "speculate" / "tools" / "registry.py"
@@ -28,14 +29,6 @@ EXCEPTIONS: dict[str, str] = {
     "speculate/importers/claude_code.py": "reads Claude Code's recorded Edit calls",
     "speculate/importers/checks.py": "checks recorded results against Claude Code's tools' texts",
 }
-
-
-def _literals(node: ast.expr) -> set[str]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value}
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-    return set()
 
 
 def name_comparisons(root: Path, names: set[str], skip: Collection[Path] = ()) -> list[str]:
