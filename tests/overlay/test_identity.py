@@ -193,12 +193,13 @@ def test_identity_as_a_normal_user() -> None:
         pytest.skip("already a normal user: the test above is this user's")
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not installed: cannot drop to a normal user")
-    from tests.sandbox.test_escapes import NOBODY, _as_nobody, _code_paths
+    from tests.sandbox.test_escapes import NOBODY, RUNNER_IMPORTS, _as_nobody, _code_paths
 
     base = Path(tempfile.mkdtemp(prefix="speculate-identity-user-", dir="/var/lib"))
     try:
         need_tools(base)
-        paths = _code_paths(base)
+        # The case imports this module (and so pytest) and speculate.fs: a copy for uid 65534 holds them.
+        paths = _code_paths(base, f"{RUNNER_IMPORTS}, tests.overlay.test_identity, speculate.fs")
         os.chown(base, NOBODY, NOBODY)
         r = _as_nobody(
             "import os, sys; from pathlib import Path; "

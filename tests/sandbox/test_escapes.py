@@ -90,10 +90,11 @@ RUNNER_IMPORTS = (
 )
 
 
-def _code_paths(base: Path) -> list[str]:
+def _code_paths(base: Path, imports: str = RUNNER_IMPORTS) -> list[str]:
     """Where uid 65534 imports the repository and the venv's packages from: in place when it can read
-    them, else a copy of just what the runner imports, made in ``base`` (a clone under a 0700 directory,
-    such as ``mktemp -d``, is unreadable to that user, and its normal-user tests would only be skipped)."""
+    them, else a copy of just what ``imports`` (the runner's by default) imports, made in ``base`` (a clone
+    under a 0700 directory, such as ``mktemp -d``, is unreadable to that user, and its normal-user tests
+    would only be skipped)."""
     site = next(Path(REPO, ".venv", "lib").glob("python3*/site-packages"), None)
     roots = [REPO, *([site] if site else [])]
     readable = subprocess.run(
@@ -113,7 +114,7 @@ def _code_paths(base: Path) -> list[str]:
         [
             sys.executable,
             "-c",
-            f"import sys; {RUNNER_IMPORTS}; print('\\n'.join("
+            f"import sys; {imports}; print('\\n'.join("
             "m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))",
         ],
         cwd=REPO,
