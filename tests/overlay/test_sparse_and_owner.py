@@ -104,11 +104,12 @@ def test_a_sparse_file_lands_sparse_as_a_normal_user() -> None:
         pytest.skip("already a normal user: the test above is this user's")
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not installed: cannot drop to a normal user")
-    from tests.sandbox.test_escapes import NOBODY, _as_nobody, _code_paths
+    from tests.sandbox.test_escapes import NOBODY, RUNNER_IMPORTS, _as_nobody, _code_paths
 
     base = Path(tempfile.mkdtemp(prefix="speculate-sparse-user-", dir="/var/lib"))
     try:
-        paths = _code_paths(base)
+        # The case imports this module (and so pytest): a copy for uid 65534 holds what that imports.
+        paths = _code_paths(base, f"{RUNNER_IMPORTS}, tests.overlay.test_sparse_and_owner")
         os.chown(base, NOBODY, NOBODY)
         r = _as_nobody(
             "import os, sys; from pathlib import Path; "
