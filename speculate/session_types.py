@@ -80,5 +80,5 @@ class SessionConfig:
     # A fork's Write/Edit that the live path would ask about (default mode): "stop", the fork stops before
     # it (an `edit` boundary); "ask", it is written into the overlay and asked about on acceptance with its
     # diff, as a sandboxed command the live path would ask about is (docs/speculation.md, "Edits in default
-    # mode").
-    spec_edits: SpecEdits = "stop"
+    # mode"). None: the settings' speculation.edits, else "stop".
+    spec_edits: SpecEdits | None = None

@@ -13,7 +13,7 @@ a note, not an error (newer Claude Code versions add them).
 
 speculate's own key: ``"speculation": {"readOnlyMcpTools": ["mcp__docs__search"], "env": ["CI"],
 "protectedPaths": ["deploy/**"], "value": 0.01, "candidates": 2, "budget": {"tokens": 400000, "cpus": 1},
-"prior": [1, 1], "pooling": 2, "persist": true}``. ``readOnlyMcpTools`` names MCP tools the user declares read-only, which a
+"prior": [1, 1], "pooling": 2, "persist": true, "edits": "ask"}``. ``readOnlyMcpTools`` names MCP tools the user declares read-only, which a
 speculative fork may then call (every other MCP call stops it); like the other read-only tools, the main loop
 runs them without asking. ``env`` names environment variables a speculation's sandboxed commands and hooks
 may see besides the fixed few (:data:`overlayfs.sandbox.policy.PASSED_ENV`); every other variable stays
@@ -23,7 +23,9 @@ must not write, besides the execution-config files it never writes (``.git/``, `
 (:mod:`speculate.speculation.guard`). ``value`` (λ, dollars per second saved; absent: always speculate),
 ``candidates`` (top-K), ``budget`` (what the K forks of a cycle share: tokens, and sandboxed commands at
 once), ``prior`` (Beta a, b of P(accept)), ``pooling`` and ``persist`` (keep the estimate per project) are the
-speculation policy's (:mod:`speculate.speculation.policy`); a later file overrides the ones it sets.
+speculation policy's (:mod:`speculate.speculation.policy`); ``edits`` (``"ask"`` or ``"stop"``) is what a fork
+does at an edit the live path would ask about in ``default`` mode (the REPL's ``--spec-edits``); a later
+file overrides the ones it sets.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -139,6 +141,8 @@ class Speculation(BaseModel):
     prior: tuple[Annotated[float, Field(gt=0)], Annotated[float, Field(gt=0)]] = (1.0, 1.0)
     pooling: float = Field(default=2.0, ge=0)
     persist: bool = False
+    # A fork's edit the live path would ask about: "ask" on acceptance, or "stop" before it (SessionConfig.spec_edits)
+    edits: Literal["ask", "stop"] | None = None
 
     @field_validator("protectedPaths")
     @classmethod
@@ -377,7 +381,7 @@ def load_settings(project: Path, *, user: Path | None = None, trusted: bool = Tr
     )
 
 
-POLICY_KEYS = frozenset({"value", "candidates", "budget", "prior", "pooling", "persist"})
+POLICY_KEYS = frozenset({"value", "candidates", "budget", "prior", "pooling", "persist", "edits"})
 
 
 def _rules(path: Path, key: str, rules: list[str], notes: list[str], *, base: Path) -> list[str]:

@@ -266,6 +266,16 @@ def spec_settings(s: Session) -> str:
             f"Beta{o.prior}, pooling {o.pooling:g}; history {'kept per project' if o.persist else 'this session only'}",
         ),
         ("mode", f"{s.cfg.mode} (a fork stops where the live path would ask, save sandboxed Bash)"),
+        (
+            "edits",
+            f"{o.edits}: "
+            + (
+                "a fork's edit the live path would ask about is written into it and asked about on acceptance"
+                if o.edits == "ask"
+                else "a fork stops before an edit the live path would ask about"
+            )
+            + " (--spec-edits; settings: speculation.edits)",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)

@@ -176,10 +176,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--spec-edits",
         choices=("ask", "stop"),
-        default="ask",
+        default=None,
         help="a speculation's edit that the live path would ask about (default mode): 'ask' writes it into "
         "the speculation and asks on acceptance, showing its diff (the default); 'stop' stops the "
-        "speculation before it (docs/speculation.md)",
+        "speculation before it (settings: speculation.edits; docs/speculation.md)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument(

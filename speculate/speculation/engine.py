@@ -60,7 +60,11 @@ class SpeculationEngine(EngineRecords):
         self.forks = topk.ForkSet(token_budget=self.opts.budget_tokens, cpus=self.opts.budget_cpus)
         self.state: State = "idle"
         self.runner = ForkRunner(
-            session=session, forks=self.forks, emit=self._emit_for, k=self.opts.candidates
+            session=session,
+            forks=self.forks,
+            emit=self._emit_for,
+            k=self.opts.candidates,
+            defer_edits=self.opts.edits == "ask",
         )
         self.landing: Landing | None = None  # this turn's accepted speculation: did it land (accept.Landing)
         self.accepted_diff = ""  # what the last speculation that landed changed (keep_accepted_diff)

@@ -39,9 +39,12 @@ EmitFn = Callable[..., None]  # (spec, state, suggestion, **detail): the engine 
 
 
 class ForkRunner:
-    def __init__(self, *, session: Host, forks: ForkSet, emit: EmitFn, k: int = 1) -> None:
+    def __init__(
+        self, *, session: Host, forks: ForkSet, emit: EmitFn, k: int = 1, defer_edits: bool = False
+    ) -> None:
         self.s = session
         self.k = k  # candidates asked of the pipelined suggestion
+        self.defer_edits = defer_edits  # the session's spec_edits is "ask" (policy.Options.edits)
         self.forks = forks
         self.emit = emit
         self.bash_line = ""  # how speculative Bash runs here (or why it does not), set by the first fork
@@ -86,7 +89,7 @@ class ForkRunner:
             protection=protection,
             fs=spec.overlay,
             approvals=spec.approvals,
-            defer_edits=self.s.cfg.spec_edits == "ask",
+            defer_edits=self.defer_edits,
         )
         # Its Bash commands start where the session's would (the sandbox mounts the view at the project's
         # own path, so that directory is the same path in it), and its own `cd`s carry on from there.

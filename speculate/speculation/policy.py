@@ -53,7 +53,7 @@ from speculate.speculation.landing import LandBackoff, boundary_of
 from speculate.types import Message, is_prompt, tool_uses
 
 if TYPE_CHECKING:
-    from speculate.session_types import SessionConfig
+    from speculate.session_types import SessionConfig, SpecEdits
     from speculate.speculation.host import Host
 
 DEFAULT_PRIOR = (1.0, 1.0)  # Beta(a, b) of P(accept) before any outcome: mean 0.5
@@ -316,6 +316,9 @@ class Options:
     prior: tuple[float, float] = DEFAULT_PRIOR
     pooling: float = DEFAULT_POOLING
     persist: bool = False
+    edits: SpecEdits = (
+        "stop"  # SessionConfig.spec_edits resolved: a fork's edit the live path would ask about
+    )
 
 
 def options_for(cfg: SessionConfig, settings: Any) -> Options:
@@ -330,6 +333,7 @@ def options_for(cfg: SessionConfig, settings: Any) -> Options:
         prior=tuple(sp.prior),
         pooling=sp.pooling,
         persist=sp.persist,
+        edits=cfg.spec_edits or sp.edits or "stop",
     )
 
 

@@ -88,6 +88,8 @@ def test_line_mode_without_speculation_runs_the_script(project: Path, tmp_path: 
     assert out.count("allow Bash(python -m pytest -q tests/test_pager.py)? [y/n/always]") == 2
     assert "allow Bash(python -m pytest -q)? [y/n/always] y" in out
     assert "speculation  off (/spec on|off)" in out and "permission mode plan" in out
+    # The REPL's default for a fork's edits (no --spec-edits, no speculation.edits): asked about on acceptance.
+    assert "  edits        ask: a fork's edit the live path would ask about is written into it" in out
     assert "unknown command '/bogus'" in out
     assert "test_pages_do_not_overlap" in (project / "tests/test_pager.py").read_text()
     assert out.rstrip().endswith("bye")

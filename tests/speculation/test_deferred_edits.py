@@ -6,11 +6,13 @@ live, asking as usual."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from bench.workspace import manifest
@@ -56,6 +58,7 @@ def project(tmp: Path, name: str) -> Path:
 async def session(
     root: Path, *, speculate: bool, ask: Any, approve: Any = None, **cfg: Any
 ) -> AsyncIterator[Session]:
+    cfg.setdefault("spec_edits", "ask")
     with SimServer([parse_scenario(SCENARIO)], time_scale=0.02) as sim:
         async with AnthropicModel(base_url=sim.base_url, api_key="x", backoff_s=0.01) as model:
             config = SessionConfig(
@@ -63,7 +66,6 @@ async def session(
                 model=model,
                 mode="default",
                 speculate=speculate,
-                spec_edits="ask",
                 user_dir=root.parent / f"{root.name}-user",
                 events_path=root.parent / f"{root.name}.jsonl",
                 trusted=True,
@@ -157,3 +159,43 @@ def test_an_approval_policy_sees_each_edit_s_diff(tmp_path: Path) -> None:
     lines = approval_lines(seen)
     assert "    -alpha" in lines and "    +gamma" in lines and "    +fixed" in lines, lines
     assert (root / "a.txt").read_text() == "gamma\nbeta\n"
+
+
+def boundary_under_settings(root: Path, edits: str | None, cfg_edits: str | None) -> str:
+    """The fork's boundary on the edit turn with ``speculation.edits`` in the project's settings (None: not
+    set) and ``SessionConfig.spec_edits`` (None: the settings decide)."""
+    if edits is not None:
+        (root / ".claude").mkdir(exist_ok=True)
+        (root / ".claude" / "settings.json").write_text(json.dumps({"speculation": {"edits": edits}}))
+
+    async def main() -> str:
+        async def ask(tool: str, summary: str) -> str:
+            return "y"
+
+        async with session(root, speculate=True, ask=ask, spec_edits=cfg_edits) as s:
+            await s.submit("look at a")
+            assert await s.wait_suggestion() == PROMPT
+            await s.wait_speculation()
+            return s.engine._spec.record.boundary
+
+    return trio.run(main)
+
+
+def test_the_settings_key_chooses_ask_or_stop_and_the_config_overrides_it(tmp_path: Path) -> None:
+    """``speculation.edits`` in settings.json: "ask" goes past the edits, "stop" stops at the first; absent,
+    a session stops (the API's default); SessionConfig.spec_edits (the REPL's --spec-edits) wins over it."""
+    assert boundary_under_settings(project(tmp_path, "ask"), "ask", None) == "complete"
+    assert boundary_under_settings(project(tmp_path, "stop"), "stop", None) == "edit"
+    assert boundary_under_settings(project(tmp_path, "unset"), None, None) == "edit"
+    assert boundary_under_settings(project(tmp_path, "over"), "stop", "ask") == "complete"
+
+
+def test_a_bad_edits_setting_names_the_file_and_key(tmp_path: Path) -> None:
+    from speculate.settings import SettingsError, load_settings
+
+    root = project(tmp_path, "bad")
+    (root / ".claude").mkdir()
+    (root / ".claude" / "settings.json").write_text(json.dumps({"speculation": {"edits": "sometimes"}}))
+    with pytest.raises(SettingsError) as e:
+        load_settings(root, trusted=True)
+    assert "settings.json" in str(e.value) and "edits" in str(e.value), e.value
