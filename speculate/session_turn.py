@@ -17,6 +17,7 @@ from speculate.hooks import PromptBlocked
 from speculate.models.base import ModelError
 from speculate.session_compaction import SessionCompaction
 from speculate.speculation.accept import Acceptance
+from speculate.speculation.authorize import MainAuthorizer
 from speculate.speculation.events import SpeculationRecord
 from speculate.speculation.host import TurnState
 from speculate.tools.base import ToolContext
@@ -41,6 +42,7 @@ class SessionTurns(SessionCompaction):
     """The turn side of a session; :class:`~speculate.session.Session` sets these in its ``__init__``."""
 
     agent: Agent
+    authorizer: MainAuthorizer
     ctx: ToolContext
     last_error: bool
 
@@ -61,7 +63,10 @@ class SessionTurns(SessionCompaction):
         messages are the turn), the rest of the turn live from them, or the prompt as a normal turn."""
         note = "; ".join(n for n in (note, decision.note) if n)
         if decision.action == "live":
-            return await self.run_turn(prompt, t0, note=note)
+            try:
+                return await self.run_turn(prompt, t0, note=note)
+            finally:
+                self.authorizer.carried = []  # answers carried from a declined acceptance: this turn's only
         if (
             len(self.messages) != decision.prefix_len
         ):  # our bug, never the user's: it must not vanish under -O

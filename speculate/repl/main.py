@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -24,6 +24,9 @@ from speculate.repl.resume import new_path, requested, restore
 from speculate.repl.startperms import Permissions, _permissions, ask_trust  # noqa: F401  (re-exported)
 from speculate.tempfiles import clean_stale, temp_dir
 from speculate.term import visible
+
+if TYPE_CHECKING:
+    from speculate.speculation.approvals import ApproveFn
 
 # Engine records a REPL session keeps in memory (the events file, with --events, keeps every one; /stats
 # counts every one): a session of hundreds of turns keeps its memory flat.
@@ -254,11 +257,14 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
             study.on_event(ev)
         repl.on_event(ev)
 
-    ask, approve = repl.ask, repl.approve
+    ask = repl.ask
+    approve: ApproveFn | None = repl.approve
     if study is not None:  # the time a person takes to answer is part of a turn's latency: recorded apart
         from speculate.repl.study import timed
 
-        ask, approve = timed(study, repl.ask), timed(study, repl.approve)
+        # No list question at acceptance in a study: the live path's questions, one by one, in its words, and
+        # not again by a live turn after a no (approvals.ask_each), so that no question tells the arm.
+        ask, approve = timed(study, repl.ask), None
     try:
         async with (
             open_model(bcfg) as model,

@@ -15,8 +15,8 @@ from speculate.repl.options import DEMO_MODE
 from speculate.term import visible
 
 if TYPE_CHECKING:
-    from speculate.session_types import SpecEdits
     from speculate.permissions import Mode
+    from speculate.session_types import SpecEdits
 
 
 @dataclass

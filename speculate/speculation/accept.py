@@ -79,7 +79,10 @@ async def approve(spec: Speculation, *, policy: ApproveFn | None, main: MainAuth
         main.question = None if p is None else Question(p.tool, p.input, p.rule)
 
     if policy is None:
-        answer = await ask_each(pending, main.ask, remember, showing)
+        given: list[tuple[str, str, Answer]] = []
+        answer = await ask_each(pending, main.ask, remember, showing, given)
+        if answer == "n":  # the turn runs live: the questions already answered are not asked again
+            main.carry(given)
     else:
         answer = await policy(pending)
         if answer == "always":

@@ -10,9 +10,11 @@ approval policy sees them all: no, and the speculation is discarded and the turn
 usual; yes, and they count as answered (once, as a ``y`` to each would); ``always`` also adds each
 command's allow rule, as that answer does on the live path.
 
-An :data:`ApproveFn` answers for the whole set (the REPL shows them and asks once). Without one, the
-session's ``ask`` callback is asked each distinct question in turn, exactly as the live path would ask it
-(:func:`ask_each`); with no one to ask, the live path would refuse, so the speculation is discarded.
+An :data:`ApproveFn` answers for the whole set (the REPL shows them and asks once). Without one (the API's
+default, and a study's, where no question may tell the arm), the session's ``ask`` callback is asked about
+each call in turn, exactly as the live path would ask it (:func:`ask_each`), and a live turn after a no
+takes the answers given instead of asking them again; with no one to ask, the live path would refuse, so the
+speculation is discarded.
 """
 
 from __future__ import annotations
@@ -176,23 +178,31 @@ async def ask_each(
     ask: AskFn | None,
     remember: Callable[[PendingApproval], None],
     showing: Callable[[PendingApproval | None], None] = lambda p: None,
+    given: list[tuple[str, str, Answer]] | None = None,
 ) -> Answer:
     """The default policy: the live path's questions through the session's ``ask``, one by one; the first
     ``n`` declines (the rest are not asked); ``always`` adds that command's allow rule as it would live.
     ``showing(p)`` is told which call is being asked about (None after), as the live gate says which call
-    its question is about (the REPL shows its arguments and an edit's diff)."""
+    its question is about (the REPL shows its arguments and an edit's diff). ``given`` collects each
+    question and its answer, in order."""
     if ask is None:
         return "n"
     answers = []
-    for p in distinct(pending):
+    allowed: set[tuple[str, str]] = set()
+    for p in pending:  # each call, as the live path asks a repeated command again after a y, not after always
+        if (p.tool, p.summary) in allowed:
+            continue
         showing(p)
         try:
             a = await ask(p.tool, p.summary)
         finally:
             showing(None)
+        if given is not None:
+            given.append((p.tool, p.summary, a))
         if a == "n":
             return "n"
         if a == "always":
             remember(p)
+            allowed.add((p.tool, p.summary))
         answers.append(a)
     return "always" if answers and all(a == "always" for a in answers) else "y"

@@ -119,9 +119,17 @@ class MainAuthorizer:
         # The call being asked about, while ``ask`` runs: its full arguments and the rule ``always`` adds
         # (the REPL shows them; ``ask`` itself gets the tool and a one-line summary).
         self.question: Question | None = None
+        # Questions answered at a declined acceptance (question by question, approvals.ask_each), in order:
+        # the live turn that follows takes these answers instead of asking again, while its questions are the
+        # same ones in the same order (a typed turn asks each once; an accepted one must not ask more).
+        self.carried: list[tuple[str, str, str]] = []
 
     def _new_gate(self) -> Any:
         return _gate(self.mode, self.allow, self.deny, self.root, self.ask_rules, self.additional_dirs)
+
+    def carry(self, given: Sequence[tuple[str, str, str]]) -> None:
+        """Answers given at acceptance for the live turn after it (``always`` is a rule already: left out)."""
+        self.carried = [g for g in given if g[2] != "always"]
 
     def set_mode(self, mode: Mode) -> None:
         self.mode = mode
@@ -159,12 +167,18 @@ class MainAuthorizer:
         reason = (hook_reason or "a PreToolUse hook asks") if hook == "ask" else d.reason
         if self.ask is None:
             raise ToolDenied(f"{reason} (no one to ask in this session)")
-        self.pending_ask = True
-        self.question = Question(tool.name, dict(block.get("input", {})), always_rule(tool.name, inp))
-        try:
-            answer = await self.ask(tool.name, summarize(tool.name, block.get("input", {})))
-        finally:
-            self.pending_ask, self.question = False, None
+        summary = summarize(tool.name, block.get("input", {}))
+        carried = self.carried.pop(0) if self.carried else None
+        if carried is not None and carried[:2] == (tool.name, summary):
+            answer = carried[2]  # answered at acceptance, this very question: not asked twice
+        else:
+            self.carried = []  # the live turn went another way: every later question is asked
+            self.pending_ask = True
+            self.question = Question(tool.name, dict(block.get("input", {})), always_rule(tool.name, inp))
+            try:
+                answer = await self.ask(tool.name, summary)
+            finally:
+                self.pending_ask, self.question = False, None
         if answer == "n":
             raise ToolDenied("the user declined this call")
         if answer == "always":

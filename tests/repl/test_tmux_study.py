@@ -195,3 +195,47 @@ def test_the_plain_arm_shows_no_ghost_text_and_consent_is_asked_once(tmp_path: P
     assert turn["arm"] == "plain" and turn["suggestion"] is None and turn["taken"] == "none"
     # The keys of /accept were a command's: typing is timed from the prompt's own first key.
     assert turn["commands"] == 1 and not turn["took_ghost"] and 0.5 <= turn["typing_s"] < 5
+
+
+def questions_on_turn_2(tmp_path: Path, project: Path, seed: int) -> tuple[list[str], str, dict[str, Any]]:
+    """A study session that takes the first two suggestions, answering y to every question; the questions
+    asked on turn 2 (the demo's fix, whose test runs the live path asks about), the screen, its record."""
+    study = tmp_path / f"study-{seed}"
+    t = start(tmp_path, project, study, f"--study-seed {seed}")
+    try:
+        t.wait(lambda: "Type yes to agree" in t.screen(), "the consent question")
+        t.type("yes")
+        t.keys("Enter")
+        ghost(t, P1)
+        t.keys("Tab", "Enter")
+        t.answer_until(lambda: t.input_line().strip() == f"› {P2}", "the second suggestion", timeout=60)
+        time.sleep(4)  # the speculative arm's fork runs to its end meanwhile (time scale 0.05)
+        t.keys("Tab", "Enter")
+        asked = t.answer_until(
+            lambda: t.input_line().strip() == f"› {P3}", "the third suggestion", timeout=90
+        )
+        screen = t.scrollback()
+        t.keys("C-d")
+        t.wait(lambda: "EXIT=0" in t.scrollback(), "a clean exit")
+    finally:
+        t.close()
+    turns = [r for r in records(study) if r["kind"] == "turn"]
+    return asked, screen, turns[1]
+
+
+def test_both_arms_ask_the_same_questions_one_by_one(tmp_path: Path) -> None:
+    """An accepted speculation in a study asks the live path's questions, one call at a time, in its words:
+    no list question at acceptance that only the speculative arm has (#37 item 3)."""
+    assert sequence(1, 2)[1] == "speculative" and sequence(2, 2)[1] == "suggest"
+    scenario = load_scenario(find_scenario("fix-pagination"))
+    spec_q, spec_screen, spec_turn = questions_on_turn_2(
+        tmp_path, prepare_project(scenario, tmp_path / "a" / "proj"), 1
+    )
+    live_q, live_screen, live_turn = questions_on_turn_2(
+        tmp_path, prepare_project(scenario, tmp_path / "b" / "proj"), 2
+    )
+    assert spec_turn["arm"] == "speculative" and spec_turn["accepted"], spec_turn  # a fork answered it
+    assert spec_turn["speculation"] is not None and live_turn["speculation"] is None
+    assert live_q and [q.replace("/a/proj", "/b/proj") for q in spec_q] == live_q, (spec_q, live_q)
+    for screen in (spec_screen, live_screen):
+        assert "accept the speculation" not in screen and "what it ran" not in screen, screen

@@ -81,16 +81,17 @@ def questions(root: Path) -> tuple[str, str]:
 
 
 async def turn(
-    root: Path, *, speculate: bool, answer: str, approve: Any = None
+    root: Path, *, speculate: bool, answer: str | list[str], approve: Any = None
 ) -> tuple[list[str], Any, Any]:
-    """Turn 1, then the prompt typed (no speculation) or accepted; the questions the second turn asked."""
+    """Turn 1, then the prompt typed (no speculation) or accepted; the questions the second turn asked.
+    ``answer``: the answer to every question, or the answers in the order asked."""
     asked: list[str] = []
     shown: list[Any] = []
 
     async def ask(tool: str, summary: str) -> str:
         asked.append(summary)
         shown.append(s.authorizer.question)  # what the REPL's question shows: the call and its diff
-        return answer
+        return answer if isinstance(answer, str) else answer[len(asked) - 1]
 
     async with session(root, speculate=speculate, ask=ask, approve=approve) as s:
         await s.submit("look at a")
@@ -133,14 +134,31 @@ def test_no_leaves_the_project_as_it_was_and_runs_the_turn_live(tmp_path: Path) 
     typed, _, _ = trio.run(lambda: turn(typed_root, speculate=False, answer="n"))
     root = project(tmp_path, "proj")
     asked, out, recs = trio.run(lambda: turn(root, speculate=True, answer="n"))
-    edit, _ = questions(root)
-    # The first no declines the speculation (the rest are not asked); the live turn then asks as typed.
-    assert asked == [edit, *[q.replace(str(typed_root), str(root)) for q in typed]]
-    assert asked[1] == edit  # typed, the first no ends the turn there too (so `write` is not asked)
+    edit, write = questions(root)
+    # The first no declines the speculation (the rest are not asked); the live turn then takes that answer
+    # for the same question instead of asking it again: the questions are the typed turn's, each once.
+    # (Typed, a no to the edit lets the model go on to the write, which is asked about too.)
+    assert asked == [q.replace(str(typed_root), str(root)) for q in typed] == [edit, write]
     assert not out.accepted and "not approved" in out.note
     assert tree_hash(root) == pristine and tree_hash(typed_root) == pristine
     (rec,) = recs
     assert rec.outcome == "declined" and rec.approval == "declined"
+
+
+def test_answers_given_at_acceptance_are_not_asked_again_by_the_live_turn(tmp_path: Path) -> None:
+    """Yes to the edit, no to the write: the speculation is declined at the write, and the live turn takes
+    both answers for its same two questions. Asked as often as typing it (a study's arms ask alike), and the
+    tree is the typed turn's: the edit made, the note not written."""
+    typed_root = project(tmp_path, "typed")
+    typed, _, _ = trio.run(lambda: turn(typed_root, speculate=False, answer=["y", "n"]))
+    root = project(tmp_path, "proj")
+    asked, out, recs = trio.run(lambda: turn(root, speculate=True, answer=["y", "n"]))
+    assert asked == [q.replace(str(typed_root), str(root)) for q in typed] == list(questions(root))
+    assert not out.accepted and "not approved" in out.note
+    assert tree_hash(root) == tree_hash(typed_root) and (root / "a.txt").read_text() == "gamma\nbeta\n"
+    assert not (root / "notes.txt").exists()
+    (rec,) = recs
+    assert rec.outcome == "declined"
 
 
 def test_an_approval_policy_sees_each_edit_s_diff(tmp_path: Path) -> None:
