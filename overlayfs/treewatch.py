@@ -47,6 +47,11 @@ from overlayfs.walk import too_long
 ENV = "SPECULATE_TREE_WATCH"
 MODES = ("auto", "fanotify", "inotify", "snapshot")
 MAX_PATHS = 20  # changed paths kept for the conflict message
+# Directories whose path (or that they are elsewhere) a fanotify watch keeps by handle. Each new directory
+# with events anywhere on the filesystem adds one (a REPL's speculations make a few per turn); past this the
+# map starts again, which costs one open_by_handle_at per directory seen afterwards. Kept small so that a
+# long session's memory stays flat (#37).
+MAX_DIRS = 4096
 MAX_IGNORED = 4096  # busy directories elsewhere whose events the kernel drops for a fanotify watch
 LIVENESS_S = 1.0  # how often an idle watch asks whether anyone still needs it
 
@@ -340,7 +345,7 @@ class FanotifyWatch(TreeWatch):
         if path is not None and path != self._parent and self._relative(path) is None:
             path = None  # elsewhere on the filesystem
             self._ignore(buf)
-        if len(self._dirs) > 100_000:  # a busy filesystem's many directories: start again
+        if len(self._dirs) >= MAX_DIRS:  # a busy filesystem's many directories: start again (memory flat)
             self._dirs.clear()
         self._dirs[handle] = path
         return path

@@ -196,3 +196,30 @@ def test_a_filesystem_mounted_inside_the_project_is_watched_too(
         w.close()
     finally:
         subprocess.run(["umount", os.fspath(tree / "mnt")], check=True)
+
+
+def test_a_fanotify_watch_keeps_a_bounded_map_of_directories(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every directory with events anywhere on the filesystem is looked up once and kept by handle; a long
+    session makes new ones each turn, so the map starts again at :data:`treewatch.MAX_DIRS` (#37: memory
+    flat) and a change in the project is still seen after it did."""
+    monkeypatch.setenv(treewatch.ENV, "fanotify")
+    monkeypatch.setattr(treewatch, "MAX_DIRS", 8)
+    w = treewatch.start(tree)
+    if w is None:
+        pytest.skip("fanotify filesystem marks need root")
+    h = Holder()
+    w.hold(h)
+    try:
+        for i in range(40):  # directories elsewhere with events, as each speculation's layers are
+            d = tree.parent / "elsewhere" / f"d{i}"
+            d.mkdir(parents=True)
+            (d / "f").write_text("x")
+        assert w.seen().clean
+        assert 0 < len(w._dirs) <= 8, len(w._dirs)  # type: ignore[attr-defined]
+        (tree / "src" / "deep" / "er" / "b.py").write_text("changed")
+        assert w.seen().paths == ("src/deep/er/b.py",)
+    finally:
+        del h
+        w.close()
