@@ -8,6 +8,8 @@ warm-up.
 
     .venv/bin/python scripts/repl_rss.py            # 200 turns, marks at 10, 50, 100, 150, 200
     .venv/bin/python scripts/repl_rss.py --turns 60 --marks 10,30,60
+    .venv/bin/python scripts/repl_rss.py --tmux     # the full-screen REPL in a tmux terminal, as a person
+                                                    # uses it (prompts typed, ghost text, toolbar)
 """
 
 from __future__ import annotations
@@ -38,11 +40,102 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+class Line:
+    """The REPL in line mode (``--plain``) on pipes: a prompt is a line written, a turn's end its ``(N.Ns)``."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        self.p = subprocess.Popen([*cmd, "--plain"], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)  # fmt: skip
+        self.out: list[str] = []
+        self.ended = threading.Semaphore(0)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.p.stdout is not None
+        for line in self.p.stdout:
+            self.out.append(line)
+            if TURN_END.match(line.strip()):
+                self.ended.release()
+
+    def pid(self) -> int:
+        return self.p.pid
+
+    def send(self, line: str, *, turn: bool) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        if turn and not self.ended.acquire(timeout=120):
+            raise SystemExit("a turn did not end in 120 s:\n" + "".join(self.out[-30:]))
+
+    def close(self) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+class Tmux:
+    """The full-screen REPL in a private tmux server: a prompt is typed and Enter pressed; a turn's end is one
+    more ``(N.Ns)`` line in the pane's history (kept whole: a large history limit)."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        import shlex
+
+        self.dir = Path(tempfile.mkdtemp(prefix="rss-tmux-"))
+        self.sock = str(self.dir / "sock")
+        line = " ".join(
+            f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("SPECULATE_", "HOME"))
+        )
+        self._tmux("start-server", ";", "set-option", "-g", "history-limit", "500000", ";",
+                   "new-session", "-d", "-x", "120", "-y", "40", "-s", "r", "-c", str(REPO),
+                   f"{line} {shlex.join(cmd)}; sleep 600")  # fmt: skip
+        self.ends = 0
+        deadline = time.monotonic() + 60
+        # Typed before the prompt is drawn, a line is held for a fresh Enter (keys typed ahead): wait for it.
+        while not any(ln.startswith("›") for ln in self._tmux("capture-pane", "-p", "-t", "r").splitlines()):
+            if time.monotonic() > deadline:
+                raise SystemExit("the REPL did not start in 60 s")
+            time.sleep(0.1)
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args], check=True,
+                              capture_output=True, text=True).stdout  # fmt: skip
+
+    def pid(self) -> int:
+        shell = int(self._tmux("display-message", "-p", "-t", "r", "#{pane_pid}").strip())
+        kids = subprocess.run(
+            ["pgrep", "-P", str(shell), "-f", "speculate.cli"], capture_output=True, text=True
+        )
+        return int(kids.stdout.split()[0])
+
+    def send(self, line: str, *, turn: bool) -> None:
+        self._tmux("send-keys", "-t", "r", "-l", line)
+        self._tmux("send-keys", "-t", "r", "Enter")
+        if not turn:
+            time.sleep(0.3)
+            return
+        deadline = time.monotonic() + 120
+        while True:
+            text = self._tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "r")
+            n = len(TURN_END.findall(text))
+            if n > self.ends:
+                self.ends = n
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit("a turn did not end in 120 s:\n" + text[-3000:])
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--marks", default="10,50,100,150,200")
     ap.add_argument("--time-scale", type=float, default=0.01)
+    ap.add_argument(
+        "--tmux", action="store_true", help="drive the full-screen REPL in tmux (default: --plain)"
+    )
     a = ap.parse_args()
     marks = sorted({int(m) for m in a.marks.split(",") if int(m) <= a.turns})
     scenario = load_scenario(find_scenario("fix-pagination"))
@@ -51,21 +144,8 @@ def main() -> int:
     project = prepare_project(scenario, tmp / "proj")
     env = {**os.environ, "SPECULATE_HISTORY": str(tmp / "history"), "SPECULATE_STATE_DIR": str(tmp / "state")}
     cmd = [sys.executable, "-m", "speculate.cli", "repl", str(project), "--scenario", "fix-pagination",
-           "--time-scale", str(a.time_scale), "--permission-mode", "bypassPermissions", "--plain"]  # fmt: skip
-    p = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, bufsize=1)  # fmt: skip
-    assert p.stdin is not None and p.stdout is not None
-    out: list[str] = []
-    ended = threading.Semaphore(0)
-
-    def reader() -> None:
-        assert p.stdout is not None
-        for line in p.stdout:
-            out.append(line)
-            if TURN_END.match(line.strip()):
-                ended.release()
-
-    threading.Thread(target=reader, daemon=True).start()
+           "--time-scale", str(a.time_scale), "--permission-mode", "bypassPermissions"]  # fmt: skip
+    repl = Tmux(cmd, env) if a.tmux else Line(cmd, env)
     t0 = time.monotonic()
     figures: list[tuple[int, int]] = []
     turn = 0
@@ -75,26 +155,22 @@ def main() -> int:
                 if turn >= a.turns:
                     break
                 time.sleep(0.3)  # the ghost text (and its speculation) gets a moment, as a person gives it
-                p.stdin.write(prompt + "\n")
-                p.stdin.flush()
-                if not ended.acquire(timeout=120):
-                    raise SystemExit("a turn did not end in 120 s:\n" + "".join(out[-30:]))
+                repl.send(prompt, turn=True)
                 turn += 1
                 if turn in marks:
-                    figures.append((turn, rss_kb(p.pid)))
+                    figures.append((turn, rss_kb(repl.pid())))
                     print(f"turn {turn:>4}: RSS {figures[-1][1] / 1024:7.1f} MiB", flush=True)
-            p.stdin.write("/clear\n")
-            p.stdin.flush()
+            repl.send("/clear", turn=False)
     finally:
-        p.stdin.close()
-        p.wait(timeout=60)
+        repl.close()
     first = next(((n, k) for n, k in figures if n >= 50), figures[0])
     last = figures[-1]
     if last[0] > first[0]:
         slope = (last[1] - first[1]) / (last[0] - first[0])
         print(f"growth after warm-up: {slope:.1f} KB per turn (turns {first[0]} to {last[0]})")
     print(
-        f"{turn} turns in {time.monotonic() - t0:.0f} s; time scale {a.time_scale}; python {sys.version.split()[0]}"
+        f"{turn} turns in {time.monotonic() - t0:.0f} s; {'tmux' if a.tmux else 'line mode'}; time scale "
+        f"{a.time_scale}; python {sys.version.split()[0]}"
     )
     return 0
 

@@ -6,6 +6,7 @@ as the REPL's output is."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import signal
@@ -303,8 +304,15 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                 restore(repl, session, saved, demo, keep_mode=args.mode is not None)
             if study is not None:
                 study.attach(session)  # draws the first turn's arm
-            with terminal():
-                await repl.run(session, signals)
+            # Everything the session started with (modules, schemas, the simulator) is long-lived: frozen out of
+            # the cyclic collector, so that the collection after each turn walks only what turns made.
+            gc.collect()
+            gc.freeze()
+            try:
+                with terminal():
+                    await repl.run(session, signals)
+            finally:
+                gc.unfreeze()
     finally:
         shutil.rmtree(spill, ignore_errors=True)
         if temp is not None:
