@@ -216,7 +216,12 @@ def recover_all(*, timeout: float = LOCK_TIMEOUT) -> list[Recovery]:
                 rec = recover_project(project, timeout=timeout)
                 if rec is not None:
                     out.append(rec)
-            elif not any(owner_alive(n) for n in _names(base / key / "overlays")):
+            else:
+                # This process's own discarded overlays are deleted in the background under names that hold
+                # its pid (alive): waited for, so that they do not keep the entry of a removed project.
+                wait_disposals(base / key)
+                if any(owner_alive(n) for n in _names(base / key / "overlays")):
+                    continue
                 with locked(ps, 0):  # nothing may become pending while it goes
                     if pending(ps):
                         continue

@@ -355,3 +355,27 @@ def test_a_directory_the_user_may_not_write_rolls_back_and_names_the_file(change
     finally:
         (base / "proj/ro").chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_recover_all_forgets_a_removed_project_whose_overlay_this_process_is_still_deleting(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A discarded overlay is deleted in the background under a name holding this (live) process's pid; a
+    slow deletion used to keep a removed project's entry (the test above failed so under load)."""
+    from overlayfs import state
+
+    slow = state._remove_quietly
+
+    def slower(path: Path) -> None:
+        import time
+
+        time.sleep(0.5)
+        slow(path)
+
+    monkeypatch.setattr(state, "_remove_quietly", slower)
+    idle = project(tmp_path / "idle")
+    Overlay(idle).discard()
+    shutil.rmtree(idle)
+    assert project_state(idle).dir.exists()
+    assert recover_all() == []
+    assert not project_state(idle).dir.exists()
