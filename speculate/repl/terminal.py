@@ -29,7 +29,10 @@ def enter_stays_enter() -> Iterator[None]:
     Between prompts (a slash command, ``/accept`` waiting for its prediction, the start of a turn) the
     terminal is in cooked mode, where an Enter typed ahead would become ``\n``: Ctrl-J to the next prompt,
     which inserts a newline instead of sending the line. Without ICRNL the ``\r`` waits in the line buffer
-    and reaches the next prompt (or the turn's key watcher) as Enter. Restored on exit."""
+    and reaches the next prompt (or the turn's key watcher) as Enter. Likewise Ctrl-D: in cooked mode the
+    line discipline takes it as end-of-file and the next prompt (raw, TCSANOW) reads a NUL instead, so a
+    Ctrl-D pressed as a turn ends was lost and the REPL stayed; with VEOF disabled it waits as ``\x04`` and
+    the prompt takes it as Ctrl-D. Restored on exit."""
     fd = tty_fd(None)
     if fd is None:
         yield
@@ -37,11 +40,21 @@ def enter_stays_enter() -> Iterator[None]:
     saved = termios.tcgetattr(fd)
     kept = termios.tcgetattr(fd)
     kept[0] &= ~termios.ICRNL
+    kept[6][termios.VEOF] = _disabled(fd)
     termios.tcsetattr(fd, termios.TCSANOW, kept)
     try:
         yield
     finally:
         termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def _disabled(fd: int) -> bytes:
+    """The value that disables a special character on this terminal (``_POSIX_VDISABLE``: NUL on Linux)."""
+    try:
+        off = os.fpathconf(fd, "PC_VDISABLE")
+    except (OSError, ValueError):
+        off = 0
+    return bytes([off if 0 <= off < 256 else 0])
 
 
 def tty_fd(inp: Any) -> int | None:
