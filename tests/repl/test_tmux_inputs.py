@@ -163,7 +163,8 @@ def test_a_study_writes_nothing_outside_its_directory_and_shows_no_arm(
         idle_prompt(t, P2)
         t.keys("Tab", "Enter")
         t.answer_until(lambda: "Full suite" in t.scrollback(), "the second answer", timeout=60)
-        t.wait(lambda: t.input_line().startswith("›"), "the prompt")
+        # The next ghost text, not any line starting with › (the turns' own prompts do): the turn is over.
+        idle_prompt(t, P3)
         screen = t.scrollback()
         assert "⚡" not in screen and "speculation accepted" not in screen and "saved" not in t.toolbar()
         leave(t)
