@@ -42,8 +42,8 @@ def typed_then_read_raw(master: int, slave: int, keys: bytes) -> bytes:
 def test_ctrl_d_and_enter_typed_between_prompts_reach_the_next_prompt(terminal: tuple[int, int]) -> None:
     master, slave = terminal
     with enter_stays_enter():
-        # Cooked mode would turn the Enter into \n (Ctrl-J) and the Ctrl-D into a NUL: the REPL then stayed.
-        assert typed_then_read_raw(master, slave, b"\x04") == b"\x04"
+        # Cooked mode took a Ctrl-D after other keys as end-of-file: the next prompt read a NUL instead.
+        assert typed_then_read_raw(master, slave, b"ab\x04") == b"ab\x04"
 
 
 def test_the_terminal_is_restored_on_exit(terminal: tuple[int, int]) -> None:
