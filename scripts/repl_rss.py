@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,58 +75,49 @@ class Line:
 
 
 class Tmux:
-    """The full-screen REPL in a private tmux server: a prompt is typed and Enter pressed; a turn's end is one
-    more ``(N.Ns)`` line in the pane's history (kept whole: a large history limit)."""
+    """The full-screen REPL in a private tmux server (the tmux tests' :class:`tests.repl.tmuxkit.Term`): a
+    prompt is typed and Enter pressed; a turn's end is one more ``(N.Ns)`` line in the pane's history (kept
+    whole: a large history limit, set before the pane is made)."""
 
     def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
         import shlex
 
-        self.dir = Path(tempfile.mkdtemp(prefix="rss-tmux-"))
-        self.sock = str(self.dir / "sock")
+        from tests.repl.tmuxkit import Term
+
+        self.t = Term()
         line = " ".join(
             f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("SPECULATE_", "HOME"))
         )
-        self._tmux("start-server", ";", "set-option", "-g", "history-limit", "500000", ";",
-                   "new-session", "-d", "-x", "120", "-y", "40", "-s", "r", "-c", str(REPO),
-                   f"{line} {shlex.join(cmd)}; sleep 600")  # fmt: skip
+        self.t.tmux("start-server", ";", "set-option", "-g", "history-limit", "500000", ";",
+                    "new-session", "-d", "-x", "120", "-y", "40", "-s", self.t.target, "-c", str(REPO),
+                    f"{line} {shlex.join(cmd)}; sleep 600")  # fmt: skip
         self.ends = 0
-        deadline = time.monotonic() + 60
         # Typed before the prompt is drawn, a line is held for a fresh Enter (keys typed ahead): wait for it.
-        while not any(ln.startswith("›") for ln in self._tmux("capture-pane", "-p", "-t", "r").splitlines()):
-            if time.monotonic() > deadline:
-                raise SystemExit("the REPL did not start in 60 s")
-            time.sleep(0.1)
-
-    def _tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True).stdout  # fmt: skip
+        self.t.wait(lambda: any(ln.startswith("›") for ln in self.t.screen().splitlines()), "the prompt", 60)
 
     def pid(self) -> int:
-        shell = int(self._tmux("display-message", "-p", "-t", "r", "#{pane_pid}").strip())
+        shell = int(self.t.tmux("display-message", "-p", "-t", self.t.target, "#{pane_pid}").strip())
         kids = subprocess.run(
             ["pgrep", "-P", str(shell), "-f", "speculate.cli"], capture_output=True, text=True
         )
         return int(kids.stdout.split()[0])
 
     def send(self, line: str, *, turn: bool) -> None:
-        self._tmux("send-keys", "-t", "r", "-l", line)
-        self._tmux("send-keys", "-t", "r", "Enter")
+        self.t.type(line)
+        self.t.keys("Enter")
         if not turn:
             time.sleep(0.3)
             return
-        deadline = time.monotonic() + 120
-        while True:
-            text = self._tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "r")
-            n = len(TURN_END.findall(text))
-            if n > self.ends:
-                self.ends = n
-                return
-            if time.monotonic() > deadline:
-                raise SystemExit("a turn did not end in 120 s:\n" + text[-3000:])
-            time.sleep(0.1)
+
+        def ended() -> bool:  # one more turn-end line than before (one capture of the history per look)
+            n = len(TURN_END.findall(self.t.scrollback()))
+            done, self.ends = n > self.ends, max(n, self.ends)
+            return done
+
+        self.t.wait(ended, "the turn's end", 120)
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+        self.t.close()
 
 
 def main() -> int:
@@ -163,6 +155,7 @@ def main() -> int:
             repl.send("/clear", turn=False)
     finally:
         repl.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     first = next(((n, k) for n, k in figures if n >= 50), figures[0])
     last = figures[-1]
     if last[0] > first[0]:

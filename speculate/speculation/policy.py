@@ -316,9 +316,9 @@ class Options:
     prior: tuple[float, float] = DEFAULT_PRIOR
     pooling: float = DEFAULT_POOLING
     persist: bool = False
-    edits: SpecEdits = (
-        "stop"  # SessionConfig.spec_edits resolved: a fork's edit the live path would ask about
-    )
+    # SessionConfig.spec_edits resolved (over the settings' speculation.edits): a fork's edit the live path
+    # would ask about, asked on acceptance or stopped before
+    edits: SpecEdits = "stop"
 
 
 def options_for(cfg: SessionConfig, settings: Any) -> Options:
