@@ -80,5 +80,7 @@ class SessionConfig:
     # A fork's Write/Edit that the live path would ask about (default mode): "stop", the fork stops before
     # it (an `edit` boundary); "ask", it is written into the overlay and asked about on acceptance with its
     # diff, as a sandboxed command the live path would ask about is (docs/speculation.md, "Edits in default
-    # mode"). None: the settings' speculation.edits, else "stop".
+    # mode"). None: the settings' speculation.edits, else spec_edits_default ("stop" for the API and the
+    # bench; the REPL's is "ask": a person is there to read the diffs).
     spec_edits: SpecEdits | None = None
+    spec_edits_default: SpecEdits = "stop"

@@ -285,8 +285,8 @@ async def _run_repl(args: argparse.Namespace, signals: Any) -> int:
                     keep_records=KEEP_RECORDS,
                     spec_value=args.spec_value,
                     spec_candidates=args.spec_candidates,
-                    # the REPL asks by default: a person is there to read the diffs (docs/speculation.md)
-                    spec_edits=args.spec_edits or perms.spec_edits or "ask",
+                    spec_edits=args.spec_edits,  # over the settings' speculation.edits
+                    spec_edits_default="ask",  # a person is there to read the diffs (docs/speculation.md)
                     # saved for --continue; a study writes nothing outside its directory
                     transcript_path=None if study is not None else new_path(project),
                     **scfg_extra,

@@ -16,7 +16,6 @@ from speculate.term import visible
 
 if TYPE_CHECKING:
     from speculate.permissions import Mode
-    from speculate.session_types import SpecEdits
 
 
 @dataclass
@@ -30,7 +29,6 @@ class Permissions:
     add_dirs: list[str]
     trusted: bool
     notes: list[str]
-    spec_edits: SpecEdits | None = None  # the settings' speculation.edits
 
 
 def _permissions(args: argparse.Namespace, project: Path, *, own: bool, demo: bool) -> Permissions:
@@ -49,7 +47,7 @@ def _permissions(args: argparse.Namespace, project: Path, *, own: bool, demo: bo
     fallback: Mode = DEMO_MODE if demo else "default"
     mode = starting_mode(args.mode, settings.default_mode, fallback)
     from_settings = args.mode is None and settings.default_mode is not None
-    return Permissions(mode, from_settings, allow, deny, dirs, trusted, notes, settings.policy.edits)
+    return Permissions(mode, from_settings, allow, deny, dirs, trusted, notes)
 
 
 def _trust(project: Path) -> bool:

@@ -333,7 +333,7 @@ def options_for(cfg: SessionConfig, settings: Any) -> Options:
         prior=tuple(sp.prior),
         pooling=sp.pooling,
         persist=sp.persist,
-        edits=cfg.spec_edits or sp.edits or "stop",
+        edits=cfg.spec_edits or sp.edits or cfg.spec_edits_default,
     )
 
 

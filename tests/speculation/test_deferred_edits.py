@@ -179,9 +179,11 @@ def test_an_approval_policy_sees_each_edit_s_diff(tmp_path: Path) -> None:
     assert (root / "a.txt").read_text() == "gamma\nbeta\n"
 
 
-def boundary_under_settings(root: Path, edits: str | None, cfg_edits: str | None) -> str:
+def boundary_under_settings(
+    root: Path, edits: str | None, cfg_edits: str | None, default: str = "stop"
+) -> str:
     """The fork's boundary on the edit turn with ``speculation.edits`` in the project's settings (None: not
-    set) and ``SessionConfig.spec_edits`` (None: the settings decide)."""
+    set), ``SessionConfig.spec_edits`` (None: the settings decide) and ``spec_edits_default``."""
     if edits is not None:
         (root / ".claude").mkdir(exist_ok=True)
         (root / ".claude" / "settings.json").write_text(json.dumps({"speculation": {"edits": edits}}))
@@ -190,7 +192,9 @@ def boundary_under_settings(root: Path, edits: str | None, cfg_edits: str | None
         async def ask(tool: str, summary: str) -> str:
             return "y"
 
-        async with session(root, speculate=True, ask=ask, spec_edits=cfg_edits) as s:
+        async with session(
+            root, speculate=True, ask=ask, spec_edits=cfg_edits, spec_edits_default=default
+        ) as s:
             await s.submit("look at a")
             assert await s.wait_suggestion() == PROMPT
             await s.wait_speculation()
@@ -206,6 +210,9 @@ def test_the_settings_key_chooses_ask_or_stop_and_the_config_overrides_it(tmp_pa
     assert boundary_under_settings(project(tmp_path, "stop"), "stop", None) == "edit"
     assert boundary_under_settings(project(tmp_path, "unset"), None, None) == "edit"
     assert boundary_under_settings(project(tmp_path, "over"), "stop", "ask") == "complete"
+    # The REPL's default (ask) yields to the settings' key, and applies where none is set.
+    assert boundary_under_settings(project(tmp_path, "repl-stop"), "stop", None, "ask") == "edit"
+    assert boundary_under_settings(project(tmp_path, "repl-unset"), None, None, "ask") == "complete"
 
 
 def test_a_bad_edits_setting_names_the_file_and_key(tmp_path: Path) -> None:
